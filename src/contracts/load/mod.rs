@@ -1,0 +1,107 @@
+//! Loading workflow documents from JSON and YAML text.
+//!
+//! Both formats are parsed into a [`serde_json::Value`] plus a [`SourceMap`], rejecting
+//! duplicate keys anywhere, and then deserialized into the contract types with unknown
+//! fields rejected. Every error names the key and its line and column.
+
+mod json;
+mod yaml;
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use super::DocumentFormat;
+use super::pointer::{SourceMap, Span};
+
+/// Why a document could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The text is not well-formed JSON or YAML.
+    #[error("line {}, column {}: {message}", span.line, span.column)]
+    Syntax {
+        /// What the parser said.
+        message: String,
+        /// Where.
+        span: Span,
+    },
+    /// The same key appears twice in one object.
+    #[error("line {}, column {}: duplicate key `{key}` in {} (first at line {}, column {})",
+        span.line, span.column, describe(parent), first.line, first.column)]
+    DuplicateKey {
+        /// The repeated key.
+        key: String,
+        /// JSON Pointer of the object holding it.
+        parent: String,
+        /// The second occurrence.
+        span: Span,
+        /// The first occurrence.
+        first: Span,
+    },
+    /// The document is well-formed but does not fit the workflow format (an unknown
+    /// field, a wrong type, a missing field).
+    #[error("{}{message} (at {})", span.map(|s| format!("line {}, column {}: ", s.line, s.column)).unwrap_or_default(), describe(pointer))]
+    Invalid {
+        /// What is wrong.
+        message: String,
+        /// JSON Pointer of the offending value or key.
+        pointer: String,
+        /// Where, when known.
+        span: Option<Span>,
+    },
+}
+
+impl LoadError {
+    /// Line and column of the error, when known.
+    pub fn span(&self) -> Option<Span> {
+        match self {
+            LoadError::Io { .. } => None,
+            LoadError::Syntax { span, .. } | LoadError::DuplicateKey { span, .. } => Some(*span),
+            LoadError::Invalid { span, .. } => *span,
+        }
+    }
+}
+
+fn describe(pointer: &str) -> String {
+    if pointer.is_empty() {
+        "the document root".to_string()
+    } else {
+        format!("`{pointer}`")
+    }
+}
+
+/// Parses text into a JSON value and its source map, rejecting duplicate keys.
+///
+/// Complexity: O(n) in the length of the text.
+pub fn parse_value(text: &str, format: DocumentFormat) -> Result<(Value, SourceMap), LoadError> {
+    match format {
+        DocumentFormat::Json => json::parse(text),
+        DocumentFormat::Yaml => yaml::parse(text),
+    }
+}
+
+/// Records members while building a value and reports a repeated key.
+pub(crate) fn check_duplicate(
+    seen: &mut std::collections::HashMap<String, Span>,
+    parent: &str,
+    key: &str,
+    span: Span,
+) -> Result<(), LoadError> {
+    if let Some(first) = seen.insert(key.to_string(), span) {
+        return Err(LoadError::DuplicateKey {
+            key: key.to_string(),
+            parent: parent.to_string(),
+            span,
+            first,
+        });
+    }
+    Ok(())
+}

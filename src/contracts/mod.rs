@@ -1,0 +1,38 @@
+//! The contract types and the workflow document.
+//!
+//! Everything a workflow declares lives here, as plain data with serde round-trips and
+//! builder methods for writing contracts in Rust. Both entry points (Rust code and a
+//! JSON/YAML document) produce the same types.
+
+mod behaviour;
+mod budgets;
+mod condition;
+mod decision;
+mod document;
+pub mod load;
+mod node;
+pub mod pointer;
+mod schema;
+mod slice;
+mod subgraph;
+mod supervisor;
+
+pub use behaviour::{ExecSpec, NodeBehaviour, SupervisorPolicy};
+pub use budgets::Budgets;
+pub use condition::{Condition, Trigger, json_equal};
+pub use decision::{RoutingDecision, StopGlobal, StopLocal, SupervisorOutput};
+pub use document::{DocumentFormat, WorkflowDocument};
+pub use node::NodeContract;
+pub use schema::document_schema;
+pub use slice::{SYSTEM_SLICE, SliceDecl};
+pub use subgraph::SubgraphContract;
+pub use supervisor::SupervisorContract;
+
+/// Turns any iterable of string-likes into owned strings (used by the builder methods).
+pub(crate) fn strings<I, S>(items: I) -> Vec<String>
+where
+    I: IntoIterator<Item = S>,
+    S: Into<String>,
+{
+    items.into_iter().map(Into::into).collect()
+}

@@ -1,0 +1,157 @@
+//! JSON Pointers into the workflow document and the source map that turns them into
+//! lines and columns.
+
+use std::collections::HashMap;
+use std::fmt;
+
+/// Escapes one reference token (`~` -> `~0`, `/` -> `~1`).
+pub fn escape(token: &str) -> String {
+    if token.contains(['~', '/']) {
+        token.replace('~', "~0").replace('/', "~1")
+    } else {
+        token.to_string()
+    }
+}
+
+/// Joins reference tokens into a JSON Pointer (`["nodes", "a/b"]` -> `/nodes/a~1b`).
+pub fn join<I, S>(tokens: I) -> String
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    let mut out = String::new();
+    for t in tokens {
+        out.push('/');
+        out.push_str(&escape(t.as_ref()));
+    }
+    out
+}
+
+/// A place in the document text: 1-based line and column (in characters), plus the
+/// byte range of the token found there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Span {
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column, counted in characters.
+    pub column: usize,
+    /// Byte offset of the token's start.
+    pub offset: usize,
+    /// Byte length of the token (at least 1 when the text is non-empty).
+    pub len: usize,
+}
+
+impl fmt::Display for Span {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}, column {}", self.line, self.column)
+    }
+}
+
+/// Where each JSON Pointer of a loaded document stands in its text. For an object member
+/// the span is the member's key; for an array element, the element's first token.
+#[derive(Debug, Clone, Default)]
+pub struct SourceMap {
+    /// The file the text came from, when known.
+    pub name: Option<String>,
+    /// The document text.
+    pub text: String,
+    spans: HashMap<String, Span>,
+}
+
+impl SourceMap {
+    /// An empty map over `text`.
+    pub fn new(text: impl Into<String>) -> Self {
+        Self {
+            name: None,
+            text: text.into(),
+            spans: HashMap::new(),
+        }
+    }
+
+    /// Records where `pointer` stands.
+    pub fn insert(&mut self, pointer: String, span: Span) {
+        self.spans.insert(pointer, span);
+    }
+
+    /// The exact span of `pointer`, if recorded.
+    pub fn get(&self, pointer: &str) -> Option<Span> {
+        self.spans.get(pointer).copied()
+    }
+
+    /// The span of `pointer`, or of its nearest recorded ancestor.
+    pub fn locate(&self, pointer: &str) -> Option<Span> {
+        let mut p = pointer;
+        loop {
+            if let Some(s) = self.spans.get(p) {
+                return Some(*s);
+            }
+            match p.rfind('/') {
+                Some(i) => p = &p[..i],
+                None => return None,
+            }
+        }
+    }
+
+    /// Number of recorded pointers.
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// True when nothing is recorded.
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+}
+
+/// Converts byte offsets of a text into 1-based lines and character columns.
+pub(crate) struct LineIndex<'a> {
+    text: &'a str,
+    starts: Vec<usize>,
+}
+
+impl<'a> LineIndex<'a> {
+    pub(crate) fn new(text: &'a str) -> Self {
+        let mut starts = vec![0];
+        starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        Self { text, starts }
+    }
+
+    pub(crate) fn span(&self, start: usize, end: usize) -> Span {
+        let line = self.starts.partition_point(|s| *s <= start).max(1);
+        let line_start = self.starts[line - 1];
+        let column = self
+            .text
+            .get(line_start..start)
+            .map_or(1, |s| s.chars().count() + 1);
+        Span {
+            line,
+            column,
+            offset: start,
+            len: end.saturating_sub(start).max(1),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_and_joins() {
+        assert_eq!(join(["nodes", "a/b", "c~d"]), "/nodes/a~1b/c~0d");
+        assert_eq!(join::<[&str; 0], &str>([]), "");
+    }
+
+    #[test]
+    fn locates_nearest_ancestor_and_counts_characters() {
+        let text = "{\n  \"é\": 1\n}";
+        let idx = LineIndex::new(text);
+        let off = text.find('1').unwrap();
+        let s = idx.span(off, off + 1);
+        assert_eq!((s.line, s.column), (2, 8));
+        let mut map = SourceMap::new(text);
+        map.insert("/nodes".into(), s);
+        assert_eq!(map.locate("/nodes/x/reads/0"), Some(s));
+        assert_eq!(map.locate("/other"), None);
+    }
+}

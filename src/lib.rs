@@ -1,0 +1,23 @@
+//! # pactgraph
+//!
+//! A Rust engine for declarative agent workflows. A workflow is a set of contracts
+//! ([`contracts::NodeContract`], [`contracts::SupervisorContract`],
+//! [`contracts::SubgraphContract`]) written in Rust or in a JSON/YAML
+//! [`contracts::WorkflowDocument`]. The [`graph::GraphBuilder`] compiles them into a
+//! clustered [`graph::CompiledGraph`]; the [`validator`] proves the contracts hold before
+//! anything runs; the [`runtime`] executes routing decisions with budgets, a call stack and
+//! a decision trace; [`visualize`] exports the graph.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod contracts;
+pub mod graph;
+pub mod runtime;
+pub mod validator;
+pub mod visualize;
+
+pub use contracts::{
+    Budgets, Condition, NodeBehaviour, NodeContract, RoutingDecision, SliceDecl, SubgraphContract,
+    SupervisorContract, Trigger, WorkflowDocument,
+};
+pub use graph::{CompiledGraph, GraphBuilder, Registry};

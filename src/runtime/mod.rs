@@ -1,0 +1,8 @@
+//! The runtime: routing decisions, budgets, the call stack, the decision trace and the
+//! executor.
+
+mod status;
+mod trace;
+
+pub use status::{RunStatus, TerminationReason};
+pub use trace::{DecisionTrace, TraceItem, TraceKind};

@@ -1,0 +1,128 @@
+//! The decision trace: one item per decision and per transition of a run.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::status::TerminationReason;
+
+/// What a trace item records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TraceKind {
+    /// A supervisor decided (`target` is what it chose; `reason` why).
+    Decision,
+    /// A node was dispatched by a supervisor (`source` supervisor, `target` node).
+    Dispatch,
+    /// A node handed off to the next (`source` node, `target` node).
+    Handoff,
+    /// A subgraph was entered (`source` caller supervisor, `target` subgraph id).
+    Call,
+    /// Control came back: a node to its supervisor (`source` node, `target` supervisor),
+    /// or a subgraph to its caller (`source` subgraph id, `target` caller supervisor).
+    Return,
+    /// A decision was routed to the fallback (the original choice is in `reason`).
+    Fallback,
+    /// A guard stopped the run.
+    GuardStop,
+    /// The run paused for input.
+    Pause,
+    /// The run resumed with an answer.
+    Resume,
+    /// The run ended.
+    End,
+}
+
+/// One entry of the trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TraceItem {
+    /// Steps taken when the item was recorded.
+    pub step: u32,
+    /// Call depth (0 at the root).
+    pub depth: u32,
+    /// The supervisor deciding, or in whose level the transition happened.
+    pub supervisor: Option<String>,
+    /// The subgraph of the current level (`None` at the root).
+    pub subgraph: Option<String>,
+    /// What happened.
+    pub kind: TraceKind,
+    /// The vertex the transition leaves (see [`TraceKind`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The node, subgraph or decision kind chosen.
+    pub target: Option<String>,
+    /// Why: the winning rule, the original choice of a fallback, an error message.
+    pub reason: Option<String>,
+    /// Set on items that end a level or the run.
+    pub termination_reason: Option<TerminationReason>,
+    /// Rule-based supervisors: the candidates whose triggers matched, best first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<String>,
+    /// Milliseconds since the Unix epoch when recorded (0 when timing is stripped).
+    #[serde(default)]
+    pub at_ms: u64,
+    /// How long the step took, in microseconds (0 for instantaneous items).
+    #[serde(default)]
+    pub duration_us: u64,
+}
+
+impl TraceItem {
+    /// An item of `kind` at `step` and `depth`, everything else empty.
+    pub fn new(kind: TraceKind, step: u32, depth: u32) -> Self {
+        Self {
+            step,
+            depth,
+            supervisor: None,
+            subgraph: None,
+            kind,
+            source: None,
+            target: None,
+            reason: None,
+            termination_reason: None,
+            candidates: Vec::new(),
+            at_ms: 0,
+            duration_us: 0,
+        }
+    }
+}
+
+/// The ordered list of trace items of one run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct DecisionTrace {
+    /// Items in the order they happened.
+    pub items: Vec<TraceItem>,
+}
+
+impl DecisionTrace {
+    /// Appends an item.
+    pub fn push(&mut self, item: TraceItem) {
+        self.items.push(item);
+    }
+    /// Number of items.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+    /// The trace with timestamps and durations zeroed: the part that is the same on every
+    /// run of the same workflow and input.
+    pub fn without_timing(&self) -> Self {
+        Self {
+            items: self
+                .items
+                .iter()
+                .map(|i| TraceItem {
+                    at_ms: 0,
+                    duration_us: 0,
+                    ..i.clone()
+                })
+                .collect(),
+        }
+    }
+    /// The trace as pretty JSON.
+    pub fn to_json_pretty(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a trace is plain data")
+    }
+}
