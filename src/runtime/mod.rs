@@ -1,6 +1,7 @@
 //! The runtime: routing decisions, budgets, the call stack, the decision trace and the
 //! executor.
 
+pub mod exec;
 mod status;
 mod trace;
 
