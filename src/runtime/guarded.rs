@@ -1,0 +1,110 @@
+//! Running one handler call safely: panics caught, a time limit, cancellation, and the
+//! hook for `exec` behaviours.
+
+use std::any::Any;
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::handlers::{BoxFuture, HandlerError};
+use crate::contracts::ExecSpec;
+
+/// Why a handler call did not produce a value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// It returned an error, panicked or produced garbage (`node_failed`).
+    Failed(String),
+    /// It ran past its time limit (`timeout`).
+    Timeout(String),
+    /// The run was cancelled while it ran (`cancelled`).
+    Cancelled,
+}
+
+/// Polls a boxed future, turning a panic into an error message.
+struct CatchUnwind<T>(BoxFuture<T>);
+
+impl<T> Future for CatchUnwind<T> {
+    type Output = Result<T, String>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = &mut self.get_mut().0;
+        match catch_unwind(AssertUnwindSafe(|| inner.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
+            Err(payload) => Poll::Ready(Err(panic_message(payload.as_ref()))),
+        }
+    }
+}
+
+/// The text of a panic payload.
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
+    let text = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic payload".to_string());
+    format!("panicked: {text}")
+}
+
+/// Creates and awaits a handler future with a time limit and cancellation. Dropping the
+/// future on timeout or cancellation aborts the handler at its next await point.
+pub(crate) async fn call_guarded<T>(
+    make: impl FnOnce() -> BoxFuture<Result<T, HandlerError>>,
+    limit: Option<Duration>,
+    cancel: &CancellationToken,
+) -> Result<T, Fault> {
+    let fut = match catch_unwind(AssertUnwindSafe(make)) {
+        Ok(f) => f,
+        Err(payload) => return Err(Fault::Failed(panic_message(payload.as_ref()))),
+    };
+    let caught = CatchUnwind(fut);
+    let limited = async move {
+        match limit {
+            Some(d) => match tokio::time::timeout(d, caught).await {
+                Ok(r) => Ok(r),
+                Err(_) => Err(Fault::Timeout(format!(
+                    "did not finish within {} ms",
+                    d.as_millis()
+                ))),
+            },
+            None => Ok(caught.await),
+        }
+    };
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(Fault::Cancelled),
+        r = limited => match r? {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(Fault::Failed(e.message)),
+            Err(panic) => Err(Fault::Failed(panic)),
+        },
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// EXEC HOOK: the one place `exec` node behaviours and supervisor policies run.
+// When merging, wire this to `runtime::exec::run_json_program(spec, base_dir, input,
+// default_timeout, cancel)` and map its `ExecError`: `Timeout` -> `Fault::Timeout(msg)`,
+// `Cancelled` -> `Fault::Cancelled`, anything else -> `Fault::Failed(err.to_string())`.
+// Node stdin: `{"node": id, "input": {slice: value...}}` (stdout: an object of writes).
+// Policy stdin: `{"supervisor": id, "depth": n, "allow": [...], "state": {...}}`
+// (stdout: one RoutingDecision or a bare string). Callers build `input` already.
+// ---------------------------------------------------------------------------------------
+/// Runs an `exec` behaviour or policy program with `input` on its stdin and returns the
+/// JSON value it printed.
+pub(crate) async fn exec_program(
+    _spec: &ExecSpec,
+    _base_dir: &Path,
+    _input: &Value,
+    _default_timeout: Option<Duration>,
+    _cancel: &CancellationToken,
+) -> Result<Value, Fault> {
+    Err(Fault::Failed(
+        "exec behaviours are provided by runtime::exec".to_string(),
+    ))
+}
