@@ -68,3 +68,28 @@ pub fn user_state(o: &RunOutcome) -> Value {
     }
     s
 }
+
+/// A policy that returns the scripted outputs in order, then `stop_global`.
+pub fn script(
+    outputs: Vec<pactgraph::contracts::SupervisorOutput>,
+) -> impl pactgraph::runtime::PolicyHandler {
+    let queue = std::sync::Arc::new(std::sync::Mutex::new(std::collections::VecDeque::from(
+        outputs,
+    )));
+    move |_input: pactgraph::runtime::PolicyInput| {
+        let next = queue.lock().expect("not poisoned").pop_front();
+        async move {
+            Ok(next.unwrap_or_else(|| {
+                pactgraph::RoutingDecision::stop_global("script exhausted").into()
+            }))
+        }
+    }
+}
+
+/// `{slice: value}` as node writes.
+pub fn writes(pairs: &[(&str, Value)]) -> pactgraph::runtime::Writes {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), v.clone()))
+        .collect()
+}
