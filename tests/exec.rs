@@ -170,7 +170,7 @@ async fn cancellation_kills_the_program() {
 }
 
 #[tokio::test]
-async fn the_spec_timeout_wins_over_the_default() {
+async fn the_smaller_of_the_spec_timeout_and_the_callers_limit_applies() {
     let dir = tempfile::tempdir().unwrap();
     let spec = py("import time; time.sleep(30)").timeout_ms(300);
     let e = run_json_program(
@@ -178,6 +178,17 @@ async fn the_spec_timeout_wins_over_the_default() {
         dir.path(),
         &json!({}),
         Some(Duration::from_secs(60)),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.to_string().contains("300 ms"), "{e}");
+    let spec = py("import time; time.sleep(30)").timeout_ms(60_000);
+    let e = run_json_program(
+        &spec,
+        dir.path(),
+        &json!({}),
+        Some(Duration::from_millis(300)),
         &CancellationToken::new(),
     )
     .await

@@ -121,13 +121,15 @@ pub fn resolve_program(argv0: &str, base_dir: &Path) -> PathBuf {
 
 /// Runs `spec` with `input` on stdin and returns the JSON value it prints.
 ///
-/// The time limit is `spec.timeout_ms`, else `default_timeout`, else none. `base_dir` is the
-/// default working directory (the workflow file's folder) and resolves relative paths.
+/// The time limit is the smaller of `spec.timeout_ms` and `limit` (the caller's: the
+/// workflow's `node_timeout_ms` and what is left of the run deadline), or whichever is set.
+/// `base_dir` is the default working directory (the workflow file's folder) and resolves
+/// relative paths.
 pub async fn run_json_program(
     spec: &ExecSpec,
     base_dir: &Path,
     input: &Value,
-    default_timeout: Option<Duration>,
+    limit: Option<Duration>,
     cancel: &CancellationToken,
 ) -> Result<Value, ExecError> {
     let argv0 = spec.argv.first().ok_or(ExecError::EmptyArgv)?;
@@ -175,10 +177,10 @@ pub async fn run_json_program(
         buf
     });
 
-    let limit = spec
-        .timeout_ms
-        .map(Duration::from_millis)
-        .or(default_timeout);
+    let limit = match (spec.timeout_ms.map(Duration::from_millis), limit) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     let sleep = async {
         match limit {
             Some(d) => tokio::time::sleep(d).await,

@@ -121,6 +121,66 @@ impl DecisionTrace {
                 .collect(),
         }
     }
+    /// The trace as a plain-text table (one row per item: step, depth, kind, supervisor,
+    /// subgraph, target, termination reason and reason), for terminals and logs.
+    pub fn to_table(&self) -> String {
+        const HEAD: [&str; 8] = [
+            "step",
+            "depth",
+            "kind",
+            "supervisor",
+            "subgraph",
+            "target",
+            "ends",
+            "reason",
+        ];
+        let rows: Vec<[String; 8]> = self
+            .items
+            .iter()
+            .map(|i| {
+                [
+                    i.step.to_string(),
+                    i.depth.to_string(),
+                    serde_json::to_value(i.kind)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default(),
+                    i.supervisor.clone().unwrap_or_else(|| "-".into()),
+                    i.subgraph.clone().unwrap_or_else(|| "-".into()),
+                    i.target.clone().unwrap_or_else(|| "-".into()),
+                    i.termination_reason
+                        .map_or_else(|| "-".into(), |r| r.as_str().to_string()),
+                    i.reason.clone().unwrap_or_default(),
+                ]
+            })
+            .collect();
+        let mut width = HEAD.map(str::len);
+        for r in &rows {
+            for (w, c) in width.iter_mut().zip(r) {
+                *w = (*w).max(c.chars().count());
+            }
+        }
+        let line = |cells: &[String]| {
+            let mut out = String::new();
+            for (k, (c, w)) in cells.iter().zip(width).enumerate() {
+                if k + 1 == cells.len() {
+                    out.push_str(c);
+                } else {
+                    out.push_str(c);
+                    out.push_str(&" ".repeat(w - c.chars().count() + 2));
+                }
+            }
+            out.trim_end().to_string()
+        };
+        let mut out = line(&HEAD.map(String::from));
+        out.push('\n');
+        for r in &rows {
+            out.push_str(&line(r));
+            out.push('\n');
+        }
+        out
+    }
+
     /// The trace as pretty JSON.
     pub fn to_json_pretty(&self) -> String {
         serde_json::to_string_pretty(self).expect("a trace is plain data")

@@ -1,0 +1,299 @@
+//! Building an [`Executor`]: handlers by name, schemas compiled once, and the per-id
+//! tables the executor looks up on every step.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use jsonschema::Validator;
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use super::executor::Executor;
+use super::handlers::{NodeHandler, PolicyHandler, SharedNode, SharedPolicy};
+use crate::contracts::pointer::join;
+use crate::contracts::{
+    ExecSpec, NodeBehaviour, NodeContract, SubgraphContract, SupervisorContract, SupervisorPolicy,
+};
+use crate::graph::CompiledGraph;
+
+/// Where trace timestamps and durations come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Clock {
+    /// The system clock (`at_ms` since the Unix epoch, measured durations).
+    #[default]
+    System,
+    /// Always zero: traces are byte-for-byte reproducible (tests, golden files). Run
+    /// deadlines still use the system clock.
+    Frozen,
+}
+
+/// The executor could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExecutorBuildError {
+    /// A node or supervisor names a handler nobody registered.
+    #[error(
+        "{kind} `{id}` uses {{\"handler\": \"{handler}\"}} but no such handler is registered (at {pointer})"
+    )]
+    MissingHandler {
+        /// `node` or `supervisor`.
+        kind: &'static str,
+        /// The contract's id.
+        id: String,
+        /// The handler name.
+        handler: String,
+        /// JSON Pointer of the reference in the document.
+        pointer: String,
+    },
+    /// A JSON Schema in the workflow does not compile.
+    #[error("invalid JSON Schema at {pointer}: {message}")]
+    InvalidSchema {
+        /// JSON Pointer of the schema in the document.
+        pointer: String,
+        /// What is wrong with it.
+        message: String,
+    },
+}
+
+/// A compiled schema, shared.
+pub(crate) type Schema = Arc<Validator>;
+
+/// How a node runs, resolved.
+#[derive(Clone)]
+pub(crate) enum NodeRun {
+    /// No behaviour: writes nothing.
+    Nothing,
+    /// Constant writes.
+    Set(Map<String, Value>),
+    /// A registered handler.
+    Handler(SharedNode),
+    /// A program.
+    Exec(ExecSpec),
+}
+
+/// A node, ready to run.
+pub(crate) struct NodePlan {
+    pub(crate) contract: NodeContract,
+    pub(crate) run: NodeRun,
+    pub(crate) input_schema: Option<Schema>,
+    pub(crate) output_schema: Option<Schema>,
+}
+
+/// How a supervisor decides, resolved.
+pub(crate) enum PolicyRun {
+    /// Triggers and priorities.
+    Rules,
+    /// A registered handler.
+    Handler(SharedPolicy),
+    /// A program.
+    Exec(ExecSpec),
+}
+
+/// A supervisor, ready to decide.
+pub(crate) struct SupervisorPlan {
+    pub(crate) contract: Arc<SupervisorContract>,
+    pub(crate) policy: PolicyRun,
+}
+
+/// A subgraph, ready to call.
+pub(crate) struct SubgraphPlan {
+    pub(crate) contract: SubgraphContract,
+    pub(crate) input_schema: Option<Schema>,
+    pub(crate) output_schema: Option<Schema>,
+}
+
+/// Everything the executor reads while running (immutable, shared).
+pub(crate) struct Plan {
+    pub(crate) graph: Arc<CompiledGraph>,
+    pub(crate) nodes: HashMap<String, NodePlan>,
+    pub(crate) supervisors: HashMap<String, SupervisorPlan>,
+    pub(crate) subgraphs: HashMap<String, SubgraphPlan>,
+    pub(crate) slice_schemas: HashMap<String, Schema>,
+    pub(crate) base_dir: PathBuf,
+    pub(crate) clock: Clock,
+    pub(crate) cancel: CancellationToken,
+}
+
+/// Collects handlers and settings, then builds an [`Executor`].
+pub struct ExecutorBuilder {
+    graph: Arc<CompiledGraph>,
+    nodes: HashMap<String, SharedNode>,
+    policies: HashMap<String, SharedPolicy>,
+    base_dir: PathBuf,
+    clock: Clock,
+    cancel: CancellationToken,
+}
+
+impl ExecutorBuilder {
+    pub(crate) fn new(graph: Arc<CompiledGraph>) -> Self {
+        Self {
+            graph,
+            nodes: HashMap::new(),
+            policies: HashMap::new(),
+            base_dir: PathBuf::from("."),
+            clock: Clock::System,
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    /// Registers a node handler under `name` (for `{"handler": name}` behaviours).
+    pub fn node_handler(mut self, name: impl Into<String>, handler: impl NodeHandler) -> Self {
+        self.nodes
+            .insert(name.into(), SharedNode(Arc::new(handler)));
+        self
+    }
+
+    /// Registers a supervisor policy handler under `name` (for `{"handler": name}`
+    /// policies).
+    pub fn policy_handler(mut self, name: impl Into<String>, handler: impl PolicyHandler) -> Self {
+        self.policies
+            .insert(name.into(), SharedPolicy(Arc::new(handler)));
+        self
+    }
+
+    /// The folder `exec` programs run in (normally the workflow file's folder).
+    pub fn base_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.base_dir = dir.into();
+        self
+    }
+
+    /// Where trace timestamps come from ([`Clock::Frozen`] for reproducible traces).
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The token that cancels runs of this executor: checked between steps, and a running
+    /// node is aborted when it fires.
+    pub fn cancellation(mut self, token: CancellationToken) -> Self {
+        self.cancel = token;
+        self
+    }
+
+    /// Resolves every handler and compiles every schema.
+    pub fn build(self) -> Result<Executor, ExecutorBuildError> {
+        let reg = self.graph.registry();
+        let mut nodes = HashMap::with_capacity(reg.nodes().len());
+        for n in reg.nodes() {
+            let at = |field: &str| join(["nodes", n.id.as_str(), field]);
+            let run = match &n.run {
+                None => NodeRun::Nothing,
+                Some(NodeBehaviour::Set(m)) => {
+                    NodeRun::Set(m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+                }
+                Some(NodeBehaviour::Exec(spec)) => NodeRun::Exec(spec.clone()),
+                Some(NodeBehaviour::Handler(name)) => match self.nodes.get(name) {
+                    Some(h) => NodeRun::Handler(h.clone()),
+                    None => {
+                        return Err(ExecutorBuildError::MissingHandler {
+                            kind: "node",
+                            id: n.id.clone(),
+                            handler: name.clone(),
+                            pointer: format!("{}/handler", at("run")),
+                        });
+                    }
+                },
+            };
+            nodes.insert(
+                n.id.clone(),
+                NodePlan {
+                    contract: n.clone(),
+                    run,
+                    input_schema: compile(n.input_schema.as_ref(), || at("input_schema"))?,
+                    output_schema: compile(n.output_schema.as_ref(), || at("output_schema"))?,
+                },
+            );
+        }
+        let mut supervisors = HashMap::with_capacity(reg.supervisors().len());
+        for s in reg.supervisors() {
+            let policy = match &s.policy {
+                None => PolicyRun::Rules,
+                Some(SupervisorPolicy::Exec(spec)) => PolicyRun::Exec(spec.clone()),
+                Some(SupervisorPolicy::Handler(name)) => match self.policies.get(name) {
+                    Some(h) => PolicyRun::Handler(h.clone()),
+                    None => {
+                        return Err(ExecutorBuildError::MissingHandler {
+                            kind: "supervisor",
+                            id: s.id.clone(),
+                            handler: name.clone(),
+                            pointer: join(["supervisors", s.id.as_str(), "policy", "handler"]),
+                        });
+                    }
+                },
+            };
+            supervisors.insert(
+                s.id.clone(),
+                SupervisorPlan {
+                    contract: Arc::new(s.clone()),
+                    policy,
+                },
+            );
+        }
+        let mut subgraphs = HashMap::with_capacity(reg.subgraphs().len());
+        for g in reg.subgraphs() {
+            let at = |field: &str| join(["subgraphs", g.id.as_str(), field]);
+            subgraphs.insert(
+                g.id.clone(),
+                SubgraphPlan {
+                    contract: g.clone(),
+                    input_schema: compile(g.input_schema.as_ref(), || at("input_schema"))?,
+                    output_schema: compile(g.output_schema.as_ref(), || at("output_schema"))?,
+                },
+            );
+        }
+        let mut slice_schemas = HashMap::new();
+        for (name, decl) in self.graph.slices() {
+            if let Some(s) = compile(decl.schema.as_ref(), || {
+                join(["slices", name.as_str(), "schema"])
+            })? {
+                slice_schemas.insert(name.clone(), s);
+            }
+        }
+        Ok(Executor::from_plan(Plan {
+            graph: self.graph,
+            nodes,
+            supervisors,
+            subgraphs,
+            slice_schemas,
+            base_dir: self.base_dir,
+            clock: self.clock,
+            cancel: self.cancel,
+        }))
+    }
+}
+
+/// Compiles an optional schema; `{}` and `true` compile to nothing (they accept all).
+fn compile(
+    schema: Option<&Value>,
+    pointer: impl FnOnce() -> String,
+) -> Result<Option<Schema>, ExecutorBuildError> {
+    match schema {
+        None | Some(Value::Bool(true)) => Ok(None),
+        Some(Value::Object(m)) if m.is_empty() => Ok(None),
+        Some(s) => jsonschema::validator_for(s)
+            .map(|v| Some(Arc::new(v)))
+            .map_err(|e| ExecutorBuildError::InvalidSchema {
+                pointer: pointer(),
+                message: e.to_string(),
+            }),
+    }
+}
+
+/// Checks `value` against a compiled schema; the error lists every problem.
+pub(crate) fn check(schema: &Schema, value: &Value) -> Result<(), String> {
+    if schema.is_valid(value) {
+        return Ok(());
+    }
+    let problems: Vec<String> = schema
+        .iter_errors(value)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("{e} at {at}")
+            }
+        })
+        .collect();
+    Err(problems.join("; "))
+}

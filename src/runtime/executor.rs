@@ -1,0 +1,484 @@
+//! The executor: advances a [`RunState`] one step at a time.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+use tracing::field::Empty;
+
+use super::budgets::check_clock;
+use super::builder::{Clock, ExecutorBuilder, Plan, PolicyRun, check};
+use super::callstack::put;
+use super::decisions::{Action, choice_label, resolve};
+use super::guarded::{Fault, call_guarded, exec_program};
+use super::handlers::{PolicyInput, RunContext};
+use super::rules::decide_by_rules;
+use super::run_state::{Pending, RunOutcome, RunState};
+use super::status::{RunStatus, TerminationReason};
+use super::trace::{TraceItem, TraceKind};
+use crate::contracts::{SYSTEM_SLICE, StopLocal, SupervisorOutput};
+use crate::graph::CompiledGraph;
+
+/// The slice `resume` writes the answer to.
+pub const CLARIFICATION_SLICE: &str = "clarification";
+
+/// `start` refused the initial state.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StartError {
+    /// The initial state is not a JSON object.
+    #[error("the initial state must be a JSON object of slices")]
+    NotAnObject,
+    /// The initial state has slices the workflow does not declare.
+    #[error("undeclared slice(s) in the initial state: {}", .0.join(", "))]
+    UndeclaredSlices(Vec<String>),
+    /// `system` is present but not an object.
+    #[error("the `system` slice must be an object")]
+    SystemNotAnObject,
+    /// A slice does not match its declared schema.
+    #[error("slice `{slice}` does not match its schema: {message}")]
+    SliceInvalid {
+        /// The slice.
+        slice: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The graph's entry is not a supervisor.
+    #[error("the entry `{0}` is not a supervisor of the workflow")]
+    UnknownEntry(String),
+}
+
+/// `resume` refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResumeError {
+    /// The run is not waiting for an answer.
+    #[error("the run is not awaiting input (its status is `{0}`)")]
+    NotAwaitingInput(RunStatus),
+    /// The workflow declares no `clarification` slice to hold the answer.
+    #[error(
+        "the workflow declares no `clarification` slice to receive the answer; declare one to use ask_clarification"
+    )]
+    NoClarificationSlice,
+}
+
+/// Runs a compiled workflow with registered handlers. Cheap to clone; one executor can
+/// drive many runs (each a [`RunState`]).
+///
+/// ```
+/// use pactgraph::runtime::{Executor, RunStatus};
+/// use pactgraph::{GraphBuilder, NodeBehaviour, NodeContract, RoutingDecision, SliceDecl,
+///     SupervisorContract};
+/// use serde_json::json;
+///
+/// let graph = GraphBuilder::new("hello")
+///     .slice("answer", SliceDecl::new())
+///     .entry("root")
+///     .supervisor(SupervisorContract::new("root").allow(["reply"]).handler("pick"))
+///     .node(NodeContract::new("reply").supervisor("root").writes(["answer"])
+///         .run(NodeBehaviour::handler("greet")).terminal(true))
+///     .build()
+///     .unwrap();
+/// let executor = Executor::builder(graph)
+///     .policy_handler("pick", |_| async { Ok("reply".into()) })
+///     .node_handler("greet", |_| async {
+///         let mut w = serde_json::Map::new();
+///         w.insert("answer".into(), json!("hello"));
+///         Ok(w)
+///     })
+///     .build()
+///     .unwrap();
+/// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// let outcome = rt.block_on(executor.run(executor.start(json!({})).unwrap()));
+/// assert_eq!(outcome.status, RunStatus::Completed);
+/// assert_eq!(outcome.state["answer"], "hello");
+/// ```
+#[derive(Clone)]
+pub struct Executor {
+    pub(super) plan: Arc<Plan>,
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor")
+            .field("workflow", &self.plan.graph.workflow())
+            .finish_non_exhaustive()
+    }
+}
+
+pub(super) fn wall_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl Executor {
+    /// Starts building an executor for `graph`.
+    pub fn builder(graph: impl Into<Arc<CompiledGraph>>) -> ExecutorBuilder {
+        ExecutorBuilder::new(graph.into())
+    }
+
+    pub(crate) fn from_plan(plan: Plan) -> Self {
+        Self {
+            plan: Arc::new(plan),
+        }
+    }
+
+    /// The compiled graph this executor runs.
+    pub fn graph(&self) -> &CompiledGraph {
+        &self.plan.graph
+    }
+
+    /// The token that cancels this executor's runs.
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.plan.cancel.clone()
+    }
+
+    /// A new run at `entry` with `initial_state`. Undeclared slices are an error;
+    /// `system` is created if absent and its `decision_trace`, `call_stack`, `budgets`
+    /// and `steps` are (re)set by the runtime.
+    pub fn start(&self, initial_state: Value) -> Result<RunState, StartError> {
+        let graph = &self.plan.graph;
+        let Value::Object(mut state) = initial_state else {
+            return Err(StartError::NotAnObject);
+        };
+        let undeclared: Vec<String> = state
+            .keys()
+            .filter(|k| *k != SYSTEM_SLICE && !graph.slices().contains_key(*k))
+            .cloned()
+            .collect();
+        if !undeclared.is_empty() {
+            return Err(StartError::UndeclaredSlices(undeclared));
+        }
+        match state.get(SYSTEM_SLICE) {
+            None => {
+                state.insert(SYSTEM_SLICE.into(), Value::Object(Map::new()));
+            }
+            Some(Value::Object(_)) => {}
+            Some(_) => return Err(StartError::SystemNotAnObject),
+        }
+        for (slice, schema) in &self.plan.slice_schemas {
+            if let Some(v) = state.get(slice)
+                && let Err(message) = check(schema, v)
+            {
+                return Err(StartError::SliceInvalid {
+                    slice: slice.clone(),
+                    message,
+                });
+            }
+        }
+        if graph.registry().get_supervisor(graph.entry()).is_none() {
+            return Err(StartError::UnknownEntry(graph.entry().to_string()));
+        }
+        let mut run = RunState {
+            workflow: graph.workflow().to_string(),
+            status: RunStatus::Running,
+            termination_reason: None,
+            message: None,
+            question: None,
+            state: Value::Object(state),
+            stack: Vec::new(),
+            steps: 0,
+            visits: Default::default(),
+            entries: Default::default(),
+            pending: Pending::Decide {
+                supervisor: graph.entry().to_string(),
+            },
+            trace: Default::default(),
+            uncommitted: Vec::new(),
+            started_at_ms: wall_ms(),
+        };
+        self.sync_system(&mut run);
+        Ok(run)
+    }
+
+    /// Runs until the run completes, stops, fails or pauses, and returns its outcome.
+    pub async fn run(&self, mut run: RunState) -> RunOutcome {
+        self.run_in_place(&mut run).await;
+        run.into_outcome()
+    }
+
+    /// Like [`Executor::run`], leaving the finished [`RunState`] with the caller (to save
+    /// a paused run, say).
+    pub async fn run_in_place(&self, run: &mut RunState) -> RunStatus {
+        while run.is_running() {
+            self.step(run).await;
+        }
+        run.status
+    }
+
+    /// Continues a run paused by `ask_clarification`: writes `{"question", "answer"}` to
+    /// the `clarification` slice of the level that asked (which must be declared) and lets
+    /// the same supervisor decide again. Call [`Executor::run`] afterwards.
+    pub fn resume(
+        &self,
+        mut run: RunState,
+        answer: impl Into<String>,
+    ) -> Result<RunState, ResumeError> {
+        if run.status != RunStatus::AwaitingInput {
+            return Err(ResumeError::NotAwaitingInput(run.status));
+        }
+        if !self.plan.graph.slices().contains_key(CLARIFICATION_SLICE) {
+            return Err(ResumeError::NoClarificationSlice);
+        }
+        let answer = answer.into();
+        let question = run.question.take().unwrap_or_default();
+        put(
+            run.level_state_mut(),
+            CLARIFICATION_SLICE,
+            json!({"question": question, "answer": answer}),
+        );
+        run.status = RunStatus::Running;
+        run.termination_reason = None;
+        let supervisor = match &run.pending {
+            Pending::Decide { supervisor } => Some(supervisor.clone()),
+            _ => None,
+        };
+        let mut item = self.item(&run, TraceKind::Resume, supervisor);
+        item.reason = Some(answer);
+        run.trace.push(item);
+        Ok(run)
+    }
+
+    /// Takes one step: a supervisor decision and what it leads to (a node run, a subgraph
+    /// entry, a return, the end), or one handoff. Budgets, the deadline and cancellation
+    /// are checked first. Returns the status after the step.
+    pub async fn step(&self, run: &mut RunState) -> RunStatus {
+        if !run.is_running() {
+            return run.status;
+        }
+        let first = run.trace.len();
+        let span = tracing::info_span!(
+            "pactgraph.step",
+            step = run.steps,
+            depth = run.depth(),
+            supervisor = Empty,
+            subgraph = Empty,
+            kind = Empty,
+            target = Empty,
+            reason = Empty,
+            termination_reason = Empty,
+        );
+        self.step_inner(run).instrument(span.clone()).await;
+        if !span.is_disabled() {
+            if let Some(i) = run.trace.items.get(first) {
+                span.record("supervisor", i.supervisor.as_deref());
+                span.record("subgraph", i.subgraph.as_deref());
+                span.record("kind", tracing::field::debug(i.kind));
+                span.record("target", i.target.as_deref());
+                span.record("reason", i.reason.as_deref());
+            }
+            if let Some(r) = run.trace.items[first..]
+                .iter()
+                .rev()
+                .find_map(|i| i.termination_reason)
+            {
+                span.record("termination_reason", r.as_str());
+            }
+        }
+        run.status
+    }
+
+    async fn step_inner(&self, run: &mut RunState) {
+        let plan = &*self.plan;
+        if let Err(g) = check_clock(run, plan.graph.budgets(), &plan.cancel, wall_ms()) {
+            let sup = self.pending_supervisor(run);
+            self.guard_stop(run, g, sup);
+            return;
+        }
+        match std::mem::replace(&mut run.pending, Pending::Nothing) {
+            Pending::Decide { supervisor } => self.decide(run, supervisor).await,
+            Pending::Handoff { node, dispatcher } => {
+                let from = run.trace.items.last().and_then(|i| i.target.clone());
+                self.run_node(run, node, dispatcher, TraceKind::Handoff, from)
+                    .await;
+            }
+            Pending::Nothing => self.finish(
+                run,
+                RunStatus::Failed,
+                TerminationReason::NodeFailed,
+                Some("the run state has nothing pending but is marked running".into()),
+                None,
+            ),
+        }
+    }
+
+    fn pending_supervisor(&self, run: &RunState) -> Option<String> {
+        match &run.pending {
+            Pending::Decide { supervisor } => Some(supervisor.clone()),
+            Pending::Handoff { dispatcher, .. } => Some(dispatcher.clone()),
+            Pending::Nothing => None,
+        }
+    }
+
+    // ---- timing and trace items ------------------------------------------------------
+
+    pub(super) fn timer(&self) -> Option<Instant> {
+        match self.plan.clock {
+            Clock::System => Some(Instant::now()),
+            Clock::Frozen => None,
+        }
+    }
+
+    pub(super) fn item(
+        &self,
+        run: &RunState,
+        kind: TraceKind,
+        supervisor: Option<String>,
+    ) -> TraceItem {
+        let mut item = TraceItem::new(kind, run.steps, run.depth());
+        item.supervisor = supervisor;
+        item.subgraph = run.current_subgraph().map(str::to_string);
+        if self.plan.clock == Clock::System {
+            item.at_ms = wall_ms();
+        }
+        item
+    }
+
+    pub(super) fn elapsed(t0: Option<Instant>) -> u64 {
+        t0.map_or(0, |t| {
+            u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX)
+        })
+    }
+
+    /// The time limit for one handler call: the node limit, capped by the run deadline.
+    pub(super) fn call_limit(&self, run: &RunState, own: Option<u64>) -> Option<Duration> {
+        let budgets = self.plan.graph.budgets();
+        let own = own.or(budgets.node_timeout_ms);
+        let left = budgets
+            .timeout_ms
+            .map(|t| t.saturating_sub(wall_ms().saturating_sub(run.started_at_ms)));
+        match (own, left) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+        .map(Duration::from_millis)
+    }
+
+    // ---- decisions -------------------------------------------------------------------
+
+    async fn decide(&self, run: &mut RunState, sup_id: String) {
+        let plan = &*self.plan;
+        let Some(sp) = plan.supervisors.get(&sup_id) else {
+            let msg = format!("unknown supervisor `{sup_id}`");
+            self.fail(run, TerminationReason::NodeFailed, msg, None);
+            return;
+        };
+        let t0 = self.timer();
+        let (output, candidates, rule_reason) = match &sp.policy {
+            PolicyRun::Rules => {
+                let o = decide_by_rules(&sp.contract, plan.graph.registry(), run.level_state());
+                (
+                    SupervisorOutput::Decision(o.decision),
+                    o.candidates,
+                    Some(o.reason),
+                )
+            }
+            PolicyRun::Handler(h) => {
+                let input = PolicyInput {
+                    supervisor: sup_id.clone(),
+                    state: level_map(run),
+                    contract: Arc::clone(&sp.contract),
+                    context: RunContext {
+                        workflow: run.workflow.clone(),
+                        step: run.steps,
+                        depth: run.depth(),
+                        subgraph: run.current_subgraph().map(str::to_string),
+                        call_stack: run.stack.iter().map(|f| f.subgraph_id.clone()).collect(),
+                    },
+                };
+                let limit = self.call_limit(run, None);
+                match call_guarded(|| h.0.decide(input), limit, &plan.cancel).await {
+                    Ok(o) => (o, Vec::new(), None),
+                    Err(f) => return self.fault(run, &sup_id, "the policy of supervisor", f),
+                }
+            }
+            PolicyRun::Exec(spec) => {
+                let input = json!({
+                    "supervisor": sup_id,
+                    "depth": run.depth(),
+                    "allow": sp.contract.allow,
+                    "state": run.level_state(),
+                });
+                let limit = self.call_limit(run, spec.timeout_ms);
+                let r = exec_program(spec, &plan.base_dir, &input, limit, &plan.cancel).await;
+                let parsed = r.and_then(|v| {
+                    serde_json::from_value::<SupervisorOutput>(v)
+                        .map_err(|e| Fault::Failed(format!("printed an invalid decision: {e}")))
+                });
+                match parsed {
+                    Ok(o) => (o, Vec::new(), None),
+                    Err(f) => return self.fault(run, &sup_id, "the policy of supervisor", f),
+                }
+            }
+        };
+        let mut item = self.item(run, TraceKind::Decision, Some(sup_id.clone()));
+        item.target = Some(choice_label(&output));
+        item.reason = rule_reason.or_else(|| decision_reason(&output));
+        item.candidates = candidates;
+        item.duration_us = Self::elapsed(t0);
+        run.trace.push(item);
+
+        match resolve(output, &sp.contract, plan.graph.registry()) {
+            Action::Node(id) => {
+                let from = Some(sup_id.clone());
+                self.run_node(run, id, sup_id, TraceKind::Dispatch, from)
+                    .await;
+            }
+            Action::Subgraph(id) => self.call(run, id, sup_id),
+            Action::StopLocal(s) => self.end_level(run, sup_id, s, TerminationReason::StopLocal),
+            Action::StopGlobal(s) => self.stop_global(run, sup_id, s),
+            Action::Ask(q) => self.pause(run, sup_id, q),
+            Action::Fallback { violation, reason } => {
+                let fallback = sp.contract.fallback.clone();
+                let mut item = self.item(run, TraceKind::Fallback, Some(sup_id.clone()));
+                item.target = Some(fallback.clone().unwrap_or_else(|| "stop_local".into()));
+                item.reason = Some(reason.clone());
+                item.termination_reason =
+                    violation.then_some(TerminationReason::AllowlistViolation);
+                run.trace.push(item);
+                match fallback {
+                    Some(node) => {
+                        let from = Some(sup_id.clone());
+                        self.run_node(run, node, sup_id, TraceKind::Dispatch, from)
+                            .await;
+                    }
+                    None => {
+                        let why = if violation {
+                            TerminationReason::AllowlistViolation
+                        } else {
+                            TerminationReason::StopLocal
+                        };
+                        let stop = StopLocal {
+                            reason: Some(reason),
+                            ..StopLocal::default()
+                        };
+                        self.end_level(run, sup_id, stop, why);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The current level's state as an owned map.
+pub(super) fn level_map(run: &RunState) -> Map<String, Value> {
+    match run.level_state() {
+        Value::Object(m) => m.clone(),
+        _ => Map::new(),
+    }
+}
+
+/// The reason a typed decision carries, for the trace.
+fn decision_reason(output: &SupervisorOutput) -> Option<String> {
+    use crate::contracts::RoutingDecision as D;
+    match output {
+        SupervisorOutput::Legacy(_) => Some("legacy string decision".into()),
+        SupervisorOutput::Decision(d) => match d {
+            D::StopLocal(s) => s.reason.clone(),
+            D::StopGlobal(s) | D::Fallback(s) => s.reason.clone(),
+            D::AskClarification(c) => Some(c.question.clone()),
+            D::Node(_) | D::Subgraph(_) => None,
+        },
+    }
+}

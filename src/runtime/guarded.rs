@@ -1,0 +1,111 @@
+//! Running one handler call safely: panics caught, a time limit, cancellation, and the
+//! hook for `exec` behaviours.
+
+use std::any::Any;
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::handlers::{BoxFuture, HandlerError};
+use crate::contracts::ExecSpec;
+
+/// Why a handler call did not produce a value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// It returned an error, panicked or produced garbage (`node_failed`).
+    Failed(String),
+    /// It ran past its time limit (`timeout`).
+    Timeout(String),
+    /// The run was cancelled while it ran (`cancelled`).
+    Cancelled,
+}
+
+/// Polls a boxed future, turning a panic into an error message.
+struct CatchUnwind<T>(BoxFuture<T>);
+
+impl<T> Future for CatchUnwind<T> {
+    type Output = Result<T, String>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = &mut self.get_mut().0;
+        match catch_unwind(AssertUnwindSafe(|| inner.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
+            Err(payload) => Poll::Ready(Err(panic_message(payload.as_ref()))),
+        }
+    }
+}
+
+/// The text of a panic payload.
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
+    let text = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic payload".to_string());
+    format!("panicked: {text}")
+}
+
+/// Creates and awaits a handler future with a time limit and cancellation. Dropping the
+/// future on timeout or cancellation aborts the handler at its next await point.
+pub(crate) async fn call_guarded<T>(
+    make: impl FnOnce() -> BoxFuture<Result<T, HandlerError>>,
+    limit: Option<Duration>,
+    cancel: &CancellationToken,
+) -> Result<T, Fault> {
+    let fut = match catch_unwind(AssertUnwindSafe(make)) {
+        Ok(f) => f,
+        Err(payload) => return Err(Fault::Failed(panic_message(payload.as_ref()))),
+    };
+    let caught = CatchUnwind(fut);
+    let limited = async move {
+        match limit {
+            Some(d) => match tokio::time::timeout(d, caught).await {
+                Ok(r) => Ok(r),
+                Err(_) => Err(Fault::Timeout(format!(
+                    "did not finish within {} ms",
+                    d.as_millis()
+                ))),
+            },
+            None => Ok(caught.await),
+        }
+    };
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(Fault::Cancelled),
+        r = limited => match r? {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(Fault::Failed(e.message)),
+            Err(panic) => Err(Fault::Failed(panic)),
+        },
+    }
+}
+
+/// Runs an `exec` behaviour or policy program with `input` on its stdin and returns the
+/// JSON value it printed (see [`super::exec`]). Node stdin is
+/// `{"node": id, "input": {slice: value...}}`; policy stdin is
+/// `{"supervisor": id, "depth": n, "allow": [...], "state": {...}}`; callers build it.
+pub(crate) async fn exec_program(
+    spec: &ExecSpec,
+    base_dir: &Path,
+    input: &Value,
+    limit: Option<Duration>,
+    cancel: &CancellationToken,
+) -> Result<Value, Fault> {
+    super::exec::run_json_program(spec, base_dir, input, limit, cancel)
+        .await
+        .map_err(|e| {
+            if e.is_timeout() {
+                Fault::Timeout(e.to_string())
+            } else if e.is_cancelled() {
+                Fault::Cancelled
+            } else {
+                Fault::Failed(e.to_string())
+            }
+        })
+}

@@ -1,0 +1,200 @@
+//! Handlers: node behaviours and supervisor policies written in Rust.
+//!
+//! A node handler gets a read-only view of its `reads` slices and returns its writes; a
+//! policy handler gets the state visible at its level, its contract and the run context
+//! and returns a [`SupervisorOutput`] (a typed [`RoutingDecision`](crate::RoutingDecision)
+//! or a bare string). Async closures register directly:
+//!
+//! ```
+//! use pactgraph::runtime::{HandlerError, NodeInput, PolicyInput};
+//! use pactgraph::contracts::SupervisorOutput;
+//! use serde_json::{Map, json};
+//!
+//! let node = |input: NodeInput| async move {
+//!     let mut writes = Map::new();
+//!     writes.insert("answer".into(), json!({"seen": input.view.len()}));
+//!     Ok::<_, HandlerError>(writes)
+//! };
+//! let policy = |_input: PolicyInput| async move {
+//!     Ok::<SupervisorOutput, HandlerError>("reply".into())
+//! };
+//! # let _ = (node, policy);
+//! ```
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::contracts::{SupervisorContract, SupervisorOutput};
+
+/// A boxed, sendable future (what handlers return).
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// The writes a node returns: slice name to its new value (each slice replaced whole).
+pub type Writes = Map<String, Value>;
+
+/// A handler failed; the run fails with `node_failed` and this message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct HandlerError {
+    /// What went wrong, in plain words.
+    pub message: String,
+}
+
+impl HandlerError {
+    /// An error with this message.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+}
+
+impl From<String> for HandlerError {
+    fn from(message: String) -> Self {
+        Self { message }
+    }
+}
+
+impl From<&str> for HandlerError {
+    fn from(message: &str) -> Self {
+        Self::new(message)
+    }
+}
+
+impl From<serde_json::Error> for HandlerError {
+    fn from(e: serde_json::Error) -> Self {
+        Self::new(e.to_string())
+    }
+}
+
+impl From<std::io::Error> for HandlerError {
+    fn from(e: std::io::Error) -> Self {
+        Self::new(e.to_string())
+    }
+}
+
+/// What a node handler is given.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeInput {
+    /// The node's id.
+    pub node: String,
+    /// Its `reads` slices present at its level (absent slices are left out).
+    pub view: Map<String, Value>,
+    /// Call depth (0 at the root).
+    pub depth: u32,
+    /// The subgraph the node runs in (`None` at the root).
+    pub subgraph: Option<String>,
+    /// Steps taken before this one.
+    pub step: u32,
+}
+
+/// Where a supervisor decides: the run context handed to policies.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunContext {
+    /// The workflow's name.
+    pub workflow: String,
+    /// Steps taken so far.
+    pub step: u32,
+    /// Call depth (0 at the root).
+    pub depth: u32,
+    /// The subgraph of the current level (`None` at the root).
+    pub subgraph: Option<String>,
+    /// Subgraph ids of the open frames, outermost first.
+    pub call_stack: Vec<String>,
+}
+
+/// What a policy handler is given.
+#[derive(Debug, Clone)]
+pub struct PolicyInput {
+    /// The deciding supervisor's id.
+    pub supervisor: String,
+    /// The slices visible at this level (the whole state at the root, the child state in
+    /// a subgraph).
+    pub state: Map<String, Value>,
+    /// The supervisor's contract (its `allow`, `fallback`, `default`, ...).
+    pub contract: Arc<SupervisorContract>,
+    /// Where the run stands.
+    pub context: RunContext,
+}
+
+/// Runs a node registered from Rust. Implemented for async closures
+/// `Fn(NodeInput) -> impl Future<Output = Result<Writes, HandlerError>>`.
+pub trait NodeHandler: Send + Sync + 'static {
+    /// Runs the node on its input and returns its writes.
+    fn call(&self, input: NodeInput) -> BoxFuture<Result<Writes, HandlerError>>;
+}
+
+impl<F, Fut> NodeHandler for F
+where
+    F: Fn(NodeInput) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Writes, HandlerError>> + Send + 'static,
+{
+    fn call(&self, input: NodeInput) -> BoxFuture<Result<Writes, HandlerError>> {
+        Box::pin(self(input))
+    }
+}
+
+/// Decides for a supervisor whose `policy` is `{"handler": name}`. Implemented for async
+/// closures `Fn(PolicyInput) -> impl Future<Output = Result<SupervisorOutput, HandlerError>>`.
+pub trait PolicyHandler: Send + Sync + 'static {
+    /// Decides what happens next.
+    fn decide(&self, input: PolicyInput) -> BoxFuture<Result<SupervisorOutput, HandlerError>>;
+}
+
+impl<F, Fut> PolicyHandler for F
+where
+    F: Fn(PolicyInput) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<SupervisorOutput, HandlerError>> + Send + 'static,
+{
+    fn decide(&self, input: PolicyInput) -> BoxFuture<Result<SupervisorOutput, HandlerError>> {
+        Box::pin(self(input))
+    }
+}
+
+/// A node handler from a synchronous function (no `async` needed).
+pub fn sync_node<F>(f: F) -> impl NodeHandler
+where
+    F: Fn(NodeInput) -> Result<Writes, HandlerError> + Send + Sync + 'static,
+{
+    let f = Arc::new(f);
+    move |input: NodeInput| {
+        let f = Arc::clone(&f);
+        async move { f(input) }
+    }
+}
+
+/// A policy handler from a synchronous function (no `async` needed).
+pub fn sync_policy<F>(f: F) -> impl PolicyHandler
+where
+    F: Fn(PolicyInput) -> Result<SupervisorOutput, HandlerError> + Send + Sync + 'static,
+{
+    let f = Arc::new(f);
+    move |input: PolicyInput| {
+        let f = Arc::clone(&f);
+        async move { f(input) }
+    }
+}
+
+/// Shared handle to a node handler.
+#[derive(Clone)]
+pub(crate) struct SharedNode(pub(crate) Arc<dyn NodeHandler>);
+
+/// Shared handle to a policy handler.
+#[derive(Clone)]
+pub(crate) struct SharedPolicy(pub(crate) Arc<dyn PolicyHandler>);
+
+impl fmt::Debug for SharedNode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("NodeHandler")
+    }
+}
+
+impl fmt::Debug for SharedPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PolicyHandler")
+    }
+}

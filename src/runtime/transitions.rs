@@ -1,0 +1,488 @@
+//! What decisions lead to: running a node, entering and leaving subgraphs, pausing and
+//! ending the run.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use super::budgets::{GuardStop, check_call, check_node};
+use super::builder::{NodeRun, check};
+use super::callstack::{Frame, commit, pick, put};
+use super::executor::Executor;
+use super::guarded::{Fault, call_guarded, exec_program};
+use super::handlers::NodeInput;
+use super::run_state::{Pending, RunState};
+use super::status::{RunStatus, TerminationReason};
+use super::trace::TraceKind;
+use crate::contracts::{SYSTEM_SLICE, StopGlobal, StopLocal};
+
+impl Executor {
+    /// Runs node `id` (dispatched by, or handed off under, `dispatcher`).
+    pub(super) async fn run_node(
+        &self,
+        run: &mut RunState,
+        id: String,
+        dispatcher: String,
+        kind: TraceKind,
+        source: Option<String>,
+    ) {
+        let plan = Arc::clone(&self.plan);
+        let budgets = plan.graph.budgets();
+        let Some(np) = plan.nodes.get(&id) else {
+            let msg = format!("unknown node `{id}`");
+            return self.fail(run, TerminationReason::NodeFailed, msg, Some(dispatcher));
+        };
+        let contract = &np.contract;
+        if let Err(g) = check_node(run, budgets, &id, contract.max_visits) {
+            return self.guard_stop(run, g, Some(dispatcher));
+        }
+        run.steps += 1;
+        match run.visits.get_mut(&id) {
+            Some(n) => *n += 1,
+            None => {
+                run.visits.insert(id.clone(), 1);
+            }
+        }
+        let t0 = self.timer();
+        let needs_view = !matches!(np.run, NodeRun::Nothing | NodeRun::Set(_));
+        let view =
+            (needs_view || np.input_schema.is_some()).then(|| self.view(run, &contract.reads));
+        if let (Some(schema), Some(view)) = (&np.input_schema, &view) {
+            let input = Value::Object(view.clone());
+            if let Err(msg) = check(schema, &input) {
+                let msg =
+                    format!("the input of node `{id}` does not match its input_schema: {msg}");
+                return self.fail(run, TerminationReason::NodeFailed, msg, Some(dispatcher));
+            }
+        }
+        let result = match &np.run {
+            NodeRun::Nothing => Ok(Map::new()),
+            NodeRun::Set(m) => Ok(m.clone()),
+            NodeRun::Handler(h) => {
+                let input = NodeInput {
+                    node: id.clone(),
+                    view: view.unwrap_or_default(),
+                    depth: run.depth(),
+                    subgraph: run.current_subgraph().map(str::to_string),
+                    step: run.steps - 1,
+                };
+                let limit = self.call_limit(run, None);
+                call_guarded(|| h.0.call(input), limit, &plan.cancel).await
+            }
+            NodeRun::Exec(spec) => {
+                let input = json!({"node": id, "input": view.unwrap_or_default()});
+                let limit = self.call_limit(run, spec.timeout_ms);
+                match exec_program(spec, &plan.base_dir, &input, limit, &plan.cancel).await {
+                    Ok(Value::Object(m)) => Ok(m),
+                    Ok(other) => Err(Fault::Failed(format!(
+                        "printed {} instead of an object of slice writes",
+                        json_kind(&other)
+                    ))),
+                    Err(f) => Err(f),
+                }
+            }
+        };
+        let writes = match result {
+            Ok(w) => w,
+            Err(f) => return self.fault(run, &id, "node", f),
+        };
+        // Boundaries: the node's `writes`, within the current subgraph's `writes`.
+        let boundary = run
+            .stack
+            .last()
+            .and_then(|f| plan.subgraphs.get(&f.subgraph_id))
+            .map(|s| &s.contract.writes);
+        for slice in writes.keys() {
+            let inside = slice != SYSTEM_SLICE
+                && contract.writes.iter().any(|w| w == slice)
+                && boundary.is_none_or(|b| b.iter().any(|w| w == slice));
+            if !inside {
+                let mut msg = format!(
+                    "node `{id}` wrote slice `{slice}` outside its writes [{}]",
+                    contract.writes.join(", ")
+                );
+                if let (Some(b), Some(g)) = (boundary, run.current_subgraph()) {
+                    msg.push_str(&format!(
+                        " or the boundary of subgraph `{g}` [{}]",
+                        b.join(", ")
+                    ));
+                }
+                return self.fail(
+                    run,
+                    TerminationReason::WriteBoundaryViolation,
+                    msg,
+                    Some(dispatcher),
+                );
+            }
+        }
+        let writes = if let Some(schema) = &np.output_schema {
+            let out = Value::Object(writes);
+            if let Err(msg) = check(schema, &out) {
+                let msg =
+                    format!("the output of node `{id}` does not match its output_schema: {msg}");
+                return self.fail(run, TerminationReason::NodeFailed, msg, Some(dispatcher));
+            }
+            match out {
+                Value::Object(m) => m,
+                _ => Map::new(),
+            }
+        } else {
+            writes
+        };
+        for (slice, value) in &writes {
+            if let Some(schema) = plan.slice_schemas.get(slice)
+                && let Err(msg) = check(schema, value)
+            {
+                let msg = format!(
+                    "node `{id}` wrote slice `{slice}` that does not match its schema: {msg}"
+                );
+                return self.fail(run, TerminationReason::NodeFailed, msg, Some(dispatcher));
+            }
+        }
+        // All checks passed: apply the writes in one go.
+        if let Value::Object(level) = run.level_state_mut() {
+            for (slice, value) in writes {
+                level.insert(slice, value);
+            }
+        }
+        let mut item = self.item(run, kind, Some(dispatcher.clone()));
+        item.source = source;
+        item.target = Some(id.clone());
+        item.duration_us = Self::elapsed(t0);
+        run.trace.push(item);
+
+        let exitpoint = run
+            .stack
+            .last()
+            .and_then(|f| plan.subgraphs.get(&f.subgraph_id))
+            .is_some_and(|s| s.contract.exitpoints.contains(&id));
+        if let Some(next) = &contract.handoff {
+            run.pending = Pending::Handoff {
+                node: next.clone(),
+                dispatcher,
+            };
+        } else if contract.terminal || exitpoint {
+            let what = if contract.terminal {
+                "terminal node"
+            } else {
+                "exitpoint"
+            };
+            let stop = StopLocal {
+                reason: Some(format!("{what} `{id}`")),
+                ..StopLocal::default()
+            };
+            self.end_level(run, dispatcher, stop, TerminationReason::Terminal);
+        } else {
+            let mut item = self.item(run, TraceKind::Return, Some(dispatcher.clone()));
+            item.source = Some(id);
+            item.target = Some(dispatcher.clone());
+            run.trace.push(item);
+            run.pending = Pending::Decide {
+                supervisor: dispatcher,
+            };
+        }
+    }
+
+    /// The read view of a node: its `reads` slices present at its level. `system` is
+    /// built fresh from the run.
+    fn view(&self, run: &RunState, reads: &[String]) -> Map<String, Value> {
+        let mut view = pick(run.level_state(), reads);
+        if reads.iter().any(|r| r == SYSTEM_SLICE) {
+            view.insert(SYSTEM_SLICE.into(), self.system_value(run));
+        }
+        view
+    }
+
+    /// Enters subgraph `id` for `caller`.
+    pub(super) fn call(&self, run: &mut RunState, id: String, caller: String) {
+        let plan = Arc::clone(&self.plan);
+        let Some(sp) = plan.subgraphs.get(&id) else {
+            let msg = format!("unknown subgraph `{id}`");
+            return self.fail(run, TerminationReason::NodeFailed, msg, Some(caller));
+        };
+        if let Err(g) = check_call(run, plan.graph.budgets(), &id, sp.contract.max_reentry) {
+            return self.guard_stop(run, g, Some(caller));
+        }
+        run.steps += 1;
+        match run.entries.get_mut(&id) {
+            Some(n) => *n += 1,
+            None => {
+                run.entries.insert(id.clone(), 1);
+            }
+        }
+        let level = run.level_state();
+        let input = Value::Object(pick(level, &sp.contract.reads));
+        let mut child = pick(level, &sp.contract.reads);
+        for (k, v) in pick(level, &sp.contract.writes) {
+            child.entry(k).or_insert(v);
+        }
+        let mut item = self.item(run, TraceKind::Call, Some(caller.clone()));
+        item.source = Some(caller.clone());
+        item.target = Some(id.clone());
+        run.trace.push(item);
+        if let Some(schema) = &sp.input_schema
+            && let Err(msg) = check(schema, &input)
+        {
+            let msg =
+                format!("the input of subgraph `{id}` does not match its input_schema: {msg}");
+            return self.fail(
+                run,
+                TerminationReason::SubgraphInputInvalid,
+                msg,
+                Some(caller),
+            );
+        }
+        let mut locals = Map::new();
+        locals.insert("input".into(), input);
+        run.stack.push(Frame {
+            subgraph_id: id,
+            depth: run.depth() + 1,
+            entry_step: run.steps,
+            caller,
+            locals,
+            state: Value::Object(child),
+        });
+        run.pending = Pending::Decide {
+            supervisor: sp.contract.entrypoint.clone(),
+        };
+    }
+
+    /// Ends the current level: at the root the run completes with `root_reason`; in a
+    /// subgraph the output is validated, the child's writes committed, the output mapped
+    /// to `result_slice`, and the caller decides again (or the run ends on `should_end`).
+    pub(super) fn end_level(
+        &self,
+        run: &mut RunState,
+        supervisor: String,
+        stop: StopLocal,
+        root_reason: TerminationReason,
+    ) {
+        let plan = Arc::clone(&self.plan);
+        let Some(frame) = run.stack.last() else {
+            return self.finish(
+                run,
+                RunStatus::Completed,
+                root_reason,
+                stop.reason,
+                Some(supervisor),
+            );
+        };
+        let Some(sp) = plan.subgraphs.get(&frame.subgraph_id) else {
+            let msg = format!("unknown subgraph `{}`", frame.subgraph_id);
+            return self.fail(run, TerminationReason::NodeFailed, msg, Some(supervisor));
+        };
+        let id = &sp.contract.id;
+        let output = stop
+            .output
+            .unwrap_or_else(|| Value::Object(pick(&frame.state, &sp.contract.writes)));
+        if let Some(schema) = &sp.output_schema
+            && let Err(msg) = check(schema, &output)
+        {
+            let msg =
+                format!("the output of subgraph `{id}` does not match its output_schema: {msg}");
+            return self.fail(
+                run,
+                TerminationReason::SubgraphOutputInvalid,
+                msg,
+                Some(supervisor),
+            );
+        }
+        if let Some(slice) = &sp.contract.result_slice
+            && let Some(schema) = plan.slice_schemas.get(slice)
+            && let Err(msg) = check(schema, &output)
+        {
+            let msg = format!(
+                "the output of subgraph `{id}` does not match the schema of its result slice `{slice}`: {msg}"
+            );
+            return self.fail(
+                run,
+                TerminationReason::SubgraphOutputInvalid,
+                msg,
+                Some(supervisor),
+            );
+        }
+        let frame = run.stack.pop().expect("checked above: a frame is open");
+        let parent = run.level_state_mut();
+        commit(parent, &frame.state, &sp.contract.writes);
+        if let Some(slice) = &sp.contract.result_slice {
+            put(parent, slice, output);
+        }
+        let mut item = self.item(run, TraceKind::Return, Some(frame.caller.clone()));
+        item.source = Some(frame.subgraph_id.clone());
+        item.target = Some(frame.caller.clone());
+        item.reason = stop.reason;
+        item.termination_reason = Some(root_reason);
+        run.trace.push(item);
+        let honor = plan
+            .supervisors
+            .get(&frame.caller)
+            .is_none_or(|s| s.contract.honor_should_end);
+        if stop.should_end && honor {
+            let why = format!(
+                "subgraph `{}` asked to end the run (should_end)",
+                frame.subgraph_id
+            );
+            return self.finish(
+                run,
+                RunStatus::Completed,
+                TerminationReason::StopLocal,
+                Some(why),
+                Some(frame.caller),
+            );
+        }
+        run.pending = Pending::Decide {
+            supervisor: frame.caller,
+        };
+    }
+
+    /// Ends the run from any depth, committing open frames innermost first.
+    pub(super) fn stop_global(&self, run: &mut RunState, supervisor: String, stop: StopGlobal) {
+        let plan = Arc::clone(&self.plan);
+        while let Some(frame) = run.stack.pop() {
+            if let Some(sp) = plan.subgraphs.get(&frame.subgraph_id) {
+                commit(run.level_state_mut(), &frame.state, &sp.contract.writes);
+            }
+            let mut item = self.item(run, TraceKind::Return, Some(frame.caller.clone()));
+            item.source = Some(frame.subgraph_id);
+            item.target = Some(frame.caller);
+            item.termination_reason = Some(TerminationReason::StopGlobal);
+            run.trace.push(item);
+        }
+        self.finish(
+            run,
+            RunStatus::Completed,
+            TerminationReason::StopGlobal,
+            stop.reason,
+            Some(supervisor),
+        );
+    }
+
+    /// Pauses for an answer; the same supervisor decides again after `resume`.
+    pub(super) fn pause(&self, run: &mut RunState, supervisor: String, question: String) {
+        let mut item = self.item(run, TraceKind::Pause, Some(supervisor.clone()));
+        item.target = Some("ask_clarification".into());
+        item.reason = Some(question.clone());
+        item.termination_reason = Some(TerminationReason::AwaitingInput);
+        run.trace.push(item);
+        run.status = RunStatus::AwaitingInput;
+        run.termination_reason = Some(TerminationReason::AwaitingInput);
+        run.question = Some(question);
+        run.pending = Pending::Decide { supervisor };
+        self.sync_system(run);
+    }
+
+    /// Maps a handler fault to the run's end.
+    pub(super) fn fault(&self, run: &mut RunState, who: &str, what: &str, fault: Fault) {
+        let sup = self.current_supervisor(run);
+        match fault {
+            Fault::Failed(m) => {
+                let msg = format!("{what} `{who}` failed: {m}");
+                self.fail(run, TerminationReason::NodeFailed, msg, sup);
+            }
+            Fault::Timeout(m) => {
+                let g = GuardStop {
+                    reason: TerminationReason::Timeout,
+                    message: format!("{what} `{who}` {m}"),
+                };
+                self.guard_stop(run, g, sup);
+            }
+            Fault::Cancelled => {
+                let g = GuardStop {
+                    reason: TerminationReason::Cancelled,
+                    message: format!("the run was cancelled while {what} `{who}` ran"),
+                };
+                self.guard_stop(run, g, sup);
+            }
+        }
+    }
+
+    fn current_supervisor(&self, run: &RunState) -> Option<String> {
+        run.trace.items.last().and_then(|i| i.supervisor.clone())
+    }
+
+    /// A guard stopped the run (status `stopped`).
+    pub(super) fn guard_stop(&self, run: &mut RunState, g: GuardStop, supervisor: Option<String>) {
+        self.finish(
+            run,
+            RunStatus::Stopped,
+            g.reason,
+            Some(g.message),
+            supervisor,
+        );
+    }
+
+    /// The run failed (status `failed`).
+    pub(super) fn fail(
+        &self,
+        run: &mut RunState,
+        reason: TerminationReason,
+        message: String,
+        supervisor: Option<String>,
+    ) {
+        self.finish(run, RunStatus::Failed, reason, Some(message), supervisor);
+    }
+
+    /// Ends the run. On a stop or failure open frames are reported, not merged.
+    pub(super) fn finish(
+        &self,
+        run: &mut RunState,
+        status: RunStatus,
+        reason: TerminationReason,
+        message: Option<String>,
+        supervisor: Option<String>,
+    ) {
+        let kind = if reason.is_guard() {
+            TraceKind::GuardStop
+        } else {
+            TraceKind::End
+        };
+        let mut item = self.item(run, kind, supervisor);
+        item.target = Some(status.to_string());
+        item.reason = message.clone();
+        item.termination_reason = Some(reason);
+        run.trace.push(item);
+        run.status = status;
+        run.termination_reason = Some(reason);
+        if status != RunStatus::Completed {
+            run.message = message;
+        }
+        run.pending = Pending::Nothing;
+        run.uncommitted.extend(run.stack.drain(..).map(Into::into));
+        self.sync_system(run);
+    }
+
+    /// The `system` slice as the runtime keeps it.
+    pub(super) fn system_value(&self, run: &RunState) -> Value {
+        let stack: Vec<Value> = run
+            .stack
+            .iter()
+            .map(|f| json!({"subgraph_id": f.subgraph_id, "depth": f.depth, "entry_step": f.entry_step, "caller": f.caller}))
+            .collect();
+        let mut system = match run.state.get(SYSTEM_SLICE) {
+            Some(Value::Object(m)) => m.clone(),
+            _ => Map::new(),
+        };
+        system.insert("budgets".into(), json!(self.plan.graph.budgets()));
+        system.insert("call_stack".into(), Value::Array(stack));
+        system.insert("steps".into(), json!(run.steps));
+        system.insert("decision_trace".into(), json!(run.trace));
+        Value::Object(system)
+    }
+
+    /// Writes `system` into the root state (at start, pause and end).
+    pub(super) fn sync_system(&self, run: &mut RunState) {
+        let system = self.system_value(run);
+        put(&mut run.state, SYSTEM_SLICE, system);
+    }
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}

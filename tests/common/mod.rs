@@ -1,0 +1,95 @@
+//! Helpers shared by the runtime tests.
+#![allow(dead_code)]
+
+use std::path::Path;
+
+use pactgraph::contracts::WorkflowDocument;
+use pactgraph::runtime::{Clock, Executor, ExecutorBuilder, RunOutcome, TraceKind};
+use pactgraph::{CompiledGraph, GraphBuilder};
+use serde_json::Value;
+
+/// A single-threaded tokio runtime with timers.
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// Compiles a workflow document given as JSON.
+pub fn graph(doc: Value) -> CompiledGraph {
+    let doc = WorkflowDocument::from_value(doc).expect("a valid document");
+    GraphBuilder::from_document(doc)
+        .build()
+        .expect("ids resolve")
+}
+
+/// Compiles a shipped workflow file.
+pub fn graph_file(rel: &str) -> CompiledGraph {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
+    let (doc, map) = WorkflowDocument::load(&path).expect("the shipped workflow loads");
+    GraphBuilder::from_document(doc)
+        .source_map(map)
+        .build()
+        .expect("ids resolve")
+}
+
+/// An executor builder with a frozen clock.
+pub fn builder(g: CompiledGraph) -> ExecutorBuilder {
+    Executor::builder(g).clock(Clock::Frozen)
+}
+
+/// Runs to the end.
+pub fn run(ex: &Executor, input: Value) -> RunOutcome {
+    let state = ex.start(input).expect("the input is valid");
+    rt().block_on(ex.run(state))
+}
+
+/// The trace as `(kind, supervisor, target)` triples.
+pub fn path(o: &RunOutcome) -> Vec<(TraceKind, String, String)> {
+    o.trace
+        .items
+        .iter()
+        .map(|i| {
+            (
+                i.kind,
+                i.supervisor.clone().unwrap_or_default(),
+                i.target.clone().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// The state without the runtime's `system` slice.
+pub fn user_state(o: &RunOutcome) -> Value {
+    let mut s = o.state.clone();
+    if let Value::Object(m) = &mut s {
+        m.shift_remove("system");
+    }
+    s
+}
+
+/// A policy that returns the scripted outputs in order, then `stop_global`.
+pub fn script(
+    outputs: Vec<pactgraph::contracts::SupervisorOutput>,
+) -> impl pactgraph::runtime::PolicyHandler {
+    let queue = std::sync::Arc::new(std::sync::Mutex::new(std::collections::VecDeque::from(
+        outputs,
+    )));
+    move |_input: pactgraph::runtime::PolicyInput| {
+        let next = queue.lock().expect("not poisoned").pop_front();
+        async move {
+            Ok(next.unwrap_or_else(|| {
+                pactgraph::RoutingDecision::stop_global("script exhausted").into()
+            }))
+        }
+    }
+}
+
+/// `{slice: value}` as node writes.
+pub fn writes(pairs: &[(&str, Value)]) -> pactgraph::runtime::Writes {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), v.clone()))
+        .collect()
+}

@@ -1,0 +1,196 @@
+//! Properties over random valid workflows with random rule outcomes: every run ends
+//! within `max_steps` steps, and a run saved and restored after any step ends exactly as
+//! the uninterrupted run.
+
+mod common;
+
+use common::{builder, graph, rt};
+use pactgraph::runtime::RunState;
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+/// SplitMix64: a tiny deterministic generator driven by proptest's seed.
+struct Gen(u64);
+
+impl Gen {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+const SLICES: [&str; 3] = ["s0", "s1", "s2"];
+
+fn condition(g: &mut Gen) -> Value {
+    let slice = SLICES[g.below(3) as usize];
+    match g.below(5) {
+        0 => json!(true),
+        1 => json!({"path": format!("/{slice}"), "exists": g.chance(50)}),
+        2 => json!({"not": {"path": format!("/{slice}"), "equals": g.below(3)}}),
+        _ => json!({"path": format!("/{slice}"), "in": [g.below(3), g.below(3)]}),
+    }
+}
+
+fn triggers(g: &mut Gen) -> Value {
+    let n = g.below(3);
+    Value::Array(
+        (0..n)
+            .map(|_| json!({"priority": g.below(4), "when": condition(g)}))
+            .collect(),
+    )
+}
+
+/// A random workflow: a root supervisor and up to two subgraphs (which may call each
+/// other or themselves), nodes writing small values, random triggers, handoffs,
+/// terminals, exitpoints, defaults and budgets. Returns it with its `max_steps`.
+fn workflow(seed: u64) -> (Value, u32) {
+    let mut g = Gen(seed);
+    let n_subgraphs = g.below(3) as usize;
+    let supervisors: Vec<String> = std::iter::once("root".to_string())
+        .chain((0..n_subgraphs).map(|i| format!("sup{i}")))
+        .collect();
+    let n_nodes = 1 + g.below(6) as usize;
+    let owner: Vec<usize> = (0..n_nodes)
+        .map(|_| g.below(supervisors.len() as u64) as usize)
+        .collect();
+    let mut nodes = serde_json::Map::new();
+    for i in 0..n_nodes {
+        let slice = SLICES[g.below(3) as usize];
+        let mut node = json!({
+            "supervisor": supervisors[owner[i]],
+            "reads": SLICES,
+            "writes": [slice],
+            "triggers": triggers(&mut g),
+            "run": {"set": {slice: g.below(3)}},
+        });
+        if g.chance(15) {
+            node["terminal"] = json!(true);
+        }
+        if g.chance(20) {
+            let same: Vec<usize> = (0..n_nodes).filter(|j| owner[*j] == owner[i]).collect();
+            node["handoff"] = json!(format!("n{}", same[g.below(same.len() as u64) as usize]));
+        }
+        if g.chance(20) {
+            node["max_visits"] = json!(1 + g.below(3));
+        }
+        nodes.insert(format!("n{i}"), node);
+    }
+    let mut sups = serde_json::Map::new();
+    for (si, sup) in supervisors.iter().enumerate() {
+        let mut allow: Vec<String> = (0..n_nodes)
+            .filter(|i| owner[*i] == si)
+            .map(|i| format!("n{i}"))
+            .collect();
+        for j in 0..n_subgraphs {
+            if g.chance(60) {
+                allow.push(format!("g{j}"));
+            }
+        }
+        let default = match g.below(4) {
+            0 => json!({"stop_global": {"reason": "default"}}),
+            1 => json!({"stop_local": {"should_end": true}}),
+            2 => json!({"fallback": {}}),
+            _ => json!({"stop_local": {}}),
+        };
+        let mut s = json!({"allow": allow, "default": default});
+        if g.chance(30) && !allow.is_empty() {
+            s["fallback"] = json!(allow[0].clone()).clone();
+            if allow[0].starts_with('g') {
+                s.as_object_mut().unwrap().remove("fallback");
+            }
+        }
+        if g.chance(20) {
+            s["honor_should_end"] = json!(false);
+        }
+        sups.insert(sup.clone(), s);
+    }
+    let mut subgraphs = serde_json::Map::new();
+    for j in 0..n_subgraphs {
+        let mut sg = json!({
+            "entrypoint": format!("sup{j}"),
+            "supervisors": [format!("sup{j}")],
+            "reads": SLICES,
+            "writes": SLICES,
+            "triggers": triggers(&mut g),
+            "result_slice": if g.chance(30) { json!("s2") } else { Value::Null },
+        });
+        if sg["result_slice"].is_null() {
+            sg.as_object_mut().unwrap().remove("result_slice");
+        }
+        if g.chance(20) {
+            sg["max_reentry"] = json!(g.below(3));
+        }
+        let own: Vec<usize> = (0..n_nodes).filter(|i| owner[*i] == j + 1).collect();
+        if !own.is_empty() && g.chance(25) {
+            sg["exitpoints"] = json!([format!("n{}", own[0])]);
+        }
+        subgraphs.insert(format!("g{j}"), sg);
+    }
+    let max_steps = 1 + g.below(25) as u32;
+    let doc = json!({
+        "workflow": "random",
+        "slices": {"s0": {}, "s1": {}, "s2": {}},
+        "budgets": {"max_steps": max_steps, "max_depth": g.below(4), "max_reentry": g.below(4)},
+        "entry": "root",
+        "supervisors": sups,
+        "subgraphs": subgraphs,
+        "nodes": nodes,
+    });
+    (doc, max_steps)
+}
+
+fn input(seed: u64) -> Value {
+    let mut g = Gen(seed ^ 0xABCD);
+    let mut m = serde_json::Map::new();
+    for s in SLICES {
+        if g.chance(50) {
+            m.insert(s.into(), json!(g.below(3)));
+        }
+    }
+    Value::Object(m)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn runs_end_within_max_steps_and_resume_exactly(seed in any::<u64>(), k in 0usize..60) {
+        let (doc, max_steps) = workflow(seed);
+        let ex = builder(graph(doc)).build().unwrap();
+        let rt = rt();
+        let initial = input(seed);
+
+        let mut whole = ex.start(initial.clone()).unwrap();
+        let mut calls = 0u32;
+        while whole.is_running() {
+            rt.block_on(ex.step(&mut whole));
+            calls += 1;
+            prop_assert!(calls <= 4 * max_steps + 4, "the run does not end");
+        }
+        prop_assert!(whole.steps <= max_steps);
+        prop_assert!(whole.status.is_final());
+
+        let mut part = ex.start(initial).unwrap();
+        for _ in 0..k.min(calls as usize) {
+            rt.block_on(ex.step(&mut part));
+        }
+        let saved = serde_json::to_string(&part).unwrap();
+        let mut restored: RunState = serde_json::from_str(&saved).unwrap();
+        prop_assert_eq!(&restored, &part);
+        rt.block_on(ex.run_in_place(&mut restored));
+        prop_assert_eq!(&restored.state, &whole.state);
+        prop_assert_eq!(restored.status, whole.status);
+        prop_assert_eq!(restored.termination_reason, whole.termination_reason);
+        prop_assert_eq!(restored.trace.without_timing(), whole.trace.without_timing());
+        prop_assert_eq!(&restored.uncommitted, &whole.uncommitted);
+    }
+}
