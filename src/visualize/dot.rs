@@ -107,9 +107,9 @@ pub fn write_dot<W: Write>(
             out.write_str("\\l")?;
             // Nested clusters alternate shades so each boundary stays visible.
             let fill = if level % 2 == 1 { "#f3f6fa" } else { "#e4ecf5" };
-            write!(
+            writeln!(
                 out,
-                "\"; labeljust=l; labelloc=b; style=\"rounded,filled\"; color=\"#7a8ca3\"; fillcolor=\"{fill}\";\n"
+                "\"; labeljust=l; labelloc=b; style=\"rounded,filled\"; color=\"#7a8ca3\"; fillcolor=\"{fill}\";"
             )?;
             let tooltip = g
                 .registry()
@@ -303,9 +303,9 @@ fn write_overlay_extras(out: &mut impl Write, g: &CompiledGraph, o: &Overlay) ->
             quoted(out, at)?;
             out.write_str(" -> ")?;
             quoted(out, &id)?;
-            write!(
+            writeln!(
                 out,
-                " [style=bold, color=\"{TAKEN}\", fontcolor=\"{TAKEN}\", label=\"{}\"];\n",
+                " [style=bold, color=\"{TAKEN}\", fontcolor=\"{TAKEN}\", label=\"{}\"];",
                 stop.step
             )?;
         }
