@@ -19,7 +19,7 @@ struct DotLabel<'w, W>(&'w mut W, &'static str);
 
 impl<W: Write> LabelSink for DotLabel<'_, W> {
     fn text(&mut self, s: &str) -> fmt::Result {
-        dot_label(self.0, s)
+        super::escape::dot_label_br(self.0, s, self.1)
     }
     fn br(&mut self) -> fmt::Result {
         self.0.write_str(self.1)

@@ -40,18 +40,25 @@ pub fn dot_id(out: &mut impl Write, text: &str) -> fmt::Result {
 /// surrounding quotes.
 ///
 /// Backslashes are doubled so Graphviz's label escapes (`\N`, `\G`, `\l`, ...) never
-/// fire on user text; `"` is escaped; a line break (`\n`, `\r\n` or `\r`) becomes the
-/// centred line break `\n`; a tab becomes a space; any other control character is shown
-/// as `\u{XX}`. `<`, `>`, `{`, `}` and `|` need nothing: pactgraph never uses HTML or
-/// record labels.
+/// fire on user text; `"` is escaped; `&` becomes `&amp;` (Graphviz decodes entities in
+/// labels); a line break (`\n`, `\r\n` or `\r`) becomes the centred line break `\n`; a
+/// tab becomes a space; any other control character is shown as `\u{XX}`. `<`, `>`, `{`,
+/// `}` and `|` need nothing: pactgraph never uses HTML or record labels.
 pub fn dot_label(out: &mut impl Write, text: &str) -> fmt::Result {
+    dot_label_br(out, text, "\\n")
+}
+
+/// [`dot_label`] with line breaks in `text` written as `br` (`\\l` in left-aligned
+/// labels).
+pub(crate) fn dot_label_br(out: &mut impl Write, text: &str, br: &str) -> fmt::Result {
     let mut start = 0;
     let mut chars = text.char_indices().peekable();
     while let Some((i, c)) = chars.next() {
         let rep: &str = match c {
             '\\' => "\\\\",
             '"' => "\\\"",
-            '\n' => "\\n",
+            '&' => "&amp;",
+            '\n' => br,
             '\r' => {
                 if matches!(chars.peek(), Some((_, '\n'))) {
                     // `\r\n`: the `\n` writes the break.
@@ -59,7 +66,7 @@ pub fn dot_label(out: &mut impl Write, text: &str) -> fmt::Result {
                     start = i + 1;
                     continue;
                 }
-                "\\n"
+                br
             }
             '\t' => " ",
             c if c.is_control() => {
@@ -81,7 +88,7 @@ pub fn dot_label(out: &mut impl Write, text: &str) -> fmt::Result {
 /// quotes.
 ///
 /// Mermaid has no backslash escapes; it decodes entity codes `#name;` and `#NNN;`
-/// (decimal). `"`, `#`, `&`, `<`, `>`, `` ` ``, `;` and `%` become decimal entity codes,
+/// (decimal). `"`, `#`, `&`, `<`, `>`, `` ` ``, `;`, `%` and `\\` become decimal entity codes,
 /// so user text can neither end the label, start markdown, HTML or a comment, nor be read
 /// as an entity (brackets, braces, parentheses and `|` are plain text inside quotes); a line break becomes `<br/>`; a tab a
 /// space; any other control character its entity code. Non-ASCII text is kept as UTF-8.
@@ -90,7 +97,7 @@ pub fn mermaid_label(out: &mut impl Write, text: &str) -> fmt::Result {
     let mut chars = text.char_indices().peekable();
     while let Some((i, c)) = chars.next() {
         match c {
-            '"' | '#' | '&' | '<' | '>' | '`' | ';' | '%' => {
+            '"' | '#' | '&' | '<' | '>' | '`' | ';' | '%' | '\\' => {
                 out.write_str(&text[start..i])?;
                 write!(out, "#{};", c as u32)?;
             }
@@ -184,6 +191,10 @@ mod tests {
         assert_eq!(label("ends with \\"), r"ends with \\");
         assert_eq!(label("nul\u{0}"), r"nul\\u{0}");
         assert_eq!(label("café ☕"), "café ☕");
+        assert_eq!(label("&amp; &"), "&amp;amp; &amp;");
+        let mut left = String::new();
+        dot_label_br(&mut left, "a\nb", "\\l").unwrap();
+        assert_eq!(left, r"a\lb");
     }
 
     #[test]
@@ -194,7 +205,7 @@ mod tests {
         assert_eq!(mm("<b>&</b>"), "#60;b#62;#38;#60;/b#62;");
         assert_eq!(mm("a\nb\r\nc"), "a<br/>b<br/>c");
         assert_eq!(mm("x{y}[z](w)|`%%"), "x{y}[z](w)|#96;#37;#37;");
-        assert_eq!(mm("back\\slash"), "back\\slash");
+        assert_eq!(mm("back\\slash\\"), "back#92;slash#92;");
         assert_eq!(mm("esc\u{1b}"), "esc#27;");
         assert_eq!(mm("時尚 👗"), "時尚 👗");
     }
