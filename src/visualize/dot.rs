@@ -26,8 +26,12 @@ impl<W: Write> LabelSink for DotLabel<'_, W> {
     }
 }
 
+/// Deepest indentation written: deeper clusters are indented no further, so output stays
+/// linear in size however deep the nesting.
+pub(super) const MAX_INDENT: usize = 12;
+
 fn indent(out: &mut impl Write, level: usize) -> fmt::Result {
-    for _ in 0..level {
+    for _ in 0..level.min(MAX_INDENT) {
         out.write_str("  ")?;
     }
     Ok(())

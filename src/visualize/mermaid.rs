@@ -24,7 +24,7 @@ impl<W: Write> LabelSink for MermaidLabel<'_, W> {
 }
 
 fn indent(out: &mut impl Write, level: usize) -> fmt::Result {
-    for _ in 0..level {
+    for _ in 0..level.min(super::dot::MAX_INDENT) {
         out.write_str("  ")?;
     }
     Ok(())
