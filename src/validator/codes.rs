@@ -11,7 +11,7 @@ use super::Severity;
 /// `PG03xx` allowlists, `PG04xx` membership, `PG05xx` reachability, `PG06xx` exits,
 /// `PG07xx` recursion, `PG08xx` handoffs, `PG09xx` schemas, `PG10xx` budgets and
 /// `PG11xx` information.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Code(pub u16);
 
 macro_rules! codes {
@@ -121,6 +121,12 @@ codes! {
 impl fmt::Display for Code {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "PG{:04}", self.0)
+    }
+}
+
+impl fmt::Debug for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 
