@@ -277,7 +277,7 @@ fn condition() -> impl Strategy<Value = Condition> {
     let leaf = prop_oneof![
         any::<bool>().prop_map(Condition::Const),
         proptest::sample::select(&["/x", "/y/q", "/", "/nope", "/system"][..])
-            .prop_map(|p| Condition::exists(p)),
+            .prop_map(Condition::exists),
     ];
     leaf.prop_recursive(2, 6, 3, |inner| {
         prop_oneof![
