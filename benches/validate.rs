@@ -40,7 +40,11 @@ fn bench(c: &mut Criterion) {
             built.elapsed()
         );
         group.sample_size(10);
-        group.measurement_time(Duration::from_secs(if nodes >= 1_000_000 { 60 } else { 10 }));
+        group.measurement_time(Duration::from_secs(if nodes >= 1_000_000 {
+            60
+        } else {
+            10
+        }));
         group.bench_with_input(BenchmarkId::from_parameter(nodes), &graph, |b, g| {
             b.iter(|| black_box(Validator::new().validate(black_box(g))))
         });

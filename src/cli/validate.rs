@@ -23,8 +23,7 @@ pub fn run(file: &Path, strict: bool, format: Format) -> ExitCode {
     let _ = match format {
         Format::Json => writeln!(std::io::stdout().lock(), "{}", checked.report.to_json()),
         Format::Human => {
-            let source = checked.graph.as_ref().and_then(|g| g.source());
-            let text = checked.report.render_human(source);
+            let text = checked.report.render_human(checked.source());
             if checked.report.has_errors() {
                 write!(std::io::stderr().lock(), "{text}")
             } else {

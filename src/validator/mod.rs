@@ -36,6 +36,7 @@ pub(crate) use context::Context;
 
 use crate::contracts::WorkflowDocument;
 use crate::contracts::load::LoadError;
+use crate::contracts::pointer::SourceMap;
 use crate::graph::{CompiledGraph, GraphBuilder};
 
 /// How serious a diagnostic is.
@@ -202,11 +203,20 @@ pub struct Checked {
     pub graph: Option<CompiledGraph>,
     /// Every diagnostic.
     pub report: Report,
-    /// The document text, when the file could be read (for rendering).
-    pub text: Option<String>,
+    /// The text of a file that could be read but not loaded, located at its error.
+    load_source: Option<SourceMap>,
 }
 
 impl Checked {
+    /// The document's text and source map, for [`Report::render_human`]: the graph's when
+    /// it compiled, else the file's text with the load error located.
+    pub fn source(&self) -> Option<&SourceMap> {
+        self.graph
+            .as_ref()
+            .and_then(CompiledGraph::source)
+            .or(self.load_source.as_ref())
+    }
+
     /// True when the workflow may run: it compiled fully and no diagnostic is an error.
     pub fn is_runnable(&self) -> bool {
         self.graph.as_ref().is_some_and(|g| g.problems().is_empty()) && !self.report.has_errors()
@@ -217,7 +227,6 @@ impl Checked {
 /// read or parsed yields a report with one `PG0000` diagnostic.
 pub fn check_file(path: impl AsRef<Path>, strict: bool) -> Checked {
     let path = path.as_ref();
-    let text = std::fs::read_to_string(path).ok();
     match WorkflowDocument::load(path) {
         Ok((doc, map)) => {
             let graph = match GraphBuilder::from_document(doc).source_map(map).build() {
@@ -228,16 +237,28 @@ pub fn check_file(path: impl AsRef<Path>, strict: bool) -> Checked {
             Checked {
                 graph: Some(graph),
                 report,
-                text,
+                load_source: None,
             }
         }
-        Err(e) => Checked {
-            graph: None,
-            report: Report {
-                diagnostics: vec![load_diagnostic(&e)],
-            },
-            text,
-        },
+        Err(e) => {
+            let d = load_diagnostic(&e);
+            let load_source = match (std::fs::read_to_string(path), e.span()) {
+                (Ok(text), Some(span)) => {
+                    let mut map = SourceMap::new(text);
+                    map.name = Some(path.display().to_string());
+                    map.insert(d.pointer.clone(), span);
+                    Some(map)
+                }
+                _ => None,
+            };
+            Checked {
+                graph: None,
+                report: Report {
+                    diagnostics: vec![d],
+                },
+                load_source,
+            }
+        }
     }
 }
 

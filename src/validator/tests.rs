@@ -88,6 +88,8 @@ fn load_failures_become_pg0000_with_a_location() {
     assert!(c.graph.is_none());
     let d = &c.report.diagnostics[0];
     assert_eq!((d.code, d.line), (Code::LOAD, Some(3)));
+    let human = c.report.render_human(c.source());
+    assert!(human.contains("3 |   \"workflow\": \"b\""), "{human}");
     let p = write(
         "typo.json",
         "{\"workflow\": \"a\", \"entry\": \"r\", \"nodez\": {}}",
