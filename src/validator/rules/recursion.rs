@@ -5,7 +5,7 @@
 //! subgraph of the cycle sets `max_reentry` explicitly (then they are information).
 //! Subgraphs nested statically deeper than `max_depth` can never be entered: warning.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
@@ -21,16 +21,14 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     for _ in &subs {
         calls.add_node(());
     }
+    let mut added: HashSet<(usize, usize)> = HashSet::new();
     for s in ctx.reg.supervisors() {
         let Some(from) = ctx.level_of_supervisor(&s.id).and_then(|g| pos.get(g)) else {
             continue;
         };
         for (i, t) in s.allow.iter().enumerate() {
             if let Some(&to) = pos.get(t.as_str()) {
-                if calls
-                    .find_edge(NodeIndex::new(*from), NodeIndex::new(to))
-                    .is_none()
-                {
+                if added.insert((*from, to)) {
                     calls.add_edge(NodeIndex::new(*from), NodeIndex::new(to), (s.id.clone(), i));
                 }
             }
@@ -106,7 +104,7 @@ fn cycle_from(
     scc: &[NodeIndex],
     start: NodeIndex,
 ) -> Vec<NodeIndex> {
-    let inside: std::collections::HashSet<NodeIndex> = scc.iter().copied().collect();
+    let inside: HashSet<NodeIndex> = scc.iter().copied().collect();
     let mut prev: HashMap<NodeIndex, NodeIndex> = HashMap::new();
     let mut queue = VecDeque::from([start]);
     while let Some(v) = queue.pop_front() {
