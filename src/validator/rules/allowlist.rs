@@ -40,7 +40,7 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         let default_target = s.default.as_ref().and_then(RoutingDecision::target);
         let default_fallback = matches!(s.default, Some(RoutingDecision::Fallback(_)));
         for (i, entry) in s.allow.iter().enumerate() {
-            let ptr = format!("{}/{i}", at("allow"));
+            let ptr = || format!("{}/{i}", at("allow"));
             let triggers = match ctx.kind_of(entry) {
                 Some(ContractKind::Node) => {
                     if let Ok(owner_level) = ctx.level_of_node(entry) {
@@ -48,7 +48,7 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                             out.push(
                                 Diagnostic::new(
                                     Code::ALLOW_OTHER_LEVEL,
-                                    ptr.clone(),
+                                    ptr(),
                                     format!(
                                         "supervisor `{}` ({}) allows node `{entry}`, which is \
                                          owned in {}",
@@ -75,7 +75,7 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                 out.push(
                     Diagnostic::new(
                         Code::NEVER_CHOSEN,
-                        ptr,
+                        ptr(),
                         format!(
                             "rule-based supervisor `{}` allows `{entry}`, which has no triggers: \
                              it can never be chosen",

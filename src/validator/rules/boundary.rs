@@ -94,7 +94,7 @@ fn triggers(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                     let Some(s) = slice_of_path(path) else {
                         continue;
                     };
-                    if counts(ctx, &s) && !b.visible.contains(s.as_str()) {
+                    if counts(ctx, &s) && !b.visible.contains(&*s) {
                         let ptr = format!(
                             "{}/{i}/when{rel}",
                             join([section, entry.as_str(), "triggers"])

@@ -1,6 +1,7 @@
 //! Rule 12: information (`PG1101`, `PG1102`). Slices written by several nodes, and
 //! slices written but never read (by a node, a trigger or a subgraph boundary).
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use crate::contracts::pointer::join;
@@ -9,7 +10,7 @@ use crate::validator::{Code, Context, Diagnostic};
 
 pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     let mut writers: HashMap<&str, (usize, Vec<&str>)> = HashMap::new();
-    let mut read: HashSet<String> = HashSet::new();
+    let mut read: HashSet<Cow<'_, str>> = HashSet::new();
     for n in ctx.reg.nodes() {
         for s in &n.writes {
             let w = writers.entry(s.as_str()).or_default();
@@ -18,7 +19,7 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                 w.1.push(n.id.as_str());
             }
         }
-        read.extend(n.reads.iter().cloned());
+        read.extend(n.reads.iter().map(|s| Cow::Borrowed(s.as_str())));
         for t in &n.triggers {
             read.extend(
                 t.when
@@ -29,7 +30,7 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         }
     }
     for g in ctx.reg.subgraphs() {
-        read.extend(g.reads.iter().cloned());
+        read.extend(g.reads.iter().map(|s| Cow::Borrowed(s.as_str())));
         for t in &g.triggers {
             read.extend(
                 t.when

@@ -1,6 +1,8 @@
 //! Rule 1: unknown references. Ids the builder could not resolve (`PG0001`-`PG0003`)
 //! and slice names that are not declared (`PG0004`, `PG0005`).
 
+use std::borrow::Cow;
+
 use crate::contracts::Trigger;
 use crate::contracts::pointer::join;
 use crate::graph::BuildError;
@@ -38,45 +40,45 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         });
     }
 
-    let slice = |name: &str, pointer: String, what: &str, out: &mut Vec<Diagnostic>| {
-        if !ctx.slice_known(name) {
-            out.push(
-                Diagnostic::new(
-                    Code::UNKNOWN_SLICE,
-                    pointer,
-                    format!("{what} names slice `{name}`, which is not declared"),
-                )
-                .fix(format!(
-                    "declare `{name}` under `slices` or correct the name"
-                )),
-            );
-        }
+    // Pointers and messages are built only for a finding: this loop sees every slice use.
+    let slice = |name: &str, pointer: &dyn Fn() -> String, what: &dyn Fn() -> String| {
+        (!ctx.slice_known(name)).then(|| {
+            Diagnostic::new(
+                Code::UNKNOWN_SLICE,
+                pointer(),
+                format!("{} names slice `{name}`, which is not declared", what()),
+            )
+            .fix(format!("declare `{name}` under `slices` or correct the name"))
+        })
     };
 
     for n in ctx.reg.nodes() {
-        let what = format!("node `{}`", n.id);
         for (field, list) in [("reads", &n.reads), ("writes", &n.writes)] {
             for (i, s) in list.iter().enumerate() {
-                let ptr = join(["nodes", n.id.as_str(), field, &i.to_string()]);
-                slice(s, ptr, &format!("`{field}` of {what}"), out);
+                let ptr = || join(["nodes", n.id.as_str(), field, &i.to_string()]);
+                let what = || format!("`{field}` of node `{}`", n.id);
+                out.extend(slice(s, &ptr, &what));
             }
         }
-        let base = join(["nodes", n.id.as_str(), "triggers"]);
-        triggers(ctx, &n.triggers, &base, &what, out);
+        if !n.triggers.is_empty() {
+            let base = join(["nodes", n.id.as_str(), "triggers"]);
+            triggers(ctx, &n.triggers, &base, &format!("node `{}`", n.id), out);
+        }
     }
     for g in ctx.reg.subgraphs() {
-        let what = format!("subgraph `{}`", g.id);
         for (field, list) in [("reads", &g.reads), ("writes", &g.writes)] {
             for (i, s) in list.iter().enumerate() {
-                let ptr = join(["subgraphs", g.id.as_str(), field, &i.to_string()]);
-                slice(s, ptr, &format!("`{field}` of {what}"), out);
+                let ptr = || join(["subgraphs", g.id.as_str(), field, &i.to_string()]);
+                let what = || format!("`{field}` of subgraph `{}`", g.id);
+                out.extend(slice(s, &ptr, &what));
             }
         }
         let base = join(["subgraphs", g.id.as_str(), "triggers"]);
-        triggers(ctx, &g.triggers, &base, &what, out);
+        triggers(ctx, &g.triggers, &base, &format!("subgraph `{}`", g.id), out);
         if let Some(r) = &g.result_slice {
-            let ptr = join(["subgraphs", g.id.as_str(), "result_slice"]);
-            slice(r, ptr, &format!("`result_slice` of {what}"), out);
+            let ptr = || join(["subgraphs", g.id.as_str(), "result_slice"]);
+            let what = || format!("`result_slice` of subgraph `{}`", g.id);
+            out.extend(slice(r, &ptr, &what));
         }
     }
 }
@@ -120,13 +122,17 @@ fn triggers(
 
 /// The slice a state path starts with (`/request/topic` -> `request`); `None` when the
 /// path is not a pointer or its first segment is empty.
-pub(crate) fn slice_of_path(path: &str) -> Option<String> {
+pub(crate) fn slice_of_path(path: &str) -> Option<Cow<'_, str>> {
     let rest = path.strip_prefix('/')?;
     let seg = rest.split('/').next().unwrap_or(rest);
     if seg.is_empty() {
         return None;
     }
-    Some(seg.replace("~1", "/").replace("~0", "~"))
+    Some(if seg.contains('~') {
+        Cow::Owned(seg.replace("~1", "/").replace("~0", "~"))
+    } else {
+        Cow::Borrowed(seg)
+    })
 }
 
 #[cfg(test)]
