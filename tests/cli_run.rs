@@ -115,6 +115,28 @@ fn the_hierarchical_workflow_completes_through_the_fashion_subgraph() {
 }
 
 #[test]
+fn frozen_clock_runs_are_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut outputs = Vec::new();
+    for i in 0..2 {
+        let trace = dir.path().join(format!("trace{i}.json"));
+        let o = pactgraph([
+            "run".as_ref(),
+            workflow("fashion.json").as_ref(),
+            "--input".as_ref(),
+            r#"{"request": {"topic": "fashion"}}"#.as_ref(),
+            "--frozen-clock".as_ref(),
+            "--trace-out".as_ref(),
+            trace.as_os_str(),
+        ]);
+        assert_eq!(o.status.code(), Some(0));
+        outputs.push((o.stdout, std::fs::read(&trace).unwrap()));
+    }
+    assert_eq!(outputs[0], outputs[1]);
+    assert!(String::from_utf8_lossy(&outputs[0].1).contains("\"at_ms\": 0"));
+}
+
+#[test]
 fn the_hierarchical_workflow_falls_back_to_reply_for_other_topics() {
     let r = run([
         "run",

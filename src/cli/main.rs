@@ -48,6 +48,10 @@ enum Command {
         /// No progress line, no warnings: only the result on stdout.
         #[arg(long)]
         quiet: bool,
+        /// Record zero timestamps and durations, so the output and trace are byte-identical
+        /// across runs of the same workflow and input.
+        #[arg(long)]
+        frozen_clock: bool,
     },
     /// Continue a run paused by `ask_clarification` with the user's answer.
     Resume {
@@ -65,6 +69,9 @@ enum Command {
         /// No progress line: only the result on stdout.
         #[arg(long)]
         quiet: bool,
+        /// Record zero timestamps and durations (see `run --frozen-clock`).
+        #[arg(long)]
+        frozen_clock: bool,
     },
     /// Check every contract rule and print all diagnostics (exit 0 valid, 1 invalid).
     Validate {
@@ -90,6 +97,7 @@ fn main() -> ExitCode {
             state_out,
             max_steps,
             quiet,
+            frozen_clock,
         } => run::run(
             &file,
             input.as_deref(),
@@ -98,6 +106,7 @@ fn main() -> ExitCode {
                 trace_out,
                 state_out,
                 quiet,
+                frozen_clock,
             },
         ),
         Command::Resume {
@@ -106,6 +115,7 @@ fn main() -> ExitCode {
             trace_out,
             state_out,
             quiet,
+            frozen_clock,
         } => run::resume(
             &state_file,
             &answer,
@@ -113,6 +123,7 @@ fn main() -> ExitCode {
                 trace_out,
                 state_out,
                 quiet,
+                frozen_clock,
             },
         ),
         Command::Dot(args) => dot::run(&args),

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use pactgraph::contracts::WorkflowDocument;
 use pactgraph::graph::GraphBuilder;
-use pactgraph::runtime::{Executor, Pending, RunState, RunStatus};
-use pactgraph::validator::check_file;
+use pactgraph::runtime::{Clock, Executor, Pending, RunState, RunStatus};
+use pactgraph::validator::{Severity, check_file};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -21,6 +21,18 @@ pub struct Outputs {
     pub state_out: Option<PathBuf>,
     /// `--quiet`.
     pub quiet: bool,
+    /// `--frozen-clock`: zero timestamps and durations in the trace.
+    pub frozen_clock: bool,
+}
+
+impl Outputs {
+    fn clock(&self) -> Clock {
+        if self.frozen_clock {
+            Clock::Frozen
+        } else {
+            Clock::System
+        }
+    }
 }
 
 /// The version of the saved-run format.
@@ -57,7 +69,7 @@ pub fn run(
             file.display()
         ));
     }
-    if !outputs.quiet && !checked.report.is_empty() {
+    if !outputs.quiet && checked.report.count(Severity::Warning) > 0 {
         eprint!("{}", checked.report.render_human(checked.source()));
     }
     let Some(mut graph) = checked.graph else {
@@ -69,7 +81,11 @@ pub fn run(
     }
     let doc = graph.to_document();
     let base_dir = base_dir_of(file);
-    let executor = match Executor::builder(graph).base_dir(&base_dir).build() {
+    let executor = match Executor::builder(graph)
+        .base_dir(&base_dir)
+        .clock(outputs.clock())
+        .build()
+    {
         Ok(e) => e,
         Err(e) => return exit::failed(&format!("{}: {e}", file.display())),
     };
@@ -113,7 +129,11 @@ pub fn resume(state_file: &Path, answer: &str, outputs: &Outputs) -> ExitCode {
         Ok(g) => g,
         Err(e) => return exit::failed(&format!("{}: {e}", state_file.display())),
     };
-    let executor = match Executor::builder(graph).base_dir(&saved.base_dir).build() {
+    let executor = match Executor::builder(graph)
+        .base_dir(&saved.base_dir)
+        .clock(outputs.clock())
+        .build()
+    {
         Ok(e) => e,
         Err(e) => return exit::failed(&format!("{}: {e}", state_file.display())),
     };
