@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 
 use petgraph::Direction;
-use petgraph::algo::tarjan_scc;
+use petgraph::algo::kosaraju_scc;
 use petgraph::graph::NodeIndex;
 use petgraph::visit::{EdgeFiltered, EdgeRef};
 
@@ -113,7 +113,7 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             }
         }
     }
-    let mut sccs = tarjan_scc(&local);
+    let mut sccs = kosaraju_scc(&local);
     for scc in &mut sccs {
         scc.sort();
     }

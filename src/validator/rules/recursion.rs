@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use petgraph::algo::tarjan_scc;
+use petgraph::algo::kosaraju_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
 
 use crate::contracts::pointer::join;
@@ -34,7 +34,7 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             }
         }
     }
-    let mut sccs = tarjan_scc(&calls);
+    let mut sccs = kosaraju_scc(&calls);
     for scc in &mut sccs {
         scc.sort();
     }
