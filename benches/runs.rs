@@ -1,0 +1,88 @@
+//! Runs the runtime bench (`benches/runtime.rs`) does not cover: a linear handoff chain
+//! (per step), a three-level recursive call (per run), and saving and restoring a run
+//! state. Run: `cargo bench --bench runs`.
+
+use std::hint::black_box;
+
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use pactgraph::WorkflowDocument;
+use pactgraph::graph::{GraphBuilder, synth};
+use pactgraph::runtime::{Executor, RunState, RunStatus};
+use serde_json::json;
+
+fn executor(doc: WorkflowDocument) -> Executor {
+    let graph = GraphBuilder::from_document(doc)
+        .build()
+        .expect("synthetic workflows compile");
+    Executor::builder(graph)
+        .build()
+        .expect("no handlers needed")
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+fn chain(c: &mut Criterion) {
+    const STEPS: usize = 1_000;
+    let exec = executor(synth::handoff_chain(STEPS));
+    let rt = rt();
+    let mut group = c.benchmark_group("handoff_chain");
+    group.throughput(Throughput::Elements(STEPS as u64));
+    group.bench_function("1000_steps", |b| {
+        b.iter_batched(
+            || exec.start(json!({})).expect("valid input"),
+            |mut run| {
+                rt.block_on(exec.run_in_place(&mut run));
+                assert_eq!(run.status, RunStatus::Completed);
+                run
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    group.finish();
+}
+
+fn nested(c: &mut Criterion) {
+    let exec = executor(synth::nested_levels(3));
+    let rt = rt();
+    c.bench_function("three_level_call/run", |b| {
+        b.iter_batched(
+            || exec.start(json!({})).expect("valid input"),
+            |mut run| {
+                rt.block_on(exec.run_in_place(&mut run));
+                assert_eq!(run.status, RunStatus::Completed);
+                run
+            },
+            BatchSize::SmallInput,
+        )
+    });
+}
+
+fn save_restore(c: &mut Criterion) {
+    // A run paused mid-way: 200 loop steps taken, trace included.
+    let exec = executor(synth::supervisor_loop(400));
+    let rt = rt();
+    let mut run = exec.start(json!({"task": {"id": 1}})).expect("valid input");
+    rt.block_on(async {
+        for _ in 0..200 {
+            exec.step(&mut run).await;
+        }
+    });
+    let text = serde_json::to_string(&run).expect("plain data");
+    let mut group = c.benchmark_group("run_state_200_steps");
+    group.throughput(Throughput::Bytes(text.len() as u64));
+    group.bench_function("serialize", |b| {
+        b.iter(|| serde_json::to_string(black_box(&run)).expect("plain data"))
+    });
+    group.bench_function("restore", |b| {
+        b.iter(|| serde_json::from_str::<RunState>(black_box(&text)).expect("valid"))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, chain, nested, save_restore);
+criterion_main!(benches);
