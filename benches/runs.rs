@@ -26,13 +26,13 @@ fn rt() -> tokio::runtime::Runtime {
         .expect("a tokio runtime")
 }
 
-fn chain(c: &mut Criterion) {
-    const STEPS: usize = 1_000;
-    let exec = executor(synth::handoff_chain(STEPS));
+/// Times whole runs of `doc` from a fresh start; each must complete.
+fn bench_runs(c: &mut Criterion, group: &str, name: &str, doc: WorkflowDocument, steps: u64) {
+    let exec = executor(doc);
     let rt = rt();
-    let mut group = c.benchmark_group("handoff_chain");
-    group.throughput(Throughput::Elements(STEPS as u64));
-    group.bench_function("1000_steps", |b| {
+    let mut group = c.benchmark_group(group);
+    group.throughput(Throughput::Elements(steps));
+    group.bench_function(name, |b| {
         b.iter_batched(
             || exec.start(json!({})).expect("valid input"),
             |mut run| {
@@ -46,20 +46,19 @@ fn chain(c: &mut Criterion) {
     group.finish();
 }
 
+fn chain(c: &mut Criterion) {
+    bench_runs(
+        c,
+        "handoff_chain",
+        "1000_steps",
+        synth::handoff_chain(1_000),
+        1_000,
+    );
+}
+
 fn nested(c: &mut Criterion) {
-    let exec = executor(synth::nested_levels(3));
-    let rt = rt();
-    c.bench_function("three_level_call/run", |b| {
-        b.iter_batched(
-            || exec.start(json!({})).expect("valid input"),
-            |mut run| {
-                rt.block_on(exec.run_in_place(&mut run));
-                assert_eq!(run.status, RunStatus::Completed);
-                run
-            },
-            BatchSize::SmallInput,
-        )
-    });
+    // Three nested calls, one node at the bottom, three returns: one run.
+    bench_runs(c, "three_level_call", "run", synth::nested_levels(3), 1);
 }
 
 fn save_restore(c: &mut Criterion) {
