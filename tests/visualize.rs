@@ -337,8 +337,12 @@ fn check_with_graphviz(dot: &str, clusters: usize, edges: usize) {
 
 /// Mermaid has no Rust parser: check its structure line by line.
 fn check_mermaid(g: &CompiledGraph, text: &str, extra_edges: usize) {
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines[0], "flowchart TB");
+    let all: Vec<&str> = text.lines().collect();
+    // Front matter: the title is the workflow's name as a JSON (= YAML) string.
+    assert_eq!((all[0], all[2], all[3]), ("---", "---", "flowchart TB"));
+    let title: String = serde_json::from_str(all[1].strip_prefix("title: ").unwrap()).unwrap();
+    assert_eq!(title, g.workflow());
+    let lines = &all[3..];
     let opens = lines
         .iter()
         .filter(|l| l.trim_start().starts_with("subgraph g"))
@@ -354,7 +358,7 @@ fn check_mermaid(g: &CompiledGraph, text: &str, extra_edges: usize) {
         })
         .count();
     assert_eq!(edges, expected_edges(g) + extra_edges, "{text}");
-    for l in &lines {
+    for l in lines {
         assert_eq!(l.matches('"').count() % 2, 0, "unbalanced quotes: {l}");
         assert!(!l.contains('\n') && !l.contains('\r'));
         let head = l.trim_start();
@@ -553,4 +557,30 @@ fn descriptions_can_be_left_out_of_labels() {
     let dot = to_dot(&g, &opts);
     assert!(!dot.contains("label=\"reply\\nAnswers"));
     assert!(dot.contains("tooltip=\"Answers anything"));
+}
+
+/// Items shaped the way the executor writes them: decisions whose target is a choice
+/// label, a fallback without a fallback node (target `stop_local`), a guard stop and an
+/// end whose target is the run's status.
+#[test]
+fn executor_shaped_items_are_not_mismatches() {
+    let g = fashion();
+    let mut decision = item(TraceKind::Decision, 0, None, Some("subgraph fashion"));
+    decision.supervisor = Some("domain_supervisor".into());
+    let mut fallback = item(TraceKind::Fallback, 0, None, Some("stop_local"));
+    fallback.supervisor = Some("fashion_supervisor".into());
+    let mut stop = item(TraceKind::GuardStop, 5, None, Some("stopped"));
+    stop.supervisor = Some("fashion_supervisor".into());
+    stop.termination_reason = Some(TerminationReason::MaxStepsExceeded);
+    let mut end = item(TraceKind::End, 5, None, Some("completed"));
+    end.supervisor = Some("domain_supervisor".into());
+    let trace = DecisionTrace {
+        items: vec![decision, fallback, stop, end],
+    };
+    assert_eq!(unmatched_trace_items(&g, &trace), 0);
+    let dot = to_dot(&g, &DotOptions::with_trace(&trace));
+    assert!(dot.contains(r##""fashion_supervisor" -> "stop_1" [style=bold, color="#d62728", fontcolor="#d62728", label="1"]"##), "{dot}");
+    // Nothing was taken, so no edge is painted.
+    assert!(!dot.contains("penwidth=2.5"), "{dot}");
+    check_structure(&g, &dot, 1, 1);
 }

@@ -2,7 +2,8 @@
 //!
 //! Mermaid ids are restrictive, so vertices are named `n<i>` (their index in the compiled
 //! graph: supervisors then nodes, in declaration order), clusters `g<i>` (declaration
-//! order) and guard-stop markers `x<i>`; labels carry the real ids.
+//! order) and guard-stop markers `x<i>`; labels carry the real ids. The workflow's name
+//! is the diagram's `title` (front matter).
 
 use std::fmt::{self, Write};
 
@@ -94,6 +95,11 @@ pub fn write_mermaid<W: Write>(
     let exits = exitpoints(g);
     let nesting = Nesting::of(g);
 
+    // The workflow's name as the diagram title (front matter is YAML; a JSON string is a
+    // valid YAML double-quoted scalar, escapes included).
+    if let Ok(title) = serde_json::to_string(g.workflow()) {
+        writeln!(out, "---\ntitle: {title}\n---")?;
+    }
     out.write_str("flowchart TB\n")?;
     let vertex = |out: &mut W, v: VertexRef<'_>, level: usize| {
         indent(out, level)?;

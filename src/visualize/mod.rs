@@ -27,7 +27,7 @@
 //!     .expect("all ids resolve");
 //! let dot = to_dot(&graph, &DotOptions::default());
 //! assert!(dot.contains(r#""root" -> "reply""#));
-//! assert!(to_mermaid(&graph, &DotOptions::default()).starts_with("flowchart TB"));
+//! assert!(to_mermaid(&graph, &DotOptions::default()).contains("\nflowchart TB\n"));
 //! ```
 
 mod dot;
