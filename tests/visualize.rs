@@ -584,3 +584,28 @@ fn executor_shaped_items_are_not_mismatches() {
     assert!(!dot.contains("penwidth=2.5"), "{dot}");
     check_structure(&g, &dot, 1, 1);
 }
+
+/// A trace the executor wrote for `fashion.json` with `{"request": {"topic": "fashion"}}`
+/// (frozen clock), read back as `--trace` reads it.
+#[test]
+fn an_executor_trace_file_overlays_cleanly() {
+    let g = fashion();
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fashion_trace.json"),
+    )
+    .unwrap();
+    let trace: DecisionTrace = serde_json::from_str(&text).unwrap();
+    assert_eq!(unmatched_trace_items(&g, &trace), 0);
+    let dot = to_dot(&g, &DotOptions::with_trace(&trace));
+    assert!(dot.contains(r#"label="call\n1""#), "{dot}");
+    assert!(
+        dot.contains(r#"label="return\n4", ltail="cluster_fashion""#),
+        "{dot}"
+    );
+    let reply = dot
+        .lines()
+        .find(|l| l.starts_with("  \"reply\" ["))
+        .unwrap();
+    assert!(reply.contains(r##"fontcolor="#999999""##), "{reply}");
+    check_structure(&g, &dot, 1, 0);
+}
