@@ -609,3 +609,43 @@ fn an_executor_trace_file_overlays_cleanly() {
     assert!(reply.contains(r##"fontcolor="#999999""##), "{reply}");
     check_structure(&g, &dot, 1, 0);
 }
+
+mod random_ids {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Any text, control characters and astral-plane characters included.
+    fn text() -> impl Strategy<Value = String> {
+        prop::collection::vec(any::<char>(), 1..12).prop_map(|v| v.into_iter().collect())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Whatever the ids and descriptions, the DOT parses back with the same clusters,
+        /// vertices (ids decoded exactly) and edges, and the Mermaid stays well-formed.
+        #[test]
+        fn any_ids_round_trip(
+            ids in prop::collection::hash_set(text(), 5),
+            description in text(),
+        ) {
+            let ids: Vec<String> = ids.into_iter().collect();
+            let [sup, sub, inner, node, leaf] = [0, 1, 2, 3, 4].map(|i| ids[i].clone());
+            let g = GraphBuilder::new(description.clone())
+                .description(description.clone())
+                .entry(&sup)
+                .supervisor(SupervisorContract::new(&sup).allow([&sub, &node]).fallback(&leaf)
+                    .description(description.clone()))
+                .supervisor(SupervisorContract::new(&inner).allow([&leaf, &sub]))
+                .subgraph(SubgraphContract::new(&sub).entrypoint(&inner)
+                    .reads([description.clone()]).exitpoints([&leaf]))
+                .node(NodeContract::new(&node).supervisor(&sup).handoff(&leaf)
+                    .description(description.clone()))
+                .node(NodeContract::new(&leaf).supervisor(&inner).writes([description.clone()]))
+                .build()
+                .unwrap();
+            let dot = to_dot(&g, &DotOptions::default());
+            check_structure(&g, &dot, 0, 0);
+            check_mermaid(&g, &to_mermaid(&g, &DotOptions::default()), 0);
+        }
+    }
+}
