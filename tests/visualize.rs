@@ -316,8 +316,9 @@ fn check_with_graphviz(dot: &str, clusters: usize, edges: usize) {
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "dot failed: {stderr}\n{dot}");
+    // No errors, and no warnings about clusters (e.g. an `ltail` Graphviz would ignore).
     assert!(
-        !stderr.contains("Error") && !stderr.contains("syntax"),
+        !stderr.contains("Error") && !stderr.contains("syntax") && !stderr.contains("cluster"),
         "{stderr}"
     );
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -648,4 +649,69 @@ mod random_ids {
             check_mermaid(&g, &to_mermaid(&g, &DotOptions::default()), 0);
         }
     }
+}
+
+/// A recursive call returning into its own cluster, and the outer return to the root.
+#[test]
+fn returns_into_the_same_cluster_have_no_ltail() {
+    let g = recursive();
+    let trace = DecisionTrace {
+        items: vec![
+            item(TraceKind::Call, 0, Some("root"), Some("research")),
+            item(
+                TraceKind::Call,
+                1,
+                Some("research_supervisor"),
+                Some("research"),
+            ),
+            item(
+                TraceKind::Return,
+                2,
+                Some("research"),
+                Some("research_supervisor"),
+            ),
+            item(
+                TraceKind::Call,
+                2,
+                Some("research_supervisor"),
+                Some("deeper"),
+            ),
+            item(
+                TraceKind::Call,
+                3,
+                Some("deeper_supervisor"),
+                Some("research"),
+            ),
+            item(
+                TraceKind::Return,
+                4,
+                Some("research"),
+                Some("deeper_supervisor"),
+            ),
+            item(
+                TraceKind::Return,
+                4,
+                Some("deeper"),
+                Some("research_supervisor"),
+            ),
+            item(TraceKind::Return, 4, Some("research"), Some("root")),
+        ],
+    };
+    assert_eq!(unmatched_trace_items(&g, &trace), 0);
+    let dot = to_dot(&g, &DotOptions::with_trace(&trace));
+    let line = |from: &str, to: &str| {
+        dot.lines()
+            .find(|l| l.starts_with(&format!("  \"{from}\" -> \"{to}\" [style=dashed")))
+            .unwrap_or_else(|| panic!("{from} -> {to}\n{dot}"))
+            .to_string()
+    };
+    // research -> research_supervisor (same cluster): no ltail.
+    assert!(!line("research_supervisor", "research_supervisor").contains("ltail"));
+    // research returning into deeper (nested inside research): the head is inside.
+    assert!(!line("research_supervisor", "deeper_supervisor").contains("ltail"));
+    // deeper -> research_supervisor (outside deeper) and research -> root: ltail.
+    assert!(line("deeper_supervisor", "research_supervisor").contains(r#"ltail="cluster_deeper""#));
+    assert!(line("research_supervisor", "root").contains(r#"ltail="cluster_research""#));
+    assert!(line("research_supervisor", "root").contains(r#"label="return\n8""#));
+    check_structure(&g, &dot, 4, 0);
 }

@@ -74,7 +74,7 @@ pub fn write_dot<W: Write>(
     let compound = ov.as_ref().is_some_and(|o| {
         o.extra
             .iter()
-            .any(|e| ltail(g, e.from_cluster.as_deref(), &e.from))
+            .any(|e| ltail(g, e.from_cluster.as_deref(), &e.from, &e.to))
     });
     if compound {
         out.write_str(", compound=true")?;
@@ -150,8 +150,25 @@ pub fn write_dot<W: Write>(
 }
 
 /// Whether an edge leaving `cluster` from `from` can be drawn from the cluster's border.
-fn ltail(g: &CompiledGraph, cluster: Option<&str>, from: &str) -> bool {
-    cluster.is_some_and(|c| g.subgraph_of_supervisor(from) == Some(c))
+/// The tail must be in the cluster and the head outside it (Graphviz ignores `ltail`
+/// with a warning otherwise, e.g. for a recursive call returning into the same cluster).
+fn ltail(g: &CompiledGraph, cluster: Option<&str>, from: &str, to: &str) -> bool {
+    let Some(c) = cluster else {
+        return false;
+    };
+    if g.subgraph_of_supervisor(from) != Some(c) {
+        return false;
+    }
+    // Walk the head's clusters outwards; nesting is cycle-free, the bound is a guard.
+    let mut at = g.subgraph_of_supervisor(to);
+    for _ in 0..=g.clusters().len() {
+        match at {
+            None => return true,
+            Some(a) if a == c => return false,
+            Some(a) => at = g.cluster(a).and_then(|k| k.parent.as_deref()),
+        }
+    }
+    true
 }
 
 fn write_vertex<W: Write>(
@@ -271,7 +288,7 @@ fn write_overlay_extras(out: &mut impl Write, g: &CompiledGraph, o: &Overlay) ->
             e.kind
         )?;
         if let Some(c) = e.from_cluster.as_deref() {
-            if ltail(g, Some(c), &e.from) {
+            if ltail(g, Some(c), &e.from, &e.to) {
                 out.write_str(", ltail=\"cluster_")?;
                 dot_id(out, c)?;
                 out.write_char('"')?;
