@@ -35,11 +35,8 @@ fn prints_dot_and_mermaid_to_stdout() {
 
     let o = pactgraph(&["dot", "examples/workflows/support_triage.yaml", "--mermaid"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(
-        String::from_utf8(o.stdout)
-            .unwrap()
-            .starts_with("flowchart TB\n")
-    );
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.starts_with("---\ntitle: \"support_triage\"\n---\nflowchart TB\n"));
 }
 
 #[test]

@@ -4,8 +4,10 @@ use std::fmt::{self, Write};
 
 use super::escape::{dot_id, dot_label};
 use super::overlay::{self, Drawn, EdgeView, Overlay};
-use super::{DotOptions, LabelSink, Nesting, cluster_label, exitpoints, members, root_members};
-use crate::graph::{CompiledGraph, VertexKind};
+use super::{
+    DotOptions, LabelSink, Nesting, VertexRef, cluster_label, exitpoints, members, root_members,
+};
+use crate::graph::CompiledGraph;
 
 /// Colour of the path a run took.
 pub(super) const TAKEN: &str = "#d62728";
@@ -72,7 +74,7 @@ pub fn write_dot<W: Write>(
     let compound = ov.as_ref().is_some_and(|o| {
         o.extra
             .iter()
-            .any(|e| ltail(g, e.from_cluster.as_deref(), &e.from))
+            .any(|e| ltail(g, e.from_cluster.as_deref(), &e.from, &e.to))
     });
     if compound {
         out.write_str(", compound=true")?;
@@ -80,17 +82,9 @@ pub fn write_dot<W: Write>(
     out.write_str("];\n  node [fontname=\"Helvetica\", fontsize=10];\n")?;
     out.write_str("  edge [fontname=\"Helvetica\", fontsize=9];\n")?;
 
-    let vertex = |out: &mut W, (id, kind): (&str, VertexKind), level: usize| {
-        write_vertex(
-            out,
-            g,
-            id,
-            kind,
-            exits.contains(id),
-            ov.as_ref(),
-            options,
-            level,
-        )
+    let vertex = |out: &mut W, v: VertexRef<'_>, level: usize| {
+        let exit = !exits.is_empty() && exits.contains(v.id());
+        write_vertex(out, g, v, exit, ov.as_ref(), options, level)
     };
     for v in root_members(g) {
         vertex(out, v, 1)?;
@@ -156,36 +150,49 @@ pub fn write_dot<W: Write>(
 }
 
 /// Whether an edge leaving `cluster` from `from` can be drawn from the cluster's border.
-fn ltail(g: &CompiledGraph, cluster: Option<&str>, from: &str) -> bool {
-    cluster.is_some_and(|c| g.subgraph_of_supervisor(from) == Some(c))
+/// The tail must be in the cluster and the head outside it (Graphviz ignores `ltail`
+/// with a warning otherwise, e.g. for a recursive call returning into the same cluster).
+fn ltail(g: &CompiledGraph, cluster: Option<&str>, from: &str, to: &str) -> bool {
+    let Some(c) = cluster else {
+        return false;
+    };
+    if g.subgraph_of_supervisor(from) != Some(c) {
+        return false;
+    }
+    // Walk the head's clusters outwards; nesting is cycle-free, the bound is a guard.
+    let mut at = g.subgraph_of_supervisor(to);
+    for _ in 0..=g.clusters().len() {
+        match at {
+            None => return true,
+            Some(a) if a == c => return false,
+            Some(a) => at = g.cluster(a).and_then(|k| k.parent.as_deref()),
+        }
+    }
+    true
 }
 
-#[allow(clippy::too_many_arguments)]
 fn write_vertex<W: Write>(
     out: &mut W,
     g: &CompiledGraph,
-    id: &str,
-    kind: VertexKind,
+    v: VertexRef<'_>,
     exit: bool,
     ov: Option<&Overlay>,
     options: &DotOptions<'_>,
     level: usize,
 ) -> fmt::Result {
+    let id = v.id();
     indent(out, level)?;
     quoted(out, id)?;
     let unused = ov.is_some_and(|o| !o.is_visited(id));
-    let description = match kind {
-        VertexKind::Supervisor => {
+    match v {
+        VertexRef::Supervisor(_) => {
             let fill = if unused { "#f2f2f2" } else { "#dbe9f6" };
             write!(out, " [shape=hexagon, style=filled, fillcolor=\"{fill}\"")?;
             if g.entry() == id {
                 out.write_str(", penwidth=2")?;
             }
-            g.registry()
-                .get_supervisor(id)
-                .and_then(|s| s.description.as_deref())
         }
-        VertexKind::Node => {
+        VertexRef::Node(_) => {
             let fill = if unused { "#f2f2f2" } else { "#ffffff" };
             write!(
                 out,
@@ -194,18 +201,15 @@ fn write_vertex<W: Write>(
             if exit {
                 out.write_str(", peripheries=2")?;
             }
-            g.registry()
-                .get_node(id)
-                .and_then(|n| n.description.as_deref())
         }
-    };
+    }
     if unused {
         write!(out, ", color=\"{UNUSED}\", fontcolor=\"#999999\"")?;
     }
     out.write_str(", label=\"")?;
-    super::vertex_label(&mut DotLabel(out, "\\n"), g, id, kind, exit, options)?;
+    super::vertex_label(&mut DotLabel(out, "\\n"), g, v, exit, options)?;
     out.write_char('"')?;
-    if let Some(d) = description {
+    if let Some(d) = v.description() {
         out.write_str(", tooltip=\"")?;
         dot_label(out, d)?;
         out.write_char('"')?;
@@ -284,7 +288,7 @@ fn write_overlay_extras(out: &mut impl Write, g: &CompiledGraph, o: &Overlay) ->
             e.kind
         )?;
         if let Some(c) = e.from_cluster.as_deref() {
-            if ltail(g, Some(c), &e.from) {
+            if ltail(g, Some(c), &e.from, &e.to) {
                 out.write_str(", ltail=\"cluster_")?;
                 dot_id(out, c)?;
                 out.write_char('"')?;

@@ -2,15 +2,18 @@
 //!
 //! Mermaid ids are restrictive, so vertices are named `n<i>` (their index in the compiled
 //! graph: supervisors then nodes, in declaration order), clusters `g<i>` (declaration
-//! order) and guard-stop markers `x<i>`; labels carry the real ids.
+//! order) and guard-stop markers `x<i>`; labels carry the real ids. The workflow's name
+//! is the diagram's `title` (front matter).
 
 use std::fmt::{self, Write};
 
 use super::dot::{FALLBACK, TAKEN, UNUSED};
 use super::escape::mermaid_label;
 use super::overlay::{self, Drawn, Overlay};
-use super::{DotOptions, LabelSink, Nesting, cluster_label, exitpoints, members, root_members};
-use crate::graph::{CompiledGraph, VertexKind};
+use super::{
+    DotOptions, LabelSink, Nesting, VertexRef, cluster_label, exitpoints, members, root_members,
+};
+use crate::graph::CompiledGraph;
 
 struct MermaidLabel<'w, W>(&'w mut W);
 
@@ -92,18 +95,23 @@ pub fn write_mermaid<W: Write>(
     let exits = exitpoints(g);
     let nesting = Nesting::of(g);
 
+    // The workflow's name as the diagram title (front matter is YAML; a JSON string is a
+    // valid YAML double-quoted scalar, escapes included).
+    if let Ok(title) = serde_json::to_string(g.workflow()) {
+        writeln!(out, "---\ntitle: {title}\n---")?;
+    }
     out.write_str("flowchart TB\n")?;
-    let vertex = |out: &mut W, (id, kind): (&str, VertexKind), level: usize| {
+    let vertex = |out: &mut W, v: VertexRef<'_>, level: usize| {
         indent(out, level)?;
-        vid(out, g, id)?;
-        let exit = exits.contains(id);
-        let (open, close) = match (kind, exit) {
-            (VertexKind::Supervisor, _) => ("{{\"", "\"}}"),
-            (VertexKind::Node, true) => ("([\"", "\"])"),
-            (VertexKind::Node, false) => ("(\"", "\")"),
+        vid(out, g, v.id())?;
+        let exit = !exits.is_empty() && exits.contains(v.id());
+        let (open, close) = match (v, exit) {
+            (VertexRef::Supervisor(_), _) => ("{{\"", "\"}}"),
+            (VertexRef::Node(_), true) => ("([\"", "\"])"),
+            (VertexRef::Node(_), false) => ("(\"", "\")"),
         };
         out.write_str(open)?;
-        super::vertex_label(&mut MermaidLabel(out), g, id, kind, exit, options)?;
+        super::vertex_label(&mut MermaidLabel(out), g, v, exit, options)?;
         out.write_str(close)?;
         out.write_char('\n')
     };

@@ -27,7 +27,7 @@
 //!     .expect("all ids resolve");
 //! let dot = to_dot(&graph, &DotOptions::default());
 //! assert!(dot.contains(r#""root" -> "reply""#));
-//! assert!(to_mermaid(&graph, &DotOptions::default()).starts_with("flowchart TB"));
+//! assert!(to_mermaid(&graph, &DotOptions::default()).contains("\nflowchart TB\n"));
 //! ```
 
 mod dot;
@@ -43,7 +43,8 @@ pub use dot::write_dot;
 pub use mermaid::write_mermaid;
 pub use render::{ImageFormat, RenderError, render};
 
-use crate::graph::{CompiledGraph, VertexKind};
+use crate::contracts::{NodeContract, SupervisorContract};
+use crate::graph::CompiledGraph;
 use crate::runtime::DecisionTrace;
 
 /// What to draw besides the graph itself. Used by both formats.
@@ -168,34 +169,59 @@ impl Nesting {
     }
 }
 
+/// A supervisor or node being drawn, with its contract.
+#[derive(Clone, Copy)]
+pub(crate) enum VertexRef<'a> {
+    Supervisor(&'a SupervisorContract),
+    Node(&'a NodeContract),
+}
+
+impl<'a> VertexRef<'a> {
+    pub fn id(self) -> &'a str {
+        match self {
+            VertexRef::Supervisor(s) => &s.id,
+            VertexRef::Node(n) => &n.id,
+        }
+    }
+    pub fn description(self) -> Option<&'a str> {
+        match self {
+            VertexRef::Supervisor(s) => s.description.as_deref(),
+            VertexRef::Node(n) => n.description.as_deref(),
+        }
+    }
+}
+
 /// The members of cluster `i`: its supervisors (those that belong to it and to no
 /// earlier subgraph) and its nodes.
-pub(crate) fn members(g: &CompiledGraph, i: usize) -> impl Iterator<Item = (&str, VertexKind)> {
+pub(crate) fn members(g: &CompiledGraph, i: usize) -> impl Iterator<Item = VertexRef<'_>> {
+    let reg = g.registry();
     let c = g.clusters().get_index(i).map(|(_, c)| c);
     let id = c.map(|c| c.subgraph_id.as_str());
     let sups = c
         .into_iter()
         .flat_map(|c| c.supervisors.iter())
-        .filter(move |s| g.subgraph_of_supervisor(s) == id && g.index_of(s).is_some())
-        .map(|s| (s.as_str(), VertexKind::Supervisor));
+        .filter(move |s| g.subgraph_of_supervisor(s) == id)
+        .filter_map(|s| reg.get_supervisor(s).map(VertexRef::Supervisor));
     let nodes = c
         .into_iter()
         .flat_map(|c| c.nodes.iter())
-        .map(|n| (n.as_str(), VertexKind::Node));
+        .filter_map(|n| reg.get_node(n).map(VertexRef::Node));
     sups.chain(nodes)
 }
 
 /// Vertices at the root level (in no cluster), supervisors then nodes.
-pub(crate) fn root_members(g: &CompiledGraph) -> impl Iterator<Item = (&str, VertexKind)> {
+pub(crate) fn root_members(g: &CompiledGraph) -> impl Iterator<Item = VertexRef<'_>> {
     let reg = g.registry();
+    // Without subgraphs nothing needs looking up.
+    let flat = g.clusters().is_empty();
     let sups = reg
         .supervisors()
-        .filter(move |s| g.subgraph_of_supervisor(&s.id).is_none())
-        .map(|s| (s.id.as_str(), VertexKind::Supervisor));
+        .filter(move |s| flat || g.subgraph_of_supervisor(&s.id).is_none())
+        .map(VertexRef::Supervisor);
     let nodes = reg
         .nodes()
-        .filter(move |n| g.subgraph_of_node(&n.id).is_none())
-        .map(|n| (n.id.as_str(), VertexKind::Node));
+        .filter(move |n| flat || g.subgraph_of_supervisor(&n.supervisor).is_none())
+        .map(VertexRef::Node);
     sups.chain(nodes)
 }
 
@@ -248,29 +274,20 @@ fn description(sink: &mut impl LabelSink, text: Option<&str>, on: bool) -> fmt::
 pub(crate) fn vertex_label(
     sink: &mut impl LabelSink,
     g: &CompiledGraph,
-    id: &str,
-    kind: VertexKind,
+    v: VertexRef<'_>,
     exit: bool,
     opts: &DotOptions<'_>,
 ) -> fmt::Result {
-    sink.text(id)?;
-    match kind {
-        VertexKind::Supervisor => {
-            let s = g.registry().get_supervisor(id);
-            if g.entry() == id {
+    sink.text(v.id())?;
+    match v {
+        VertexRef::Supervisor(s) => {
+            if g.entry() == s.id {
                 sink.br()?;
                 sink.text("(entry)")?;
             }
-            description(
-                sink,
-                s.and_then(|s| s.description.as_deref()),
-                opts.descriptions,
-            )
+            description(sink, s.description.as_deref(), opts.descriptions)
         }
-        VertexKind::Node => {
-            let Some(n) = g.registry().get_node(id) else {
-                return Ok(());
-            };
+        VertexRef::Node(n) => {
             description(sink, n.description.as_deref(), opts.descriptions)?;
             list(sink, "reads: ", &n.reads)?;
             list(sink, "writes: ", &n.writes)?;

@@ -258,12 +258,14 @@ pub(crate) fn overlay(g: &CompiledGraph, trace: &DecisionTrace) -> Overlay {
                     Some(&i) => {
                         o.fell_back.insert(i);
                     }
-                    None if target.is_some_and(|t| !known(t)) || s.is_none() => o.unmatched += 1,
+                    // Without a fallback node the target is `stop_local`: nothing to paint.
+                    None if s.is_some_and(|s| !known(s)) => o.unmatched += 1,
                     None => {}
                 }
             }
             TraceKind::GuardStop => {
-                let at = [item.supervisor.as_deref(), source, target]
+                // The target of a guard stop is the run's status, not a vertex.
+                let at = [item.supervisor.as_deref(), item.source.as_deref()]
                     .into_iter()
                     .flatten()
                     .find(|id| known(id));
