@@ -374,3 +374,58 @@ fn quiet_runs_print_only_the_result() {
     assert_eq!(r.code, 0);
     assert!(r.err.is_empty(), "{}", r.err);
 }
+
+#[test]
+fn dot_paints_the_trace_of_a_saved_run_or_of_runs_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run.json");
+    let trace = dir.path().join("trace.json");
+    let printed = dir.path().join("out.json");
+    let o = pactgraph([
+        "run".as_ref(),
+        workflow("fashion.json").as_ref(),
+        "--input".as_ref(),
+        r#"{"request": {"topic": "fashion"}}"#.as_ref(),
+        "--state-out".as_ref(),
+        state.as_os_str(),
+        "--trace-out".as_ref(),
+        trace.as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    std::fs::write(&printed, &o.stdout).unwrap();
+    let draw = |t: Option<&Path>| {
+        let mut args = vec![
+            std::ffi::OsString::from("dot"),
+            workflow("fashion.json").into(),
+        ];
+        if let Some(t) = t {
+            args.push("--trace".into());
+            args.push(t.into());
+        }
+        let o = pactgraph(args);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let plain = draw(None);
+    let from_trace = draw(Some(&trace));
+    assert_ne!(plain, from_trace, "the trace paints something");
+    // The same trace, whichever file it is read from.
+    assert_eq!(draw(Some(&state)), from_trace);
+    assert_eq!(draw(Some(&printed)), from_trace);
+
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, r#"{"nothing": "here"}"#).unwrap();
+    let o = pactgraph([
+        "dot".as_ref(),
+        workflow("fashion.json").as_ref(),
+        "--trace".as_ref(),
+        bad.as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a decision trace"));
+}

@@ -13,8 +13,8 @@ use pactgraph::visualize::{self, DotOptions, ImageFormat};
 pub struct DotArgs {
     /// The workflow document (JSON, or YAML for `.yaml`/`.yml`).
     pub file: PathBuf,
-    /// A decision trace (JSON array, as written by `run --trace-out`) to paint over the
-    /// graph.
+    /// A decision trace to paint over the graph: a JSON array as written by
+    /// `run --trace-out`, a saved run (`run --state-out`) or `run`'s output.
     #[arg(long, value_name = "F")]
     pub trace: Option<PathBuf>,
     /// Where to write: `.svg`, `.png` or `.pdf` run Graphviz's `dot`; any other path gets
@@ -101,15 +101,35 @@ fn execute(args: &DotArgs) -> Result<(), Vec<String>> {
     }
 }
 
+/// Reads a trace from a `run --trace-out` file (a JSON array), a saved run
+/// (`run --state-out`: its `run.trace`) or `run`'s printed output (its
+/// `state.system.decision_trace`).
 fn load_trace(path: &Path) -> Result<DecisionTrace, Vec<String>> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| vec![format!("cannot read trace {}: {e}", path.display())])?;
-    serde_json::from_str(&text).map_err(|e| {
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
         vec![format!(
-            "{}:{}:{}: not a decision trace (a JSON array of trace items): {e}",
+            "{}:{}:{}: not JSON: {e}",
             path.display(),
             e.line(),
             e.column()
+        )]
+    })?;
+    let items = ["", "/run/trace", "/state/system/decision_trace"]
+        .iter()
+        .find_map(|p| value.pointer(p).filter(|v| v.is_array()))
+        .cloned()
+        .ok_or_else(|| {
+            vec![format!(
+                "{}: not a decision trace: expected a JSON array of trace items, a saved run \
+                 (`run --state-out`) or the output of `run`",
+                path.display()
+            )]
+        })?;
+    serde_json::from_value(items).map_err(|e| {
+        vec![format!(
+            "{}: not a decision trace (a JSON array of trace items): {e}",
+            path.display()
         )]
     })
 }
