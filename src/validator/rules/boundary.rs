@@ -4,7 +4,7 @@
 //! evaluate read only slices the subgraph can see; a nested subgraph's boundary lies
 //! within its caller's; the `result_slice` is writable where the caller runs.
 
-use std::collections::HashSet;
+use foldhash::{HashSet, HashSetExt};
 
 use crate::contracts::pointer::join;
 use crate::contracts::{SYSTEM_SLICE, Trigger};
@@ -79,7 +79,7 @@ fn triggers(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                 continue;
             }
             let (list, section): (&[Trigger], &str) = match ctx.kind_of(entry) {
-                Some(ContractKind::Node) => match ctx.reg.get_node(entry) {
+                Some(ContractKind::Node) => match ctx.node(entry) {
                     Some(n) => (&n.triggers, "nodes"),
                     None => continue,
                 },

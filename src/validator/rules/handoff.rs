@@ -2,7 +2,7 @@
 //! level; when both sides declare schemas, the upstream `output_schema` provides every
 //! property the downstream `input_schema` requires, with a compatible type.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 use serde_json::Value;
 
@@ -16,7 +16,7 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         let Some(t) = n.handoff.as_deref() else {
             continue;
         };
-        let Some(target) = ctx.reg.get_node(t) else {
+        let Some(target) = ctx.node(t) else {
             continue;
         };
         let ptr = join(["nodes", n.id.as_str(), "handoff"]);
@@ -93,7 +93,7 @@ fn cycles(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                 _ => {
                     state.insert(at, 1);
                     chain.push(at);
-                    match ctx.reg.get_node(at).and_then(|c| c.handoff.as_deref()) {
+                    match ctx.node(at).and_then(|c| c.handoff.as_deref()) {
                         Some(next) if ctx.kind_of(next) == Some(ContractKind::Node) => at = next,
                         _ => break,
                     }

@@ -1,8 +1,8 @@
 //! Rule 12: information (`PG1101`, `PG1102`). Slices written by several nodes, and
 //! slices written but never read (by a node, a trigger or a subgraph boundary).
 
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
 
 use crate::contracts::pointer::join;
 use crate::validator::rules::references::slice_of_path;

@@ -1,7 +1,7 @@
 //! Rule 6: every supervisor, node and subgraph is reachable from `entry` (`PG0501`,
 //! warning). Members of an unreachable subgraph are covered by the subgraph's warning.
 
-use std::collections::HashSet;
+use foldhash::{HashSet, HashSetExt};
 
 use petgraph::visit::EdgeRef;
 

@@ -48,7 +48,9 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                 pointer(),
                 format!("{} names slice `{name}`, which is not declared", what()),
             )
-            .fix(format!("declare `{name}` under `slices` or correct the name"))
+            .fix(format!(
+                "declare `{name}` under `slices` or correct the name"
+            ))
         })
     };
 
@@ -74,7 +76,13 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             }
         }
         let base = join(["subgraphs", g.id.as_str(), "triggers"]);
-        triggers(ctx, &g.triggers, &base, &format!("subgraph `{}`", g.id), out);
+        triggers(
+            ctx,
+            &g.triggers,
+            &base,
+            &format!("subgraph `{}`", g.id),
+            out,
+        );
         if let Some(r) = &g.result_slice {
             let ptr = || join(["subgraphs", g.id.as_str(), "result_slice"]);
             let what = || format!("`result_slice` of subgraph `{}`", g.id);
