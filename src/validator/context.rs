@@ -1,6 +1,6 @@
 //! What every rule needs, computed once per validation.
 
-use foldhash::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet};
 
 use crate::contracts::{NodeContract, SYSTEM_SLICE, SubgraphContract, SupervisorContract};
 use crate::graph::{CompiledGraph, ContractKind, Registry};
@@ -43,8 +43,8 @@ impl<'a> Context<'a> {
                 (g.id.as_str(), Boundary { visible, writes })
             })
             .collect();
-        let mut kinds = HashMap::default();
-        let mut sup_level = HashMap::default();
+        let mut kinds = HashMap::with_capacity(reg.len());
+        let mut sup_level = HashMap::with_capacity(reg.supervisors().len());
         for s in reg.supervisors() {
             kinds.insert(s.id.as_str(), ContractKind::Supervisor);
             sup_level.insert(s.id.as_str(), graph.subgraph_of_supervisor(&s.id));
@@ -52,8 +52,8 @@ impl<'a> Context<'a> {
         for g in reg.subgraphs() {
             kinds.insert(g.id.as_str(), ContractKind::Subgraph);
         }
-        let mut nodes = HashMap::default();
-        let mut node_level = HashMap::default();
+        let mut nodes = HashMap::with_capacity(reg.nodes().len());
+        let mut node_level = HashMap::with_capacity(reg.nodes().len());
         for n in reg.nodes() {
             kinds.insert(n.id.as_str(), ContractKind::Node);
             nodes.insert(n.id.as_str(), n);

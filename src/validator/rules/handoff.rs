@@ -66,7 +66,7 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
 
 fn cycles(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     // 0 unvisited, 1 on the current chain, 2 done.
-    let mut state: HashMap<&str, u8> = HashMap::new();
+    let mut state: HashMap<&str, u8> = HashMap::with_capacity(ctx.reg.nodes().len());
     for n in ctx.reg.nodes() {
         let mut chain: Vec<&str> = Vec::new();
         let mut at = n.id.as_str();
