@@ -24,6 +24,25 @@ fn shape(nodes: usize) -> Shape {
     }
 }
 
+/// CPU time this thread has used, in nanoseconds (Linux `schedstat`), so the figures
+/// hold on a machine shared with other builds; `None` elsewhere.
+fn thread_cpu_ns() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// Median CPU time of `runs` validations.
+fn cpu_median(graph: &pactgraph::CompiledGraph, runs: usize) -> Option<Duration> {
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let before = thread_cpu_ns()?;
+        black_box(Validator::new().validate(black_box(graph)));
+        times.push(thread_cpu_ns()? - before);
+    }
+    times.sort_unstable();
+    Some(Duration::from_nanos(times[runs / 2]))
+}
+
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("validate");
     for nodes in [10_000usize, 100_000, 1_000_000] {
@@ -39,6 +58,9 @@ fn bench(c: &mut Criterion) {
             report.diagnostics.len(),
             built.elapsed()
         );
+        if let Some(cpu) = cpu_median(&graph, if nodes >= 1_000_000 { 3 } else { 5 }) {
+            println!("validate/{nodes}: median CPU time {cpu:?} (one core)");
+        }
         group.sample_size(10);
         group.measurement_time(Duration::from_secs(if nodes >= 1_000_000 {
             60

@@ -70,6 +70,22 @@ const MUTATIONS: &[(&str, Mutation)] = &[
         n0(d).supervisor = "ghost".into();
         Some((Code::UNKNOWN_ID, "/nodes/g0_n0/supervisor".into()))
     }),
+    ("reuse a subgraph's id for a node", |_, d| {
+        d.nodes
+            .insert("g0".into(), NodeContract::new("g0").supervisor("root"));
+        Some((Code::ID_COLLISION, "/nodes/g0".into()))
+    }),
+    ("read outside the boundary", |_, d| {
+        n0(d).reads.push("answer".into());
+        Some((Code::BOUNDARY_READ, "/nodes/g0_n0/reads/1".into()))
+    }),
+    ("default decision outside the allowlist", |_, d| {
+        d.supervisors.get_mut("root")?.default = Some(RoutingDecision::node(node(0, 0)));
+        Some((
+            Code::DEFAULT_NOT_ALLOWED,
+            "/supervisors/root/default".into(),
+        ))
+    }),
     ("write the system slice", |_, d| {
         n0(d).writes.push("system".into());
         Some((Code::SYSTEM_WRITE, "/nodes/g0_n0/writes/1".into()))
@@ -237,8 +253,8 @@ proptest! {
             prop_assert!(found.contains(&(code, pointer.clone())),
                 "{name} on {shape:?}: expected {code} at {pointer}, got {found:?}");
         }
-        // Fifteen mutations apply to every shape with two subgraphs.
-        prop_assert!(applied >= 15, "only {applied} mutations applied");
+        // Eighteen mutations apply to every shape with two subgraphs.
+        prop_assert!(applied >= 18, "only {applied} mutations applied");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Rule 4: allowlists (`PG0301`-`PG0305`).
 
-use std::collections::HashSet;
+use foldhash::HashSet;
 
 use crate::contracts::RoutingDecision;
 use crate::contracts::pointer::join;
@@ -64,7 +64,7 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                             continue;
                         }
                     }
-                    ctx.reg.get_node(entry).map(|n| n.triggers.is_empty())
+                    ctx.node(entry).map(|n| n.triggers.is_empty())
                 }
                 Some(ContractKind::Subgraph) => ctx.subgraph(entry).map(|g| g.triggers.is_empty()),
                 _ => None,

@@ -4,12 +4,12 @@
 //! evaluate read only slices the subgraph can see; a nested subgraph's boundary lies
 //! within its caller's; the `result_slice` is writable where the caller runs.
 
-use std::collections::HashSet;
+use foldhash::{HashSet, HashSetExt};
 
 use crate::contracts::pointer::join;
 use crate::contracts::{SYSTEM_SLICE, Trigger};
 use crate::graph::ContractKind;
-use crate::validator::rules::references::slice_of_path;
+use crate::validator::rules::references::{slice_of_path, visit_paths};
 use crate::validator::{Code, Context, Diagnostic};
 
 /// True for a slice a boundary must list: declared (unknown ones are `PG0004`) and not
@@ -66,7 +66,7 @@ fn nodes(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
 }
 
 fn triggers(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
-    let mut seen: HashSet<(&str, &str)> = HashSet::new();
+    let mut seen: HashSet<(&str, &str)> = HashSet::with_capacity(ctx.reg.nodes().len());
     for sup in ctx.reg.supervisors() {
         let Some(g) = ctx.level_of_supervisor(&sup.id) else {
             continue;
@@ -79,7 +79,7 @@ fn triggers(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                 continue;
             }
             let (list, section): (&[Trigger], &str) = match ctx.kind_of(entry) {
-                Some(ContractKind::Node) => match ctx.reg.get_node(entry) {
+                Some(ContractKind::Node) => match ctx.node(entry) {
                     Some(n) => (&n.triggers, "nodes"),
                     None => continue,
                 },
@@ -89,6 +89,16 @@ fn triggers(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                 },
                 _ => continue,
             };
+            let mut outside = false;
+            for t in list {
+                visit_paths(&t.when, &mut |p| {
+                    outside |= slice_of_path(p)
+                        .is_some_and(|s| counts(ctx, &s) && !b.visible.contains(&*s));
+                });
+            }
+            if !outside {
+                continue;
+            }
             for (i, t) in list.iter().enumerate() {
                 for (path, rel) in t.when.paths() {
                     let Some(s) = slice_of_path(path) else {

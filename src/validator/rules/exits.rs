@@ -5,7 +5,7 @@
 //! A supervisor can stop when it has a policy (its program may return a stop) or when it
 //! is rule-based with a default of `stop_local` (the default default) or `stop_global`.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet};
 
 use petgraph::Direction;
 use petgraph::algo::kosaraju_scc;
@@ -37,8 +37,7 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         match v.kind {
             VertexKind::Supervisor => ctx.supervisor(&v.id).is_some_and(can_stop),
             VertexKind::Node => {
-                ctx.reg.get_node(&v.id).is_some_and(|n| n.terminal)
-                    || exitpoints.contains(v.id.as_str())
+                ctx.node(&v.id).is_some_and(|n| n.terminal) || exitpoints.contains(v.id.as_str())
             }
         }
     };

@@ -2,7 +2,7 @@
 //! level; when both sides declare schemas, the upstream `output_schema` provides every
 //! property the downstream `input_schema` requires, with a compatible type.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 use serde_json::Value;
 
@@ -16,7 +16,7 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         let Some(t) = n.handoff.as_deref() else {
             continue;
         };
-        let Some(target) = ctx.reg.get_node(t) else {
+        let Some(target) = ctx.node(t) else {
             continue;
         };
         let ptr = join(["nodes", n.id.as_str(), "handoff"]);
@@ -66,7 +66,7 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
 
 fn cycles(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     // 0 unvisited, 1 on the current chain, 2 done.
-    let mut state: HashMap<&str, u8> = HashMap::new();
+    let mut state: HashMap<&str, u8> = HashMap::with_capacity(ctx.reg.nodes().len());
     for n in ctx.reg.nodes() {
         let mut chain: Vec<&str> = Vec::new();
         let mut at = n.id.as_str();
@@ -93,7 +93,7 @@ fn cycles(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                 _ => {
                     state.insert(at, 1);
                     chain.push(at);
-                    match ctx.reg.get_node(at).and_then(|c| c.handoff.as_deref()) {
+                    match ctx.node(at).and_then(|c| c.handoff.as_deref()) {
                         Some(next) if ctx.kind_of(next) == Some(ContractKind::Node) => at = next,
                         _ => break,
                     }

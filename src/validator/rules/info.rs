@@ -1,11 +1,11 @@
 //! Rule 12: information (`PG1101`, `PG1102`). Slices written by several nodes, and
 //! slices written but never read (by a node, a trigger or a subgraph boundary).
 
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
 
 use crate::contracts::pointer::join;
-use crate::validator::rules::references::slice_of_path;
+use crate::validator::rules::references::{slice_of_path, visit_paths};
 use crate::validator::{Code, Context, Diagnostic};
 
 pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
@@ -21,23 +21,13 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         }
         read.extend(n.reads.iter().map(|s| Cow::Borrowed(s.as_str())));
         for t in &n.triggers {
-            read.extend(
-                t.when
-                    .paths()
-                    .into_iter()
-                    .filter_map(|(p, _)| slice_of_path(p)),
-            );
+            visit_paths(&t.when, &mut |p| read.extend(slice_of_path(p)));
         }
     }
     for g in ctx.reg.subgraphs() {
         read.extend(g.reads.iter().map(|s| Cow::Borrowed(s.as_str())));
         for t in &g.triggers {
-            read.extend(
-                t.when
-                    .paths()
-                    .into_iter()
-                    .filter_map(|(p, _)| slice_of_path(p)),
-            );
+            visit_paths(&t.when, &mut |p| read.extend(slice_of_path(p)));
         }
     }
     for name in ctx.graph.slices().keys() {

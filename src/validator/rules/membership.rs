@@ -2,7 +2,7 @@
 //! subgraph; the entrypoint is a member; `entry` is at the root level; exitpoints are
 //! nodes of their subgraph.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 use crate::contracts::pointer::join;
 use crate::graph::ContractKind;

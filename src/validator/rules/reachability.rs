@@ -1,11 +1,11 @@
 //! Rule 6: every supervisor, node and subgraph is reachable from `entry` (`PG0501`,
 //! warning). Members of an unreachable subgraph are covered by the subgraph's warning.
 
-use std::collections::HashSet;
+use foldhash::{HashSet, HashSetExt};
 
 use petgraph::visit::EdgeRef;
 
-use crate::graph::{ContractKind, EdgeKind};
+use crate::graph::{ContractKind, EdgeKind, VertexKind};
 use crate::validator::{Code, Context, Diagnostic};
 
 pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
@@ -31,6 +31,9 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             push(e.target(), &mut stack);
         }
         // A fallback node runs without a dispatch edge.
+        if graph[v].kind != VertexKind::Supervisor {
+            continue;
+        }
         if let Some(fb) = ctx
             .supervisor(&graph[v].id)
             .and_then(|s| s.fallback.as_deref())
@@ -40,7 +43,12 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             push(fb, &mut stack);
         }
     }
-    let reached = |id: &str| ctx.graph.index_of(id).is_some_and(|ix| seen[ix.index()]);
+    let unreached: HashSet<&str> = graph
+        .node_indices()
+        .filter(|ix| !seen[ix.index()])
+        .map(|ix| graph[ix].id.as_str())
+        .collect();
+    let reached = |id: &str| !unreached.contains(id);
     let dead_level = |level: Option<&str>| level.is_some_and(|g| !called.contains(g));
     let fix = "call it from a reachable supervisor's `allow`, or remove it";
 

@@ -5,7 +5,9 @@
 //! subgraph of the cycle sets `max_reentry` explicitly (then they are information).
 //! Subgraphs nested statically deeper than `max_depth` can never be entered: warning.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use petgraph::algo::kosaraju_scc;
 use petgraph::graph::{DiGraph, NodeIndex};

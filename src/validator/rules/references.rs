@@ -3,8 +3,8 @@
 
 use std::borrow::Cow;
 
-use crate::contracts::Trigger;
 use crate::contracts::pointer::join;
+use crate::contracts::{Condition, Trigger};
 use crate::graph::BuildError;
 use crate::validator::{Code, Context, Diagnostic};
 
@@ -62,7 +62,7 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                 out.extend(slice(s, &ptr, &what));
             }
         }
-        if !n.triggers.is_empty() {
+        if triggers_need_report(ctx, &n.triggers) {
             let base = join(["nodes", n.id.as_str(), "triggers"]);
             triggers(ctx, &n.triggers, &base, &format!("node `{}`", n.id), out);
         }
@@ -89,6 +89,34 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             out.extend(slice(r, &ptr, &what));
         }
     }
+}
+
+/// Calls `f` on every state path a condition reads, without building pointers.
+pub(crate) fn visit_paths<'c>(c: &'c Condition, f: &mut impl FnMut(&'c str)) {
+    match c {
+        Condition::Const(_) => {}
+        Condition::Exists { path, .. }
+        | Condition::Equals { path, .. }
+        | Condition::In { path, .. } => f(path),
+        Condition::All(cs) | Condition::Any(cs) => {
+            for c in cs {
+                visit_paths(c, f);
+            }
+        }
+        Condition::Not(c) => visit_paths(c, f),
+    }
+}
+
+/// True when some trigger path is malformed or names an undeclared slice (the fast
+/// check before pointers are built).
+fn triggers_need_report(ctx: &Context<'_>, triggers: &[Trigger]) -> bool {
+    let mut bad = false;
+    for t in triggers {
+        visit_paths(&t.when, &mut |p| {
+            bad |= slice_of_path(p).is_none_or(|s| !ctx.slice_known(&s));
+        });
+    }
+    bad
 }
 
 /// Every trigger path must be a pointer whose first segment is a declared slice.

@@ -1,7 +1,7 @@
 //! Rule 10: every `input_schema`, `output_schema` and slice schema compiles
 //! (`PG0901`). Identical schemas are compiled once.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 use serde_json::Value;
 
