@@ -1,6 +1,8 @@
 //! `GraphBuilder`: compiles contracts into a [`CompiledGraph`].
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::fmt;
 
 use indexmap::IndexMap;

@@ -1,7 +1,7 @@
 //! The compiled graph: a petgraph `DiGraph` of supervisors and nodes, with one cluster
 //! record per subgraph.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use indexmap::IndexMap;
 use petgraph::graph::{DiGraph, NodeIndex};

@@ -1,6 +1,6 @@
 //! The registry: every node, supervisor and subgraph by id, with one id naming one thing.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::fmt;
 
 use indexmap::IndexMap;
