@@ -9,7 +9,7 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use super::budgets::check_clock;
-use super::builder::{Clock, ExecutorBuilder, Plan, PolicyRun, check};
+use super::builder::{Clock, ExecutorBuilder, Plan, PolicyRun, SupervisorPlan, check};
 use super::callstack::put;
 use super::decisions::{Action, choice_label, resolve};
 use super::guarded::{Fault, call_guarded, exec_program};
@@ -187,6 +187,7 @@ impl Executor {
             trace: Default::default(),
             uncommitted: Vec::new(),
             started_at_ms: wall_ms(),
+            clock: Default::default(),
         };
         self.sync_system(&mut run);
         Ok(run)
@@ -281,7 +282,14 @@ impl Executor {
 
     async fn step_inner(&self, run: &mut RunState) {
         let plan = &*self.plan;
-        if let Err(g) = check_clock(run, plan.graph.budgets(), &plan.cancel, wall_ms()) {
+        let budgets = plan.graph.budgets();
+        let now = if plan.clock == Clock::System || budgets.timeout_ms.is_some() {
+            wall_ms()
+        } else {
+            0
+        };
+        run.clock.at_ms = if plan.clock == Clock::System { now } else { 0 };
+        if let Err(g) = check_clock(run, budgets, &plan.cancel, now) {
             let sup = self.pending_supervisor(run);
             self.guard_stop(run, g, sup);
             return;
@@ -329,9 +337,7 @@ impl Executor {
         let mut item = TraceItem::new(kind, run.steps, run.depth());
         item.supervisor = supervisor;
         item.subgraph = run.current_subgraph().map(str::to_string);
-        if self.plan.clock == Clock::System {
-            item.at_ms = wall_ms();
-        }
+        item.at_ms = run.clock.at_ms;
         item
     }
 
@@ -357,26 +363,21 @@ impl Executor {
 
     // ---- decisions -------------------------------------------------------------------
 
-    async fn decide(&self, run: &mut RunState, sup_id: String) {
+    /// Calls a handler or program policy.
+    async fn ask_policy(
+        &self,
+        run: &RunState,
+        sup_id: &str,
+        sp: &SupervisorPlan,
+    ) -> Result<SupervisorOutput, Fault> {
         let plan = &*self.plan;
-        let Some(sp) = plan.supervisors.get(&sup_id) else {
-            let msg = format!("unknown supervisor `{sup_id}`");
-            self.fail(run, TerminationReason::NodeFailed, msg, None);
-            return;
-        };
-        let t0 = self.timer();
-        let (output, candidates, rule_reason) = match &sp.policy {
-            PolicyRun::Rules => {
-                let o = decide_by_rules(&sp.contract, plan.graph.registry(), run.level_state());
-                (
-                    SupervisorOutput::Decision(o.decision),
-                    o.candidates,
-                    Some(o.reason),
-                )
-            }
+        match &sp.policy {
+            PolicyRun::Rules => Err(Fault::Failed(
+                "rule-based supervisors have no policy".into(),
+            )),
             PolicyRun::Handler(h) => {
                 let input = PolicyInput {
-                    supervisor: sup_id.clone(),
+                    supervisor: sup_id.to_string(),
                     state: level_map(run),
                     contract: Arc::clone(&sp.contract),
                     context: RunContext {
@@ -388,10 +389,7 @@ impl Executor {
                     },
                 };
                 let limit = self.call_limit(run, None);
-                match call_guarded(|| h.0.decide(input), limit, &plan.cancel).await {
-                    Ok(o) => (o, Vec::new(), None),
-                    Err(f) => return self.fault(run, &sup_id, "the policy of supervisor", f),
-                }
+                call_guarded(|| h.0.decide(input), limit, &plan.cancel).await
             }
             PolicyRun::Exec(spec) => {
                 let input = json!({
@@ -402,12 +400,36 @@ impl Executor {
                 });
                 let limit = self.call_limit(run, spec.timeout_ms);
                 // exec hook: see `guarded::exec_program`.
-                let r = exec_program(spec, &plan.base_dir, &input, limit, &plan.cancel).await;
-                let parsed = r.and_then(|v| {
-                    serde_json::from_value::<SupervisorOutput>(v)
-                        .map_err(|e| Fault::Failed(format!("printed an invalid decision: {e}")))
-                });
-                match parsed {
+                let v = exec_program(spec, &plan.base_dir, &input, limit, &plan.cancel).await?;
+                serde_json::from_value::<SupervisorOutput>(v)
+                    .map_err(|e| Fault::Failed(format!("printed an invalid decision: {e}")))
+            }
+        }
+    }
+
+    async fn decide(&self, run: &mut RunState, sup_id: String) {
+        let plan = &*self.plan;
+        let Some(sp) = plan.supervisors.get(&sup_id) else {
+            let msg = format!("unknown supervisor `{sup_id}`");
+            self.fail(run, TerminationReason::NodeFailed, msg, None);
+            return;
+        };
+        let t0 = match sp.policy {
+            PolicyRun::Rules => None,
+            _ => self.timer(),
+        };
+        let (output, candidates, rule_reason) = match &sp.policy {
+            PolicyRun::Rules => {
+                let o = decide_by_rules(&sp.contract, plan.graph.registry(), run.level_state());
+                (
+                    SupervisorOutput::Decision(o.decision),
+                    o.candidates,
+                    Some(o.reason),
+                )
+            }
+            PolicyRun::Handler(_) | PolicyRun::Exec(_) => {
+                // Boxed so the common rule-based step keeps a small future.
+                match Box::pin(self.ask_policy(run, &sup_id, sp)).await {
                     Ok(o) => (o, Vec::new(), None),
                     Err(f) => return self.fault(run, &sup_id, "the policy of supervisor", f),
                 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::budgets::{GuardStop, check_call, check_node};
-use super::builder::{NodeRun, check};
+use super::builder::{NodePlan, NodeRun, check};
 use super::callstack::{Frame, commit, pick, put};
 use super::executor::Executor;
 use super::guarded::{Fault, call_guarded, exec_program};
@@ -43,7 +43,10 @@ impl Executor {
                 run.visits.insert(id.clone(), 1);
             }
         }
-        let t0 = self.timer();
+        let t0 = match np.run {
+            NodeRun::Nothing | NodeRun::Set(_) => None,
+            _ => self.timer(),
+        };
         let needs_view = !matches!(np.run, NodeRun::Nothing | NodeRun::Set(_));
         let view =
             (needs_view || np.input_schema.is_some()).then(|| self.view(run, &contract.reads));
@@ -58,29 +61,9 @@ impl Executor {
         let result = match &np.run {
             NodeRun::Nothing => Ok(Map::new()),
             NodeRun::Set(m) => Ok(m.clone()),
-            NodeRun::Handler(h) => {
-                let input = NodeInput {
-                    node: id.clone(),
-                    view: view.unwrap_or_default(),
-                    depth: run.depth(),
-                    subgraph: run.current_subgraph().map(str::to_string),
-                    step: run.steps - 1,
-                };
-                let limit = self.call_limit(run, None);
-                call_guarded(|| h.0.call(input), limit, &plan.cancel).await
-            }
-            NodeRun::Exec(spec) => {
-                let input = json!({"node": id, "input": view.unwrap_or_default()});
-                let limit = self.call_limit(run, spec.timeout_ms);
-                // exec hook: see `guarded::exec_program`.
-                match exec_program(spec, &plan.base_dir, &input, limit, &plan.cancel).await {
-                    Ok(Value::Object(m)) => Ok(m),
-                    Ok(other) => Err(Fault::Failed(format!(
-                        "printed {} instead of an object of slice writes",
-                        json_kind(&other)
-                    ))),
-                    Err(f) => Err(f),
-                }
+            // Boxed so the common `set` step keeps a small future.
+            NodeRun::Handler(_) | NodeRun::Exec(_) => {
+                Box::pin(self.call_node(run, &id, np, view.unwrap_or_default())).await
             }
         };
         let writes = match result {
@@ -181,6 +164,43 @@ impl Executor {
             run.pending = Pending::Decide {
                 supervisor: dispatcher,
             };
+        }
+    }
+
+    /// Calls a handler or program node with its view.
+    async fn call_node(
+        &self,
+        run: &RunState,
+        id: &str,
+        np: &NodePlan,
+        view: Map<String, Value>,
+    ) -> Result<Map<String, Value>, Fault> {
+        let plan = &*self.plan;
+        match &np.run {
+            NodeRun::Handler(h) => {
+                let input = NodeInput {
+                    node: id.to_string(),
+                    view,
+                    depth: run.depth(),
+                    subgraph: run.current_subgraph().map(str::to_string),
+                    step: run.steps - 1,
+                };
+                let limit = self.call_limit(run, None);
+                call_guarded(|| h.0.call(input), limit, &plan.cancel).await
+            }
+            NodeRun::Exec(spec) => {
+                let input = json!({"node": id, "input": view});
+                let limit = self.call_limit(run, spec.timeout_ms);
+                // exec hook: see `guarded::exec_program`.
+                match exec_program(spec, &plan.base_dir, &input, limit, &plan.cancel).await? {
+                    Value::Object(m) => Ok(m),
+                    other => Err(Fault::Failed(format!(
+                        "printed {} instead of an object of slice writes",
+                        json_kind(&other)
+                    ))),
+                }
+            }
+            NodeRun::Nothing | NodeRun::Set(_) => Ok(Map::new()),
         }
     }
 
