@@ -18,7 +18,7 @@ use super::rules::decide_by_rules;
 use super::run_state::{Pending, RunOutcome, RunState};
 use super::status::{RunStatus, TerminationReason};
 use super::trace::{TraceItem, TraceKind};
-use crate::contracts::{SYSTEM_SLICE, StopLocal, SupervisorOutput};
+use crate::contracts::{RoutingDecision, SYSTEM_SLICE, StopLocal, SupervisorOutput};
 use crate::graph::CompiledGraph;
 
 /// The slice `resume` writes the answer to.
@@ -418,9 +418,12 @@ impl Executor {
             PolicyRun::Rules => None,
             _ => self.timer(),
         };
+        let mut checked = false;
         let (output, candidates, rule_reason) = match &sp.policy {
             PolicyRun::Rules => {
                 let o = decide_by_rules(&sp.contract, plan.graph.registry(), run.level_state());
+                // A winning trigger names an `allow` entry of the right kind already.
+                checked = o.matched;
                 (
                     SupervisorOutput::Decision(o.decision),
                     o.candidates,
@@ -442,7 +445,14 @@ impl Executor {
         item.duration_us = Self::elapsed(t0);
         run.trace.push(item);
 
-        match resolve(output, &sp.contract, plan.graph.registry()) {
+        let action = match output {
+            SupervisorOutput::Decision(RoutingDecision::Node(id)) if checked => Action::Node(id),
+            SupervisorOutput::Decision(RoutingDecision::Subgraph(id)) if checked => {
+                Action::Subgraph(id)
+            }
+            other => resolve(other, &sp.contract, plan.graph.registry()),
+        };
+        match action {
             Action::Node(id) => {
                 let from = Some(sup_id.clone());
                 self.run_node(run, id, sup_id, TraceKind::Dispatch, from)

@@ -15,6 +15,9 @@ pub struct RuleOutcome {
     pub candidates: Vec<String>,
     /// The rule that won, in words (recorded as the trace item's `reason`).
     pub reason: String,
+    /// True when a trigger won (the decision names an `allow` entry of the right kind);
+    /// false when the `default` was taken.
+    pub matched: bool,
 }
 
 /// Decides for a rule-based supervisor: among `allow` entries whose triggers match the
@@ -65,6 +68,7 @@ pub fn decide_by_rules(
                 decision,
                 candidates,
                 reason: format!("rule: `{id}` trigger #{ti} (priority {priority}) matched"),
+                matched: true,
             }
         }
         None => {
@@ -80,6 +84,7 @@ pub fn decide_by_rules(
                 decision,
                 candidates,
                 reason,
+                matched: false,
             }
         }
     }

@@ -1,8 +1,6 @@
 //! What decisions lead to: running a node, entering and leaving subgraphs, pausing and
 //! ending the run.
 
-use std::sync::Arc;
-
 use serde_json::{Map, Value, json};
 
 use super::budgets::{GuardStop, check_call, check_node};
@@ -26,7 +24,7 @@ impl Executor {
         kind: TraceKind,
         source: Option<String>,
     ) {
-        let plan = Arc::clone(&self.plan);
+        let plan = &*self.plan;
         let budgets = plan.graph.budgets();
         let Some(np) = plan.nodes.get(&id) else {
             let msg = format!("unknown node `{id}`");
@@ -216,7 +214,7 @@ impl Executor {
 
     /// Enters subgraph `id` for `caller`.
     pub(super) fn call(&self, run: &mut RunState, id: String, caller: String) {
-        let plan = Arc::clone(&self.plan);
+        let plan = &*self.plan;
         let Some(sp) = plan.subgraphs.get(&id) else {
             let msg = format!("unknown subgraph `{id}`");
             return self.fail(run, TerminationReason::NodeFailed, msg, Some(caller));
@@ -278,7 +276,7 @@ impl Executor {
         stop: StopLocal,
         root_reason: TerminationReason,
     ) {
-        let plan = Arc::clone(&self.plan);
+        let plan = &*self.plan;
         let Some(frame) = run.stack.last() else {
             return self.finish(
                 run,
@@ -358,7 +356,7 @@ impl Executor {
 
     /// Ends the run from any depth, committing open frames innermost first.
     pub(super) fn stop_global(&self, run: &mut RunState, supervisor: String, stop: StopGlobal) {
-        let plan = Arc::clone(&self.plan);
+        let plan = &*self.plan;
         while let Some(frame) = run.stack.pop() {
             if let Some(sp) = plan.subgraphs.get(&frame.subgraph_id) {
                 commit(run.level_state_mut(), &frame.state, &sp.contract.writes);
