@@ -210,7 +210,8 @@ impl Executor {
 
     /// Continues a run paused by `ask_clarification`: writes `{"question", "answer"}` to
     /// the `clarification` slice of the level that asked (which must be declared) and lets
-    /// the same supervisor decide again. Call [`Executor::run`] afterwards.
+    /// the same supervisor decide again. The run deadline (`timeout_ms`) starts again.
+    /// Call [`Executor::run`] afterwards.
     pub fn resume(
         &self,
         mut run: RunState,
@@ -231,6 +232,8 @@ impl Executor {
         );
         run.status = RunStatus::Running;
         run.termination_reason = None;
+        // Time spent waiting for the user does not count against the run deadline.
+        run.started_at_ms = wall_ms();
         let supervisor = match &run.pending {
             Pending::Decide { supervisor } => Some(supervisor.clone()),
             _ => None,
