@@ -17,7 +17,7 @@ use super::handlers::{PolicyInput, RunContext};
 use super::rules::decide_by_rules;
 use super::run_state::{Pending, RunOutcome, RunState};
 use super::status::{RunStatus, TerminationReason};
-use super::trace::{TraceItem, TraceKind};
+use super::trace::{DecisionTrace, TraceItem, TraceKind};
 use crate::contracts::{RoutingDecision, SYSTEM_SLICE, StopLocal, SupervisorOutput};
 use crate::graph::CompiledGraph;
 
@@ -184,7 +184,13 @@ impl Executor {
             pending: Pending::Decide {
                 supervisor: graph.entry().to_string(),
             },
-            trace: Default::default(),
+            trace: DecisionTrace {
+                items: Vec::with_capacity(
+                    usize::try_from(graph.budgets().max_steps.saturating_mul(3))
+                        .unwrap_or(usize::MAX)
+                        .clamp(8, 4096),
+                ),
+            },
             uncommitted: Vec::new(),
             started_at_ms: wall_ms(),
             clock: Default::default(),
