@@ -588,3 +588,32 @@ fn the_same_input_gives_the_same_trace_apart_from_timing() {
     let frozen = run(&builder(g()).build().unwrap(), input);
     assert_eq!(frozen.trace, a.trace.without_timing());
 }
+
+#[test]
+fn policies_and_nodes_reading_system_see_it_fresh() {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = std::sync::Arc::clone(&seen);
+    let policy = move |input: pactgraph::runtime::PolicyInput| {
+        let steps = input.state["system"]["steps"].as_u64().unwrap();
+        let items = input.state["system"]["decision_trace"]
+            .as_array()
+            .unwrap()
+            .len();
+        log.lock().unwrap().push((steps, items));
+        async move {
+            Ok::<SupervisorOutput, HandlerError>(if steps == 0 {
+                "m".into()
+            } else {
+                D::stop_global("seen").into()
+            })
+        }
+    };
+    let ex = builder(graph(flat()))
+        .policy_handler("script", policy)
+        .node_handler("n", n_handler(json!(0)))
+        .build()
+        .unwrap();
+    let o = run(&ex, json!({}));
+    assert_eq!(o.termination_reason, Some(R::StopGlobal));
+    assert_eq!(*seen.lock().unwrap(), [(0, 0), (2, 4)]);
+}

@@ -372,6 +372,15 @@ impl Executor {
 
     // ---- decisions -------------------------------------------------------------------
 
+    /// The state a policy sees: the current level's slices, with `system` fresh at the root.
+    fn policy_view(&self, run: &RunState) -> Map<String, Value> {
+        let mut view = level_map(run);
+        if run.stack.is_empty() && view.contains_key(SYSTEM_SLICE) {
+            view.insert(SYSTEM_SLICE.into(), self.system_value(run));
+        }
+        view
+    }
+
     /// Calls a handler or program policy.
     async fn ask_policy(
         &self,
@@ -387,7 +396,7 @@ impl Executor {
             PolicyRun::Handler(h) => {
                 let input = PolicyInput {
                     supervisor: sup_id.to_string(),
-                    state: level_map(run),
+                    state: self.policy_view(run),
                     contract: Arc::clone(&sp.contract),
                     context: RunContext {
                         workflow: run.workflow.clone(),
@@ -405,7 +414,7 @@ impl Executor {
                     "supervisor": sup_id,
                     "depth": run.depth(),
                     "allow": sp.contract.allow,
-                    "state": run.level_state(),
+                    "state": self.policy_view(run),
                 });
                 let limit = self.call_limit(run, spec.timeout_ms);
                 // exec hook: see `guarded::exec_program`.
