@@ -1,8 +1,13 @@
 //! The `pactgraph` command line.
 #![forbid(unsafe_code)]
 
+mod dot;
+mod exit;
+mod run;
 mod schema;
+mod validate;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -19,11 +24,113 @@ struct Cli {
 enum Command {
     /// Print the JSON Schema of workflow documents.
     Schema,
+    /// Draw a workflow as DOT (or Mermaid), optionally with a run's path; `.svg`/`.png`
+    /// output goes through Graphviz's `dot`.
+    Dot(dot::DotArgs),
+    /// Validate a workflow, run it and print `{workflow, status, termination_reason, steps,
+    /// state, question?}` (exit 0 completed, 1 invalid or failed, 3 stopped by a guard,
+    /// 4 awaiting input).
+    Run {
+        /// The workflow document (JSON, or YAML for `.yaml`/`.yml`).
+        file: PathBuf,
+        /// The initial state: a JSON object, or `@path` to read one from a file.
+        #[arg(long, value_name = "JSON|@FILE")]
+        input: Option<String>,
+        /// Write the decision trace (a JSON array) to this file.
+        #[arg(long, value_name = "FILE")]
+        trace_out: Option<PathBuf>,
+        /// Write the saved run (everything `resume` needs) to this file.
+        #[arg(long, value_name = "FILE")]
+        state_out: Option<PathBuf>,
+        /// Replace the document's `budgets.max_steps`.
+        #[arg(long, value_name = "N")]
+        max_steps: Option<u32>,
+        /// No progress line, no warnings: only the result on stdout.
+        #[arg(long)]
+        quiet: bool,
+        /// Record zero timestamps and durations, so the output and trace are byte-identical
+        /// across runs of the same workflow and input.
+        #[arg(long)]
+        frozen_clock: bool,
+    },
+    /// Continue a run paused by `ask_clarification` with the user's answer.
+    Resume {
+        /// The saved run written by `run --state-out` (rewritten if the run pauses again).
+        state_file: PathBuf,
+        /// The answer to the pending question.
+        #[arg(long)]
+        answer: String,
+        /// Write the decision trace (a JSON array) to this file.
+        #[arg(long, value_name = "FILE")]
+        trace_out: Option<PathBuf>,
+        /// Write the saved run here instead of over STATE_FILE.
+        #[arg(long, value_name = "FILE")]
+        state_out: Option<PathBuf>,
+        /// No progress line: only the result on stdout.
+        #[arg(long)]
+        quiet: bool,
+        /// Record zero timestamps and durations (see `run --frozen-clock`).
+        #[arg(long)]
+        frozen_clock: bool,
+    },
+    /// Check every contract rule and print all diagnostics (exit 0 valid, 1 invalid).
+    Validate {
+        /// The workflow document (JSON, or YAML for `.yaml`/`.yml`).
+        file: PathBuf,
+        /// Treat warnings as errors.
+        #[arg(long)]
+        strict: bool,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "human")]
+        format: validate::Format,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Schema => schema::run(),
+        Command::Run {
+            file,
+            input,
+            trace_out,
+            state_out,
+            max_steps,
+            quiet,
+            frozen_clock,
+        } => run::run(
+            &file,
+            input.as_deref(),
+            max_steps,
+            &run::Outputs {
+                trace_out,
+                state_out,
+                quiet,
+                frozen_clock,
+            },
+        ),
+        Command::Resume {
+            state_file,
+            answer,
+            trace_out,
+            state_out,
+            quiet,
+            frozen_clock,
+        } => run::resume(
+            &state_file,
+            &answer,
+            &run::Outputs {
+                trace_out,
+                state_out,
+                quiet,
+                frozen_clock,
+            },
+        ),
+        Command::Dot(args) => dot::run(&args),
+        Command::Validate {
+            file,
+            strict,
+            format,
+        } => validate::run(&file, strict, format),
     }
 }

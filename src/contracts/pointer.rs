@@ -13,6 +13,23 @@ pub fn escape(token: &str) -> String {
     }
 }
 
+/// Appends `/token` (escaped) to a pointer being built, without allocating when the
+/// token needs no escaping.
+pub fn push_key(pointer: &mut String, token: &str) {
+    pointer.push('/');
+    if token.contains(['~', '/']) {
+        pointer.push_str(&escape(token));
+    } else {
+        pointer.push_str(token);
+    }
+}
+
+/// Appends `/index` to a pointer being built.
+pub fn push_index(pointer: &mut String, index: usize) {
+    use std::fmt::Write;
+    let _ = write!(pointer, "/{index}");
+}
+
 /// Joins reference tokens into a JSON Pointer (`["nodes", "a/b"]` -> `/nodes/a~1b`).
 pub fn join<I, S>(tokens: I) -> String
 where
@@ -21,8 +38,7 @@ where
 {
     let mut out = String::new();
     for t in tokens {
-        out.push('/');
-        out.push_str(&escape(t.as_ref()));
+        push_key(&mut out, t.as_ref());
     }
     out
 }

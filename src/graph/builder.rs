@@ -229,7 +229,8 @@ impl GraphBuilder {
             index.insert(n.id.clone(), ix);
         }
 
-        let mut check = |id: &str, expected: Expected, pointer: String| -> bool {
+        // The pointer is only built for a reference that fails.
+        let mut check = |id: &str, expected: Expected, pointer: &dyn Fn() -> String| -> bool {
             let found = reg.kind_of(id);
             let ok = matches!(
                 (expected, found),
@@ -245,35 +246,31 @@ impl GraphBuilder {
                     id: id.to_string(),
                     expected,
                     found,
-                    pointer,
+                    pointer: pointer(),
                 });
             }
             ok
         };
 
-        if !check(&self.entry, Expected::Supervisor, "/entry".into()) {
-            // Reported; nothing to connect.
-        }
+        check(&self.entry, Expected::Supervisor, &|| "/entry".into());
 
         // Clusters and membership.
         let mut clusters = IndexMap::with_capacity(reg.subgraphs().len());
         let mut supervisor_cluster: HashMap<String, String> = HashMap::new();
         for g in reg.subgraphs() {
             let at = |field: &str| join(["subgraphs", g.id.as_str(), field]);
-            check(&g.entrypoint, Expected::Supervisor, at("entrypoint"));
+            check(&g.entrypoint, Expected::Supervisor, &|| at("entrypoint"));
             for (i, s) in g.supervisors.iter().enumerate() {
-                if check(
-                    s,
-                    Expected::Supervisor,
-                    format!("{}/{i}", at("supervisors")),
-                ) {
+                if check(s, Expected::Supervisor, &|| {
+                    format!("{}/{i}", at("supervisors"))
+                }) {
                     supervisor_cluster
                         .entry(s.clone())
                         .or_insert_with(|| g.id.clone());
                 }
             }
             for (i, n) in g.exitpoints.iter().enumerate() {
-                check(n, Expected::Node, format!("{}/{i}", at("exitpoints")));
+                check(n, Expected::Node, &|| format!("{}/{i}", at("exitpoints")));
             }
         }
         let mut members: HashMap<&str, Vec<String>> = HashMap::new();
@@ -308,8 +305,8 @@ impl GraphBuilder {
         for s in reg.supervisors() {
             let from = index[&s.id];
             for (i, target) in s.allow.iter().enumerate() {
-                let ptr = join(["supervisors", s.id.as_str(), "allow", &i.to_string()]);
-                if !check(target, Expected::NodeOrSubgraph, ptr) {
+                let ptr = || join(["supervisors", s.id.as_str(), "allow", &i.to_string()]);
+                if !check(target, Expected::NodeOrSubgraph, &ptr) {
                     continue;
                 }
                 match reg.kind_of(target) {
@@ -338,24 +335,22 @@ impl GraphBuilder {
                 }
             }
             if let Some(fb) = &s.fallback {
-                check(
-                    fb,
-                    Expected::Node,
-                    join(["supervisors", s.id.as_str(), "fallback"]),
-                );
+                check(fb, Expected::Node, &|| {
+                    join(["supervisors", s.id.as_str(), "fallback"])
+                });
             }
         }
 
         // Node edges: return and handoff.
         for n in reg.nodes() {
             let from = index[&n.id];
-            let owner_ok = check(
-                &n.supervisor,
-                Expected::Supervisor,
-                join(["nodes", n.id.as_str(), "supervisor"]),
-            );
+            let owner_ok = check(&n.supervisor, Expected::Supervisor, &|| {
+                join(["nodes", n.id.as_str(), "supervisor"])
+            });
             if let Some(h) = &n.handoff {
-                if check(h, Expected::Node, join(["nodes", n.id.as_str(), "handoff"])) {
+                if check(h, Expected::Node, &|| {
+                    join(["nodes", n.id.as_str(), "handoff"])
+                }) {
                     graph.add_edge(from, index[h], EdgeKind::Handoff);
                 }
             } else if owner_ok && !n.terminal && !exitpoints.contains(n.id.as_str()) {

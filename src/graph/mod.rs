@@ -8,6 +8,7 @@
 mod builder;
 mod compiled;
 mod registry;
+pub mod synth;
 
 pub use builder::{BuildError, BuildFailure, Expected, GraphBuilder};
 pub use compiled::{Cluster, CompiledGraph, EdgeKind, Vertex, VertexKind};

@@ -417,7 +417,6 @@ impl Executor {
                     "state": self.policy_view(run),
                 });
                 let limit = self.call_limit(run, spec.timeout_ms);
-                // exec hook: see `guarded::exec_program`.
                 let v = exec_program(spec, &plan.base_dir, &input, limit, &plan.cancel).await?;
                 serde_json::from_value::<SupervisorOutput>(v)
                     .map_err(|e| Fault::Failed(format!("printed an invalid decision: {e}")))

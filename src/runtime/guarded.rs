@@ -86,25 +86,26 @@ pub(crate) async fn call_guarded<T>(
     }
 }
 
-// ---------------------------------------------------------------------------------------
-// EXEC HOOK: the one place `exec` node behaviours and supervisor policies run.
-// When merging, wire this to `runtime::exec::run_json_program(spec, base_dir, input,
-// default_timeout, cancel)` and map its `ExecError`: `Timeout` -> `Fault::Timeout(msg)`,
-// `Cancelled` -> `Fault::Cancelled`, anything else -> `Fault::Failed(err.to_string())`.
-// Node stdin: `{"node": id, "input": {slice: value...}}` (stdout: an object of writes).
-// Policy stdin: `{"supervisor": id, "depth": n, "allow": [...], "state": {...}}`
-// (stdout: one RoutingDecision or a bare string). Callers build `input` already.
-// ---------------------------------------------------------------------------------------
 /// Runs an `exec` behaviour or policy program with `input` on its stdin and returns the
-/// JSON value it printed.
+/// JSON value it printed (see [`super::exec`]). Node stdin is
+/// `{"node": id, "input": {slice: value...}}`; policy stdin is
+/// `{"supervisor": id, "depth": n, "allow": [...], "state": {...}}`; callers build it.
 pub(crate) async fn exec_program(
-    _spec: &ExecSpec,
-    _base_dir: &Path,
-    _input: &Value,
-    _default_timeout: Option<Duration>,
-    _cancel: &CancellationToken,
+    spec: &ExecSpec,
+    base_dir: &Path,
+    input: &Value,
+    limit: Option<Duration>,
+    cancel: &CancellationToken,
 ) -> Result<Value, Fault> {
-    Err(Fault::Failed(
-        "exec behaviours are provided by runtime::exec".to_string(),
-    ))
+    super::exec::run_json_program(spec, base_dir, input, limit, cancel)
+        .await
+        .map_err(|e| {
+            if e.is_timeout() {
+                Fault::Timeout(e.to_string())
+            } else if e.is_cancelled() {
+                Fault::Cancelled
+            } else {
+                Fault::Failed(e.to_string())
+            }
+        })
 }

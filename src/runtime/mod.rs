@@ -8,6 +8,7 @@ mod budgets;
 mod builder;
 mod callstack;
 mod decisions;
+pub mod exec;
 mod executor;
 mod guarded;
 mod handlers;

@@ -189,7 +189,6 @@ impl Executor {
             NodeRun::Exec(spec) => {
                 let input = json!({"node": id, "input": view});
                 let limit = self.call_limit(run, spec.timeout_ms);
-                // exec hook: see `guarded::exec_program`.
                 match exec_program(spec, &plan.base_dir, &input, limit, &plan.cancel).await? {
                     Value::Object(m) => Ok(m),
                     other => Err(Fault::Failed(format!(

@@ -1,13 +1,11 @@
 //! Strict JSON to `Value` + `SourceMap` (no comments, no trailing commas).
 
-use std::collections::HashMap;
-
 use jsonc_parser::ast;
 use jsonc_parser::{CollectOptions, ParseOptions, parse_to_ast};
 use serde_json::{Map, Number, Value};
 
-use super::{LoadError, check_duplicate};
-use crate::contracts::pointer::{LineIndex, SourceMap, escape};
+use super::LoadError;
+use crate::contracts::pointer::{LineIndex, SourceMap, escape, push_index, push_key};
 
 fn strict() -> ParseOptions {
     ParseOptions {
@@ -40,13 +38,13 @@ pub(super) fn parse(text: &str) -> Result<(Value, SourceMap), LoadError> {
         });
     };
     let mut map = SourceMap::new(text);
-    let v = convert(&root, String::new(), &lines, &mut map)?;
+    let v = convert(&root, &mut String::new(), &lines, &mut map)?;
     Ok((v, map))
 }
 
 fn convert(
     node: &ast::Value<'_>,
-    at: String,
+    at: &mut String,
     lines: &LineIndex<'_>,
     map: &mut SourceMap,
 ) -> Result<Value, LoadError> {
@@ -63,17 +61,19 @@ fn convert(
         }
         ast::Value::Array(a) => {
             let mut out = Vec::with_capacity(a.elements.len());
+            let len = at.len();
             for (i, el) in a.elements.iter().enumerate() {
-                let p = format!("{at}/{i}");
+                push_index(at, i);
                 let r = range_of(el);
-                map.insert(p.clone(), lines.span(r.start, r.end.min(r.start + 1)));
-                out.push(convert(el, p, lines, map)?);
+                map.insert(at.clone(), lines.span(r.start, r.end.min(r.start + 1)));
+                out.push(convert(el, at, lines, map)?);
+                at.truncate(len);
             }
             Value::Array(out)
         }
         ast::Value::Object(o) => {
             let mut out = Map::with_capacity(o.properties.len());
-            let mut seen = HashMap::with_capacity(o.properties.len());
+            let len = at.len();
             for prop in &o.properties {
                 let key = prop.name.as_str();
                 let nr = match &prop.name {
@@ -81,10 +81,22 @@ fn convert(
                     ast::ObjectPropName::Word(w) => w.range,
                 };
                 let span = lines.span(nr.start, nr.end);
-                check_duplicate(&mut seen, &at, key, span)?;
-                let p = format!("{at}/{}", escape(key));
-                map.insert(p.clone(), span);
-                let v = convert(&prop.value, p, lines, map)?;
+                push_key(at, key);
+                if out.contains_key(key) {
+                    at.truncate(len);
+                    let first = map
+                        .get(&format!("{at}/{}", escape(key)))
+                        .unwrap_or_default();
+                    return Err(LoadError::DuplicateKey {
+                        key: key.to_string(),
+                        parent: at.clone(),
+                        span,
+                        first,
+                    });
+                }
+                map.insert(at.clone(), span);
+                let v = convert(&prop.value, at, lines, map)?;
+                at.truncate(len);
                 out.insert(key.to_string(), v);
             }
             Value::Object(out)

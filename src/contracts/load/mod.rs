@@ -87,21 +87,3 @@ pub fn parse_value(text: &str, format: DocumentFormat) -> Result<(Value, SourceM
         DocumentFormat::Yaml => yaml::parse(text),
     }
 }
-
-/// Records members while building a value and reports a repeated key.
-pub(crate) fn check_duplicate(
-    seen: &mut std::collections::HashMap<String, Span>,
-    parent: &str,
-    key: &str,
-    span: Span,
-) -> Result<(), LoadError> {
-    if let Some(first) = seen.insert(key.to_string(), span) {
-        return Err(LoadError::DuplicateKey {
-            key: key.to_string(),
-            parent: parent.to_string(),
-            span,
-            first,
-        });
-    }
-    Ok(())
-}

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, StrInput};
 use serde_json::{Map, Number, Value};
 
-use super::{LoadError, check_duplicate};
-use crate::contracts::pointer::{SourceMap, Span, escape};
+use super::LoadError;
+use crate::contracts::pointer::{SourceMap, Span, escape, push_index, push_key};
 
 pub(super) fn parse(text: &str) -> Result<(Value, SourceMap), LoadError> {
     let mut b = Builder {
@@ -102,7 +102,7 @@ impl<'a> Builder<'a> {
             }
         }
         let first = self.next()?;
-        let v = self.node(first, String::new())?;
+        let v = self.node(first, &mut String::new())?;
         loop {
             let (ev, sp) = self.next()?;
             match ev {
@@ -118,7 +118,7 @@ impl<'a> Builder<'a> {
         }
     }
 
-    fn node(&mut self, (ev, sp): Ev<'a>, at: String) -> Result<Value, LoadError> {
+    fn node(&mut self, (ev, sp): Ev<'a>, at: &mut String) -> Result<Value, LoadError> {
         match ev {
             Event::Scalar(text, style, anchor, tag) => {
                 let forced_str = tag.as_ref().is_some_and(|t| t.suffix == "str");
@@ -137,15 +137,17 @@ impl<'a> Builder<'a> {
             }
             Event::SequenceStart(anchor, _) => {
                 let mut out = Vec::new();
+                let len = at.len();
                 loop {
                     let item = self.next()?;
                     if matches!(item.0, Event::SequenceEnd) {
                         break;
                     }
-                    let p = format!("{at}/{}", out.len());
+                    push_index(at, out.len());
                     let s = self.span(item.1);
-                    self.map.insert(p.clone(), s);
-                    out.push(self.node(item, p)?);
+                    self.map.insert(at.clone(), s);
+                    out.push(self.node(item, at)?);
+                    at.truncate(len);
                 }
                 let v = Value::Array(out);
                 if anchor > 0 {
@@ -155,7 +157,7 @@ impl<'a> Builder<'a> {
             }
             Event::MappingStart(anchor, _) => {
                 let mut out = Map::new();
-                let mut seen = HashMap::new();
+                let len = at.len();
                 loop {
                     let (kev, ksp) = self.next()?;
                     let key = match kev {
@@ -169,11 +171,23 @@ impl<'a> Builder<'a> {
                         }
                     };
                     let span = self.span(ksp);
-                    check_duplicate(&mut seen, &at, &key, span)?;
-                    let p = format!("{at}/{}", escape(&key));
-                    self.map.insert(p.clone(), span);
+                    if out.contains_key(&key) {
+                        let first = self
+                            .map
+                            .get(&format!("{at}/{}", escape(&key)))
+                            .unwrap_or_default();
+                        return Err(LoadError::DuplicateKey {
+                            key,
+                            parent: at.clone(),
+                            span,
+                            first,
+                        });
+                    }
+                    push_key(at, &key);
+                    self.map.insert(at.clone(), span);
                     let val = self.next()?;
-                    let v = self.node(val, p)?;
+                    let v = self.node(val, at)?;
+                    at.truncate(len);
                     out.insert(key, v);
                 }
                 let v = Value::Object(out);

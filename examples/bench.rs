@@ -1,0 +1,152 @@
+//! The bench example: one JSON line per case, in a format other engines' harnesses can
+//! print too, so one table can hold them side by side.
+//!
+//! ```sh
+//! cargo run --release --example bench -- <case> <n>
+//! # cases: loop, linear, subgraph, build, dot (or `all` with no n for the standard sizes)
+//! ```
+//!
+//! Each line is `{"bench": case, "n": n, "total_s": f, "per_step_us": f, "peak_rss_mb": f}`.
+//! `per_step_us` is per loop step, per chain step, per subgraph call and return, per node
+//! built and validated, or per node drawn. `peak_rss_mb` is the process's high-water mark
+//! (VmHWM), so run one case per process to read it for that case alone.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use pactgraph::WorkflowDocument;
+use pactgraph::graph::{CompiledGraph, GraphBuilder, synth};
+use pactgraph::runtime::{Executor, RunStatus, TerminationReason};
+use pactgraph::validator::Validator;
+use pactgraph::visualize::{DotOptions, to_dot};
+
+fn compile(doc: WorkflowDocument) -> CompiledGraph {
+    GraphBuilder::from_document(doc)
+        .build()
+        .expect("synthetic workflows compile")
+}
+
+/// Runs a workflow to its end and returns (elapsed, steps, subgraph entries).
+fn run(doc: WorkflowDocument) -> (Duration, u32, u32, RunStatus, Option<TerminationReason>) {
+    let executor = Executor::builder(compile(doc))
+        .build()
+        .expect("no handlers needed");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let mut state = executor
+        .start(serde_json::json!({}))
+        .expect("empty input is valid");
+    let t = Instant::now();
+    rt.block_on(executor.run_in_place(&mut state));
+    let elapsed = t.elapsed();
+    let entries = state.entries.values().sum();
+    (
+        elapsed,
+        state.steps,
+        entries,
+        state.status,
+        state.termination_reason,
+    )
+}
+
+fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn line(case: &str, n: usize, total: Duration, units: f64) -> String {
+    let total_s = total.as_secs_f64();
+    let per = if units > 0.0 {
+        total_s * 1e6 / units
+    } else {
+        0.0
+    };
+    format!(
+        "{{\"bench\": \"{case}\", \"n\": {n}, \"total_s\": {total_s:.6}, \"per_step_us\": {per:.4}, \"peak_rss_mb\": {:.1}}}",
+        peak_rss_mb()
+    )
+}
+
+fn case(name: &str, n: usize) -> Result<String, String> {
+    let n32 = u32::try_from(n).map_err(|_| format!("n = {n} is too large"))?;
+    Ok(match name {
+        "loop" => {
+            let (t, steps, _, _, reason) = run(synth::supervisor_loop(n32));
+            if reason != Some(TerminationReason::MaxStepsExceeded) || steps != n32 {
+                return Err(format!("loop ended after {steps} steps with {reason:?}"));
+            }
+            line(name, n, t, f64::from(steps))
+        }
+        "linear" => {
+            let (t, steps, _, status, _) = run(synth::handoff_chain(n));
+            if status != RunStatus::Completed || steps != n32 {
+                return Err(format!("chain ended after {steps} steps with {status}"));
+            }
+            line(name, n, t, f64::from(steps))
+        }
+        "subgraph" => {
+            let (t, _, calls, _, _) = run(synth::repeated_calls(n32));
+            if calls < n32 {
+                return Err(format!("only {calls} of {n} calls ran"));
+            }
+            line(name, n, t, f64::from(calls))
+        }
+        "build" => {
+            let doc = synth::handoff_chain(n);
+            let t = Instant::now();
+            let graph = compile(doc);
+            let report = Validator::new().validate(&graph);
+            let elapsed = t.elapsed();
+            if report.has_errors() {
+                return Err("the generated chain does not validate".into());
+            }
+            line(name, n, elapsed, n as f64)
+        }
+        "dot" => {
+            let graph = compile(synth::clustered(n, (n / 100).max(1)));
+            let t = Instant::now();
+            let dot = to_dot(&graph, &DotOptions::default());
+            let elapsed = t.elapsed();
+            std::hint::black_box(dot.len());
+            line(name, n, elapsed, n as f64)
+        }
+        other => {
+            return Err(format!(
+                "unknown case `{other}` (loop, linear, subgraph, build, dot)"
+            ));
+        }
+    })
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.as_slice() {
+        [name, n] => match n.parse::<usize>() {
+            Ok(n) if n > 0 => case(name, n),
+            _ => Err(format!("n must be a positive whole number, got `{n}`")),
+        },
+        _ => Err(
+            "usage: cargo run --release --example bench -- <loop|linear|subgraph|build|dot> <n>"
+                .into(),
+        ),
+    };
+    match result {
+        Ok(l) => {
+            println!("{l}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("bench: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

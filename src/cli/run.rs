@@ -1,0 +1,288 @@
+//! `pactgraph run` and `pactgraph resume`.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use pactgraph::contracts::WorkflowDocument;
+use pactgraph::graph::GraphBuilder;
+use pactgraph::runtime::{Clock, Executor, Pending, RunState, RunStatus};
+use pactgraph::validator::{Severity, check_file};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::exit;
+
+/// Where `run` and `resume` write besides stdout.
+pub struct Outputs {
+    /// `--trace-out`.
+    pub trace_out: Option<PathBuf>,
+    /// `--state-out`.
+    pub state_out: Option<PathBuf>,
+    /// `--quiet`.
+    pub quiet: bool,
+    /// `--frozen-clock`: zero timestamps and durations in the trace.
+    pub frozen_clock: bool,
+}
+
+impl Outputs {
+    fn clock(&self) -> Clock {
+        if self.frozen_clock {
+            Clock::Frozen
+        } else {
+            Clock::System
+        }
+    }
+}
+
+/// The version of the saved-run format.
+const SAVED_RUN_VERSION: u32 = 1;
+
+/// What `--state-out` writes: everything `resume` needs, the workflow included, so a
+/// paused run continues even if the file it came from changed or moved.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SavedRun {
+    pactgraph_saved_run: u32,
+    workflow_file: String,
+    base_dir: String,
+    document: WorkflowDocument,
+    run: RunState,
+}
+
+/// `pactgraph run FILE ...`.
+pub fn run(
+    file: &Path,
+    input: Option<&str>,
+    max_steps: Option<u32>,
+    outputs: &Outputs,
+) -> ExitCode {
+    let initial = match parse_input(input) {
+        Ok(v) => v,
+        Err(message) => return exit::usage(&message),
+    };
+    let checked = check_file(file, false);
+    if !checked.is_runnable() {
+        eprint!("{}", checked.report.render_human(checked.source()));
+        return exit::failed(&format!(
+            "{} is not a valid workflow; nothing ran",
+            file.display()
+        ));
+    }
+    if !outputs.quiet && checked.report.count(Severity::Warning) > 0 {
+        eprint!("{}", checked.report.render_human(checked.source()));
+    }
+    let Some(mut graph) = checked.graph else {
+        return exit::failed(&format!("{}: no graph", file.display()));
+    };
+    if let Some(n) = max_steps {
+        let budgets = graph.budgets().max_steps(n);
+        graph.set_budgets(budgets);
+    }
+    let doc = graph.to_document();
+    let base_dir = base_dir_of(file);
+    let executor = match Executor::builder(graph)
+        .base_dir(&base_dir)
+        .clock(outputs.clock())
+        .build()
+    {
+        Ok(e) => e,
+        Err(e) => return exit::failed(&format!("{}: {e}", file.display())),
+    };
+    let state = match executor.start(initial) {
+        Ok(s) => s,
+        Err(e) => return exit::failed(&format!("{}: --input: {e}", file.display())),
+    };
+    let saved = SavedRun {
+        pactgraph_saved_run: SAVED_RUN_VERSION,
+        workflow_file: file.display().to_string(),
+        base_dir: base_dir.display().to_string(),
+        document: doc,
+        run: state,
+    };
+    drive(&executor, saved, outputs, None)
+}
+
+/// `pactgraph resume STATE_FILE --answer TEXT`.
+pub fn resume(state_file: &Path, answer: &str, outputs: &Outputs) -> ExitCode {
+    let text = match std::fs::read_to_string(state_file) {
+        Ok(t) => t,
+        Err(e) => return exit::failed(&format!("cannot read {}: {e}", state_file.display())),
+    };
+    let saved: SavedRun = match serde_json::from_str(&text) {
+        Ok(s) => s,
+        Err(e) => {
+            return exit::failed(&format!(
+                "{}: not a saved pactgraph run ({e})",
+                state_file.display()
+            ));
+        }
+    };
+    if saved.pactgraph_saved_run != SAVED_RUN_VERSION {
+        return exit::failed(&format!(
+            "{}: saved-run format {} is not supported (this pactgraph reads {SAVED_RUN_VERSION})",
+            state_file.display(),
+            saved.pactgraph_saved_run
+        ));
+    }
+    let graph = match GraphBuilder::from_document(saved.document.clone()).build() {
+        Ok(g) => g,
+        Err(e) => return exit::failed(&format!("{}: {e}", state_file.display())),
+    };
+    let executor = match Executor::builder(graph)
+        .base_dir(&saved.base_dir)
+        .clock(outputs.clock())
+        .build()
+    {
+        Ok(e) => e,
+        Err(e) => return exit::failed(&format!("{}: {e}", state_file.display())),
+    };
+    let SavedRun {
+        pactgraph_saved_run,
+        workflow_file,
+        base_dir,
+        document,
+        run,
+    } = saved;
+    let run = match executor.resume(run, answer) {
+        Ok(r) => r,
+        Err(e) => return exit::failed(&format!("{}: cannot resume: {e}", state_file.display())),
+    };
+    let saved = SavedRun {
+        pactgraph_saved_run,
+        workflow_file,
+        base_dir,
+        document,
+        run,
+    };
+    drive(&executor, saved, outputs, Some(state_file))
+}
+
+/// Runs to the end or a pause, writes the requested files, prints the result.
+/// `default_state_out` is where the saved run goes without `--state-out` (`resume` rewrites
+/// its own file, so one pause cannot be answered twice).
+fn drive(
+    executor: &Executor,
+    mut saved: SavedRun,
+    outputs: &Outputs,
+    default_state_out: Option<&Path>,
+) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return exit::failed(&format!("cannot start the async runtime: {e}")),
+    };
+    let progress = !outputs.quiet && std::io::stderr().is_terminal();
+    runtime.block_on(async {
+        while saved.run.is_running() {
+            if progress {
+                show_progress(&saved.run);
+            }
+            executor.step(&mut saved.run).await;
+        }
+    });
+    if progress {
+        eprint!("\r\x1b[K");
+    }
+    let run = &saved.run;
+    if let Some(path) = &outputs.trace_out {
+        if let Err(e) = std::fs::write(path, run.trace.to_json_pretty()) {
+            return exit::failed(&format!(
+                "cannot write the trace to {}: {e}",
+                path.display()
+            ));
+        }
+    }
+    let state_out = outputs.state_out.as_deref().or(default_state_out);
+    if let Some(path) = state_out {
+        let text = serde_json::to_string_pretty(&saved).expect("a saved run is plain data");
+        if let Err(e) = std::fs::write(path, text) {
+            return exit::failed(&format!(
+                "cannot write the run state to {}: {e}",
+                path.display()
+            ));
+        }
+    } else if run.status == RunStatus::AwaitingInput && !outputs.quiet {
+        eprintln!("pactgraph: the run awaits input; pass --state-out FILE to be able to resume it");
+    }
+    let mut out = Map::new();
+    out.insert("workflow".into(), json!(run.workflow));
+    out.insert("status".into(), json!(run.status));
+    out.insert("termination_reason".into(), json!(run.termination_reason));
+    out.insert("steps".into(), json!(run.steps));
+    if let Some(m) = &run.message {
+        out.insert("message".into(), json!(m));
+    }
+    out.insert("state".into(), run.state.clone());
+    if let Some(q) = &run.question {
+        out.insert("question".into(), json!(q));
+    }
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&Value::Object(out)).expect("plain JSON")
+    );
+    if let (Some(m), false) = (&run.message, outputs.quiet) {
+        if matches!(run.status, RunStatus::Failed | RunStatus::Stopped) {
+            let reason = run
+                .termination_reason
+                .map(|r| r.as_str())
+                .unwrap_or("unknown");
+            eprintln!("pactgraph: run {} ({reason}): {m}", run.status);
+        }
+    }
+    ExitCode::from(match run.status {
+        RunStatus::Completed => exit::OK,
+        RunStatus::Stopped => exit::STOPPED,
+        RunStatus::AwaitingInput => exit::AWAITING,
+        RunStatus::Failed | RunStatus::Running => exit::FAILED,
+    })
+}
+
+fn show_progress(run: &RunState) {
+    let what = match &run.pending {
+        Pending::Decide { supervisor } => format!("{supervisor} decides"),
+        Pending::Handoff { node, .. } => format!("handoff to {node}"),
+        Pending::Nothing => String::new(),
+    };
+    let level = run.current_subgraph().unwrap_or("root");
+    let mut err = std::io::stderr().lock();
+    let _ = write!(
+        err,
+        "\r\x1b[Kstep {} · depth {} ({level}) · {what}",
+        run.steps,
+        run.depth()
+    );
+    let _ = err.flush();
+}
+
+/// The folder `exec` programs run in: the workflow file's own.
+fn base_dir_of(file: &Path) -> PathBuf {
+    let dir = file
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())
+}
+
+/// `--input JSON` or `--input @file`; absent means `{}`.
+fn parse_input(input: Option<&str>) -> Result<Value, String> {
+    let Some(raw) = input else {
+        return Ok(json!({}));
+    };
+    let (text, origin) = match raw.strip_prefix('@') {
+        Some(path) => (
+            std::fs::read_to_string(path)
+                .map_err(|e| format!("--input: cannot read {path}: {e}"))?,
+            path.to_string(),
+        ),
+        None => (raw.to_string(), "the argument".to_string()),
+    };
+    let value: Value = serde_json::from_str(&text)
+        .map_err(|e| format!("--input: {origin} is not valid JSON: {e}"))?;
+    if !value.is_object() {
+        return Err(format!("--input: {origin} must be a JSON object of slices"));
+    }
+    Ok(value)
+}

@@ -1,0 +1,152 @@
+//! The stable diagnostic codes.
+
+use std::fmt;
+
+use serde::{Serialize, Serializer};
+
+use super::Severity;
+
+/// A stable diagnostic code, shown as `PG` and four digits. Families by hundreds:
+/// `PG00xx` documents and references, `PG01xx` the reserved slice, `PG02xx` boundaries,
+/// `PG03xx` allowlists, `PG04xx` membership, `PG05xx` reachability, `PG06xx` exits,
+/// `PG07xx` recursion, `PG08xx` handoffs, `PG09xx` schemas, `PG10xx` budgets and
+/// `PG11xx` information.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Code(pub u16);
+
+macro_rules! codes {
+    ($($(#[$doc:meta])* $name:ident = $num:literal, $sev:ident, $title:literal;)*) => {
+        impl Code {
+            $($(#[$doc])* pub const $name: Code = Code($num);)*
+
+            /// Every code, in numeric order.
+            pub const ALL: &'static [Code] = &[$(Code::$name),*];
+
+            /// The severity a diagnostic with this code has outside strict mode.
+            pub fn severity(self) -> Severity {
+                match self.0 {
+                    $($num => Severity::$sev,)*
+                    _ => Severity::Error,
+                }
+            }
+
+            /// A short title for the code.
+            pub fn title(self) -> &'static str {
+                match self.0 {
+                    $($num => $title,)*
+                    _ => "unknown code",
+                }
+            }
+        }
+    };
+}
+
+codes! {
+    /// The document could not be read, parsed or deserialized.
+    LOAD = 0, Error, "document cannot be loaded";
+    /// Two contracts share an id.
+    ID_COLLISION = 1, Error, "id collision";
+    /// A reference names no contract.
+    UNKNOWN_ID = 2, Error, "unknown id";
+    /// A reference names a contract of the wrong kind.
+    WRONG_KIND = 3, Error, "id of the wrong kind";
+    /// A slice name (reads, writes, trigger path, result_slice) is not declared.
+    UNKNOWN_SLICE = 4, Error, "undeclared slice";
+    /// A trigger path is not a JSON Pointer starting with a slice.
+    BAD_PATH = 5, Error, "malformed trigger path";
+    /// The reserved slice `system` is written.
+    SYSTEM_WRITE = 101, Error, "write to the reserved slice `system`";
+    /// A member node reads a slice outside its subgraph's boundary.
+    BOUNDARY_READ = 201, Error, "read outside the subgraph boundary";
+    /// A member node writes a slice outside its subgraph's `writes`.
+    BOUNDARY_WRITE = 202, Error, "write outside the subgraph boundary";
+    /// A trigger evaluated inside a subgraph reads a slice the subgraph cannot see.
+    BOUNDARY_TRIGGER = 203, Error, "trigger outside the subgraph boundary";
+    /// A nested subgraph's boundary is not within its caller's.
+    BOUNDARY_NESTED = 204, Error, "nested boundary wider than the caller's";
+    /// `result_slice` is not writable at the caller's level.
+    RESULT_SLICE = 205, Error, "result slice outside the caller's boundary";
+    /// A supervisor has an empty allowlist.
+    EMPTY_ALLOW = 301, Error, "empty allowlist";
+    /// An allowlist names a node owned at another level.
+    ALLOW_OTHER_LEVEL = 302, Error, "allowlist entry from another level";
+    /// The fallback node is not in the allowlist.
+    FALLBACK_NOT_ALLOWED = 303, Error, "fallback not in the allowlist";
+    /// An allowed entry without triggers can never be chosen by a rule-based supervisor.
+    NEVER_CHOSEN = 304, Warning, "allowed entry can never be chosen";
+    /// The default decision names an entry outside the allowlist.
+    DEFAULT_NOT_ALLOWED = 305, Error, "default decision outside the allowlist";
+    /// A supervisor is a member of more than one subgraph.
+    MULTI_MEMBERSHIP = 401, Error, "supervisor in several subgraphs";
+    /// A subgraph's entrypoint is not one of its member supervisors.
+    ENTRYPOINT_NOT_MEMBER = 402, Error, "entrypoint not a member";
+    /// The workflow's entry supervisor is a member of a subgraph.
+    ENTRY_IN_SUBGRAPH = 403, Error, "entry inside a subgraph";
+    /// An exitpoint is not a node of its subgraph.
+    EXITPOINT_NOT_MEMBER = 404, Error, "exitpoint not a member";
+    /// A supervisor, node or subgraph cannot be reached from `entry`.
+    UNREACHABLE = 501, Warning, "unreachable";
+    /// A subgraph has no way to return.
+    NO_RETURN = 601, Error, "subgraph cannot return";
+    /// The root level has no way to end the run.
+    NO_END = 602, Error, "workflow cannot end";
+    /// A cycle of dispatch edges with no exit.
+    DISPATCH_CYCLE = 603, Error, "dispatch cycle without exit";
+    /// Subgraphs call each other in a cycle.
+    RECURSION = 701, Warning, "recursive subgraph calls";
+    /// Static nesting deeper than `max_depth`.
+    TOO_DEEP = 702, Warning, "nesting deeper than max_depth";
+    /// Handoffs form a cycle.
+    HANDOFF_CYCLE = 801, Error, "handoff cycle";
+    /// A handoff target is owned at another level.
+    HANDOFF_OTHER_LEVEL = 802, Error, "handoff to another level";
+    /// The upstream output schema does not provide what the downstream input requires.
+    HANDOFF_SCHEMA = 803, Error, "handoff schemas do not match";
+    /// A JSON Schema does not compile.
+    BAD_SCHEMA = 901, Error, "invalid JSON Schema";
+    /// `max_steps` is 0.
+    ZERO_STEPS = 1001, Error, "max_steps is 0";
+    /// `max_depth` is 0 while subgraphs exist.
+    ZERO_DEPTH = 1002, Error, "max_depth is 0 with subgraphs";
+    /// `max_reentry` is 0 while subgraphs exist.
+    ZERO_REENTRY = 1003, Error, "max_reentry is 0";
+    /// A budget or limit is absurdly large, or a timeout or `max_visits` is 0.
+    ABSURD_BUDGET = 1004, Warning, "absurd budget";
+    /// A slice is written by several nodes.
+    SHARED_WRITE = 1101, Info, "slice written by several nodes";
+    /// A slice is written but never read.
+    WRITE_ONLY = 1102, Info, "slice written but never read";
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PG{:04}", self.0)
+    }
+}
+
+impl fmt::Debug for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl Serialize for Code {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_sorted_and_shown_with_four_digits() {
+        assert!(Code::ALL.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(Code::UNKNOWN_SLICE.to_string(), "PG0004");
+        assert_eq!(Code::ZERO_STEPS.to_string(), "PG1001");
+        assert_eq!(Code::UNREACHABLE.severity(), Severity::Warning);
+        assert_eq!(Code::WRITE_ONLY.severity(), Severity::Info);
+        assert_eq!(Code(9999).title(), "unknown code");
+    }
+}

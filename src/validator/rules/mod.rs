@@ -1,0 +1,130 @@
+//! One rule per file, run in the order of [`ALL`].
+
+mod allowlist;
+mod boundary;
+mod budgets;
+mod exits;
+mod handoff;
+mod info;
+mod membership;
+mod reachability;
+mod recursion;
+mod references;
+mod schemas;
+mod system;
+
+use super::{Context, Diagnostic};
+
+/// A rule: a name and the function that appends its diagnostics in declaration order.
+pub(crate) struct Rule {
+    /// Short name, for documentation and debugging.
+    #[allow(dead_code)]
+    pub name: &'static str,
+    /// Appends the rule's findings.
+    pub check: fn(&Context<'_>, &mut Vec<Diagnostic>),
+}
+
+/// Every rule, in the order their diagnostics are reported.
+pub(crate) const ALL: &[Rule] = &[
+    Rule {
+        name: "references",
+        check: references::check,
+    },
+    Rule {
+        name: "system",
+        check: system::check,
+    },
+    Rule {
+        name: "boundary",
+        check: boundary::check,
+    },
+    Rule {
+        name: "allowlist",
+        check: allowlist::check,
+    },
+    Rule {
+        name: "membership",
+        check: membership::check,
+    },
+    Rule {
+        name: "reachability",
+        check: reachability::check,
+    },
+    Rule {
+        name: "exits",
+        check: exits::check,
+    },
+    Rule {
+        name: "recursion",
+        check: recursion::check,
+    },
+    Rule {
+        name: "handoff",
+        check: handoff::check,
+    },
+    Rule {
+        name: "schemas",
+        check: schemas::check,
+    },
+    Rule {
+        name: "budgets",
+        check: budgets::check,
+    },
+    Rule {
+        name: "info",
+        check: info::check,
+    },
+];
+
+/// Test helpers shared by the rules' unit tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use crate::contracts::WorkflowDocument;
+    use crate::graph::{CompiledGraph, GraphBuilder};
+    use crate::validator::{Code, Context, Diagnostic};
+
+    /// Parses a JSON document and builds it (partial graph on unresolved ids).
+    pub fn graph(json: serde_json::Value) -> CompiledGraph {
+        let doc = WorkflowDocument::from_value(json).expect("test document deserializes");
+        match GraphBuilder::from_document(doc).build() {
+            Ok(g) => g,
+            Err(f) => f.into_partial(),
+        }
+    }
+
+    /// Runs one rule over a document and returns `(code, pointer)` pairs.
+    pub fn run(
+        check: fn(&Context<'_>, &mut Vec<Diagnostic>),
+        json: serde_json::Value,
+    ) -> Vec<(Code, String)> {
+        let g = graph(json);
+        let ctx = Context::new(&g);
+        let mut out = Vec::new();
+        check(&ctx, &mut out);
+        out.into_iter().map(|d| (d.code, d.pointer)).collect()
+    }
+
+    /// A small valid workflow: root calls subgraph `sub`, which runs `work`.
+    pub fn base() -> serde_json::Value {
+        serde_json::json!({
+            "workflow": "t",
+            "slices": {"request": {}, "out": {}, "answer": {}},
+            "entry": "root",
+            "supervisors": {
+                "root": {"allow": ["sub", "reply"], "default": {"stop_global": {}}},
+                "sub_sup": {"allow": ["work"]}
+            },
+            "subgraphs": {
+                "sub": {"entrypoint": "sub_sup", "supervisors": ["sub_sup"],
+                        "reads": ["request"], "writes": ["out"],
+                        "triggers": [{"priority": 2, "when": {"path": "/out", "exists": false}}]}
+            },
+            "nodes": {
+                "work": {"supervisor": "sub_sup", "reads": ["request"], "writes": ["out"],
+                         "triggers": [{"when": {"path": "/out", "exists": false}}]},
+                "reply": {"supervisor": "root", "reads": ["out"], "writes": ["answer"],
+                          "triggers": [{"when": true}], "terminal": true}
+            }
+        })
+    }
+}
