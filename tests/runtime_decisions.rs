@@ -547,3 +547,73 @@ fn legacy_strings_work_alongside_typed_decisions() {
     assert_eq!(decisions[3].0, "outer");
     assert_eq!(o.state["y"], "outer");
 }
+
+#[test]
+fn a_child_stopped_by_a_guard_has_its_writes_discarded() {
+    let mut doc = nested();
+    doc["budgets"] = json!({"max_depth": 1});
+    let ex = builder(graph(doc))
+        .policy_handler("root", script(vec!["outer".into()]))
+        .policy_handler("outer", script(vec!["w".into(), "inner".into()]))
+        .policy_handler("inner", script(vec![]))
+        .build()
+        .unwrap();
+    let o = run(&ex, json!({"x": 0}));
+    assert_eq!(
+        (o.status, o.termination_reason),
+        (RunStatus::Stopped, Some(R::MaxDepthExceeded))
+    );
+    assert_eq!(
+        user_state(&o),
+        json!({"x": 0}),
+        "the outer frame's `y` is not merged"
+    );
+    assert_eq!(o.uncommitted.len(), 1);
+    assert_eq!(o.uncommitted[0].subgraph_id, "outer");
+    assert_eq!(o.uncommitted[0].state["y"], "outer");
+}
+
+#[test]
+fn the_same_input_gives_the_same_trace_apart_from_timing() {
+    let g = || graph_file("examples/workflows/fashion.json");
+    let timed = pactgraph::runtime::Executor::builder(g()).build().unwrap();
+    let input = json!({"request": {"topic": "fashion"}});
+    let a = run(&timed, input.clone());
+    let b = run(&timed, input.clone());
+    assert!(
+        a.trace.items.iter().all(|i| i.at_ms > 0),
+        "system clock stamps items"
+    );
+    assert_eq!(a.trace.without_timing(), b.trace.without_timing());
+    let frozen = run(&builder(g()).build().unwrap(), input);
+    assert_eq!(frozen.trace, a.trace.without_timing());
+}
+
+#[test]
+fn policies_and_nodes_reading_system_see_it_fresh() {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = std::sync::Arc::clone(&seen);
+    let policy = move |input: pactgraph::runtime::PolicyInput| {
+        let steps = input.state["system"]["steps"].as_u64().unwrap();
+        let items = input.state["system"]["decision_trace"]
+            .as_array()
+            .unwrap()
+            .len();
+        log.lock().unwrap().push((steps, items));
+        async move {
+            Ok::<SupervisorOutput, HandlerError>(if steps == 0 {
+                "m".into()
+            } else {
+                D::stop_global("seen").into()
+            })
+        }
+    };
+    let ex = builder(graph(flat()))
+        .policy_handler("script", policy)
+        .node_handler("n", n_handler(json!(0)))
+        .build()
+        .unwrap();
+    let o = run(&ex, json!({}));
+    assert_eq!(o.termination_reason, Some(R::StopGlobal));
+    assert_eq!(*seen.lock().unwrap(), [(0, 0), (2, 4)]);
+}

@@ -298,3 +298,24 @@ fn build_names_a_missing_handler() {
     );
     assert!(err.to_string().contains(r#"{"handler": "h"}"#), "{err}");
 }
+
+#[test]
+fn executors_and_runs_can_move_across_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<pactgraph::runtime::Executor>();
+    send_sync::<pactgraph::runtime::RunState>();
+    let ex = builder(graph(looping(json!({"max_steps": 3}), set_out())))
+        .build()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let run = ex.start(json!({})).unwrap();
+    let task = rt.spawn({
+        let ex = ex.clone();
+        async move { ex.run(run).await }
+    });
+    let o = rt.block_on(task).unwrap();
+    assert_eq!(o.termination_reason, Some(R::MaxStepsExceeded));
+}

@@ -85,14 +85,13 @@ impl Condition {
         match self {
             Condition::Const(b) => *b,
             Condition::Exists { path, exists } => {
-                let present = state.pointer(path).is_some_and(|v| !v.is_null());
+                let present = super::pointer::lookup(state, path).is_some_and(|v| !v.is_null());
                 present == *exists
             }
             Condition::Equals { path, value } => {
-                state.pointer(path).is_some_and(|v| json_equal(v, value))
+                super::pointer::lookup(state, path).is_some_and(|v| json_equal(v, value))
             }
-            Condition::In { path, values } => state
-                .pointer(path)
+            Condition::In { path, values } => super::pointer::lookup(state, path)
                 .is_some_and(|v| values.iter().any(|c| json_equal(v, c))),
             Condition::All(cs) => cs.iter().all(|c| c.eval(state)),
             Condition::Any(cs) => cs.iter().any(|c| c.eval(state)),

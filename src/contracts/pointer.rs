@@ -148,9 +148,58 @@ impl<'a> LineIndex<'a> {
     }
 }
 
+/// Resolves a JSON Pointer in `value` like `Value::pointer`, without allocating for
+/// tokens that need no unescaping (the common case; used on every rule evaluation).
+pub fn lookup<'v>(value: &'v serde_json::Value, pointer: &str) -> Option<&'v serde_json::Value> {
+    if pointer.is_empty() {
+        return Some(value);
+    }
+    if !pointer.starts_with('/') {
+        return None;
+    }
+    if pointer.contains('~') {
+        return value.pointer(pointer);
+    }
+    pointer[1..]
+        .split('/')
+        .try_fold(value, |target, token| match target {
+            serde_json::Value::Object(map) => map.get(token),
+            serde_json::Value::Array(list) => parse_index(token).and_then(|x| list.get(x)),
+            _ => None,
+        })
+}
+
+/// An array index as JSON Pointer allows it (no sign, no leading zero).
+fn parse_index(token: &str) -> Option<usize> {
+    if token.starts_with('+') || (token.starts_with('0') && token.len() != 1) {
+        return None;
+    }
+    token.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lookup_agrees_with_serde_json() {
+        let v = serde_json::json!({"a": {"b/c": [1, {"d~e": 2}], "0": 3, "": 4}});
+        for p in [
+            "",
+            "/a",
+            "/a/b~1c/0",
+            "/a/b~1c/1/d~0e",
+            "/a/0",
+            "/a/",
+            "/a/b~1c/01",
+            "/a/b~1c/+1",
+            "x",
+            "/zz",
+            "/a/b~1c/9",
+        ] {
+            assert_eq!(lookup(&v, p), v.pointer(p), "{p}");
+        }
+    }
 
     #[test]
     fn escapes_and_joins() {

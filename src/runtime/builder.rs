@@ -55,6 +55,34 @@ pub enum ExecutorBuildError {
     },
 }
 
+/// FxHash (as in rustc): a fast hasher for the executor's id tables, which are built once
+/// from trusted contract ids and looked up on every step.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FxHasher(u64);
+
+impl std::hash::Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let word = u64::from_le_bytes(c.try_into().expect("chunks of 8"));
+            self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.write(&[i]);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A map keyed by contract id.
+pub(crate) type IdMap<V> = HashMap<String, V, std::hash::BuildHasherDefault<FxHasher>>;
+
 /// A compiled schema, shared.
 pub(crate) type Schema = Arc<Validator>;
 
@@ -105,10 +133,10 @@ pub(crate) struct SubgraphPlan {
 /// Everything the executor reads while running (immutable, shared).
 pub(crate) struct Plan {
     pub(crate) graph: Arc<CompiledGraph>,
-    pub(crate) nodes: HashMap<String, NodePlan>,
-    pub(crate) supervisors: HashMap<String, SupervisorPlan>,
-    pub(crate) subgraphs: HashMap<String, SubgraphPlan>,
-    pub(crate) slice_schemas: HashMap<String, Schema>,
+    pub(crate) nodes: IdMap<NodePlan>,
+    pub(crate) supervisors: IdMap<SupervisorPlan>,
+    pub(crate) subgraphs: IdMap<SubgraphPlan>,
+    pub(crate) slice_schemas: IdMap<Schema>,
     pub(crate) base_dir: PathBuf,
     pub(crate) clock: Clock,
     pub(crate) cancel: CancellationToken,
@@ -173,7 +201,7 @@ impl ExecutorBuilder {
     /// Resolves every handler and compiles every schema.
     pub fn build(self) -> Result<Executor, ExecutorBuildError> {
         let reg = self.graph.registry();
-        let mut nodes = HashMap::with_capacity(reg.nodes().len());
+        let mut nodes = IdMap::default();
         for n in reg.nodes() {
             let at = |field: &str| join(["nodes", n.id.as_str(), field]);
             let run = match &n.run {
@@ -204,7 +232,7 @@ impl ExecutorBuilder {
                 },
             );
         }
-        let mut supervisors = HashMap::with_capacity(reg.supervisors().len());
+        let mut supervisors = IdMap::default();
         for s in reg.supervisors() {
             let policy = match &s.policy {
                 None => PolicyRun::Rules,
@@ -229,7 +257,7 @@ impl ExecutorBuilder {
                 },
             );
         }
-        let mut subgraphs = HashMap::with_capacity(reg.subgraphs().len());
+        let mut subgraphs = IdMap::default();
         for g in reg.subgraphs() {
             let at = |field: &str| join(["subgraphs", g.id.as_str(), field]);
             subgraphs.insert(
@@ -241,7 +269,7 @@ impl ExecutorBuilder {
                 },
             );
         }
-        let mut slice_schemas = HashMap::new();
+        let mut slice_schemas = IdMap::default();
         for (name, decl) in self.graph.slices() {
             if let Some(s) = compile(decl.schema.as_ref(), || {
                 join(["slices", name.as_str(), "schema"])

@@ -9,7 +9,7 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use super::budgets::check_clock;
-use super::builder::{Clock, ExecutorBuilder, Plan, PolicyRun, check};
+use super::builder::{Clock, ExecutorBuilder, Plan, PolicyRun, SupervisorPlan, check};
 use super::callstack::put;
 use super::decisions::{Action, choice_label, resolve};
 use super::guarded::{Fault, call_guarded, exec_program};
@@ -17,8 +17,8 @@ use super::handlers::{PolicyInput, RunContext};
 use super::rules::decide_by_rules;
 use super::run_state::{Pending, RunOutcome, RunState};
 use super::status::{RunStatus, TerminationReason};
-use super::trace::{TraceItem, TraceKind};
-use crate::contracts::{SYSTEM_SLICE, StopLocal, SupervisorOutput};
+use super::trace::{DecisionTrace, TraceItem, TraceKind};
+use crate::contracts::{RoutingDecision, SYSTEM_SLICE, StopLocal, SupervisorOutput};
 use crate::graph::CompiledGraph;
 
 /// The slice `resume` writes the answer to.
@@ -184,9 +184,16 @@ impl Executor {
             pending: Pending::Decide {
                 supervisor: graph.entry().to_string(),
             },
-            trace: Default::default(),
+            trace: DecisionTrace {
+                items: Vec::with_capacity(
+                    usize::try_from(graph.budgets().max_steps.saturating_mul(3))
+                        .unwrap_or(usize::MAX)
+                        .clamp(8, 4096),
+                ),
+            },
             uncommitted: Vec::new(),
             started_at_ms: wall_ms(),
+            clock: Default::default(),
         };
         self.sync_system(&mut run);
         Ok(run)
@@ -209,7 +216,8 @@ impl Executor {
 
     /// Continues a run paused by `ask_clarification`: writes `{"question", "answer"}` to
     /// the `clarification` slice of the level that asked (which must be declared) and lets
-    /// the same supervisor decide again. Call [`Executor::run`] afterwards.
+    /// the same supervisor decide again. The run deadline (`timeout_ms`) starts again.
+    /// Call [`Executor::run`] afterwards.
     pub fn resume(
         &self,
         mut run: RunState,
@@ -230,6 +238,8 @@ impl Executor {
         );
         run.status = RunStatus::Running;
         run.termination_reason = None;
+        // Time spent waiting for the user does not count against the run deadline.
+        run.started_at_ms = wall_ms();
         let supervisor = match &run.pending {
             Pending::Decide { supervisor } => Some(supervisor.clone()),
             _ => None,
@@ -281,7 +291,14 @@ impl Executor {
 
     async fn step_inner(&self, run: &mut RunState) {
         let plan = &*self.plan;
-        if let Err(g) = check_clock(run, plan.graph.budgets(), &plan.cancel, wall_ms()) {
+        let budgets = plan.graph.budgets();
+        let now = if plan.clock == Clock::System || budgets.timeout_ms.is_some() {
+            wall_ms()
+        } else {
+            0
+        };
+        run.clock.at_ms = if plan.clock == Clock::System { now } else { 0 };
+        if let Err(g) = check_clock(run, budgets, &plan.cancel, now) {
             let sup = self.pending_supervisor(run);
             self.guard_stop(run, g, sup);
             return;
@@ -329,9 +346,7 @@ impl Executor {
         let mut item = TraceItem::new(kind, run.steps, run.depth());
         item.supervisor = supervisor;
         item.subgraph = run.current_subgraph().map(str::to_string);
-        if self.plan.clock == Clock::System {
-            item.at_ms = wall_ms();
-        }
+        item.at_ms = run.clock.at_ms;
         item
     }
 
@@ -357,27 +372,31 @@ impl Executor {
 
     // ---- decisions -------------------------------------------------------------------
 
-    async fn decide(&self, run: &mut RunState, sup_id: String) {
+    /// The state a policy sees: the current level's slices, with `system` fresh at the root.
+    fn policy_view(&self, run: &RunState) -> Map<String, Value> {
+        let mut view = level_map(run);
+        if run.stack.is_empty() && view.contains_key(SYSTEM_SLICE) {
+            view.insert(SYSTEM_SLICE.into(), self.system_value(run));
+        }
+        view
+    }
+
+    /// Calls a handler or program policy.
+    async fn ask_policy(
+        &self,
+        run: &RunState,
+        sup_id: &str,
+        sp: &SupervisorPlan,
+    ) -> Result<SupervisorOutput, Fault> {
         let plan = &*self.plan;
-        let Some(sp) = plan.supervisors.get(&sup_id) else {
-            let msg = format!("unknown supervisor `{sup_id}`");
-            self.fail(run, TerminationReason::NodeFailed, msg, None);
-            return;
-        };
-        let t0 = self.timer();
-        let (output, candidates, rule_reason) = match &sp.policy {
-            PolicyRun::Rules => {
-                let o = decide_by_rules(&sp.contract, plan.graph.registry(), run.level_state());
-                (
-                    SupervisorOutput::Decision(o.decision),
-                    o.candidates,
-                    Some(o.reason),
-                )
-            }
+        match &sp.policy {
+            PolicyRun::Rules => Err(Fault::Failed(
+                "rule-based supervisors have no policy".into(),
+            )),
             PolicyRun::Handler(h) => {
                 let input = PolicyInput {
-                    supervisor: sup_id.clone(),
-                    state: level_map(run),
+                    supervisor: sup_id.to_string(),
+                    state: self.policy_view(run),
                     contract: Arc::clone(&sp.contract),
                     context: RunContext {
                         workflow: run.workflow.clone(),
@@ -388,25 +407,49 @@ impl Executor {
                     },
                 };
                 let limit = self.call_limit(run, None);
-                match call_guarded(|| h.0.decide(input), limit, &plan.cancel).await {
-                    Ok(o) => (o, Vec::new(), None),
-                    Err(f) => return self.fault(run, &sup_id, "the policy of supervisor", f),
-                }
+                call_guarded(|| h.0.decide(input), limit, &plan.cancel).await
             }
             PolicyRun::Exec(spec) => {
                 let input = json!({
                     "supervisor": sup_id,
                     "depth": run.depth(),
                     "allow": sp.contract.allow,
-                    "state": run.level_state(),
+                    "state": self.policy_view(run),
                 });
                 let limit = self.call_limit(run, spec.timeout_ms);
-                let r = exec_program(spec, &plan.base_dir, &input, limit, &plan.cancel).await;
-                let parsed = r.and_then(|v| {
-                    serde_json::from_value::<SupervisorOutput>(v)
-                        .map_err(|e| Fault::Failed(format!("printed an invalid decision: {e}")))
-                });
-                match parsed {
+                let v = exec_program(spec, &plan.base_dir, &input, limit, &plan.cancel).await?;
+                serde_json::from_value::<SupervisorOutput>(v)
+                    .map_err(|e| Fault::Failed(format!("printed an invalid decision: {e}")))
+            }
+        }
+    }
+
+    async fn decide(&self, run: &mut RunState, sup_id: String) {
+        let plan = &*self.plan;
+        let Some(sp) = plan.supervisors.get(&sup_id) else {
+            let msg = format!("unknown supervisor `{sup_id}`");
+            self.fail(run, TerminationReason::NodeFailed, msg, None);
+            return;
+        };
+        let t0 = match sp.policy {
+            PolicyRun::Rules => None,
+            _ => self.timer(),
+        };
+        let mut checked = false;
+        let (output, candidates, rule_reason) = match &sp.policy {
+            PolicyRun::Rules => {
+                let o = decide_by_rules(&sp.contract, plan.graph.registry(), run.level_state());
+                // A winning trigger names an `allow` entry of the right kind already.
+                checked = o.matched;
+                (
+                    SupervisorOutput::Decision(o.decision),
+                    o.candidates,
+                    Some(o.reason),
+                )
+            }
+            PolicyRun::Handler(_) | PolicyRun::Exec(_) => {
+                // Boxed so the common rule-based step keeps a small future.
+                match Box::pin(self.ask_policy(run, &sup_id, sp)).await {
                     Ok(o) => (o, Vec::new(), None),
                     Err(f) => return self.fault(run, &sup_id, "the policy of supervisor", f),
                 }
@@ -419,7 +462,14 @@ impl Executor {
         item.duration_us = Self::elapsed(t0);
         run.trace.push(item);
 
-        match resolve(output, &sp.contract, plan.graph.registry()) {
+        let action = match output {
+            SupervisorOutput::Decision(RoutingDecision::Node(id)) if checked => Action::Node(id),
+            SupervisorOutput::Decision(RoutingDecision::Subgraph(id)) if checked => {
+                Action::Subgraph(id)
+            }
+            other => resolve(other, &sp.contract, plan.graph.registry()),
+        };
+        match action {
             Action::Node(id) => {
                 let from = Some(sup_id.clone());
                 self.run_node(run, id, sup_id, TraceKind::Dispatch, from)

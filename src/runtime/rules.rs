@@ -15,6 +15,9 @@ pub struct RuleOutcome {
     pub candidates: Vec<String>,
     /// The rule that won, in words (recorded as the trace item's `reason`).
     pub reason: String,
+    /// True when a trigger won (the decision names an `allow` entry of the right kind);
+    /// false when the `default` was taken.
+    pub matched: bool,
 }
 
 /// Decides for a rule-based supervisor: among `allow` entries whose triggers match the
@@ -27,12 +30,12 @@ pub fn decide_by_rules(
     registry: &Registry,
     state: &Value,
 ) -> RuleOutcome {
-    // (priority, allow index, trigger index)
-    let mut matched: Vec<(i64, usize, usize)> = Vec::new();
+    // (priority, allow index, trigger index, is a subgraph)
+    let mut matched: Vec<(i64, usize, usize, bool)> = Vec::with_capacity(contract.allow.len());
     for (i, id) in contract.allow.iter().enumerate() {
-        let triggers: &[Trigger] = match registry.resolve(id) {
-            Some(Resolved::Node(n)) => &n.triggers,
-            Some(Resolved::Subgraph(s)) => &s.triggers,
+        let (triggers, is_subgraph): (&[Trigger], bool) = match registry.resolve(id) {
+            Some(Resolved::Node(n)) => (&n.triggers, false),
+            Some(Resolved::Subgraph(s)) => (&s.triggers, true),
             _ => continue,
         };
         let best = triggers
@@ -44,26 +47,28 @@ pub fn decide_by_rules(
                 _ => Some((t.priority, ti)),
             });
         if let Some((p, ti)) = best {
-            matched.push((p, i, ti));
+            matched.push((p, i, ti, is_subgraph));
         }
     }
     // Stable sort keeps `allow` order among equal priorities.
     matched.sort_by_key(|m| std::cmp::Reverse(m.0));
     let candidates: Vec<String> = matched
         .iter()
-        .map(|(_, i, _)| contract.allow[*i].clone())
+        .map(|m| contract.allow[m.1].clone())
         .collect();
     match matched.first() {
-        Some(&(priority, i, ti)) => {
+        Some(&(priority, i, ti, is_subgraph)) => {
             let id = &contract.allow[i];
-            let decision = match registry.resolve(id) {
-                Some(Resolved::Subgraph(_)) => RoutingDecision::Subgraph(id.clone()),
-                _ => RoutingDecision::Node(id.clone()),
+            let decision = if is_subgraph {
+                RoutingDecision::Subgraph(id.clone())
+            } else {
+                RoutingDecision::Node(id.clone())
             };
             RuleOutcome {
                 decision,
                 candidates,
                 reason: format!("rule: `{id}` trigger #{ti} (priority {priority}) matched"),
+                matched: true,
             }
         }
         None => {
@@ -79,6 +84,7 @@ pub fn decide_by_rules(
                 decision,
                 candidates,
                 reason,
+                matched: false,
             }
         }
     }

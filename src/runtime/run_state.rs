@@ -64,6 +64,23 @@ pub struct RunState {
     pub uncommitted: Vec<UncommittedFrame>,
     /// Wall-clock start, in milliseconds since the Unix epoch (for the run deadline).
     pub started_at_ms: u64,
+    /// The current step's timestamp (not saved; never part of comparisons).
+    #[serde(skip)]
+    pub(crate) clock: StepClock,
+}
+
+/// The timestamp taken once at the start of a step and shared by its trace items (reading
+/// the system clock is not free).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct StepClock {
+    pub(crate) at_ms: u64,
+}
+
+impl PartialEq for StepClock {
+    /// Transient: two run states never differ by it.
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
 }
 
 impl RunState {

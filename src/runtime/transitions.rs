@@ -1,12 +1,10 @@
 //! What decisions lead to: running a node, entering and leaving subgraphs, pausing and
 //! ending the run.
 
-use std::sync::Arc;
-
 use serde_json::{Map, Value, json};
 
 use super::budgets::{GuardStop, check_call, check_node};
-use super::builder::{NodeRun, check};
+use super::builder::{NodePlan, NodeRun, check};
 use super::callstack::{Frame, commit, pick, put};
 use super::executor::Executor;
 use super::guarded::{Fault, call_guarded, exec_program};
@@ -26,7 +24,7 @@ impl Executor {
         kind: TraceKind,
         source: Option<String>,
     ) {
-        let plan = Arc::clone(&self.plan);
+        let plan = &*self.plan;
         let budgets = plan.graph.budgets();
         let Some(np) = plan.nodes.get(&id) else {
             let msg = format!("unknown node `{id}`");
@@ -43,7 +41,10 @@ impl Executor {
                 run.visits.insert(id.clone(), 1);
             }
         }
-        let t0 = self.timer();
+        let t0 = match np.run {
+            NodeRun::Nothing | NodeRun::Set(_) => None,
+            _ => self.timer(),
+        };
         let needs_view = !matches!(np.run, NodeRun::Nothing | NodeRun::Set(_));
         let view =
             (needs_view || np.input_schema.is_some()).then(|| self.view(run, &contract.reads));
@@ -58,28 +59,9 @@ impl Executor {
         let result = match &np.run {
             NodeRun::Nothing => Ok(Map::new()),
             NodeRun::Set(m) => Ok(m.clone()),
-            NodeRun::Handler(h) => {
-                let input = NodeInput {
-                    node: id.clone(),
-                    view: view.unwrap_or_default(),
-                    depth: run.depth(),
-                    subgraph: run.current_subgraph().map(str::to_string),
-                    step: run.steps - 1,
-                };
-                let limit = self.call_limit(run, None);
-                call_guarded(|| h.0.call(input), limit, &plan.cancel).await
-            }
-            NodeRun::Exec(spec) => {
-                let input = json!({"node": id, "input": view.unwrap_or_default()});
-                let limit = self.call_limit(run, spec.timeout_ms);
-                match exec_program(spec, &plan.base_dir, &input, limit, &plan.cancel).await {
-                    Ok(Value::Object(m)) => Ok(m),
-                    Ok(other) => Err(Fault::Failed(format!(
-                        "printed {} instead of an object of slice writes",
-                        json_kind(&other)
-                    ))),
-                    Err(f) => Err(f),
-                }
+            // Boxed so the common `set` step keeps a small future.
+            NodeRun::Handler(_) | NodeRun::Exec(_) => {
+                Box::pin(self.call_node(run, &id, np, view.unwrap_or_default())).await
             }
         };
         let writes = match result {
@@ -183,6 +165,42 @@ impl Executor {
         }
     }
 
+    /// Calls a handler or program node with its view.
+    async fn call_node(
+        &self,
+        run: &RunState,
+        id: &str,
+        np: &NodePlan,
+        view: Map<String, Value>,
+    ) -> Result<Map<String, Value>, Fault> {
+        let plan = &*self.plan;
+        match &np.run {
+            NodeRun::Handler(h) => {
+                let input = NodeInput {
+                    node: id.to_string(),
+                    view,
+                    depth: run.depth(),
+                    subgraph: run.current_subgraph().map(str::to_string),
+                    step: run.steps - 1,
+                };
+                let limit = self.call_limit(run, None);
+                call_guarded(|| h.0.call(input), limit, &plan.cancel).await
+            }
+            NodeRun::Exec(spec) => {
+                let input = json!({"node": id, "input": view});
+                let limit = self.call_limit(run, spec.timeout_ms);
+                match exec_program(spec, &plan.base_dir, &input, limit, &plan.cancel).await? {
+                    Value::Object(m) => Ok(m),
+                    other => Err(Fault::Failed(format!(
+                        "printed {} instead of an object of slice writes",
+                        json_kind(&other)
+                    ))),
+                }
+            }
+            NodeRun::Nothing | NodeRun::Set(_) => Ok(Map::new()),
+        }
+    }
+
     /// The read view of a node: its `reads` slices present at its level. `system` is
     /// built fresh from the run.
     fn view(&self, run: &RunState, reads: &[String]) -> Map<String, Value> {
@@ -195,7 +213,7 @@ impl Executor {
 
     /// Enters subgraph `id` for `caller`.
     pub(super) fn call(&self, run: &mut RunState, id: String, caller: String) {
-        let plan = Arc::clone(&self.plan);
+        let plan = &*self.plan;
         let Some(sp) = plan.subgraphs.get(&id) else {
             let msg = format!("unknown subgraph `{id}`");
             return self.fail(run, TerminationReason::NodeFailed, msg, Some(caller));
@@ -257,7 +275,7 @@ impl Executor {
         stop: StopLocal,
         root_reason: TerminationReason,
     ) {
-        let plan = Arc::clone(&self.plan);
+        let plan = &*self.plan;
         let Some(frame) = run.stack.last() else {
             return self.finish(
                 run,
@@ -337,7 +355,7 @@ impl Executor {
 
     /// Ends the run from any depth, committing open frames innermost first.
     pub(super) fn stop_global(&self, run: &mut RunState, supervisor: String, stop: StopGlobal) {
-        let plan = Arc::clone(&self.plan);
+        let plan = &*self.plan;
         while let Some(frame) = run.stack.pop() {
             if let Some(sp) = plan.subgraphs.get(&frame.subgraph_id) {
                 commit(run.level_state_mut(), &frame.state, &sp.contract.writes);

@@ -1,0 +1,90 @@
+//! Each step runs in a `tracing` span carrying the trace fields.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use common::{builder, graph_file, rt};
+use serde_json::json;
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Metadata, Subscriber};
+
+type Spans = Arc<Mutex<Vec<Vec<(String, String)>>>>;
+
+/// Records every span's fields (at creation and when recorded later).
+struct Recorder(Spans);
+
+struct Fields<'a>(&'a mut Vec<(String, String)>);
+
+impl Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0
+            .push((field.name().to_string(), format!("{value:?}")));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.push((field.name().to_string(), value.to_string()));
+    }
+}
+
+impl Subscriber for Recorder {
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, span: &Attributes<'_>) -> Id {
+        let mut spans = self.0.lock().unwrap();
+        let mut fields = vec![("name".to_string(), span.metadata().name().to_string())];
+        span.record(&mut Fields(&mut fields));
+        spans.push(fields);
+        Id::from_u64(spans.len() as u64)
+    }
+    fn record(&self, span: &Id, values: &Record<'_>) {
+        let mut spans = self.0.lock().unwrap();
+        let fields = &mut spans[span.into_u64() as usize - 1];
+        values.record(&mut Fields(fields));
+    }
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, _: &Event<'_>) {}
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+#[test]
+fn every_step_has_a_span_with_the_trace_fields() {
+    let spans: Spans = Arc::default();
+    let ex = builder(graph_file("examples/workflows/fashion.json"))
+        .build()
+        .unwrap();
+    let rt = rt();
+    tracing::subscriber::with_default(Recorder(Arc::clone(&spans)), || {
+        rt.block_on(ex.run(ex.start(json!({"request": {"topic": "fashion"}})).unwrap()))
+    });
+    let spans = spans.lock().unwrap();
+    let steps: Vec<_> = spans
+        .iter()
+        .filter(|f| f.iter().any(|(k, v)| k == "name" && v == "pactgraph.step"))
+        .collect();
+    assert_eq!(
+        steps.len(),
+        4,
+        "call, trend, return, stop_global: {spans:?}"
+    );
+    let get = |f: &Vec<(String, String)>, key: &str| {
+        f.iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(
+        get(steps[0], "supervisor").as_deref(),
+        Some("domain_supervisor")
+    );
+    assert_eq!(get(steps[0], "target").as_deref(), Some("fashion"));
+    assert_eq!(get(steps[0], "kind").as_deref(), Some("Decision"));
+    assert_eq!(get(steps[1], "subgraph").as_deref(), Some("fashion"));
+    assert_eq!(get(steps[1], "depth").as_deref(), Some("1"));
+    assert_eq!(
+        get(steps[3], "termination_reason").as_deref(),
+        Some("stop_global")
+    );
+}
