@@ -2,9 +2,12 @@
 //! print too, so one table can hold them side by side.
 //!
 //! ```sh
-//! cargo run --release --example bench -- <case> <n>
-//! # cases: loop, linear, subgraph, build, dot (or `all` with no n for the standard sizes)
+//! cargo run --release --example bench -- <case> <n> [--no-state-trace]
+//! # cases: loop, linear, subgraph, build, dot
 //! ```
+//!
+//! `--no-state-trace` (run cases) keeps the trace in the run state only, without the JSON
+//! copy in `system.decision_trace` (see `ExecutorBuilder::trace_in_state`).
 //!
 //! Each line is `{"bench": case, "n": n, "total_s": f, "per_step_us": f, "peak_rss_mb": f}`.
 //! `per_step_us` is per loop step, per chain step, per subgraph call and return, per node
@@ -27,8 +30,12 @@ fn compile(doc: WorkflowDocument) -> CompiledGraph {
 }
 
 /// Runs a workflow to its end and returns (elapsed, steps, subgraph entries).
-fn run(doc: WorkflowDocument) -> (Duration, u32, u32, RunStatus, Option<TerminationReason>) {
+fn run(
+    doc: WorkflowDocument,
+    state_trace: bool,
+) -> (Duration, u32, u32, RunStatus, Option<TerminationReason>) {
     let executor = Executor::builder(compile(doc))
+        .trace_in_state(state_trace)
         .build()
         .expect("no handlers needed");
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -76,25 +83,25 @@ fn line(case: &str, n: usize, total: Duration, units: f64) -> String {
     )
 }
 
-fn case(name: &str, n: usize) -> Result<String, String> {
+fn case(name: &str, n: usize, state_trace: bool) -> Result<String, String> {
     let n32 = u32::try_from(n).map_err(|_| format!("n = {n} is too large"))?;
     Ok(match name {
         "loop" => {
-            let (t, steps, _, _, reason) = run(synth::supervisor_loop(n32));
+            let (t, steps, _, _, reason) = run(synth::supervisor_loop(n32), state_trace);
             if reason != Some(TerminationReason::MaxStepsExceeded) || steps != n32 {
                 return Err(format!("loop ended after {steps} steps with {reason:?}"));
             }
             line(name, n, t, f64::from(steps))
         }
         "linear" => {
-            let (t, steps, _, status, _) = run(synth::handoff_chain(n));
+            let (t, steps, _, status, _) = run(synth::handoff_chain(n), state_trace);
             if status != RunStatus::Completed || steps != n32 {
                 return Err(format!("chain ended after {steps} steps with {status}"));
             }
             line(name, n, t, f64::from(steps))
         }
         "subgraph" => {
-            let (t, _, calls, _, _) = run(synth::repeated_calls(n32));
+            let (t, _, calls, _, _) = run(synth::repeated_calls(n32), state_trace);
             if calls < n32 {
                 return Err(format!("only {calls} of {n} calls ran"));
             }
@@ -129,15 +136,16 @@ fn case(name: &str, n: usize) -> Result<String, String> {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.as_slice() {
+    let state_trace = !args.iter().any(|a| a == "--no-state-trace");
+    let positional: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
+    let result = match positional.as_slice() {
         [name, n] => match n.parse::<usize>() {
-            Ok(n) if n > 0 => case(name, n),
+            Ok(n) if n > 0 => case(name, n, state_trace),
             _ => Err(format!("n must be a positive whole number, got `{n}`")),
         },
-        _ => Err(
-            "usage: cargo run --release --example bench -- <loop|linear|subgraph|build|dot> <n>"
-                .into(),
-        ),
+        _ => Err("usage: cargo run --release --example bench -- \
+                  <loop|linear|subgraph|build|dot> <n> [--no-state-trace]"
+            .into()),
     };
     match result {
         Ok(l) => {

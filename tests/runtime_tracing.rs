@@ -88,3 +88,36 @@ fn every_step_has_a_span_with_the_trace_fields() {
         Some("stop_global")
     );
 }
+
+#[test]
+fn the_trace_copy_in_system_can_be_turned_off() {
+    use pactgraph::graph::{GraphBuilder, synth};
+    use pactgraph::runtime::{Executor, RunStatus};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let graph = GraphBuilder::from_document(synth::handoff_chain(5))
+        .build()
+        .unwrap();
+    let outcome = |keep: bool| {
+        let ex = Executor::builder(graph.clone())
+            .trace_in_state(keep)
+            .build()
+            .unwrap();
+        rt.block_on(ex.run(ex.start(serde_json::json!({})).unwrap()))
+    };
+    let kept = outcome(true);
+    let lean = outcome(false);
+    assert_eq!(
+        (kept.status, lean.status),
+        (RunStatus::Completed, RunStatus::Completed)
+    );
+    assert_eq!(kept.trace.without_timing(), lean.trace.without_timing());
+    let copied: pactgraph::runtime::DecisionTrace =
+        serde_json::from_value(kept.state["system"]["decision_trace"].clone()).unwrap();
+    assert_eq!(copied, kept.trace);
+    assert!(lean.state["system"].get("decision_trace").is_none());
+    assert_eq!(lean.state["system"]["steps"], 5);
+    assert_eq!(lean.state["data"], kept.state["data"]);
+}

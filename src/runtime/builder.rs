@@ -140,6 +140,7 @@ pub(crate) struct Plan {
     pub(crate) base_dir: PathBuf,
     pub(crate) clock: Clock,
     pub(crate) cancel: CancellationToken,
+    pub(crate) trace_in_state: bool,
 }
 
 /// Collects handlers and settings, then builds an [`Executor`].
@@ -150,6 +151,7 @@ pub struct ExecutorBuilder {
     base_dir: PathBuf,
     clock: Clock,
     cancel: CancellationToken,
+    trace_in_state: bool,
 }
 
 impl ExecutorBuilder {
@@ -161,6 +163,7 @@ impl ExecutorBuilder {
             base_dir: PathBuf::from("."),
             clock: Clock::System,
             cancel: CancellationToken::new(),
+            trace_in_state: true,
         }
     }
 
@@ -188,6 +191,16 @@ impl ExecutorBuilder {
     /// Where trace timestamps come from ([`Clock::Frozen`] for reproducible traces).
     pub fn clock(mut self, clock: Clock) -> Self {
         self.clock = clock;
+        self
+    }
+
+    /// Whether the decision trace is also copied into `system.decision_trace` of the state
+    /// (default: yes, as the brief specifies). The copy is a JSON value built when a run
+    /// pauses or ends: about 1.5 KiB per trace item, most of a long run's memory. With
+    /// `false` the trace is kept only in [`RunState::trace`](super::RunState) and the
+    /// outcome, and `system` holds the budgets, call stack and step count.
+    pub fn trace_in_state(mut self, keep: bool) -> Self {
+        self.trace_in_state = keep;
         self
     }
 
@@ -286,6 +299,7 @@ impl ExecutorBuilder {
             base_dir: self.base_dir,
             clock: self.clock,
             cancel: self.cancel,
+            trace_in_state: self.trace_in_state,
         }))
     }
 }

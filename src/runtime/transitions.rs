@@ -483,7 +483,11 @@ impl Executor {
         system.insert("budgets".into(), json!(self.plan.graph.budgets()));
         system.insert("call_stack".into(), Value::Array(stack));
         system.insert("steps".into(), json!(run.steps));
-        system.insert("decision_trace".into(), json!(run.trace));
+        if self.plan.trace_in_state {
+            system.insert("decision_trace".into(), json!(run.trace));
+        } else {
+            system.shift_remove("decision_trace");
+        }
         Value::Object(system)
     }
 
