@@ -234,13 +234,14 @@ impl<'de> Deserialize<'de> for Condition {
             }
             other => Err(D::Error::custom(format!(
                 "a condition must be true, false or an object, found {}",
-                kind_name(&other)
+                json_kind(&other)
             ))),
         }
     }
 }
 
-fn kind_name(v: &Value) -> &'static str {
+/// "a string", "an object"...: what kind of JSON value `v` is, for error messages.
+pub(crate) fn json_kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

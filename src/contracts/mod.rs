@@ -6,7 +6,7 @@
 
 mod behaviour;
 mod budgets;
-mod condition;
+pub(crate) mod condition;
 mod decision;
 mod document;
 pub mod load;

@@ -12,6 +12,7 @@ use super::handlers::NodeInput;
 use super::run_state::{Pending, RunState};
 use super::status::{RunStatus, TerminationReason};
 use super::trace::TraceKind;
+use crate::contracts::condition::json_kind;
 use crate::contracts::{SYSTEM_SLICE, StopGlobal, StopLocal};
 
 impl Executor {
@@ -495,16 +496,5 @@ impl Executor {
     pub(super) fn sync_system(&self, run: &mut RunState) {
         let system = self.system_value(run);
         put(&mut run.state, SYSTEM_SLICE, system);
-    }
-}
-
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
