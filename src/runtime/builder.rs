@@ -196,7 +196,7 @@ impl ExecutorBuilder {
 
     /// Whether the decision trace is also copied into `system.decision_trace` of the state
     /// (default: yes, as the brief specifies). The copy is a JSON value built when a run
-    /// pauses or ends: about 1.5 KiB per trace item, most of a long run's memory. With
+    /// pauses or ends: about 1.8 KB per trace item, most of a long run's memory. With
     /// `false` the trace is kept only in [`RunState::trace`](super::RunState) and the
     /// outcome, and `system` holds the budgets, call stack and step count.
     pub fn trace_in_state(mut self, keep: bool) -> Self {
