@@ -429,3 +429,35 @@ fn dot_paints_the_trace_of_a_saved_run_or_of_runs_output() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("not a decision trace"));
 }
+
+#[test]
+fn progress_is_drawn_on_a_terminal_only() {
+    // A pty from util-linux's `script`; without it there is no terminal to test with.
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("`script` is not installed: the terminal case is not checked");
+        return;
+    }
+    let wf = workflow("fashion.json");
+    let cmd = format!(
+        "{} run {wf} --input '{{\"request\": {{\"topic\": \"fashion\"}}}}' >/dev/null",
+        env!("CARGO_BIN_EXE_pactgraph")
+    );
+    let o = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .output()
+        .unwrap();
+    let screen = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        screen.contains("step 0 · depth 0 (root) · domain_supervisor decides"),
+        "{screen}"
+    );
+    assert!(screen.contains("depth 1 (fashion)"), "{screen}");
+    // Not a terminal: nothing on stderr.
+    let r = run([
+        "run",
+        &wf,
+        "--input",
+        r#"{"request": {"topic": "fashion"}}"#,
+    ]);
+    assert!(r.err.is_empty(), "{}", r.err);
+}

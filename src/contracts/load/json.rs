@@ -4,8 +4,8 @@ use jsonc_parser::ast;
 use jsonc_parser::{CollectOptions, ParseOptions, parse_to_ast};
 use serde_json::{Map, Number, Value};
 
-use super::LoadError;
-use crate::contracts::pointer::{LineIndex, SourceMap, escape, push_index, push_key};
+use super::{LoadError, duplicate_key};
+use crate::contracts::pointer::{LineIndex, SourceMap, push_index, push_key};
 
 fn strict() -> ParseOptions {
     ParseOptions {
@@ -84,15 +84,7 @@ fn convert(
                 push_key(at, key);
                 if out.contains_key(key) {
                     at.truncate(len);
-                    let first = map
-                        .get(&format!("{at}/{}", escape(key)))
-                        .unwrap_or_default();
-                    return Err(LoadError::DuplicateKey {
-                        key: key.to_string(),
-                        parent: at.clone(),
-                        span,
-                        first,
-                    });
+                    return Err(duplicate_key(map, at, key, span));
                 }
                 map.insert(at.clone(), span);
                 let v = convert(&prop.value, at, lines, map)?;

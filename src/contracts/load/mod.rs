@@ -87,3 +87,16 @@ pub fn parse_value(text: &str, format: DocumentFormat) -> Result<(Value, SourceM
         DocumentFormat::Yaml => yaml::parse(text),
     }
 }
+
+/// The error for `key` appearing again in the object at `parent`; the first occurrence's
+/// place comes from the source map built so far.
+pub(crate) fn duplicate_key(map: &SourceMap, parent: &str, key: &str, span: Span) -> LoadError {
+    let mut first_at = parent.to_string();
+    super::pointer::push_key(&mut first_at, key);
+    LoadError::DuplicateKey {
+        key: key.to_string(),
+        parent: parent.to_string(),
+        span,
+        first: map.get(&first_at).unwrap_or_default(),
+    }
+}

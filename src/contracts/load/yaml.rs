@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, StrInput};
 use serde_json::{Map, Number, Value};
 
-use super::LoadError;
-use crate::contracts::pointer::{SourceMap, Span, escape, push_index, push_key};
+use super::{LoadError, duplicate_key};
+use crate::contracts::pointer::{SourceMap, Span, push_index, push_key};
 
 pub(super) fn parse(text: &str) -> Result<(Value, SourceMap), LoadError> {
     let mut b = Builder {
@@ -172,16 +172,7 @@ impl<'a> Builder<'a> {
                     };
                     let span = self.span(ksp);
                     if out.contains_key(&key) {
-                        let first = self
-                            .map
-                            .get(&format!("{at}/{}", escape(&key)))
-                            .unwrap_or_default();
-                        return Err(LoadError::DuplicateKey {
-                            key,
-                            parent: at.clone(),
-                            span,
-                            first,
-                        });
+                        return Err(duplicate_key(&self.map, at, &key, span));
                     }
                     push_key(at, &key);
                     self.map.insert(at.clone(), span);
