@@ -187,13 +187,13 @@ fn drive(
         eprint!("\r\x1b[K");
     }
     let run = &saved.run;
-    if let Some(path) = &outputs.trace_out {
-        if let Err(e) = std::fs::write(path, run.trace.to_json_pretty()) {
-            return exit::failed(&format!(
-                "cannot write the trace to {}: {e}",
-                path.display()
-            ));
-        }
+    if let Some(path) = &outputs.trace_out
+        && let Err(e) = std::fs::write(path, run.trace.to_json_pretty())
+    {
+        return exit::failed(&format!(
+            "cannot write the trace to {}: {e}",
+            path.display()
+        ));
     }
     let state_out = outputs.state_out.as_deref().or(default_state_out);
     if let Some(path) = state_out {
@@ -223,14 +223,14 @@ fn drive(
         "{}",
         serde_json::to_string_pretty(&Value::Object(out)).expect("plain JSON")
     );
-    if let (Some(m), false) = (&run.message, outputs.quiet) {
-        if matches!(run.status, RunStatus::Failed | RunStatus::Stopped) {
-            let reason = run
-                .termination_reason
-                .map(|r| r.as_str())
-                .unwrap_or("unknown");
-            eprintln!("pactgraph: run {} ({reason}): {m}", run.status);
-        }
+    if let (Some(m), false) = (&run.message, outputs.quiet)
+        && matches!(run.status, RunStatus::Failed | RunStatus::Stopped)
+    {
+        let reason = run
+            .termination_reason
+            .map(|r| r.as_str())
+            .unwrap_or("unknown");
+        eprintln!("pactgraph: run {} ({reason}): {m}", run.status);
     }
     ExitCode::from(match run.status {
         RunStatus::Completed => exit::OK,

@@ -287,12 +287,12 @@ fn write_overlay_extras(out: &mut impl Write, g: &CompiledGraph, o: &Overlay) ->
             " [style=dashed, color=\"{TAKEN}\", fontcolor=\"{TAKEN}\", penwidth=2.5, label=\"{}\\n{steps}\"",
             e.kind
         )?;
-        if let Some(c) = e.from_cluster.as_deref() {
-            if ltail(g, Some(c), &e.from, &e.to) {
-                out.write_str(", ltail=\"cluster_")?;
-                dot_id(out, c)?;
-                out.write_char('"')?;
-            }
+        if let Some(c) = e.from_cluster.as_deref()
+            && ltail(g, Some(c), &e.from, &e.to)
+        {
+            out.write_str(", ltail=\"cluster_")?;
+            dot_id(out, c)?;
+            out.write_char('"')?;
         }
         out.write_str("];\n")?;
     }

@@ -161,10 +161,10 @@ pub(crate) fn overlay(g: &CompiledGraph, trace: &DecisionTrace) -> Overlay {
         let source = item.source.as_deref().or(item.supervisor.as_deref());
         let target = item.target.as_deref();
         let mark = |o: &mut Overlay, id: Option<&str>| {
-            if let Some(id) = id.filter(|id| known(id)) {
-                if !o.visited.contains(id) {
-                    o.visited.insert(id.to_string());
-                }
+            if let Some(id) = id.filter(|id| known(id))
+                && !o.visited.contains(id)
+            {
+                o.visited.insert(id.to_string());
             }
         };
         match item.kind {

@@ -219,15 +219,15 @@ fn resolve_plain(s: &str) -> Result<Value, String> {
     }
     let body = s.strip_prefix(['+', '-']).unwrap_or(s);
     let negative = s.starts_with('-');
-    if let Some(hex) = s.strip_prefix("0x") {
-        if let Ok(n) = u64::from_str_radix(hex, 16) {
-            return Ok(Value::Number(n.into()));
-        }
+    if let Some(hex) = s.strip_prefix("0x")
+        && let Ok(n) = u64::from_str_radix(hex, 16)
+    {
+        return Ok(Value::Number(n.into()));
     }
-    if let Some(oct) = s.strip_prefix("0o") {
-        if let Ok(n) = u64::from_str_radix(oct, 8) {
-            return Ok(Value::Number(n.into()));
-        }
+    if let Some(oct) = s.strip_prefix("0o")
+        && let Ok(n) = u64::from_str_radix(oct, 8)
+    {
+        return Ok(Value::Number(n.into()));
     }
     if !body.is_empty() && body.bytes().all(|b| b.is_ascii_digit()) {
         if negative {
@@ -238,10 +238,10 @@ fn resolve_plain(s: &str) -> Result<Value, String> {
             return Ok(Value::Number(n.into()));
         }
     }
-    if looks_like_float(body) {
-        if let Some(n) = s.parse::<f64>().ok().and_then(Number::from_f64) {
-            return Ok(Value::Number(n));
-        }
+    if looks_like_float(body)
+        && let Some(n) = s.parse::<f64>().ok().and_then(Number::from_f64)
+    {
+        return Ok(Value::Number(n));
     }
     Ok(Value::String(s.to_string()))
 }

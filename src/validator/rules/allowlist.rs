@@ -43,26 +43,26 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             let ptr = || format!("{}/{i}", at("allow"));
             let triggers = match ctx.kind_of(entry) {
                 Some(ContractKind::Node) => {
-                    if let Ok(owner_level) = ctx.level_of_node(entry) {
-                        if owner_level != level {
-                            out.push(
-                                Diagnostic::new(
-                                    Code::ALLOW_OTHER_LEVEL,
-                                    ptr(),
-                                    format!(
-                                        "supervisor `{}` ({}) allows node `{entry}`, which is \
+                    if let Ok(owner_level) = ctx.level_of_node(entry)
+                        && owner_level != level
+                    {
+                        out.push(
+                            Diagnostic::new(
+                                Code::ALLOW_OTHER_LEVEL,
+                                ptr(),
+                                format!(
+                                    "supervisor `{}` ({}) allows node `{entry}`, which is \
                                          owned in {}",
-                                        s.id,
-                                        level_name(level),
-                                        level_name(owner_level)
-                                    ),
-                                )
-                                .fix(format!(
-                                    "allow the subgraph that owns `{entry}` instead, or move the node"
-                                )),
-                            );
-                            continue;
-                        }
+                                    s.id,
+                                    level_name(level),
+                                    level_name(owner_level)
+                                ),
+                            )
+                            .fix(format!(
+                                "allow the subgraph that owns `{entry}` instead, or move the node"
+                            )),
+                        );
+                        continue;
                     }
                     ctx.node(entry).map(|n| n.triggers.is_empty())
                 }
@@ -88,36 +88,37 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                 );
             }
         }
-        if let Some(fb) = &s.fallback {
-            if ctx.kind_of(fb) == Some(ContractKind::Node) && !allowed.contains(fb.as_str()) {
-                out.push(
-                    Diagnostic::new(
-                        Code::FALLBACK_NOT_ALLOWED,
-                        at("fallback"),
-                        format!(
-                            "fallback `{fb}` of supervisor `{}` is not in its `allow`",
-                            s.id
-                        ),
-                    )
-                    .fix(format!("add `{fb}` to `allow`")),
-                );
-            }
+        if let Some(fb) = &s.fallback
+            && ctx.kind_of(fb) == Some(ContractKind::Node)
+            && !allowed.contains(fb.as_str())
+        {
+            out.push(
+                Diagnostic::new(
+                    Code::FALLBACK_NOT_ALLOWED,
+                    at("fallback"),
+                    format!(
+                        "fallback `{fb}` of supervisor `{}` is not in its `allow`",
+                        s.id
+                    ),
+                )
+                .fix(format!("add `{fb}` to `allow`")),
+            );
         }
-        if let Some(t) = default_target {
-            if !allowed.contains(t) {
-                out.push(
-                    Diagnostic::new(
-                        Code::DEFAULT_NOT_ALLOWED,
-                        at("default"),
-                        format!(
-                            "default decision of supervisor `{}` names `{t}`, which is not in \
+        if let Some(t) = default_target
+            && !allowed.contains(t)
+        {
+            out.push(
+                Diagnostic::new(
+                    Code::DEFAULT_NOT_ALLOWED,
+                    at("default"),
+                    format!(
+                        "default decision of supervisor `{}` names `{t}`, which is not in \
                              its `allow`",
-                            s.id
-                        ),
-                    )
-                    .fix(format!("add `{t}` to `allow` or change the default")),
-                );
-            }
+                        s.id
+                    ),
+                )
+                .fix(format!("add `{t}` to `allow` or change the default")),
+            );
         }
     }
 }

@@ -146,21 +146,22 @@ fn nested(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             };
             within(ctx, g.id.as_str(), "reads", &g.reads, p, &pb.visible, out);
             within(ctx, g.id.as_str(), "writes", &g.writes, p, &pb.writes, out);
-            if let Some(r) = &g.result_slice {
-                if counts(ctx, r) && !pb.writes.contains(r.as_str()) {
-                    out.push(
-                        Diagnostic::new(
-                            Code::RESULT_SLICE,
-                            join(["subgraphs", g.id.as_str(), "result_slice"]),
-                            format!(
-                                "subgraph `{}` returns into slice `{r}`, but its caller `{caller}` \
+            if let Some(r) = &g.result_slice
+                && counts(ctx, r)
+                && !pb.writes.contains(r.as_str())
+            {
+                out.push(
+                    Diagnostic::new(
+                        Code::RESULT_SLICE,
+                        join(["subgraphs", g.id.as_str(), "result_slice"]),
+                        format!(
+                            "subgraph `{}` returns into slice `{r}`, but its caller `{caller}` \
                                  runs in subgraph `{p}`, which may not write `{r}`",
-                                g.id
-                            ),
-                        )
-                        .fix(format!("add `{r}` to the `writes` of subgraph `{p}`")),
-                    );
-                }
+                            g.id
+                        ),
+                    )
+                    .fix(format!("add `{r}` to the `writes` of subgraph `{p}`")),
+                );
             }
         }
     }

@@ -20,25 +20,24 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             continue;
         };
         let ptr = join(["nodes", n.id.as_str(), "handoff"]);
-        if let (Ok(from), Ok(to)) = (ctx.level_of_node(&n.id), ctx.level_of_node(t)) {
-            if from != to {
-                let name = |l: Option<&str>| {
-                    l.map_or("the root level".into(), |g| format!("subgraph `{g}`"))
-                };
-                out.push(
-                    Diagnostic::new(
-                        Code::HANDOFF_OTHER_LEVEL,
-                        ptr.clone(),
-                        format!(
-                            "node `{}` ({}) hands off to `{t}`, which is owned by {}",
-                            n.id,
-                            name(from),
-                            name(to)
-                        ),
-                    )
-                    .fix("hand off only to a node of the same level; call the other subgraph instead"),
-                );
-            }
+        if let (Ok(from), Ok(to)) = (ctx.level_of_node(&n.id), ctx.level_of_node(t))
+            && from != to
+        {
+            let name =
+                |l: Option<&str>| l.map_or("the root level".into(), |g| format!("subgraph `{g}`"));
+            out.push(
+                Diagnostic::new(
+                    Code::HANDOFF_OTHER_LEVEL,
+                    ptr.clone(),
+                    format!(
+                        "node `{}` ({}) hands off to `{t}`, which is owned by {}",
+                        n.id,
+                        name(from),
+                        name(to)
+                    ),
+                )
+                .fix("hand off only to a node of the same level; call the other subgraph instead"),
+            );
         }
         if let (Some(up), Some(down)) = (&n.output_schema, &target.input_schema) {
             let mut problems = Vec::new();

@@ -49,9 +49,10 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             );
         }
         for (i, n) in g.exitpoints.iter().enumerate() {
-            if let Ok(level) = ctx.level_of_node(n) {
-                if level != Some(g.id.as_str()) {
-                    out.push(
+            if let Ok(level) = ctx.level_of_node(n)
+                && level != Some(g.id.as_str())
+            {
+                out.push(
                         Diagnostic::new(
                             Code::EXITPOINT_NOT_MEMBER,
                             join(["subgraphs", g.id.as_str(), "exitpoints", &i.to_string()]),
@@ -62,22 +63,21 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                         )
                         .fix("name a node owned by a member supervisor"),
                     );
-                }
             }
         }
     }
     let entry = ctx.graph.entry();
-    if ctx.kind_of(entry) == Some(ContractKind::Supervisor) {
-        if let Some(g) = ctx.level_of_supervisor(entry) {
-            out.push(
-                Diagnostic::new(
-                    Code::ENTRY_IN_SUBGRAPH,
-                    "/entry",
-                    format!("entry supervisor `{entry}` is a member of subgraph `{g}`"),
-                )
-                .fix("start the run at a root-level supervisor that calls the subgraph"),
-            );
-        }
+    if ctx.kind_of(entry) == Some(ContractKind::Supervisor)
+        && let Some(g) = ctx.level_of_supervisor(entry)
+    {
+        out.push(
+            Diagnostic::new(
+                Code::ENTRY_IN_SUBGRAPH,
+                "/entry",
+                format!("entry supervisor `{entry}` is a member of subgraph `{g}`"),
+            )
+            .fix("start the run at a root-level supervisor that calls the subgraph"),
+        );
     }
 }
 

@@ -29,10 +29,10 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             continue;
         };
         for (i, t) in s.allow.iter().enumerate() {
-            if let Some(&to) = pos.get(t.as_str()) {
-                if added.insert((*from, to)) {
-                    calls.add_edge(NodeIndex::new(*from), NodeIndex::new(to), (s.id.clone(), i));
-                }
+            if let Some(&to) = pos.get(t.as_str())
+                && added.insert((*from, to))
+            {
+                calls.add_edge(NodeIndex::new(*from), NodeIndex::new(to), (s.id.clone(), i));
             }
         }
     }

@@ -20,11 +20,11 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                 out.push(diag(ptr, format!("node `{}`", n.id)));
             }
         }
-        if let Some(NodeBehaviour::Set(map)) = &n.run {
-            if map.contains_key(SYSTEM_SLICE) {
-                let ptr = join(["nodes", n.id.as_str(), "run", "set", SYSTEM_SLICE]);
-                out.push(diag(ptr, format!("the `set` behaviour of node `{}`", n.id)));
-            }
+        if let Some(NodeBehaviour::Set(map)) = &n.run
+            && map.contains_key(SYSTEM_SLICE)
+        {
+            let ptr = join(["nodes", n.id.as_str(), "run", "set", SYSTEM_SLICE]);
+            out.push(diag(ptr, format!("the `set` behaviour of node `{}`", n.id)));
         }
     }
     for g in ctx.reg.subgraphs() {
