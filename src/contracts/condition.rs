@@ -128,20 +128,45 @@ impl Condition {
     }
 }
 
-/// The slice a state path starts with (`/request/topic` -> `request`), if any.
-pub(crate) fn first_segment(path: &str) -> Option<String> {
+/// The slice a state path starts with (`/request/topic` -> `request`, `/a~1b` -> `a/b`);
+/// `None` when the path is not a pointer or its first segment is empty. Borrows unless the
+/// segment needs unescaping.
+pub fn slice_of_path(path: &str) -> Option<Cow<'_, str>> {
     let rest = path.strip_prefix('/')?;
     let seg = rest.split('/').next().unwrap_or(rest);
-    Some(seg.replace("~1", "/").replace("~0", "~"))
+    if seg.is_empty() {
+        return None;
+    }
+    Some(if seg.contains('~') {
+        Cow::Owned(seg.replace("~1", "/").replace("~0", "~"))
+    } else {
+        Cow::Borrowed(seg)
+    })
 }
 
 impl Condition {
+    /// Calls `f` with every path the condition reads, in order, without allocating (the
+    /// hot-path form of [`Condition::paths`]).
+    pub fn visit_paths<'c>(&'c self, f: &mut impl FnMut(&'c str)) {
+        match self {
+            Condition::Const(_) => {}
+            Condition::Exists { path, .. }
+            | Condition::Equals { path, .. }
+            | Condition::In { path, .. } => f(path),
+            Condition::All(cs) | Condition::Any(cs) => {
+                for c in cs {
+                    c.visit_paths(f);
+                }
+            }
+            Condition::Not(c) => c.visit_paths(f),
+        }
+    }
+
     /// The slices this condition reads (first segment of each path).
     pub fn slices(&self) -> Vec<String> {
-        self.paths()
-            .into_iter()
-            .filter_map(|(p, _)| first_segment(p))
-            .collect()
+        let mut out = Vec::new();
+        self.visit_paths(&mut |p| out.extend(slice_of_path(p).map(Cow::into_owned)));
+        out
     }
 }
 
@@ -410,5 +435,12 @@ mod tests {
             ]
         );
         assert_eq!(c.slices(), vec!["a", "b"]);
+    }
+
+    #[test]
+    fn slice_of_path_unescapes() {
+        assert_eq!(slice_of_path("/a~1b/c").as_deref(), Some("a/b"));
+        assert_eq!(slice_of_path("//x"), None);
+        assert_eq!(slice_of_path(""), None);
     }
 }

@@ -19,7 +19,7 @@ mod supervisor;
 
 pub use behaviour::{ExecSpec, NodeBehaviour, SupervisorPolicy};
 pub use budgets::Budgets;
-pub use condition::{Condition, Trigger, json_equal};
+pub use condition::{Condition, Trigger, json_equal, slice_of_path};
 pub use decision::{RoutingDecision, StopGlobal, StopLocal, SupervisorOutput};
 pub use document::{DocumentFormat, WorkflowDocument};
 pub use node::NodeContract;

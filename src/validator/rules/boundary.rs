@@ -7,9 +7,8 @@
 use foldhash::{HashSet, HashSetExt};
 
 use crate::contracts::pointer::join;
-use crate::contracts::{SYSTEM_SLICE, Trigger};
+use crate::contracts::{SYSTEM_SLICE, Trigger, slice_of_path};
 use crate::graph::ContractKind;
-use crate::validator::rules::references::{slice_of_path, visit_paths};
 use crate::validator::{Code, Context, Diagnostic};
 
 /// True for a slice a boundary must list: declared (unknown ones are `PG0004`) and not
@@ -91,7 +90,7 @@ fn triggers(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             };
             let mut outside = false;
             for t in list {
-                visit_paths(&t.when, &mut |p| {
+                t.when.visit_paths(&mut |p| {
                     outside |= slice_of_path(p)
                         .is_some_and(|s| counts(ctx, &s) && !b.visible.contains(&*s));
                 });

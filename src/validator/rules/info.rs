@@ -5,7 +5,7 @@ use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::borrow::Cow;
 
 use crate::contracts::pointer::join;
-use crate::validator::rules::references::{slice_of_path, visit_paths};
+use crate::contracts::slice_of_path;
 use crate::validator::{Code, Context, Diagnostic};
 
 pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
@@ -21,13 +21,13 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         }
         read.extend(n.reads.iter().map(|s| Cow::Borrowed(s.as_str())));
         for t in &n.triggers {
-            visit_paths(&t.when, &mut |p| read.extend(slice_of_path(p)));
+            t.when.visit_paths(&mut |p| read.extend(slice_of_path(p)));
         }
     }
     for g in ctx.reg.subgraphs() {
         read.extend(g.reads.iter().map(|s| Cow::Borrowed(s.as_str())));
         for t in &g.triggers {
-            visit_paths(&t.when, &mut |p| read.extend(slice_of_path(p)));
+            t.when.visit_paths(&mut |p| read.extend(slice_of_path(p)));
         }
     }
     for name in ctx.graph.slices().keys() {

@@ -1,10 +1,8 @@
 //! Rule 1: unknown references. Ids the builder could not resolve (`PG0001`-`PG0003`)
 //! and slice names that are not declared (`PG0004`, `PG0005`).
 
-use std::borrow::Cow;
-
 use crate::contracts::pointer::join;
-use crate::contracts::{Condition, Trigger};
+use crate::contracts::{Trigger, slice_of_path};
 use crate::graph::BuildError;
 use crate::validator::{Code, Context, Diagnostic};
 
@@ -91,28 +89,12 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     }
 }
 
-/// Calls `f` on every state path a condition reads, without building pointers.
-pub(crate) fn visit_paths<'c>(c: &'c Condition, f: &mut impl FnMut(&'c str)) {
-    match c {
-        Condition::Const(_) => {}
-        Condition::Exists { path, .. }
-        | Condition::Equals { path, .. }
-        | Condition::In { path, .. } => f(path),
-        Condition::All(cs) | Condition::Any(cs) => {
-            for c in cs {
-                visit_paths(c, f);
-            }
-        }
-        Condition::Not(c) => visit_paths(c, f),
-    }
-}
-
 /// True when some trigger path is malformed or names an undeclared slice (the fast
 /// check before pointers are built).
 fn triggers_need_report(ctx: &Context<'_>, triggers: &[Trigger]) -> bool {
     let mut bad = false;
     for t in triggers {
-        visit_paths(&t.when, &mut |p| {
+        t.when.visit_paths(&mut |p| {
             bad |= slice_of_path(p).is_none_or(|s| !ctx.slice_known(&s));
         });
     }
@@ -154,21 +136,6 @@ fn triggers(
             }
         }
     }
-}
-
-/// The slice a state path starts with (`/request/topic` -> `request`); `None` when the
-/// path is not a pointer or its first segment is empty.
-pub(crate) fn slice_of_path(path: &str) -> Option<Cow<'_, str>> {
-    let rest = path.strip_prefix('/')?;
-    let seg = rest.split('/').next().unwrap_or(rest);
-    if seg.is_empty() {
-        return None;
-    }
-    Some(if seg.contains('~') {
-        Cow::Owned(seg.replace("~1", "/").replace("~0", "~"))
-    } else {
-        Cow::Borrowed(seg)
-    })
 }
 
 #[cfg(test)]
@@ -219,12 +186,5 @@ mod tests {
         let mut doc = base();
         doc["nodes"]["work"]["reads"] = serde_json::json!(["request", "system"]);
         assert!(run(check, doc).is_empty());
-    }
-
-    #[test]
-    fn slice_of_path_unescapes() {
-        assert_eq!(slice_of_path("/a~1b/c").as_deref(), Some("a/b"));
-        assert_eq!(slice_of_path("//x"), None);
-        assert_eq!(slice_of_path(""), None);
     }
 }
