@@ -4,18 +4,22 @@
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use pactgraph::GraphBuilder;
 use pactgraph::contracts::WorkflowDocument;
-use pactgraph::runtime::Executor;
-use serde_json::{Value, json};
+use pactgraph::runtime::{Executor, ExecutorBuilder, NodeInput};
+use serde_json::{Map, Value, json};
 
 /// `step()` calls measured per iteration.
 const CALLS: u32 = 1000;
 /// Budget high enough that the measured calls never hit a guard.
 const BUDGET: u32 = 1_000_000;
 
-fn executor(doc: Value) -> Executor {
+fn builder(doc: Value) -> ExecutorBuilder {
     let doc = WorkflowDocument::from_value(doc).expect("valid");
     let graph = GraphBuilder::from_document(doc).build().expect("resolves");
-    Executor::builder(graph).build().expect("builds")
+    Executor::builder(graph)
+}
+
+fn executor(doc: Value) -> Executor {
+    builder(doc).build().expect("builds")
 }
 
 /// A rule-based supervisor that dispatches a `set` worker on every step.
@@ -30,6 +34,33 @@ fn worker_loop() -> Executor {
             "triggers": [{"priority": 1, "when": {"path": "/request/go", "equals": true}}],
             "run": {"set": {"out": {"n": 1}}}}}
     }))
+}
+
+/// The same loop with a handler worker that reads its slice and writes a new value on
+/// every step (a read view, an async handler call and a changed state each step).
+fn handler_loop() -> Executor {
+    builder(json!({
+        "workflow": "loop",
+        "slices": {"request": {}, "out": {"schema": {"type": "object"}}},
+        "budgets": {"max_steps": BUDGET},
+        "entry": "boss",
+        "supervisors": {"boss": {"allow": ["work"]}},
+        "nodes": {"work": {"supervisor": "boss", "reads": ["out"], "writes": ["out"],
+            "triggers": [{"priority": 1, "when": {"path": "/request/go", "equals": true}}],
+            "run": {"handler": "count"}}}
+    }))
+    .node_handler("count", |input: NodeInput| async move {
+        let n = input
+            .view
+            .get("out")
+            .and_then(|o| o["n"].as_u64())
+            .unwrap_or(0);
+        let mut writes = Map::new();
+        writes.insert("out".into(), json!({"n": n + 1}));
+        Ok(writes)
+    })
+    .build()
+    .expect("builds")
 }
 
 /// A root supervisor calling a subgraph whose supervisor returns at once.
@@ -62,6 +93,7 @@ fn bench(c: &mut Criterion) {
     // schema, commit, result slice).
     for (name, ex) in [
         ("supervisor_worker_loop/1000_steps", worker_loop()),
+        ("supervisor_handler_loop/1000_steps", handler_loop()),
         ("subgraph_call_and_return/500_round_trips", call_return()),
     ] {
         c.bench_function(name, |b| {

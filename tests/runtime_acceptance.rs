@@ -2,6 +2,8 @@
 
 mod common;
 
+use std::sync::Arc;
+
 use common::{builder, graph, graph_file, path, run, user_state};
 use pactgraph::runtime::{RunStatus, TerminationReason as R, TraceKind as K};
 use serde_json::{Value, json};
@@ -60,7 +62,7 @@ fn c_trace_entries_carry_step_depth_supervisor_choice_and_reason() {
                 i.depth,
                 i.supervisor.as_deref().unwrap(),
                 i.target.as_deref().unwrap(),
-                i.reason.clone().unwrap(),
+                i.reason.as_deref().unwrap(),
             )
         })
         .collect();
@@ -91,7 +93,10 @@ fn c_trace_entries_carry_step_depth_supervisor_choice_and_reason() {
     assert_eq!(call.subgraph.as_deref(), Some("fashion"));
     assert_eq!(o.trace.items[0].subgraph, None);
     // The candidates considered are recorded, best first.
-    assert_eq!(o.trace.items[0].candidates, ["fashion", "reply"]);
+    assert_eq!(
+        &*o.trace.items[0].candidates,
+        [Arc::from("fashion"), Arc::from("reply")]
+    );
     // The last item ends the run with its reason.
     let last = o.trace.items.last().unwrap();
     assert_eq!(last.termination_reason, Some(R::StopGlobal));

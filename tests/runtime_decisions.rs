@@ -325,7 +325,7 @@ fn stop_global_from_depth_two_commits_open_frames_in_order() {
         .items
         .iter()
         .filter(|i| i.kind == K::Return && i.termination_reason == Some(R::StopGlobal))
-        .map(|i| i.source.clone().unwrap())
+        .map(|i| i.source.as_deref().unwrap())
         .collect();
     assert_eq!(returns, ["inner", "outer"]);
     assert_eq!(
@@ -443,7 +443,7 @@ fn an_allowlist_violation_goes_to_the_fallback_and_keeps_the_original_choice() {
         assert_eq!(o.state["c"], "safe", "{choice:?}");
         assert_eq!(o.trace.items[0].kind, K::Decision);
         let original = o.trace.items[0].target.clone().unwrap();
-        assert!(["forbidden", "n", "nowhere"].contains(&original.as_str()));
+        assert!(["forbidden", "n", "nowhere"].contains(&&*original));
         let fb = &o.trace.items[1];
         assert_eq!((fb.kind, fb.target.as_deref()), (K::Fallback, Some("safe")));
         assert_eq!(fb.termination_reason, Some(R::AllowlistViolation));
@@ -533,7 +533,10 @@ fn legacy_strings_work_alongside_typed_decisions() {
         .items
         .iter()
         .filter(|i| i.kind == K::Decision)
-        .map(|i| (i.target.clone().unwrap(), i.reason.clone()))
+        .map(|i| {
+            let target = i.target.as_deref().unwrap().to_string();
+            (target, i.reason.as_deref().map(str::to_string))
+        })
         .collect();
     assert_eq!(decisions[0], ("outer".into(), None));
     assert_eq!(
@@ -569,7 +572,7 @@ fn a_child_stopped_by_a_guard_has_its_writes_discarded() {
         "the outer frame's `y` is not merged"
     );
     assert_eq!(o.uncommitted.len(), 1);
-    assert_eq!(o.uncommitted[0].subgraph_id, "outer");
+    assert_eq!(&*o.uncommitted[0].subgraph_id, "outer");
     assert_eq!(o.uncommitted[0].state["y"], "outer");
 }
 

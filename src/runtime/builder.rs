@@ -6,11 +6,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use jsonschema::Validator;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::executor::Executor;
 use super::handlers::{NodeHandler, PolicyHandler, SharedNode, SharedPolicy};
+use super::rules::RuleTable;
 use crate::contracts::pointer::join;
 use crate::contracts::{
     ExecSpec, NodeBehaviour, NodeContract, SubgraphContract, SupervisorContract, SupervisorPolicy,
@@ -91,8 +92,8 @@ pub(crate) type Schema = Arc<Validator>;
 pub(crate) enum NodeRun {
     /// No behaviour: writes nothing.
     Nothing,
-    /// Constant writes.
-    Set(Map<String, Value>),
+    /// Constant writes (an object of slices).
+    Set(Value),
     /// A registered handler.
     Handler(SharedNode),
     /// A program.
@@ -101,6 +102,8 @@ pub(crate) enum NodeRun {
 
 /// A node, ready to run.
 pub(crate) struct NodePlan {
+    /// The id, shared by every trace item that names the node.
+    pub(crate) id: Arc<str>,
     pub(crate) contract: NodeContract,
     pub(crate) run: NodeRun,
     pub(crate) input_schema: Option<Schema>,
@@ -109,8 +112,8 @@ pub(crate) struct NodePlan {
 
 /// How a supervisor decides, resolved.
 pub(crate) enum PolicyRun {
-    /// Triggers and priorities.
-    Rules,
+    /// Triggers and priorities, compiled.
+    Rules(RuleTable),
     /// A registered handler.
     Handler(SharedPolicy),
     /// A program.
@@ -119,12 +122,18 @@ pub(crate) enum PolicyRun {
 
 /// A supervisor, ready to decide.
 pub(crate) struct SupervisorPlan {
+    /// The id, shared by every trace item that names the supervisor.
+    pub(crate) id: Arc<str>,
     pub(crate) contract: Arc<SupervisorContract>,
     pub(crate) policy: PolicyRun,
 }
 
 /// A subgraph, ready to call.
 pub(crate) struct SubgraphPlan {
+    /// The id, shared by every trace item and frame that names the subgraph.
+    pub(crate) id: Arc<str>,
+    /// The entrypoint supervisor's id.
+    pub(crate) entrypoint: Arc<str>,
     pub(crate) contract: SubgraphContract,
     pub(crate) input_schema: Option<Schema>,
     pub(crate) output_schema: Option<Schema>,
@@ -219,9 +228,9 @@ impl ExecutorBuilder {
             let at = |field: &str| join(["nodes", n.id.as_str(), field]);
             let run = match &n.run {
                 None => NodeRun::Nothing,
-                Some(NodeBehaviour::Set(m)) => {
-                    NodeRun::Set(m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-                }
+                Some(NodeBehaviour::Set(m)) => NodeRun::Set(Value::Object(
+                    m.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                )),
                 Some(NodeBehaviour::Exec(spec)) => NodeRun::Exec(spec.clone()),
                 Some(NodeBehaviour::Handler(name)) => match self.nodes.get(name) {
                     Some(h) => NodeRun::Handler(h.clone()),
@@ -238,6 +247,7 @@ impl ExecutorBuilder {
             nodes.insert(
                 n.id.clone(),
                 NodePlan {
+                    id: Arc::from(n.id.as_str()),
                     contract: n.clone(),
                     run,
                     input_schema: compile(n.input_schema.as_ref(), || at("input_schema"))?,
@@ -248,7 +258,7 @@ impl ExecutorBuilder {
         let mut supervisors = IdMap::default();
         for s in reg.supervisors() {
             let policy = match &s.policy {
-                None => PolicyRun::Rules,
+                None => PolicyRun::Rules(RuleTable::new(s, reg)),
                 Some(SupervisorPolicy::Exec(spec)) => PolicyRun::Exec(spec.clone()),
                 Some(SupervisorPolicy::Handler(name)) => match self.policies.get(name) {
                     Some(h) => PolicyRun::Handler(h.clone()),
@@ -265,6 +275,7 @@ impl ExecutorBuilder {
             supervisors.insert(
                 s.id.clone(),
                 SupervisorPlan {
+                    id: Arc::from(s.id.as_str()),
                     contract: Arc::new(s.clone()),
                     policy,
                 },
@@ -276,6 +287,8 @@ impl ExecutorBuilder {
             subgraphs.insert(
                 g.id.clone(),
                 SubgraphPlan {
+                    id: Arc::from(g.id.as_str()),
+                    entrypoint: Arc::from(g.entrypoint.as_str()),
                     contract: g.clone(),
                     input_schema: compile(g.input_schema.as_ref(), || at("input_schema"))?,
                     output_schema: compile(g.output_schema.as_ref(), || at("output_schema"))?,

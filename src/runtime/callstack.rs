@@ -1,5 +1,7 @@
 //! The call stack: one frame per open subgraph call, each owning its child state.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -7,13 +9,13 @@ use serde_json::{Map, Value};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Frame {
     /// The subgraph called.
-    pub subgraph_id: String,
+    pub subgraph_id: Arc<str>,
     /// Its depth (1 for a subgraph the root calls).
     pub depth: u32,
     /// Steps taken when it was entered (the call counts as that step).
     pub entry_step: u32,
     /// The supervisor that called it (decides again on return).
-    pub caller: String,
+    pub caller: Arc<str>,
     /// Frame-local data: `input` holds the validated input (the boundary's `reads`
     /// slices as an object).
     pub locals: Map<String, Value>,
@@ -26,7 +28,7 @@ pub struct Frame {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UncommittedFrame {
     /// The subgraph.
-    pub subgraph_id: String,
+    pub subgraph_id: Arc<str>,
     /// Its depth.
     pub depth: u32,
     /// Steps taken when it was entered.

@@ -14,7 +14,6 @@ use super::callstack::put;
 use super::decisions::{Action, choice_label, resolve};
 use super::guarded::{Fault, call_guarded, exec_program};
 use super::handlers::{PolicyInput, RunContext};
-use super::rules::decide_by_rules;
 use super::run_state::{Pending, RunOutcome, RunState};
 use super::status::{RunStatus, TerminationReason};
 use super::trace::{DecisionTrace, TraceItem, TraceKind};
@@ -182,7 +181,10 @@ impl Executor {
             visits: Default::default(),
             entries: Default::default(),
             pending: Pending::Decide {
-                supervisor: graph.entry().to_string(),
+                supervisor: match self.plan.supervisors.get(graph.entry()) {
+                    Some(sp) => Arc::clone(&sp.id),
+                    None => Arc::from(graph.entry()),
+                },
             },
             trace: DecisionTrace {
                 items: Vec::with_capacity(
@@ -245,7 +247,7 @@ impl Executor {
             _ => None,
         };
         let mut item = self.item(&run, TraceKind::Resume, supervisor);
-        item.reason = Some(answer);
+        item.reason = Some(answer.into());
         run.trace.push(item);
         Ok(run)
     }
@@ -307,7 +309,7 @@ impl Executor {
             Pending::Decide { supervisor } => self.decide(run, supervisor).await,
             Pending::Handoff { node, dispatcher } => {
                 let from = run.trace.items.last().and_then(|i| i.target.clone());
-                self.run_node(run, node, dispatcher, TraceKind::Handoff, from)
+                self.run_node(run, &node, dispatcher, TraceKind::Handoff, from)
                     .await;
             }
             Pending::Nothing => self.finish(
@@ -320,7 +322,7 @@ impl Executor {
         }
     }
 
-    fn pending_supervisor(&self, run: &RunState) -> Option<String> {
+    fn pending_supervisor(&self, run: &RunState) -> Option<Arc<str>> {
         match &run.pending {
             Pending::Decide { supervisor } => Some(supervisor.clone()),
             Pending::Handoff { dispatcher, .. } => Some(dispatcher.clone()),
@@ -341,11 +343,11 @@ impl Executor {
         &self,
         run: &RunState,
         kind: TraceKind,
-        supervisor: Option<String>,
+        supervisor: Option<Arc<str>>,
     ) -> TraceItem {
         let mut item = TraceItem::new(kind, run.steps, run.depth());
         item.supervisor = supervisor;
-        item.subgraph = run.current_subgraph().map(str::to_string);
+        item.subgraph = run.stack.last().map(|f| Arc::clone(&f.subgraph_id));
         item.at_ms = run.clock.at_ms;
         item
     }
@@ -390,7 +392,7 @@ impl Executor {
     ) -> Result<SupervisorOutput, Fault> {
         let plan = &*self.plan;
         match &sp.policy {
-            PolicyRun::Rules => Err(Fault::Failed(
+            PolicyRun::Rules(_) => Err(Fault::Failed(
                 "rule-based supervisors have no policy".into(),
             )),
             PolicyRun::Handler(h) => {
@@ -403,7 +405,11 @@ impl Executor {
                         step: run.steps,
                         depth: run.depth(),
                         subgraph: run.current_subgraph().map(str::to_string),
-                        call_stack: run.stack.iter().map(|f| f.subgraph_id.clone()).collect(),
+                        call_stack: run
+                            .stack
+                            .iter()
+                            .map(|f| f.subgraph_id.to_string())
+                            .collect(),
                     },
                 };
                 let limit = self.call_limit(run, None);
@@ -424,72 +430,84 @@ impl Executor {
         }
     }
 
-    async fn decide(&self, run: &mut RunState, sup_id: String) {
+    async fn decide(&self, run: &mut RunState, sup_id: Arc<str>) {
         let plan = &*self.plan;
-        let Some(sp) = plan.supervisors.get(&sup_id) else {
+        let Some(sp) = plan.supervisors.get(&*sup_id) else {
             let msg = format!("unknown supervisor `{sup_id}`");
             self.fail(run, TerminationReason::NodeFailed, msg, None);
             return;
         };
-        let t0 = match sp.policy {
-            PolicyRun::Rules => None,
-            _ => self.timer(),
-        };
-        let mut checked = false;
-        let (output, candidates, rule_reason) = match &sp.policy {
-            PolicyRun::Rules => {
-                let o = decide_by_rules(&sp.contract, plan.graph.registry(), run.level_state());
-                // A winning trigger names an `allow` entry of the right kind already.
-                checked = o.matched;
-                (
-                    SupervisorOutput::Decision(o.decision),
-                    o.candidates,
-                    Some(o.reason),
-                )
-            }
-            PolicyRun::Handler(_) | PolicyRun::Exec(_) => {
-                // Boxed so the common rule-based step keeps a small future.
-                match Box::pin(self.ask_policy(run, &sup_id, sp)).await {
-                    Ok(o) => (o, Vec::new(), None),
-                    Err(f) => return self.fault(run, &sup_id, "the policy of supervisor", f),
+        let action = match &sp.policy {
+            PolicyRun::Rules(table) => {
+                let verdict = table.decide(run.level_state());
+                let mut item = self.item(run, TraceKind::Decision, Some(Arc::clone(&sp.id)));
+                item.reason = Some(verdict.reason);
+                item.candidates = verdict.candidates;
+                match verdict.winner {
+                    // A winning trigger names an `allow` entry of the right kind already.
+                    Some(e) => {
+                        item.target = Some(Arc::clone(&e.id));
+                        run.trace.push(item);
+                        if e.is_subgraph {
+                            return self.call(run, &e.id, Arc::clone(&sp.id));
+                        }
+                        let from = Some(Arc::clone(&sp.id));
+                        return self
+                            .run_node(run, &e.id, Arc::clone(&sp.id), TraceKind::Dispatch, from)
+                            .await;
+                    }
+                    None => {
+                        item.target = Some(Arc::clone(&table.default_label));
+                        run.trace.push(item);
+                        let default = table
+                            .default
+                            .clone()
+                            .unwrap_or_else(RoutingDecision::stop_local);
+                        resolve(
+                            SupervisorOutput::Decision(default),
+                            &sp.contract,
+                            plan.graph.registry(),
+                        )
+                    }
                 }
             }
-        };
-        let mut item = self.item(run, TraceKind::Decision, Some(sup_id.clone()));
-        item.target = Some(choice_label(&output));
-        item.reason = rule_reason.or_else(|| decision_reason(&output));
-        item.candidates = candidates;
-        item.duration_us = Self::elapsed(t0);
-        run.trace.push(item);
-
-        let action = match output {
-            SupervisorOutput::Decision(RoutingDecision::Node(id)) if checked => Action::Node(id),
-            SupervisorOutput::Decision(RoutingDecision::Subgraph(id)) if checked => {
-                Action::Subgraph(id)
+            PolicyRun::Handler(_) | PolicyRun::Exec(_) => {
+                let t0 = self.timer();
+                // Boxed so the common rule-based step keeps a small future.
+                let output = match Box::pin(self.ask_policy(run, &sup_id, sp)).await {
+                    Ok(o) => o,
+                    Err(f) => return self.fault(run, &sup_id, "the policy of supervisor", f),
+                };
+                let mut item = self.item(run, TraceKind::Decision, Some(Arc::clone(&sp.id)));
+                item.target = Some(choice_label(&output).into());
+                item.reason = decision_reason(&output).map(Into::into);
+                item.duration_us = Self::elapsed(t0);
+                run.trace.push(item);
+                resolve(output, &sp.contract, plan.graph.registry())
             }
-            other => resolve(other, &sp.contract, plan.graph.registry()),
         };
+        let sup_id = Arc::clone(&sp.id);
         match action {
             Action::Node(id) => {
-                let from = Some(sup_id.clone());
-                self.run_node(run, id, sup_id, TraceKind::Dispatch, from)
+                let from = Some(Arc::clone(&sup_id));
+                self.run_node(run, &id, sup_id, TraceKind::Dispatch, from)
                     .await;
             }
-            Action::Subgraph(id) => self.call(run, id, sup_id),
+            Action::Subgraph(id) => self.call(run, &id, sup_id),
             Action::StopLocal(s) => self.end_level(run, sup_id, s, TerminationReason::StopLocal),
             Action::StopGlobal(s) => self.stop_global(run, sup_id, s),
             Action::Ask(q) => self.pause(run, sup_id, q),
             Action::Fallback { violation, reason } => {
-                let fallback = sp.contract.fallback.clone();
-                let mut item = self.item(run, TraceKind::Fallback, Some(sup_id.clone()));
-                item.target = Some(fallback.clone().unwrap_or_else(|| "stop_local".into()));
-                item.reason = Some(reason.clone());
+                let fallback = sp.contract.fallback.as_deref();
+                let mut item = self.item(run, TraceKind::Fallback, Some(Arc::clone(&sup_id)));
+                item.target = Some(fallback.unwrap_or("stop_local").into());
+                item.reason = Some(reason.as_str().into());
                 item.termination_reason =
                     violation.then_some(TerminationReason::AllowlistViolation);
                 run.trace.push(item);
                 match fallback {
                     Some(node) => {
-                        let from = Some(sup_id.clone());
+                        let from = Some(Arc::clone(&sup_id));
                         self.run_node(run, node, sup_id, TraceKind::Dispatch, from)
                             .await;
                     }

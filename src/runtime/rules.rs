@@ -1,6 +1,8 @@
 //! The built-in rule-based supervisor: triggers, priorities, declaration-order ties and
 //! `default`.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use crate::contracts::{RoutingDecision, SupervisorContract, Trigger};
@@ -20,6 +22,38 @@ pub struct RuleOutcome {
     pub matched: bool,
 }
 
+/// The reason recorded when the trigger `trigger` of `id` wins.
+fn rule_reason(id: &str, trigger: usize, priority: i64) -> String {
+    format!("rule: `{id}` trigger #{trigger} (priority {priority}) matched")
+}
+
+/// The reason recorded when no trigger matched.
+fn default_reason(default: Option<&RoutingDecision>) -> &'static str {
+    match default {
+        Some(_) => "no trigger matched: default",
+        None => "no trigger matched: stop_local (no default)",
+    }
+}
+
+/// The best matching trigger of one `allow` entry: (priority, trigger index). The highest
+/// priority wins; ties go to the earlier trigger.
+fn best_trigger(triggers: &[Trigger], state: &Value) -> Option<(i64, usize)> {
+    triggers
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.when.eval(state))
+        .fold(None, |best, (ti, t)| match best {
+            Some((p, _)) if p >= t.priority => best,
+            _ => Some((t.priority, ti)),
+        })
+}
+
+/// Orders matches `(priority, allow index, trigger index)` best first. The sort is stable,
+/// so `allow` order breaks ties.
+fn rank(matched: &mut [(i64, usize, usize)]) {
+    matched.sort_by_key(|m| std::cmp::Reverse(m.0));
+}
+
 /// Decides for a rule-based supervisor: among `allow` entries whose triggers match the
 /// state, the highest priority wins; ties go to the earlier entry; no match means the
 /// supervisor's `default` (absent: `stop_local`).
@@ -30,36 +64,28 @@ pub fn decide_by_rules(
     registry: &Registry,
     state: &Value,
 ) -> RuleOutcome {
-    // (priority, allow index, trigger index, is a subgraph)
-    let mut matched: Vec<(i64, usize, usize, bool)> = Vec::with_capacity(contract.allow.len());
+    let mut kinds = Vec::with_capacity(contract.allow.len());
+    let mut matched = Vec::new();
     for (i, id) in contract.allow.iter().enumerate() {
         let (triggers, is_subgraph): (&[Trigger], bool) = match registry.resolve(id) {
             Some(Resolved::Node(n)) => (&n.triggers, false),
             Some(Resolved::Subgraph(s)) => (&s.triggers, true),
-            _ => continue,
+            _ => (&[], false),
         };
-        let best = triggers
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.when.eval(state))
-            .fold(None::<(i64, usize)>, |best, (ti, t)| match best {
-                Some((p, _)) if p >= t.priority => best,
-                _ => Some((t.priority, ti)),
-            });
-        if let Some((p, ti)) = best {
-            matched.push((p, i, ti, is_subgraph));
+        kinds.push(is_subgraph);
+        if let Some((p, ti)) = best_trigger(triggers, state) {
+            matched.push((p, i, ti));
         }
     }
-    // Stable sort keeps `allow` order among equal priorities.
-    matched.sort_by_key(|m| std::cmp::Reverse(m.0));
-    let candidates: Vec<String> = matched
+    rank(&mut matched);
+    let candidates = matched
         .iter()
         .map(|m| contract.allow[m.1].clone())
         .collect();
     match matched.first() {
-        Some(&(priority, i, ti, is_subgraph)) => {
+        Some(&(priority, i, ti)) => {
             let id = &contract.allow[i];
-            let decision = if is_subgraph {
+            let decision = if kinds[i] {
                 RoutingDecision::Subgraph(id.clone())
             } else {
                 RoutingDecision::Node(id.clone())
@@ -67,25 +93,141 @@ pub fn decide_by_rules(
             RuleOutcome {
                 decision,
                 candidates,
-                reason: format!("rule: `{id}` trigger #{ti} (priority {priority}) matched"),
+                reason: rule_reason(id, ti, priority),
                 matched: true,
             }
         }
-        None => {
-            let decision = contract
+        None => RuleOutcome {
+            decision: contract
                 .default
                 .clone()
-                .unwrap_or_else(RoutingDecision::stop_local);
-            let reason = match &contract.default {
-                Some(_) => "no trigger matched: default".to_string(),
-                None => "no trigger matched: stop_local (no default)".to_string(),
-            };
-            RuleOutcome {
-                decision,
-                candidates,
-                reason,
-                matched: false,
+                .unwrap_or_else(RoutingDecision::stop_local),
+            candidates,
+            reason: default_reason(contract.default.as_ref()).to_string(),
+            matched: false,
+        },
+    }
+}
+
+/// One `allow` entry of a rule table.
+#[derive(Debug)]
+pub(crate) struct RuleEntry {
+    /// The node or subgraph id.
+    pub(crate) id: Arc<str>,
+    /// True for a subgraph.
+    pub(crate) is_subgraph: bool,
+    triggers: Vec<Trigger>,
+    /// The reason recorded when trigger `k` wins, built once.
+    reasons: Vec<Arc<str>>,
+    /// The candidate list when this entry is the only match.
+    alone: Arc<[Arc<str>]>,
+}
+
+/// A rule-based supervisor compiled for the executor: the same decisions as
+/// [`decide_by_rules`], with the ids, reasons and one-candidate lists built once so a
+/// decision allocates nothing when at most one entry matches.
+#[derive(Debug)]
+pub(crate) struct RuleTable {
+    entries: Vec<RuleEntry>,
+    /// The `default` decision (`None`: `stop_local`).
+    pub(crate) default: Option<RoutingDecision>,
+    /// The trace target of the default (the decision kind or its id).
+    pub(crate) default_label: Arc<str>,
+    default_reason: Arc<str>,
+}
+
+/// What a rule table decided: the winning entry (`None`: the default), the candidates
+/// best first, and the reason.
+#[derive(Debug)]
+pub(crate) struct RuleVerdict<'a> {
+    pub(crate) winner: Option<&'a RuleEntry>,
+    pub(crate) candidates: Arc<[Arc<str>]>,
+    pub(crate) reason: Arc<str>,
+}
+
+impl RuleTable {
+    /// Compiles `contract`'s allowlist against the registry (entries naming neither a
+    /// node nor a subgraph never match, as in [`decide_by_rules`]).
+    pub(crate) fn new(contract: &SupervisorContract, registry: &Registry) -> Self {
+        let entries = contract
+            .allow
+            .iter()
+            .filter_map(|id| {
+                let (triggers, is_subgraph) = match registry.resolve(id) {
+                    Some(Resolved::Node(n)) => (&n.triggers, false),
+                    Some(Resolved::Subgraph(s)) => (&s.triggers, true),
+                    _ => return None,
+                };
+                let id: Arc<str> = Arc::from(id.as_str());
+                Some(RuleEntry {
+                    reasons: triggers
+                        .iter()
+                        .enumerate()
+                        .map(|(k, t)| Arc::from(rule_reason(&id, k, t.priority)))
+                        .collect(),
+                    alone: Arc::from([Arc::clone(&id)]),
+                    triggers: triggers.clone(),
+                    is_subgraph,
+                    id,
+                })
+            })
+            .collect();
+        let default_label = match &contract.default {
+            Some(d) => d.target().unwrap_or(d.kind()).into(),
+            None => RoutingDecision::stop_local().kind().into(),
+        };
+        Self {
+            entries,
+            default: contract.default.clone(),
+            default_label,
+            default_reason: default_reason(contract.default.as_ref()).into(),
+        }
+    }
+
+    /// Decides on `state`.
+    ///
+    /// Complexity: O(allow x triggers x condition size); allocates only when two or more
+    /// entries match (for the candidate list).
+    pub(crate) fn decide(&self, state: &Value) -> RuleVerdict<'_> {
+        // One pass finds the winner and counts the matches; only a decision with several
+        // matches evaluates again to list them.
+        let mut best: Option<(i64, usize, usize)> = None;
+        let mut count = 0usize;
+        for (i, e) in self.entries.iter().enumerate() {
+            if let Some((p, ti)) = best_trigger(&e.triggers, state) {
+                count += 1;
+                if best.is_none_or(|b| p > b.0) {
+                    best = Some((p, i, ti));
+                }
             }
+        }
+        let Some((_, i, ti)) = best else {
+            return RuleVerdict {
+                winner: None,
+                candidates: Arc::default(),
+                reason: Arc::clone(&self.default_reason),
+            };
+        };
+        let winner = &self.entries[i];
+        let candidates = if count == 1 {
+            Arc::clone(&winner.alone)
+        } else {
+            let mut matched: Vec<(i64, usize, usize)> = self
+                .entries
+                .iter()
+                .enumerate()
+                .filter_map(|(i, e)| best_trigger(&e.triggers, state).map(|(p, ti)| (p, i, ti)))
+                .collect();
+            rank(&mut matched);
+            matched
+                .iter()
+                .map(|m| Arc::clone(&self.entries[m.1].id))
+                .collect()
+        };
+        RuleVerdict {
+            winner: Some(winner),
+            candidates,
+            reason: Arc::clone(&winner.reasons[ti]),
         }
     }
 }
@@ -133,6 +275,60 @@ mod tests {
         let out = decide_by_rules(&s, &r, &json!({"y": 1}));
         assert_eq!(out.decision, RoutingDecision::subgraph("g"));
         assert_eq!(out.candidates, ["g", "b", "a"]);
+    }
+
+    #[test]
+    fn the_compiled_table_decides_like_decide_by_rules() {
+        let r = registry();
+        let sups = [
+            SupervisorContract::new("s").allow(["quiet", "b", "a", "g"]),
+            SupervisorContract::new("s").allow(["a", "b"]),
+            SupervisorContract::new("s").allow(["quiet", "g", "ghost"]),
+            SupervisorContract::new("s")
+                .allow(["g"])
+                .default_decision(RoutingDecision::stop_global("idle")),
+            SupervisorContract::new("s")
+                .allow(["g"])
+                .default_decision(RoutingDecision::node("a")),
+        ];
+        let states = [
+            json!({}),
+            json!({"x": 1}),
+            json!({"y": 1}),
+            json!({"x": 1, "y": 2}),
+        ];
+        for s in &sups {
+            let table = RuleTable::new(s, &r);
+            for state in &states {
+                let want = decide_by_rules(s, &r, state);
+                let got = table.decide(state);
+                let ctx = format!("{:?} on {state}", s.allow);
+                assert_eq!(&*got.reason, want.reason, "{ctx}");
+                let got_candidates: Vec<&str> = got.candidates.iter().map(|c| &**c).collect();
+                assert_eq!(got_candidates, want.candidates, "{ctx}");
+                match got.winner {
+                    Some(e) => {
+                        assert!(want.matched, "{ctx}");
+                        let d = if e.is_subgraph {
+                            RoutingDecision::subgraph(&*e.id)
+                        } else {
+                            RoutingDecision::node(&*e.id)
+                        };
+                        assert_eq!(d, want.decision, "{ctx}");
+                    }
+                    None => {
+                        assert!(!want.matched, "{ctx}");
+                        let d = table
+                            .default
+                            .clone()
+                            .unwrap_or_else(RoutingDecision::stop_local);
+                        assert_eq!(d, want.decision, "{ctx}");
+                        let label = d.target().unwrap_or(d.kind());
+                        assert_eq!(&*table.default_label, label, "{ctx}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

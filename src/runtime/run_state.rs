@@ -1,5 +1,7 @@
 //! The run as plain data: everything a run needs to continue, and its outcome.
 
+use std::sync::Arc;
+
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -15,14 +17,14 @@ pub enum Pending {
     /// The supervisor decides (at the current level).
     Decide {
         /// The deciding supervisor.
-        supervisor: String,
+        supervisor: Arc<str>,
     },
     /// A node runs next without a decision (a handoff).
     Handoff {
         /// The node to run.
-        node: String,
+        node: Arc<str>,
         /// The supervisor control returns to afterwards.
-        dispatcher: String,
+        dispatcher: Arc<str>,
     },
     /// Nothing: the run has ended.
     Nothing,
@@ -103,7 +105,7 @@ impl RunState {
 
     /// The subgraph of the current level (`None` at the root).
     pub fn current_subgraph(&self) -> Option<&str> {
-        self.stack.last().map(|f| f.subgraph_id.as_str())
+        self.stack.last().map(|f| &*f.subgraph_id)
     }
 
     /// True while more steps can be taken.

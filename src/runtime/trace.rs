@@ -1,5 +1,7 @@
 //! The decision trace: one item per decision and per transition of a run.
 
+use std::sync::Arc;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -32,7 +34,9 @@ pub enum TraceKind {
     End,
 }
 
-/// One entry of the trace.
+/// One entry of the trace. Ids are shared strings: every item naming the same node,
+/// supervisor or subgraph points at one allocation, and a rule's reason is built once per
+/// executor, so recording an item allocates nothing in the common case.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TraceItem {
     /// Steps taken when the item was recorded.
@@ -40,23 +44,23 @@ pub struct TraceItem {
     /// Call depth (0 at the root).
     pub depth: u32,
     /// The supervisor deciding, or in whose level the transition happened.
-    pub supervisor: Option<String>,
+    pub supervisor: Option<Arc<str>>,
     /// The subgraph of the current level (`None` at the root).
-    pub subgraph: Option<String>,
+    pub subgraph: Option<Arc<str>>,
     /// What happened.
     pub kind: TraceKind,
     /// The vertex the transition leaves (see [`TraceKind`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
+    pub source: Option<Arc<str>>,
     /// The node, subgraph or decision kind chosen.
-    pub target: Option<String>,
+    pub target: Option<Arc<str>>,
     /// Why: the winning rule, the original choice of a fallback, an error message.
-    pub reason: Option<String>,
+    pub reason: Option<Arc<str>>,
     /// Set on items that end a level or the run.
     pub termination_reason: Option<TerminationReason>,
     /// Rule-based supervisors: the candidates whose triggers matched, best first.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub candidates: Vec<String>,
+    #[serde(default, skip_serializing_if = "no_candidates")]
+    pub candidates: Arc<[Arc<str>]>,
     /// Milliseconds since the Unix epoch when recorded (0 when timing is stripped).
     #[serde(default)]
     pub at_ms: u64,
@@ -78,11 +82,15 @@ impl TraceItem {
             target: None,
             reason: None,
             termination_reason: None,
-            candidates: Vec::new(),
+            candidates: Arc::default(),
             at_ms: 0,
             duration_us: 0,
         }
     }
+}
+
+fn no_candidates(c: &Arc<[Arc<str>]>) -> bool {
+    c.is_empty()
 }
 
 /// The ordered list of trace items of one run.
@@ -145,12 +153,12 @@ impl DecisionTrace {
                         .ok()
                         .and_then(|v| v.as_str().map(str::to_string))
                         .unwrap_or_default(),
-                    i.supervisor.clone().unwrap_or_else(|| "-".into()),
-                    i.subgraph.clone().unwrap_or_else(|| "-".into()),
-                    i.target.clone().unwrap_or_else(|| "-".into()),
+                    i.supervisor.as_deref().unwrap_or("-").to_string(),
+                    i.subgraph.as_deref().unwrap_or("-").to_string(),
+                    i.target.as_deref().unwrap_or("-").to_string(),
                     i.termination_reason
                         .map_or_else(|| "-".into(), |r| r.as_str().to_string()),
-                    i.reason.clone().unwrap_or_default(),
+                    i.reason.as_deref().unwrap_or_default().to_string(),
                 ]
             })
             .collect();

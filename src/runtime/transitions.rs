@@ -1,6 +1,9 @@
 //! What decisions lead to: running a node, entering and leaving subgraphs, pausing and
 //! ending the run.
 
+use std::borrow::Cow;
+use std::sync::Arc;
+
 use serde_json::{Map, Value, json};
 
 use super::budgets::{GuardStop, check_call, check_node};
@@ -20,26 +23,26 @@ impl Executor {
     pub(super) async fn run_node(
         &self,
         run: &mut RunState,
-        id: String,
-        dispatcher: String,
+        id: &str,
+        dispatcher: Arc<str>,
         kind: TraceKind,
-        source: Option<String>,
+        source: Option<Arc<str>>,
     ) {
         let plan = &*self.plan;
         let budgets = plan.graph.budgets();
-        let Some(np) = plan.nodes.get(&id) else {
+        let Some(np) = plan.nodes.get(id) else {
             let msg = format!("unknown node `{id}`");
             return self.fail(run, TerminationReason::NodeFailed, msg, Some(dispatcher));
         };
         let contract = &np.contract;
-        if let Err(g) = check_node(run, budgets, &id, contract.max_visits) {
+        if let Err(g) = check_node(run, budgets, id, contract.max_visits) {
             return self.guard_stop(run, g, Some(dispatcher));
         }
         run.steps += 1;
-        match run.visits.get_mut(&id) {
+        match run.visits.get_mut(id) {
             Some(n) => *n += 1,
             None => {
-                run.visits.insert(id.clone(), 1);
+                run.visits.insert(id.to_string(), 1);
             }
         }
         let t0 = match np.run {
@@ -57,93 +60,57 @@ impl Executor {
                 return self.fail(run, TerminationReason::NodeFailed, msg, Some(dispatcher));
             }
         }
-        let result = match &np.run {
-            NodeRun::Nothing => Ok(Map::new()),
-            NodeRun::Set(m) => Ok(m.clone()),
+        // Constant writes are checked and applied by reference; computed ones are moved.
+        let writes: Cow<'_, Value> = match &np.run {
+            NodeRun::Nothing => Cow::Owned(Value::Object(Map::new())),
+            NodeRun::Set(m) => Cow::Borrowed(m),
             // Boxed so the common `set` step keeps a small future.
             NodeRun::Handler(_) | NodeRun::Exec(_) => {
-                Box::pin(self.call_node(run, &id, np, view.unwrap_or_default())).await
-            }
-        };
-        let writes = match result {
-            Ok(w) => w,
-            Err(f) => return self.fault(run, &id, "node", f),
-        };
-        // Boundaries: the node's `writes`, within the current subgraph's `writes`.
-        let boundary = run
-            .stack
-            .last()
-            .and_then(|f| plan.subgraphs.get(&f.subgraph_id))
-            .map(|s| &s.contract.writes);
-        for slice in writes.keys() {
-            let inside = slice != SYSTEM_SLICE
-                && contract.writes.iter().any(|w| w == slice)
-                && boundary.is_none_or(|b| b.iter().any(|w| w == slice));
-            if !inside {
-                let mut msg = format!(
-                    "node `{id}` wrote slice `{slice}` outside its writes [{}]",
-                    contract.writes.join(", ")
-                );
-                if let (Some(b), Some(g)) = (boundary, run.current_subgraph()) {
-                    msg.push_str(&format!(
-                        " or the boundary of subgraph `{g}` [{}]",
-                        b.join(", ")
-                    ));
+                match Box::pin(self.call_node(run, id, np, view.unwrap_or_default())).await {
+                    Ok(w) => Cow::Owned(Value::Object(w)),
+                    Err(f) => return self.fault(run, id, "node", f),
                 }
-                return self.fail(
-                    run,
-                    TerminationReason::WriteBoundaryViolation,
-                    msg,
-                    Some(dispatcher),
-                );
             }
-        }
-        let writes = if let Some(schema) = &np.output_schema {
-            let out = Value::Object(writes);
-            if let Err(msg) = check(schema, &out) {
-                let msg =
-                    format!("the output of node `{id}` does not match its output_schema: {msg}");
-                return self.fail(run, TerminationReason::NodeFailed, msg, Some(dispatcher));
-            }
-            match out {
-                Value::Object(m) => m,
-                _ => Map::new(),
-            }
-        } else {
-            writes
         };
-        for (slice, value) in &writes {
-            if let Some(schema) = plan.slice_schemas.get(slice)
-                && let Err(msg) = check(schema, value)
-            {
-                let msg = format!(
-                    "node `{id}` wrote slice `{slice}` that does not match its schema: {msg}"
-                );
-                return self.fail(run, TerminationReason::NodeFailed, msg, Some(dispatcher));
-            }
+        if let Err((reason, msg)) = self.check_writes(run, np, &writes) {
+            return self.fail(run, reason, msg, Some(dispatcher));
         }
         // All checks passed: apply the writes in one go.
         if let Value::Object(level) = run.level_state_mut() {
-            for (slice, value) in writes {
-                level.insert(slice, value);
+            match writes {
+                Cow::Owned(Value::Object(w)) => {
+                    for (slice, value) in w {
+                        level.insert(slice, value);
+                    }
+                }
+                Cow::Borrowed(Value::Object(w)) => {
+                    for (slice, value) in w {
+                        // A constant already in place is not copied again.
+                        if level.get(slice) != Some(value) {
+                            level.insert(slice.clone(), value.clone());
+                        }
+                    }
+                }
+                _ => {}
             }
         }
-        let mut item = self.item(run, kind, Some(dispatcher.clone()));
+        let mut item = self.item(run, kind, Some(Arc::clone(&dispatcher)));
         item.source = source;
-        item.target = Some(id.clone());
+        item.target = Some(Arc::clone(&np.id));
         item.duration_us = Self::elapsed(t0);
         run.trace.push(item);
 
         let exitpoint = run
             .stack
             .last()
-            .and_then(|f| plan.subgraphs.get(&f.subgraph_id))
-            .is_some_and(|s| s.contract.exitpoints.contains(&id));
+            .and_then(|f| plan.subgraphs.get(&*f.subgraph_id))
+            .is_some_and(|s| s.contract.exitpoints.iter().any(|e| e == id));
         if let Some(next) = &contract.handoff {
-            run.pending = Pending::Handoff {
-                node: next.clone(),
-                dispatcher,
+            let node = match plan.nodes.get(next) {
+                Some(n) => Arc::clone(&n.id),
+                None => Arc::from(next.as_str()),
             };
+            run.pending = Pending::Handoff { node, dispatcher };
         } else if contract.terminal || exitpoint {
             let what = if contract.terminal {
                 "terminal node"
@@ -156,14 +123,70 @@ impl Executor {
             };
             self.end_level(run, dispatcher, stop, TerminationReason::Terminal);
         } else {
-            let mut item = self.item(run, TraceKind::Return, Some(dispatcher.clone()));
-            item.source = Some(id);
-            item.target = Some(dispatcher.clone());
+            let mut item = self.item(run, TraceKind::Return, Some(Arc::clone(&dispatcher)));
+            item.source = Some(Arc::clone(&np.id));
+            item.target = Some(Arc::clone(&dispatcher));
             run.trace.push(item);
             run.pending = Pending::Decide {
                 supervisor: dispatcher,
             };
         }
+    }
+
+    /// Checks a node's writes (an object of slices) before any is applied: each slice
+    /// inside the node's `writes` and the current subgraph's boundary, the node's
+    /// `output_schema`, and each slice's schema.
+    fn check_writes(
+        &self,
+        run: &RunState,
+        np: &NodePlan,
+        writes: &Value,
+    ) -> Result<(), (TerminationReason, String)> {
+        let plan = &*self.plan;
+        let (id, contract) = (&np.id, &np.contract);
+        let Value::Object(w) = writes else {
+            return Ok(());
+        };
+        let boundary = run
+            .stack
+            .last()
+            .and_then(|f| plan.subgraphs.get(&*f.subgraph_id))
+            .map(|s| &s.contract.writes);
+        for slice in w.keys() {
+            let inside = slice != SYSTEM_SLICE
+                && contract.writes.iter().any(|x| x == slice)
+                && boundary.is_none_or(|b| b.iter().any(|x| x == slice));
+            if !inside {
+                let mut msg = format!(
+                    "node `{id}` wrote slice `{slice}` outside its writes [{}]",
+                    contract.writes.join(", ")
+                );
+                if let (Some(b), Some(g)) = (boundary, run.current_subgraph()) {
+                    msg.push_str(&format!(
+                        " or the boundary of subgraph `{g}` [{}]",
+                        b.join(", ")
+                    ));
+                }
+                return Err((TerminationReason::WriteBoundaryViolation, msg));
+            }
+        }
+        if let Some(schema) = &np.output_schema
+            && let Err(msg) = check(schema, writes)
+        {
+            let msg = format!("the output of node `{id}` does not match its output_schema: {msg}");
+            return Err((TerminationReason::NodeFailed, msg));
+        }
+        for (slice, value) in w {
+            if let Some(schema) = plan.slice_schemas.get(slice)
+                && let Err(msg) = check(schema, value)
+            {
+                let msg = format!(
+                    "node `{id}` wrote slice `{slice}` that does not match its schema: {msg}"
+                );
+                return Err((TerminationReason::NodeFailed, msg));
+            }
+        }
+        Ok(())
     }
 
     /// Calls a handler or program node with its view.
@@ -213,20 +236,20 @@ impl Executor {
     }
 
     /// Enters subgraph `id` for `caller`.
-    pub(super) fn call(&self, run: &mut RunState, id: String, caller: String) {
+    pub(super) fn call(&self, run: &mut RunState, id: &str, caller: Arc<str>) {
         let plan = &*self.plan;
-        let Some(sp) = plan.subgraphs.get(&id) else {
+        let Some(sp) = plan.subgraphs.get(id) else {
             let msg = format!("unknown subgraph `{id}`");
             return self.fail(run, TerminationReason::NodeFailed, msg, Some(caller));
         };
-        if let Err(g) = check_call(run, plan.graph.budgets(), &id, sp.contract.max_reentry) {
+        if let Err(g) = check_call(run, plan.graph.budgets(), id, sp.contract.max_reentry) {
             return self.guard_stop(run, g, Some(caller));
         }
         run.steps += 1;
-        match run.entries.get_mut(&id) {
+        match run.entries.get_mut(id) {
             Some(n) => *n += 1,
             None => {
-                run.entries.insert(id.clone(), 1);
+                run.entries.insert(id.to_string(), 1);
             }
         }
         let level = run.level_state();
@@ -235,9 +258,9 @@ impl Executor {
         for (k, v) in pick(level, &sp.contract.writes) {
             child.entry(k).or_insert(v);
         }
-        let mut item = self.item(run, TraceKind::Call, Some(caller.clone()));
-        item.source = Some(caller.clone());
-        item.target = Some(id.clone());
+        let mut item = self.item(run, TraceKind::Call, Some(Arc::clone(&caller)));
+        item.source = Some(Arc::clone(&caller));
+        item.target = Some(Arc::clone(&sp.id));
         run.trace.push(item);
         if let Some(schema) = &sp.input_schema
             && let Err(msg) = check(schema, &input)
@@ -254,7 +277,7 @@ impl Executor {
         let mut locals = Map::new();
         locals.insert("input".into(), input);
         run.stack.push(Frame {
-            subgraph_id: id,
+            subgraph_id: Arc::clone(&sp.id),
             depth: run.depth() + 1,
             entry_step: run.steps,
             caller,
@@ -262,7 +285,7 @@ impl Executor {
             state: Value::Object(child),
         });
         run.pending = Pending::Decide {
-            supervisor: sp.contract.entrypoint.clone(),
+            supervisor: Arc::clone(&sp.entrypoint),
         };
     }
 
@@ -272,7 +295,7 @@ impl Executor {
     pub(super) fn end_level(
         &self,
         run: &mut RunState,
-        supervisor: String,
+        supervisor: Arc<str>,
         stop: StopLocal,
         root_reason: TerminationReason,
     ) {
@@ -286,7 +309,7 @@ impl Executor {
                 Some(supervisor),
             );
         };
-        let Some(sp) = plan.subgraphs.get(&frame.subgraph_id) else {
+        let Some(sp) = plan.subgraphs.get(&*frame.subgraph_id) else {
             let msg = format!("unknown subgraph `{}`", frame.subgraph_id);
             return self.fail(run, TerminationReason::NodeFailed, msg, Some(supervisor));
         };
@@ -326,15 +349,15 @@ impl Executor {
         if let Some(slice) = &sp.contract.result_slice {
             put(parent, slice, output);
         }
-        let mut item = self.item(run, TraceKind::Return, Some(frame.caller.clone()));
-        item.source = Some(frame.subgraph_id.clone());
-        item.target = Some(frame.caller.clone());
-        item.reason = stop.reason;
+        let mut item = self.item(run, TraceKind::Return, Some(Arc::clone(&frame.caller)));
+        item.source = Some(Arc::clone(&frame.subgraph_id));
+        item.target = Some(Arc::clone(&frame.caller));
+        item.reason = stop.reason.map(Into::into);
         item.termination_reason = Some(root_reason);
         run.trace.push(item);
         let honor = plan
             .supervisors
-            .get(&frame.caller)
+            .get(&*frame.caller)
             .is_none_or(|s| s.contract.honor_should_end);
         if stop.should_end && honor {
             let why = format!(
@@ -355,13 +378,13 @@ impl Executor {
     }
 
     /// Ends the run from any depth, committing open frames innermost first.
-    pub(super) fn stop_global(&self, run: &mut RunState, supervisor: String, stop: StopGlobal) {
+    pub(super) fn stop_global(&self, run: &mut RunState, supervisor: Arc<str>, stop: StopGlobal) {
         let plan = &*self.plan;
         while let Some(frame) = run.stack.pop() {
-            if let Some(sp) = plan.subgraphs.get(&frame.subgraph_id) {
+            if let Some(sp) = plan.subgraphs.get(&*frame.subgraph_id) {
                 commit(run.level_state_mut(), &frame.state, &sp.contract.writes);
             }
-            let mut item = self.item(run, TraceKind::Return, Some(frame.caller.clone()));
+            let mut item = self.item(run, TraceKind::Return, Some(Arc::clone(&frame.caller)));
             item.source = Some(frame.subgraph_id);
             item.target = Some(frame.caller);
             item.termination_reason = Some(TerminationReason::StopGlobal);
@@ -377,10 +400,10 @@ impl Executor {
     }
 
     /// Pauses for an answer; the same supervisor decides again after `resume`.
-    pub(super) fn pause(&self, run: &mut RunState, supervisor: String, question: String) {
-        let mut item = self.item(run, TraceKind::Pause, Some(supervisor.clone()));
+    pub(super) fn pause(&self, run: &mut RunState, supervisor: Arc<str>, question: String) {
+        let mut item = self.item(run, TraceKind::Pause, Some(Arc::clone(&supervisor)));
         item.target = Some("ask_clarification".into());
-        item.reason = Some(question.clone());
+        item.reason = Some(question.as_str().into());
         item.termination_reason = Some(TerminationReason::AwaitingInput);
         run.trace.push(item);
         run.status = RunStatus::AwaitingInput;
@@ -415,12 +438,17 @@ impl Executor {
         }
     }
 
-    fn current_supervisor(&self, run: &RunState) -> Option<String> {
+    fn current_supervisor(&self, run: &RunState) -> Option<Arc<str>> {
         run.trace.items.last().and_then(|i| i.supervisor.clone())
     }
 
     /// A guard stopped the run (status `stopped`).
-    pub(super) fn guard_stop(&self, run: &mut RunState, g: GuardStop, supervisor: Option<String>) {
+    pub(super) fn guard_stop(
+        &self,
+        run: &mut RunState,
+        g: GuardStop,
+        supervisor: Option<Arc<str>>,
+    ) {
         self.finish(
             run,
             RunStatus::Stopped,
@@ -436,7 +464,7 @@ impl Executor {
         run: &mut RunState,
         reason: TerminationReason,
         message: String,
-        supervisor: Option<String>,
+        supervisor: Option<Arc<str>>,
     ) {
         self.finish(run, RunStatus::Failed, reason, Some(message), supervisor);
     }
@@ -448,7 +476,7 @@ impl Executor {
         status: RunStatus,
         reason: TerminationReason,
         message: Option<String>,
-        supervisor: Option<String>,
+        supervisor: Option<Arc<str>>,
     ) {
         let kind = if reason.is_guard() {
             TraceKind::GuardStop
@@ -456,8 +484,8 @@ impl Executor {
             TraceKind::End
         };
         let mut item = self.item(run, kind, supervisor);
-        item.target = Some(status.to_string());
-        item.reason = message.clone();
+        item.target = Some(status.to_string().into());
+        item.reason = message.as_deref().map(Into::into);
         item.termination_reason = Some(reason);
         run.trace.push(item);
         run.status = status;

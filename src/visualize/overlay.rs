@@ -285,7 +285,7 @@ pub(crate) fn overlay(g: &CompiledGraph, trace: &DecisionTrace) -> Overlay {
 fn stop_reason(item: &TraceItem) -> String {
     match (&item.termination_reason, &item.reason) {
         (Some(r), _) => r.as_str().to_string(),
-        (None, Some(r)) => r.clone(),
+        (None, Some(r)) => r.to_string(),
         (None, None) => "guard stop".to_string(),
     }
 }

@@ -53,8 +53,8 @@ pub fn path(o: &RunOutcome) -> Vec<(TraceKind, String, String)> {
         .map(|i| {
             (
                 i.kind,
-                i.supervisor.clone().unwrap_or_default(),
-                i.target.clone().unwrap_or_default(),
+                i.supervisor.as_deref().unwrap_or_default().to_string(),
+                i.target.as_deref().unwrap_or_default().to_string(),
             )
         })
         .collect()

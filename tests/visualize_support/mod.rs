@@ -76,8 +76,8 @@ pub fn hostile() -> CompiledGraph {
 
 pub fn item(kind: TraceKind, step: u32, source: Option<&str>, target: Option<&str>) -> TraceItem {
     let mut i = TraceItem::new(kind, step, 0);
-    i.source = source.map(str::to_string);
-    i.target = target.map(str::to_string);
+    i.source = source.map(Into::into);
+    i.target = target.map(Into::into);
     i
 }
 
@@ -132,7 +132,7 @@ pub fn fashion_trace() -> DecisionTrace {
         "domain_supervisor",
     ];
     for (i, s) in items.iter_mut().zip(sups) {
-        i.supervisor = Some(s.to_string());
+        i.supervisor = Some(s.into());
     }
     items[6].reason = Some("allowlist_violation: chose `shoes`".into());
     DecisionTrace { items }
