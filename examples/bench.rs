@@ -6,8 +6,8 @@
 //! # cases: loop, linear, subgraph, build, dot
 //! ```
 //!
-//! `--no-state-trace` (run cases) keeps the trace in the run state only, without the JSON
-//! copy in `system.decision_trace` (see `ExecutorBuilder::trace_in_state`).
+//! `--no-state-trace` (run cases) keeps the trace in the run state only, without its
+//! projection into `system.decision_trace` (see `ExecutorBuilder::trace_in_state`).
 //!
 //! Each line is `{"bench": case, "n": n, "total_s": f, "per_step_us": f, "peak_rss_mb": f}`.
 //! `per_step_us` is per loop step, per chain step, per subgraph call and return, per node

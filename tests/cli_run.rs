@@ -215,6 +215,40 @@ fn max_steps_on_the_command_line_overrides_the_document() {
 }
 
 #[test]
+fn the_printed_state_and_the_saved_run_carry_the_trace_in_system() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("run.json");
+    let trace = dir.path().join("trace.json");
+    let r = run([
+        "run".as_ref(),
+        workflow("fashion.json").as_ref(),
+        "--input".as_ref(),
+        r#"{"request": {"topic": "fashion"}}"#.as_ref(),
+        "--frozen-clock".as_ref(),
+        "--state-out".as_ref(),
+        state.as_os_str(),
+        "--trace-out".as_ref(),
+        trace.as_os_str(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let trace: Value = serde_json::from_str(&std::fs::read_to_string(trace).unwrap()).unwrap();
+    assert!(!trace.as_array().unwrap().is_empty());
+    assert_eq!(r.out["state"]["system"]["decision_trace"], trace);
+    let keys: Vec<&str> = r.out["state"]["system"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, ["budgets", "call_stack", "steps", "decision_trace"]);
+    let text = std::fs::read_to_string(&state).unwrap();
+    assert_eq!(text.matches("\"decision_trace\"").count(), 1);
+    let saved: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(saved["run"]["state"]["system"]["decision_trace"], trace);
+    assert_eq!(saved["run"]["trace"], trace);
+}
+
+#[test]
 fn clarification_pauses_with_exit_4_and_resumes_from_the_state_file() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("run.json");

@@ -100,9 +100,9 @@ fn c_trace_entries_carry_step_depth_supervisor_choice_and_reason() {
     // The last item ends the run with its reason.
     let last = o.trace.items.last().unwrap();
     assert_eq!(last.termination_reason, Some(R::StopGlobal));
-    // The same trace lives in `system.decision_trace`.
+    // The same trace is projected into `system.decision_trace`.
     assert_eq!(
-        o.state["system"]["decision_trace"],
+        o.state_json()["system"]["decision_trace"],
         serde_json::to_value(&o.trace).unwrap()
     );
 }

@@ -286,7 +286,8 @@ fn start_refuses_undeclared_or_invalid_slices() {
     );
     let run = ex.start(json!({"system": {"mine": true}})).unwrap();
     assert_eq!(run.state["system"]["mine"], true);
-    assert_eq!(run.state["system"]["decision_trace"], json!([]));
+    assert_eq!(run.state_json()["system"]["decision_trace"], json!([]));
+    assert!(run.state["system"].get("decision_trace").is_none());
     assert_eq!(run.state["system"]["budgets"]["max_steps"], 40);
 }
 

@@ -186,6 +186,8 @@ proptest! {
         let saved = serde_json::to_string(&part).unwrap();
         let mut restored: RunState = serde_json::from_str(&saved).unwrap();
         prop_assert_eq!(&restored, &part);
+        // Saved again, byte for byte (the trace's projection into the state included).
+        prop_assert_eq!(serde_json::to_string(&restored).unwrap(), saved);
         rt.block_on(ex.run_in_place(&mut restored));
         prop_assert_eq!(&restored.state, &whole.state);
         prop_assert_eq!(restored.status, whole.status);

@@ -115,9 +115,9 @@ fn the_trace_copy_in_system_can_be_turned_off() {
     );
     assert_eq!(kept.trace.without_timing(), lean.trace.without_timing());
     let copied: pactgraph::runtime::DecisionTrace =
-        serde_json::from_value(kept.state["system"]["decision_trace"].clone()).unwrap();
+        serde_json::from_value(kept.state_json()["system"]["decision_trace"].clone()).unwrap();
     assert_eq!(copied, kept.trace);
-    assert!(lean.state["system"].get("decision_trace").is_none());
+    assert!(lean.state_json()["system"].get("decision_trace").is_none());
     assert_eq!(lean.state["system"]["steps"], 5);
     assert_eq!(lean.state["data"], kept.state["data"]);
 }

@@ -6,10 +6,12 @@ use std::process::ExitCode;
 
 use pactgraph::contracts::WorkflowDocument;
 use pactgraph::graph::GraphBuilder;
-use pactgraph::runtime::{Clock, Executor, Pending, RunState, RunStatus};
+use pactgraph::runtime::{
+    Clock, Executor, Pending, ProjectedState, RunState, RunStatus, TerminationReason,
+};
 use pactgraph::validator::{Severity, check_file};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::exit;
 
@@ -197,8 +199,7 @@ fn drive(
     }
     let state_out = outputs.state_out.as_deref().or(default_state_out);
     if let Some(path) = state_out {
-        let text = serde_json::to_string_pretty(&saved).expect("a saved run is plain data");
-        if let Err(e) = std::fs::write(path, text) {
+        if let Err(e) = write_json(std::fs::File::create(path), &saved, "") {
             return exit::failed(&format!(
                 "cannot write the run state to {}: {e}",
                 path.display()
@@ -207,22 +208,18 @@ fn drive(
     } else if run.status == RunStatus::AwaitingInput && !outputs.quiet {
         eprintln!("pactgraph: the run awaits input; pass --state-out FILE to be able to resume it");
     }
-    let mut out = Map::new();
-    out.insert("workflow".into(), json!(run.workflow));
-    out.insert("status".into(), json!(run.status));
-    out.insert("termination_reason".into(), json!(run.termination_reason));
-    out.insert("steps".into(), json!(run.steps));
-    if let Some(m) = &run.message {
-        out.insert("message".into(), json!(m));
+    let printed = Printed {
+        workflow: &run.workflow,
+        status: run.status,
+        termination_reason: run.termination_reason,
+        steps: run.steps,
+        message: run.message.as_deref(),
+        state: run.projected_state(),
+        question: run.question.as_deref(),
+    };
+    if let Err(e) = write_json(Ok(std::io::stdout().lock()), &printed, "\n") {
+        return exit::failed(&format!("cannot write the result: {e}"));
     }
-    out.insert("state".into(), run.state.clone());
-    if let Some(q) = &run.question {
-        out.insert("question".into(), json!(q));
-    }
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&Value::Object(out)).expect("plain JSON")
-    );
     if let (Some(m), false) = (&run.message, outputs.quiet)
         && matches!(run.status, RunStatus::Failed | RunStatus::Stopped)
     {
@@ -238,6 +235,33 @@ fn drive(
         RunStatus::AwaitingInput => exit::AWAITING,
         RunStatus::Failed | RunStatus::Running => exit::FAILED,
     })
+}
+
+/// What `run` and `resume` print: the run's summary and its state (the trace projected into
+/// `state.system.decision_trace`, streamed without a copy).
+#[derive(Serialize)]
+struct Printed<'a> {
+    workflow: &'a str,
+    status: RunStatus,
+    termination_reason: Option<TerminationReason>,
+    steps: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+    state: ProjectedState<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    question: Option<&'a str>,
+}
+
+/// Streams `value` as pretty JSON, then `end`, to `out` (opened by the caller).
+fn write_json(
+    out: std::io::Result<impl Write>,
+    value: &impl Serialize,
+    end: &str,
+) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::new(out?);
+    serde_json::to_writer_pretty(&mut out, value)?;
+    out.write_all(end.as_bytes())?;
+    out.flush()
 }
 
 fn show_progress(run: &RunState) {

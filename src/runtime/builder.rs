@@ -203,11 +203,17 @@ impl ExecutorBuilder {
         self
     }
 
-    /// Whether the decision trace is also copied into `system.decision_trace` of the state
-    /// (default: yes, as the brief specifies). The copy is a JSON value built when a run
-    /// pauses or ends: about 1.8 KB per trace item, most of a long run's memory. With
-    /// `false` the trace is kept only in [`RunState::trace`](super::RunState) and the
-    /// outcome, and `system` holds the budgets, call stack and step count.
+    /// Whether the decision trace appears as `system.decision_trace` in the state (default:
+    /// yes, as the brief specifies).
+    ///
+    /// The trace is stored once, in [`RunState::trace`](super::RunState::trace) and
+    /// [`RunOutcome::trace`](super::RunOutcome::trace). With `true`,
+    /// `system.decision_trace` is a projection of it: every serialized form of the run
+    /// state and the outcome (saved runs, the CLI's output) has it, streamed from the
+    /// typed trace; `state_json()` materializes it; nodes and policies that read `system`
+    /// see it; the in-memory `state` field does not hold it. With `false` it appears
+    /// nowhere and `system` holds the budgets, call stack and step count only. The
+    /// executor that starts, pauses or ends a run sets this for the run.
     pub fn trace_in_state(mut self, keep: bool) -> Self {
         self.trace_in_state = keep;
         self

@@ -134,8 +134,9 @@ impl Executor {
     }
 
     /// A new run at `entry` with `initial_state`. Undeclared slices are an error;
-    /// `system` is created if absent and its `decision_trace`, `call_stack`, `budgets`
-    /// and `steps` are (re)set by the runtime.
+    /// `system` is created if absent, its `call_stack`, `budgets` and `steps` are (re)set
+    /// by the runtime and a `decision_trace` in it is dropped (the trace is projected
+    /// there from [`RunState::trace`]).
     pub fn start(&self, initial_state: Value) -> Result<RunState, StartError> {
         let graph = &self.plan.graph;
         let Value::Object(mut state) = initial_state else {
@@ -196,6 +197,7 @@ impl Executor {
             uncommitted: Vec::new(),
             started_at_ms: wall_ms(),
             clock: Default::default(),
+            trace_in_state: self.plan.trace_in_state,
         };
         self.sync_system(&mut run);
         Ok(run)

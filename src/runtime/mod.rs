@@ -26,6 +26,6 @@ pub use handlers::{
     Writes, sync_node, sync_policy,
 };
 pub use rules::{RuleOutcome, decide_by_rules};
-pub use run_state::{Pending, RunOutcome, RunState};
+pub use run_state::{Pending, ProjectedState, RunOutcome, RunState};
 pub use status::{RunStatus, TerminationReason};
 pub use trace::{DecisionTrace, TraceItem, TraceKind};

@@ -12,7 +12,7 @@ use super::callstack::{Frame, commit, pick, put};
 use super::executor::Executor;
 use super::guarded::{Fault, call_guarded, exec_program};
 use super::handlers::NodeInput;
-use super::run_state::{Pending, RunState};
+use super::run_state::{DECISION_TRACE, Pending, RunState};
 use super::status::{RunStatus, TerminationReason};
 use super::trace::TraceKind;
 use crate::contracts::condition::json_kind;
@@ -498,8 +498,19 @@ impl Executor {
         self.sync_system(run);
     }
 
-    /// The `system` slice as the runtime keeps it.
+    /// The `system` slice as nodes and policies read it: with `decision_trace` built fresh
+    /// when the trace belongs in the state.
     pub(super) fn system_value(&self, run: &RunState) -> Value {
+        let mut system = self.system_map(run);
+        if self.plan.trace_in_state {
+            system.insert(DECISION_TRACE.into(), json!(run.trace));
+        }
+        Value::Object(system)
+    }
+
+    /// The `system` slice as the root state keeps it: `budgets`, `call_stack` and `steps`,
+    /// never `decision_trace` (a projection of `run.trace`, see `RunState::state`).
+    fn system_map(&self, run: &RunState) -> Map<String, Value> {
         let stack: Vec<Value> = run
             .stack
             .iter()
@@ -512,17 +523,15 @@ impl Executor {
         system.insert("budgets".into(), json!(self.plan.graph.budgets()));
         system.insert("call_stack".into(), Value::Array(stack));
         system.insert("steps".into(), json!(run.steps));
-        if self.plan.trace_in_state {
-            system.insert("decision_trace".into(), json!(run.trace));
-        } else {
-            system.shift_remove("decision_trace");
-        }
-        Value::Object(system)
+        system.shift_remove(DECISION_TRACE);
+        system
     }
 
-    /// Writes `system` into the root state (at start, pause and end).
+    /// Writes `system` into the root state (at start, pause and end), and records whether
+    /// the trace is projected into it when the run is serialized.
     pub(super) fn sync_system(&self, run: &mut RunState) {
-        let system = self.system_value(run);
+        run.trace_in_state = self.plan.trace_in_state;
+        let system = Value::Object(self.system_map(run));
         put(&mut run.state, SYSTEM_SLICE, system);
     }
 }
