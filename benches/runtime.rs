@@ -88,7 +88,8 @@ fn bench(c: &mut Criterion) {
         .expect("runtime");
     let input = json!({"request": {"go": true}});
     // One `step()` of the loop = a rule-based decision, a node run with its boundary checks
-    // and slice schema, and the dispatch/return trace items. One subgraph round trip = two
+    // and slice schema, and the dispatch/return trace items (the handler loop adds a read
+    // view, an async handler call and a new value written each step). One subgraph round trip = two
     // `step()`s: decide + enter (input schema, copy-on-call), decide + return (output
     // schema, commit, result slice).
     for (name, ex) in [
@@ -112,7 +113,8 @@ fn bench(c: &mut Criterion) {
             )
         });
     }
-    // Ending a run writes the trace into `system.decision_trace` once.
+    // Ending a run: the last step, its end item and `system` synced. The trace is not
+    // copied (`system.decision_trace` is projected when the outcome is serialized).
     c.bench_function("finish_run_with_1000_step_trace", |b| {
         let ex = executor(json!({
             "workflow": "loop",
