@@ -138,6 +138,8 @@ impl GraphBuilder {
         b.slices = doc.slices;
         b.budgets = doc.budgets;
         b.entry = doc.entry;
+        b.registry
+            .reserve(doc.nodes.len(), doc.supervisors.len(), doc.subgraphs.len());
         for (id, s) in doc.supervisors {
             b = b.supervisor(s.with_id(id));
         }

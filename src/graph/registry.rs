@@ -157,6 +157,20 @@ impl Registry {
     pub fn get_node(&self, id: &str) -> Option<&NodeContract> {
         self.nodes.get(id)
     }
+
+    /// Makes room for this many more contracts of each kind (no effect on behaviour; a
+    /// builder that knows the document's size avoids growing the tables step by step).
+    pub(crate) fn reserve(&mut self, nodes: usize, supervisors: usize, subgraphs: usize) {
+        self.nodes.reserve(nodes);
+        self.supervisors.reserve(supervisors);
+        self.subgraphs.reserve(subgraphs);
+        self.kinds.reserve(nodes + supervisors + subgraphs);
+    }
+
+    /// The `i`-th registered node (registration order, as [`Registry::nodes`] yields).
+    pub(crate) fn node_at(&self, i: usize) -> Option<&NodeContract> {
+        self.nodes.get_index(i).map(|(_, n)| n)
+    }
     /// The supervisor `id`.
     pub fn get_supervisor(&self, id: &str) -> Option<&SupervisorContract> {
         self.supervisors.get(id)

@@ -97,17 +97,29 @@ pub(crate) enum NodeRun {
     /// A registered handler.
     Handler(SharedNode),
     /// A program.
-    Exec(ExecSpec),
+    Exec(Box<ExecSpec>),
 }
 
-/// A node, ready to run.
+/// A node, ready to run. The contract stays in the graph's registry (at `index`): the plan
+/// adds only what running needs, so a large workflow is not held twice.
 pub(crate) struct NodePlan {
     /// The id, shared by every trace item that names the node.
     pub(crate) id: Arc<str>,
-    pub(crate) contract: NodeContract,
+    /// Position of the contract in the registry (see [`NodePlan::contract`]).
+    index: usize,
     pub(crate) run: NodeRun,
     pub(crate) input_schema: Option<Schema>,
     pub(crate) output_schema: Option<Schema>,
+}
+
+impl NodePlan {
+    /// The node's contract, from `graph`'s registry (the graph the plan was built from).
+    pub(crate) fn contract<'g>(&self, graph: &'g CompiledGraph) -> &'g NodeContract {
+        graph
+            .registry()
+            .node_at(self.index)
+            .expect("the plan indexes the registry of the graph it was built from")
+    }
 }
 
 /// How a supervisor decides, resolved.
@@ -229,15 +241,15 @@ impl ExecutorBuilder {
     /// Resolves every handler and compiles every schema.
     pub fn build(self) -> Result<Executor, ExecutorBuildError> {
         let reg = self.graph.registry();
-        let mut nodes = IdMap::default();
-        for n in reg.nodes() {
+        let mut nodes = IdMap::with_capacity_and_hasher(reg.nodes().len(), Default::default());
+        for (index, n) in reg.nodes().enumerate() {
             let at = |field: &str| join(["nodes", n.id.as_str(), field]);
             let run = match &n.run {
                 None => NodeRun::Nothing,
                 Some(NodeBehaviour::Set(m)) => NodeRun::Set(Value::Object(
                     m.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
                 )),
-                Some(NodeBehaviour::Exec(spec)) => NodeRun::Exec(spec.clone()),
+                Some(NodeBehaviour::Exec(spec)) => NodeRun::Exec(Box::new(spec.clone())),
                 Some(NodeBehaviour::Handler(name)) => match self.nodes.get(name) {
                     Some(h) => NodeRun::Handler(h.clone()),
                     None => {
@@ -254,14 +266,15 @@ impl ExecutorBuilder {
                 n.id.clone(),
                 NodePlan {
                     id: Arc::from(n.id.as_str()),
-                    contract: n.clone(),
+                    index,
                     run,
                     input_schema: compile(n.input_schema.as_ref(), || at("input_schema"))?,
                     output_schema: compile(n.output_schema.as_ref(), || at("output_schema"))?,
                 },
             );
         }
-        let mut supervisors = IdMap::default();
+        let mut supervisors =
+            IdMap::with_capacity_and_hasher(reg.supervisors().len(), Default::default());
         for s in reg.supervisors() {
             let policy = match &s.policy {
                 None => PolicyRun::Rules(RuleTable::new(s, reg)),
@@ -287,7 +300,8 @@ impl ExecutorBuilder {
                 },
             );
         }
-        let mut subgraphs = IdMap::default();
+        let mut subgraphs =
+            IdMap::with_capacity_and_hasher(reg.subgraphs().len(), Default::default());
         for g in reg.subgraphs() {
             let at = |field: &str| join(["subgraphs", g.id.as_str(), field]);
             subgraphs.insert(

@@ -34,7 +34,7 @@ impl Executor {
             let msg = format!("unknown node `{id}`");
             return self.fail(run, TerminationReason::NodeFailed, msg, Some(dispatcher));
         };
-        let contract = &np.contract;
+        let contract = np.contract(&plan.graph);
         if let Err(g) = check_node(run, budgets, id, contract.max_visits) {
             return self.guard_stop(run, g, Some(dispatcher));
         }
@@ -143,7 +143,7 @@ impl Executor {
         writes: &Value,
     ) -> Result<(), (TerminationReason, String)> {
         let plan = &*self.plan;
-        let (id, contract) = (&np.id, &np.contract);
+        let (id, contract) = (&np.id, np.contract(&plan.graph));
         let Value::Object(w) = writes else {
             return Ok(());
         };
