@@ -620,3 +620,36 @@ fn policies_and_nodes_reading_system_see_it_fresh() {
     assert_eq!(o.termination_reason, Some(R::StopGlobal));
     assert_eq!(*seen.lock().unwrap(), [(0, 0), (2, 4)]);
 }
+
+#[test]
+fn rule_triggers_on_system_see_it_fresh() {
+    // `done` wins once three steps have run: the trigger reads the live step count, not
+    // the copy of `system` written at start (which says 0 until the run ends).
+    let doc = json!({
+        "workflow": "counted",
+        "slices": {"out": {}},
+        "entry": "root",
+        "supervisors": {"root": {"allow": ["work", "done"]}},
+        "nodes": {
+            "work": {"supervisor": "root", "writes": ["out"], "run": {"set": {"out": 1}},
+                     "triggers": [{"priority": 1, "when": true}]},
+            "done": {"supervisor": "root", "writes": ["out"], "run": {"set": {"out": "done"}},
+                     "terminal": true,
+                     "triggers": [{"priority": 5, "when": {"path": "/system/steps", "equals": 3}}]}
+        }
+    });
+    let o = run(&builder(graph(doc)).build().unwrap(), json!({}));
+    assert_eq!(
+        (o.status, o.termination_reason, o.steps),
+        (RunStatus::Completed, Some(R::Terminal), 4)
+    );
+    assert_eq!(o.state["out"], "done");
+    let decided: Vec<&str> = o
+        .trace
+        .items
+        .iter()
+        .filter(|i| i.kind == K::Decision)
+        .filter_map(|i| i.target.as_deref())
+        .collect();
+    assert_eq!(decided, ["work", "work", "work", "done"]);
+}

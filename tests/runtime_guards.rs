@@ -215,6 +215,38 @@ fn a_cancelled_token_stops_the_run_between_steps() {
 }
 
 #[test]
+fn runs_on_executors_with_their_own_tokens_are_cancelled_one_at_a_time() {
+    let shared = builder(graph(looping(json!({}), set_out())))
+        .build()
+        .unwrap();
+    let first_token = shared.cancellation_token().child_token();
+    let first = shared.with_cancellation(first_token.clone());
+    let second = shared.with_cancellation(shared.cancellation_token().child_token());
+    let rt = rt();
+    let mut a = first.start(json!({})).unwrap();
+    let mut b = second.start(json!({})).unwrap();
+    rt.block_on(first.step(&mut a));
+    rt.block_on(second.step(&mut b));
+    first_token.cancel();
+    rt.block_on(first.run_in_place(&mut a));
+    rt.block_on(second.run_in_place(&mut b));
+    assert_eq!(
+        (a.status, a.termination_reason, a.steps),
+        (RunStatus::Stopped, Some(R::Cancelled), 1)
+    );
+    // The other run went on to its own end: the loop's step budget.
+    assert_eq!(b.termination_reason, Some(R::MaxStepsExceeded));
+    assert!(b.steps > 1);
+    assert!(!shared.cancellation_token().is_cancelled());
+    // Cancelling the shared executor's token stops the runs derived from it.
+    let third = shared.with_cancellation(shared.cancellation_token().child_token());
+    let mut c = third.start(json!({})).unwrap();
+    shared.cancellation_token().cancel();
+    rt.block_on(third.run_in_place(&mut c));
+    assert_eq!((c.termination_reason, c.steps), (Some(R::Cancelled), 0));
+}
+
+#[test]
 fn cancelling_aborts_a_running_node() {
     let ex = builder(graph(with_handler(json!({}))))
         .node_handler("h", sleeper())

@@ -85,14 +85,12 @@ impl Condition {
         match self {
             Condition::Const(b) => *b,
             Condition::Exists { path, exists } => {
-                let present = super::pointer::lookup(state, path).is_some_and(|v| !v.is_null());
-                present == *exists
+                exists_holds(super::pointer::lookup(state, path), *exists)
             }
             Condition::Equals { path, value } => {
-                super::pointer::lookup(state, path).is_some_and(|v| json_equal(v, value))
+                equals_holds(super::pointer::lookup(state, path), value)
             }
-            Condition::In { path, values } => super::pointer::lookup(state, path)
-                .is_some_and(|v| values.iter().any(|c| json_equal(v, c))),
+            Condition::In { path, values } => in_holds(super::pointer::lookup(state, path), values),
             Condition::All(cs) => cs.iter().all(|c| c.eval(state)),
             Condition::Any(cs) => cs.iter().any(|c| c.eval(state)),
             Condition::Not(c) => !c.eval(state),
@@ -168,6 +166,22 @@ impl Condition {
         self.visit_paths(&mut |p| out.extend(slice_of_path(p).map(Cow::into_owned)));
         out
     }
+}
+
+/// `exists`: the value found at the path is there and not null (or, with `exists: false`,
+/// it is absent or null).
+pub(crate) fn exists_holds(found: Option<&Value>, exists: bool) -> bool {
+    found.is_some_and(|v| !v.is_null()) == exists
+}
+
+/// `equals`: the value found at the path equals `value` ([`json_equal`]).
+pub(crate) fn equals_holds(found: Option<&Value>, value: &Value) -> bool {
+    found.is_some_and(|v| json_equal(v, value))
+}
+
+/// `in`: the value found at the path equals one of `values` ([`json_equal`]).
+pub(crate) fn in_holds(found: Option<&Value>, values: &[Value]) -> bool {
+    found.is_some_and(|v| values.iter().any(|c| json_equal(v, c)))
 }
 
 /// JSON equality where numbers compare by numeric value (`1 == 1.0`).

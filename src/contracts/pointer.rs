@@ -149,7 +149,7 @@ impl<'a> LineIndex<'a> {
 }
 
 /// Resolves a JSON Pointer in `value` like `Value::pointer`, without allocating for
-/// tokens that need no unescaping (the common case; used on every rule evaluation).
+/// tokens that need no unescaping (the common case).
 pub fn lookup<'v>(value: &'v serde_json::Value, pointer: &str) -> Option<&'v serde_json::Value> {
     if pointer.is_empty() {
         return Some(value);
@@ -160,13 +160,23 @@ pub fn lookup<'v>(value: &'v serde_json::Value, pointer: &str) -> Option<&'v ser
     if pointer.contains('~') {
         return value.pointer(pointer);
     }
-    pointer[1..]
-        .split('/')
-        .try_fold(value, |target, token| match target {
-            serde_json::Value::Object(map) => map.get(token),
-            serde_json::Value::Array(list) => parse_index(token).and_then(|x| list.get(x)),
-            _ => None,
-        })
+    pointer[1..].split('/').try_fold(value, |target, token| {
+        child(target, token, parse_index(token))
+    })
+}
+
+/// One step of a pointer walk: the member `key` of an object, or the element `index` of
+/// an array (`index` is `key` read as an array index, when it is one).
+fn child<'v>(
+    target: &'v serde_json::Value,
+    key: &str,
+    index: Option<usize>,
+) -> Option<&'v serde_json::Value> {
+    match target {
+        serde_json::Value::Object(map) => map.get(key),
+        serde_json::Value::Array(list) => index.and_then(|x| list.get(x)),
+        _ => None,
+    }
 }
 
 /// An array index as JSON Pointer allows it (no sign, no leading zero).
@@ -175,6 +185,47 @@ fn parse_index(token: &str) -> Option<usize> {
         return None;
     }
     token.parse().ok()
+}
+
+/// A JSON Pointer parsed once: its reference tokens unescaped, and each token's array
+/// index worked out, so resolving it repeatedly (a trigger on every decision) does no
+/// string scanning. Resolves exactly as [`lookup`] does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedPointer {
+    tokens: Box<[(Box<str>, Option<usize>)]>,
+}
+
+impl ParsedPointer {
+    /// Parses `pointer`; `None` when it is neither empty nor starts with `/`.
+    pub fn parse(pointer: &str) -> Option<Self> {
+        let tokens = match pointer.strip_prefix('/') {
+            None if pointer.is_empty() => Box::default(),
+            None => return None,
+            Some(rest) => rest
+                .split('/')
+                .map(|t| {
+                    let t = t.replace("~1", "/").replace("~0", "~");
+                    let index = parse_index(&t);
+                    (t.into_boxed_str(), index)
+                })
+                .collect(),
+        };
+        Some(Self { tokens })
+    }
+
+    /// The value the pointer names in `value`, if any.
+    ///
+    /// Complexity: one map or array look-up per token.
+    pub fn resolve<'v>(&self, value: &'v serde_json::Value) -> Option<&'v serde_json::Value> {
+        self.tokens
+            .iter()
+            .try_fold(value, |target, (key, index)| child(target, key, *index))
+    }
+
+    /// The first reference token (for a state path: the slice), if any.
+    pub fn first(&self) -> Option<&str> {
+        self.tokens.first().map(|(k, _)| &**k)
+    }
 }
 
 #[cfg(test)]
@@ -196,9 +247,22 @@ mod tests {
             "x",
             "/zz",
             "/a/b~1c/9",
+            "/a/~01",
         ] {
             assert_eq!(lookup(&v, p), v.pointer(p), "{p}");
+            let parsed = ParsedPointer::parse(p);
+            assert_eq!(parsed.is_some(), p.is_empty() || p.starts_with('/'), "{p}");
+            assert_eq!(parsed.and_then(|q| q.resolve(&v)), v.pointer(p), "{p}");
         }
+        let w = serde_json::json!({"~1": 5});
+        assert_eq!(
+            ParsedPointer::parse("/~01").unwrap().resolve(&w),
+            Some(&w["~1"])
+        );
+        assert_eq!(
+            ParsedPointer::parse("/a~1b/c").unwrap().first(),
+            Some("a/b")
+        );
     }
 
     #[test]

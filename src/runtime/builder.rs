@@ -56,33 +56,10 @@ pub enum ExecutorBuildError {
     },
 }
 
-/// FxHash (as in rustc): a fast hasher for the executor's id tables, which are built once
-/// from trusted contract ids and looked up on every step.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct FxHasher(u64);
-
-impl std::hash::Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let word = u64::from_le_bytes(c.try_into().expect("chunks of 8"));
-            self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(K);
-        }
-        for &b in chunks.remainder() {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
-        }
-    }
-    fn write_u8(&mut self, i: u8) {
-        self.write(&[i]);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 /// A map keyed by contract id.
-pub(crate) type IdMap<V> = HashMap<String, V, std::hash::BuildHasherDefault<FxHasher>>;
+/// foldhash, as in the registry: the ids are trusted (from the workflow) and looked up
+/// on every step.
+pub(crate) type IdMap<V> = foldhash::HashMap<String, V>;
 
 /// A compiled schema, shared.
 pub(crate) type Schema = Arc<Validator>;
@@ -160,7 +137,6 @@ pub(crate) struct Plan {
     pub(crate) slice_schemas: IdMap<Schema>,
     pub(crate) base_dir: PathBuf,
     pub(crate) clock: Clock,
-    pub(crate) cancel: CancellationToken,
     pub(crate) trace_in_state: bool,
 }
 
@@ -232,7 +208,8 @@ impl ExecutorBuilder {
     }
 
     /// The token that cancels runs of this executor: checked between steps, and a running
-    /// node is aborted when it fires.
+    /// node is aborted when it fires. To cancel runs one at a time, give each its own
+    /// executor with [`Executor::with_cancellation`].
     pub fn cancellation(mut self, token: CancellationToken) -> Self {
         self.cancel = token;
         self
@@ -323,17 +300,19 @@ impl ExecutorBuilder {
                 slice_schemas.insert(name.clone(), s);
             }
         }
-        Ok(Executor::from_plan(Plan {
-            graph: self.graph,
-            nodes,
-            supervisors,
-            subgraphs,
-            slice_schemas,
-            base_dir: self.base_dir,
-            clock: self.clock,
-            cancel: self.cancel,
-            trace_in_state: self.trace_in_state,
-        }))
+        Ok(Executor::from_plan(
+            Plan {
+                graph: self.graph,
+                nodes,
+                supervisors,
+                subgraphs,
+                slice_schemas,
+                base_dir: self.base_dir,
+                clock: self.clock,
+                trace_in_state: self.trace_in_state,
+            },
+            self.cancel,
+        ))
     }
 }
 

@@ -50,7 +50,7 @@ impl From<Frame> for UncommittedFrame {
 
 /// The slices `names` present in `state`, as an object (in `names` order).
 pub(crate) fn pick(state: &Value, names: &[String]) -> Map<String, Value> {
-    let mut out = Map::new();
+    let mut out = Map::with_capacity(names.len());
     if let Value::Object(m) = state {
         for n in names {
             if let Some(v) = m.get(n) {

@@ -95,6 +95,9 @@ pub enum ResumeError {
 #[derive(Clone)]
 pub struct Executor {
     pub(super) plan: Arc<Plan>,
+    /// Cancels the runs this executor drives (per executor value, see
+    /// [`Executor::with_cancellation`]).
+    pub(super) cancel: CancellationToken,
 }
 
 impl std::fmt::Debug for Executor {
@@ -117,9 +120,10 @@ impl Executor {
         ExecutorBuilder::new(graph.into())
     }
 
-    pub(crate) fn from_plan(plan: Plan) -> Self {
+    pub(crate) fn from_plan(plan: Plan, cancel: CancellationToken) -> Self {
         Self {
             plan: Arc::new(plan),
+            cancel,
         }
     }
 
@@ -130,7 +134,28 @@ impl Executor {
 
     /// The token that cancels this executor's runs.
     pub fn cancellation_token(&self) -> CancellationToken {
-        self.plan.cancel.clone()
+        self.cancel.clone()
+    }
+
+    /// This executor with another cancellation token: the same compiled workflow and
+    /// handlers (shared, not copied), cancelled on its own. Drive each run with its own
+    /// executor to cancel runs one at a time; pass a child of this executor's token
+    /// (`executor.cancellation_token().child_token()`) so that cancelling the parent still
+    /// stops them all.
+    ///
+    /// ```
+    /// # use pactgraph::runtime::Executor;
+    /// # fn per_run(shared: &Executor) {
+    /// let token = shared.cancellation_token().child_token();
+    /// let this_run = shared.with_cancellation(token.clone());
+    /// // ... drive one run with `this_run`; `token.cancel()` stops that run alone.
+    /// # }
+    /// ```
+    pub fn with_cancellation(&self, token: CancellationToken) -> Executor {
+        Self {
+            plan: Arc::clone(&self.plan),
+            cancel: token,
+        }
     }
 
     /// A new run at `entry` with `initial_state`. Undeclared slices are an error;
@@ -157,8 +182,10 @@ impl Executor {
             Some(Value::Object(_)) => {}
             Some(_) => return Err(StartError::SystemNotAnObject),
         }
-        for (slice, schema) in &self.plan.slice_schemas {
-            if let Some(v) = state.get(slice)
+        // In declaration order, so the slice named is the same on every run.
+        for slice in graph.slices().keys() {
+            if let Some(schema) = self.plan.slice_schemas.get(slice)
+                && let Some(v) = state.get(slice)
                 && let Err(message) = check(schema, v)
             {
                 return Err(StartError::SliceInvalid {
@@ -302,7 +329,7 @@ impl Executor {
             0
         };
         run.clock.at_ms = if plan.clock == Clock::System { now } else { 0 };
-        if let Err(g) = check_clock(run, budgets, &plan.cancel, now) {
+        if let Err(g) = check_clock(run, budgets, &self.cancel, now) {
             let sup = self.pending_supervisor(run);
             self.guard_stop(run, g, sup);
             return;
@@ -415,7 +442,7 @@ impl Executor {
                     },
                 };
                 let limit = self.call_limit(run, None);
-                call_guarded(|| h.0.decide(input), limit, &plan.cancel).await
+                call_guarded(|| h.0.decide(input), limit, &self.cancel).await
             }
             PolicyRun::Exec(spec) => {
                 let input = json!({
@@ -425,7 +452,7 @@ impl Executor {
                     "state": self.policy_view(run),
                 });
                 let limit = self.call_limit(run, spec.timeout_ms);
-                let v = exec_program(spec, &plan.base_dir, &input, limit, &plan.cancel).await?;
+                let v = exec_program(spec, &plan.base_dir, &input, limit, &self.cancel).await?;
                 serde_json::from_value::<SupervisorOutput>(v)
                     .map_err(|e| Fault::Failed(format!("printed an invalid decision: {e}")))
             }
@@ -441,7 +468,11 @@ impl Executor {
         };
         let action = match &sp.policy {
             PolicyRun::Rules(table) => {
-                let verdict = table.decide(run.level_state());
+                // Triggers on `/system/...` see it as policies do: built fresh.
+                let fresh = table
+                    .reads_system
+                    .then(|| Value::Object(self.policy_view(run)));
+                let verdict = table.decide(fresh.as_ref().unwrap_or(run.level_state()));
                 let mut item = self.item(run, TraceKind::Decision, Some(Arc::clone(&sp.id)));
                 item.reason = Some(verdict.reason);
                 item.candidates = verdict.candidates;

@@ -2,10 +2,10 @@
 //! hook for `exec` behaviours.
 
 use std::any::Any;
-use std::future::Future;
+use std::future::{Future, poll_fn};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
-use std::pin::Pin;
+use std::pin::{Pin, pin};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -75,14 +75,24 @@ pub(crate) async fn call_guarded<T>(
             None => Ok(caught.await),
         }
     };
+    let settle = |r: Result<Result<Result<T, HandlerError>, String>, Fault>| match r? {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(Fault::Failed(e.message)),
+        Err(panic) => Err(Fault::Failed(panic)),
+    };
+    if cancel.is_cancelled() {
+        return Err(Fault::Cancelled);
+    }
+    // Most handlers finish on their first poll: try that before arming the cancellation
+    // waiter, which costs a registration with the token on every call.
+    let mut limited = pin!(limited);
+    if let Poll::Ready(r) = poll_fn(|cx| Poll::Ready(limited.as_mut().poll(cx))).await {
+        return settle(r);
+    }
     tokio::select! {
         biased;
         _ = cancel.cancelled() => Err(Fault::Cancelled),
-        r = limited => match r? {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(Fault::Failed(e.message)),
-            Err(panic) => Err(Fault::Failed(panic)),
-        },
+        r = limited => settle(r),
     }
 }
 

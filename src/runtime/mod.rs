@@ -7,6 +7,7 @@
 mod budgets;
 mod builder;
 mod callstack;
+mod conditions;
 mod decisions;
 pub mod exec;
 mod executor;

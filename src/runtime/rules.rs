@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::conditions::CompiledCondition;
 use crate::contracts::{RoutingDecision, SupervisorContract, Trigger};
 use crate::graph::{Registry, Resolved};
 
@@ -38,13 +39,19 @@ fn default_reason(default: Option<&RoutingDecision>) -> &'static str {
 /// The best matching trigger of one `allow` entry: (priority, trigger index). The highest
 /// priority wins; ties go to the earlier trigger.
 fn best_trigger(triggers: &[Trigger], state: &Value) -> Option<(i64, usize)> {
+    best_of(triggers.iter().map(|t| (t.priority, t.when.eval(state))))
+}
+
+/// The best of `(priority, matched)` pairs in trigger order: (priority, trigger index) of
+/// the highest matching priority, the earlier trigger on ties. Lazy: a condition is
+/// evaluated only when the iterator is advanced.
+fn best_of(triggers: impl Iterator<Item = (i64, bool)>) -> Option<(i64, usize)> {
     triggers
-        .iter()
         .enumerate()
-        .filter(|(_, t)| t.when.eval(state))
-        .fold(None, |best, (ti, t)| match best {
-            Some((p, _)) if p >= t.priority => best,
-            _ => Some((t.priority, ti)),
+        .filter(|(_, (_, matched))| *matched)
+        .fold(None, |best, (ti, (priority, _))| match best {
+            Some((p, _)) if p >= priority => best,
+            _ => Some((priority, ti)),
         })
 }
 
@@ -116,7 +123,8 @@ pub(crate) struct RuleEntry {
     pub(crate) id: Arc<str>,
     /// True for a subgraph.
     pub(crate) is_subgraph: bool,
-    triggers: Vec<Trigger>,
+    /// (priority, condition) of each trigger, in order.
+    triggers: Vec<(i64, CompiledCondition)>,
     /// The reason recorded when trigger `k` wins, built once.
     reasons: Vec<Arc<str>>,
     /// The candidate list when this entry is the only match.
@@ -134,6 +142,16 @@ pub(crate) struct RuleTable {
     /// The trace target of the default (the decision kind or its id).
     pub(crate) default_label: Arc<str>,
     default_reason: Arc<str>,
+    /// True when some trigger reads `/system/...` (the executor then decides on a state
+    /// with `system` built fresh).
+    pub(crate) reads_system: bool,
+}
+
+impl RuleEntry {
+    /// The best matching trigger on `state`: (priority, trigger index).
+    fn best(&self, state: &Value) -> Option<(i64, usize)> {
+        best_of(self.triggers.iter().map(|(p, c)| (*p, c.eval(state))))
+    }
 }
 
 /// What a rule table decided: the winning entry (`None`: the default), the candidates
@@ -149,7 +167,7 @@ impl RuleTable {
     /// Compiles `contract`'s allowlist against the registry (entries naming neither a
     /// node nor a subgraph never match, as in [`decide_by_rules`]).
     pub(crate) fn new(contract: &SupervisorContract, registry: &Registry) -> Self {
-        let entries = contract
+        let entries: Vec<RuleEntry> = contract
             .allow
             .iter()
             .filter_map(|id| {
@@ -166,7 +184,10 @@ impl RuleTable {
                         .map(|(k, t)| Arc::from(rule_reason(&id, k, t.priority)))
                         .collect(),
                     alone: Arc::from([Arc::clone(&id)]),
-                    triggers: triggers.clone(),
+                    triggers: triggers
+                        .iter()
+                        .map(|t| (t.priority, CompiledCondition::new(&t.when)))
+                        .collect(),
                     is_subgraph,
                     id,
                 })
@@ -176,8 +197,12 @@ impl RuleTable {
             Some(d) => d.target().unwrap_or(d.kind()).into(),
             None => RoutingDecision::stop_local().kind().into(),
         };
+        let reads_system = entries
+            .iter()
+            .any(|e| e.triggers.iter().any(|(_, c)| c.reads_system()));
         Self {
             entries,
+            reads_system,
             default: contract.default.clone(),
             default_label,
             default_reason: default_reason(contract.default.as_ref()).into(),
@@ -194,7 +219,7 @@ impl RuleTable {
         let mut best: Option<(i64, usize, usize)> = None;
         let mut count = 0usize;
         for (i, e) in self.entries.iter().enumerate() {
-            if let Some((p, ti)) = best_trigger(&e.triggers, state) {
+            if let Some((p, ti)) = e.best(state) {
                 count += 1;
                 if best.is_none_or(|b| p > b.0) {
                     best = Some((p, i, ti));
@@ -216,7 +241,7 @@ impl RuleTable {
                 .entries
                 .iter()
                 .enumerate()
-                .filter_map(|(i, e)| best_trigger(&e.triggers, state).map(|(p, ti)| (p, i, ti)))
+                .filter_map(|(i, e)| e.best(state).map(|(p, ti)| (p, i, ti)))
                 .collect();
             rank(&mut matched);
             matched

@@ -208,12 +208,12 @@ impl Executor {
                     step: run.steps - 1,
                 };
                 let limit = self.call_limit(run, None);
-                call_guarded(|| h.0.call(input), limit, &plan.cancel).await
+                call_guarded(|| h.0.call(input), limit, &self.cancel).await
             }
             NodeRun::Exec(spec) => {
                 let input = json!({"node": id, "input": view});
                 let limit = self.call_limit(run, spec.timeout_ms);
-                match exec_program(spec, &plan.base_dir, &input, limit, &plan.cancel).await? {
+                match exec_program(spec, &plan.base_dir, &input, limit, &self.cancel).await? {
                     Value::Object(m) => Ok(m),
                     other => Err(Fault::Failed(format!(
                         "printed {} instead of an object of slice writes",
