@@ -2,10 +2,11 @@
 //! print too, so one table can hold them side by side.
 //!
 //! ```sh
-//! cargo run --release --example bench -- <case> <n> [--no-state-trace]
+//! cargo run --release --example bench -- <case> <n> [--repeat R] [--no-state-trace]
 //! # cases: loop, linear, subgraph, build, dot
 //! ```
 //!
+//! The case is measured `R` times (default 5) in one process and the median is printed.
 //! `--no-state-trace` (run cases) keeps the trace in the run state only, without its
 //! projection into `system.decision_trace` (see `ExecutorBuilder::trace_in_state`).
 //!
@@ -70,7 +71,10 @@ fn peak_rss_mb() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
-fn line(case: &str, n: usize, total: Duration, units: f64) -> String {
+/// One measurement: the time taken and the units (steps, calls, nodes) it covered.
+type Measured = (Duration, f64);
+
+fn line(case: &str, n: usize, (total, units): Measured) -> String {
     let total_s = total.as_secs_f64();
     let per = if units > 0.0 {
         total_s * 1e6 / units
@@ -83,7 +87,8 @@ fn line(case: &str, n: usize, total: Duration, units: f64) -> String {
     )
 }
 
-fn case(name: &str, n: usize, state_trace: bool) -> Result<String, String> {
+/// Measures case `name` at size `n` once.
+fn case(name: &str, n: usize, state_trace: bool) -> Result<Measured, String> {
     let n32 = u32::try_from(n).map_err(|_| format!("n = {n} is too large"))?;
     Ok(match name {
         "loop" => {
@@ -91,21 +96,21 @@ fn case(name: &str, n: usize, state_trace: bool) -> Result<String, String> {
             if reason != Some(TerminationReason::MaxStepsExceeded) || steps != n32 {
                 return Err(format!("loop ended after {steps} steps with {reason:?}"));
             }
-            line(name, n, t, f64::from(steps))
+            (t, f64::from(steps))
         }
         "linear" => {
             let (t, steps, _, status, _) = run(synth::handoff_chain(n), state_trace);
             if status != RunStatus::Completed || steps != n32 {
                 return Err(format!("chain ended after {steps} steps with {status}"));
             }
-            line(name, n, t, f64::from(steps))
+            (t, f64::from(steps))
         }
         "subgraph" => {
             let (t, _, calls, _, _) = run(synth::repeated_calls(n32), state_trace);
             if calls < n32 {
                 return Err(format!("only {calls} of {n} calls ran"));
             }
-            line(name, n, t, f64::from(calls))
+            (t, f64::from(calls))
         }
         "build" => {
             let doc = synth::handoff_chain(n);
@@ -116,7 +121,7 @@ fn case(name: &str, n: usize, state_trace: bool) -> Result<String, String> {
             if report.has_errors() {
                 return Err("the generated chain does not validate".into());
             }
-            line(name, n, elapsed, n as f64)
+            (elapsed, n as f64)
         }
         "dot" => {
             let graph = compile(synth::clustered(n, (n / 100).max(1)));
@@ -124,7 +129,7 @@ fn case(name: &str, n: usize, state_trace: bool) -> Result<String, String> {
             let dot = to_dot(&graph, &DotOptions::default());
             let elapsed = t.elapsed();
             std::hint::black_box(dot.len());
-            line(name, n, elapsed, n as f64)
+            (elapsed, n as f64)
         }
         other => {
             return Err(format!(
@@ -134,19 +139,41 @@ fn case(name: &str, n: usize, state_trace: bool) -> Result<String, String> {
     })
 }
 
+/// Measures a case `repeat` times and returns the median measurement.
+fn median_of(name: &str, n: usize, repeat: usize, state_trace: bool) -> Result<String, String> {
+    let mut runs = (0..repeat)
+        .map(|_| case(name, n, state_trace))
+        .collect::<Result<Vec<_>, _>>()?;
+    runs.sort_by_key(|m| m.0);
+    Ok(line(name, n, runs[runs.len() / 2]))
+}
+
+const USAGE: &str = "usage: cargo run --release --example bench -- \
+                     <loop|linear|subgraph|build|dot> <n> [--repeat R] [--no-state-trace]";
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let state_trace = !args.iter().any(|a| a == "--no-state-trace");
-    let positional: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
-    let result = match positional.as_slice() {
+    let mut args = std::env::args().skip(1);
+    let (mut positional, mut repeat, mut state_trace) = (Vec::new(), Ok(5), true);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--no-state-trace" => state_trace = false,
+            "--repeat" => {
+                repeat = match args.next().map(|r| r.parse::<usize>()) {
+                    Some(Ok(r)) if r > 0 => Ok(r),
+                    _ => Err("--repeat takes a positive whole number".to_string()),
+                }
+            }
+            _ if a.starts_with("--") => repeat = Err(format!("unknown option `{a}`; {USAGE}")),
+            _ => positional.push(a),
+        }
+    }
+    let result = repeat.and_then(|repeat| match positional.as_slice() {
         [name, n] => match n.parse::<usize>() {
-            Ok(n) if n > 0 => case(name, n, state_trace),
+            Ok(n) if n > 0 => median_of(name, n, repeat, state_trace),
             _ => Err(format!("n must be a positive whole number, got `{n}`")),
         },
-        _ => Err("usage: cargo run --release --example bench -- \
-                  <loop|linear|subgraph|build|dot> <n> [--no-state-trace]"
-            .into()),
-    };
+        _ => Err(USAGE.into()),
+    });
     match result {
         Ok(l) => {
             println!("{l}");
