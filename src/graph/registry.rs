@@ -100,12 +100,16 @@ pub enum Resolved<'a> {
     Subgraph(&'a SubgraphContract),
 }
 
+/// Contracts of one kind by id, in registration order. The order (and so every output)
+/// does not depend on the hasher, which is foldhash like the other id tables.
+type ById<T> = IndexMap<String, T, foldhash::fast::RandomState>;
+
 /// Nodes, supervisors and subgraphs by id, in registration order.
 #[derive(Debug, Clone, Default)]
 pub struct Registry {
-    nodes: IndexMap<String, NodeContract>,
-    supervisors: IndexMap<String, SupervisorContract>,
-    subgraphs: IndexMap<String, SubgraphContract>,
+    nodes: ById<NodeContract>,
+    supervisors: ById<SupervisorContract>,
+    subgraphs: ById<SubgraphContract>,
     kinds: HashMap<String, ContractKind>,
 }
 
@@ -170,6 +174,10 @@ impl Registry {
     /// The `i`-th registered node (registration order, as [`Registry::nodes`] yields).
     pub(crate) fn node_at(&self, i: usize) -> Option<&NodeContract> {
         self.nodes.get_index(i).map(|(_, n)| n)
+    }
+    /// The position of node `id` in registration order (the `i` of [`Registry::node_at`]).
+    pub(crate) fn node_index(&self, id: &str) -> Option<usize> {
+        self.nodes.get_index_of(id)
     }
     /// The supervisor `id`.
     pub fn get_supervisor(&self, id: &str) -> Option<&SupervisorContract> {
