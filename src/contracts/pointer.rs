@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::OnceLock;
 
 /// Escapes one reference token (`~` -> `~0`, `/` -> `~1`).
 pub fn escape(token: &str) -> String {
@@ -65,13 +66,29 @@ impl fmt::Display for Span {
 
 /// Where each JSON Pointer of a loaded document stands in its text. For an object member
 /// the span is the member's key; for an array element, the element's first token.
+///
+/// A JSON document's table is built lazily: loading parses the text once, fast, without
+/// spans, and the first look-up here (a diagnostic that needs a line) parses it again with
+/// spans. A document that loads and validates cleanly never pays for the table.
 #[derive(Debug, Clone, Default)]
 pub struct SourceMap {
     /// The file the text came from, when known.
     pub name: Option<String>,
     /// The document text.
     pub text: String,
-    spans: HashMap<String, Span>,
+    /// Where the table comes from when it is first needed.
+    origin: Origin,
+    spans: OnceLock<HashMap<String, Span>>,
+}
+
+/// How a [`SourceMap`]'s table is filled.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum Origin {
+    /// By `insert` (the table starts empty).
+    #[default]
+    Recorded,
+    /// From the text, which is well-formed JSON, on the first look-up.
+    JsonText,
 }
 
 impl SourceMap {
@@ -80,25 +97,48 @@ impl SourceMap {
         Self {
             name: None,
             text: text.into(),
-            spans: HashMap::new(),
+            origin: Origin::Recorded,
+            spans: OnceLock::new(),
         }
+    }
+
+    /// A map over JSON `text` (already parsed without errors) whose table is built from the
+    /// text on the first look-up.
+    pub(crate) fn lazy_json(text: impl Into<String>) -> Self {
+        Self {
+            origin: Origin::JsonText,
+            ..Self::new(text)
+        }
+    }
+
+    /// The table, built now if it is built lazily and not yet built.
+    fn spans(&self) -> &HashMap<String, Span> {
+        self.spans.get_or_init(|| match self.origin {
+            Origin::Recorded => HashMap::new(),
+            Origin::JsonText => super::load::json_spans(&self.text),
+        })
     }
 
     /// Records where `pointer` stands.
     pub fn insert(&mut self, pointer: String, span: Span) {
-        self.spans.insert(pointer, span);
+        self.spans();
+        self.spans
+            .get_mut()
+            .expect("spans() has just initialized the table")
+            .insert(pointer, span);
     }
 
     /// The exact span of `pointer`, if recorded.
     pub fn get(&self, pointer: &str) -> Option<Span> {
-        self.spans.get(pointer).copied()
+        self.spans().get(pointer).copied()
     }
 
     /// The span of `pointer`, or of its nearest recorded ancestor.
     pub fn locate(&self, pointer: &str) -> Option<Span> {
+        let spans = self.spans();
         let mut p = pointer;
         loop {
-            if let Some(s) = self.spans.get(p) {
+            if let Some(s) = spans.get(p) {
                 return Some(*s);
             }
             match p.rfind('/') {
@@ -110,12 +150,26 @@ impl SourceMap {
 
     /// Number of recorded pointers.
     pub fn len(&self) -> usize {
-        self.spans.len()
+        self.spans().len()
     }
 
     /// True when nothing is recorded.
     pub fn is_empty(&self) -> bool {
-        self.spans.is_empty()
+        self.spans().is_empty()
+    }
+
+    /// The table, built if need be.
+    pub(crate) fn into_spans(self) -> HashMap<String, Span> {
+        let Self {
+            origin,
+            text,
+            spans,
+            ..
+        } = self;
+        spans.into_inner().unwrap_or_else(|| match origin {
+            Origin::Recorded => HashMap::new(),
+            Origin::JsonText => super::load::json_spans(&text),
+        })
     }
 }
 

@@ -1,11 +1,22 @@
 //! Strict JSON to `Value` + `SourceMap` (no comments, no trailing commas).
+//!
+//! Two parsers, one answer. A document is first read by serde_json's parser with
+//! duplicate keys refused ([`fast`]), which is all a valid document needs; its
+//! [`SourceMap`] is filled from the text only if a diagnostic asks for a line. Anything
+//! that parser refuses is parsed again by the span-keeping parser ([`parse_mapped`]),
+//! whose error (with line, column and, for a duplicate key, both places) is the one
+//! reported; it is also the one that decides, so the two can never disagree on what loads.
+
+use std::collections::HashMap;
+use std::fmt;
 
 use jsonc_parser::ast;
 use jsonc_parser::{CollectOptions, ParseOptions, parse_to_ast};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
 use super::{LoadError, duplicate_key};
-use crate::contracts::pointer::{LineIndex, SourceMap, push_index, push_key};
+use crate::contracts::pointer::{LineIndex, SourceMap, Span, push_index, push_key};
 
 fn strict() -> ParseOptions {
     ParseOptions {
@@ -22,7 +33,95 @@ fn strict() -> ParseOptions {
     }
 }
 
+/// Parses strict JSON, rejecting duplicate keys; the source map is built lazily.
+///
+/// Complexity: O(n) in the length of the text (the map, when built, O(n) again).
 pub(super) fn parse(text: &str) -> Result<(Value, SourceMap), LoadError> {
+    match fast(text) {
+        Some(value) => Ok((value, SourceMap::lazy_json(text))),
+        None => parse_mapped(text),
+    }
+}
+
+/// The span table of a text [`fast`] accepted (empty if the mapped parser refuses it,
+/// which it does not: it accepts all that `fast` does).
+pub(crate) fn spans(text: &str) -> HashMap<String, Span> {
+    parse_mapped(text)
+        .map(|(_, map)| map.into_spans())
+        .unwrap_or_default()
+}
+
+/// serde_json's parser with duplicate keys refused: `None` for anything that is not one
+/// strict JSON value without duplicates (and for nesting past serde_json's depth limit).
+fn fast(text: &str) -> Option<Value> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let value = Unique.deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    Some(value)
+}
+
+/// Deserializes a `Value` as serde_json's own does, but fails on a repeated key.
+#[derive(Clone, Copy)]
+struct Unique;
+
+impl<'de> DeserializeSeed<'de> for Unique {
+    type Value = Value;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Unique {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value without duplicate keys")
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_bool<E>(self, b: bool) -> Result<Value, E> {
+        Ok(Value::Bool(b))
+    }
+    fn visit_i64<E>(self, n: i64) -> Result<Value, E> {
+        Ok(Value::Number(n.into()))
+    }
+    fn visit_u64<E>(self, n: u64) -> Result<Value, E> {
+        Ok(Value::Number(n.into()))
+    }
+    fn visit_f64<E: de::Error>(self, n: f64) -> Result<Value, E> {
+        Number::from_f64(n)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom("not a finite number"))
+    }
+    fn visit_str<E>(self, s: &str) -> Result<Value, E> {
+        Ok(Value::String(s.to_owned()))
+    }
+    fn visit_string<E>(self, s: String) -> Result<Value, E> {
+        Ok(Value::String(s))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(v) = seq.next_element_seed(self)? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = access.next_key::<String>()? {
+            if out.contains_key(&key) {
+                return Err(de::Error::custom("duplicate key"));
+            }
+            let v = access.next_value_seed(self)?;
+            out.insert(key, v);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+/// Parses strict JSON with jsonc-parser, recording every key's and element's span.
+fn parse_mapped(text: &str) -> Result<(Value, SourceMap), LoadError> {
     let lines = LineIndex::new(text);
     let parsed = parse_to_ast(text, &CollectOptions::default(), &strict()).map_err(|e| {
         let r = e.range();
@@ -154,6 +253,135 @@ mod tests {
         ] {
             let e = parse(bad).unwrap_err();
             assert!(matches!(e, LoadError::Syntax { .. }), "{bad}: {e}");
+        }
+    }
+
+    /// Both parsers' answers: `Some(value)` when the text loads.
+    fn both(text: &str) -> (Option<Value>, Option<Value>) {
+        (fast(text), parse_mapped(text).ok().map(|(v, _)| v))
+    }
+
+    #[test]
+    fn the_fast_parser_agrees_with_the_mapped_one() {
+        for text in [
+            r#"{"a": [1, -2, 3.5, 1e3, -0, 18446744073709551615, 18446744073709551616]}"#,
+            r#"{"s": "\u00e9\ud83d\ude00 \" \\ \/ \b\f\n\r\t", "k\u0041": null}"#,
+            r#"{"": {"": []}, "x": [{}, [], [[true, false]]]}"#,
+            "  \n{\"a\":1}\n\t ",
+            "[]",
+            "\"just a string\"",
+        ] {
+            let (f, m) = both(text);
+            assert!(f.is_some(), "fast refused {text}");
+            assert_eq!(f, m, "{text}");
+        }
+        for text in [
+            r#"{"a": 1, "a": 2}"#,
+            r#"{"x": [{"b": 1, "c": {"d": 1, "d": 1}}]}"#,
+            r#"{"a": 1,}"#,
+            r#"{"a": 1} {"b": 2}"#,
+            r#"{"a": 1e400}"#,
+            r#"{"a": "\ud800"}"#,
+            "{\"a\": \"tab\there\"}",
+            "",
+            "   ",
+            "{\"a\": 01}",
+            "\u{feff}{}",
+        ] {
+            let (f, m) = both(text);
+            assert!(f.is_none(), "fast accepted {text:?}");
+            // Whatever the fast parser refuses, `parse` answers as the mapped one does.
+            assert_eq!(parse(text).ok().map(|(v, _)| v), m, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn nesting_past_the_fast_parsers_limit_still_loads() {
+        let depth = 300;
+        let text = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        assert!(fast(&text).is_none(), "serde_json's limit is 128 levels");
+        let (v, map) = parse(&text).expect("the mapped parser takes it");
+        assert!(v.is_array());
+        assert!(map.get(&"/0".repeat(depth - 1)).is_some());
+    }
+
+    #[test]
+    fn a_lazy_map_is_the_eager_one() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/workflows/fashion.json"
+        ))
+        .expect("shipped workflow");
+        let (_, lazy) = parse(&text).expect("valid");
+        let (_, eager) = parse_mapped(&text).expect("valid");
+        assert!(eager.len() > 50, "{}", eager.len());
+        assert_eq!(lazy.into_spans(), eager.into_spans());
+    }
+
+    mod agree {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn value() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(|n| Value::Number(n.into())),
+                any::<u64>().prop_map(|n| Value::Number(n.into())),
+                any::<f64>()
+                    .prop_filter_map("finite", Number::from_f64)
+                    .prop_map(Value::Number),
+                "\\PC{0,6}".prop_map(Value::String),
+            ];
+            leaf.prop_recursive(4, 48, 6, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                    prop::collection::vec(("[a-c~/]{0,2}", inner), 0..6)
+                        .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+                ]
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            /// For all JSON texts, well-formed or cut, with duplicate keys or without: the
+            /// fast parser accepts only what the mapped one accepts, and then the same value.
+            #[test]
+            fn on_any_text(v in value(), pretty in any::<bool>(), edit in 0u8..4, at in any::<prop::sample::Index>()) {
+                let mut text = if pretty {
+                    serde_json::to_string_pretty(&v).expect("serializes")
+                } else {
+                    serde_json::to_string(&v).expect("serializes")
+                };
+                match edit {
+                    // Repeat the first member of the first object: a duplicate key.
+                    1 => if let Some(i) = text.find("{\"") {
+                        let member_end = text[i..].find([',', '}']).map(|e| i + e);
+                        if let Some(e) = member_end {
+                            let member = text[i + 1..e].to_string();
+                            text.insert_str(i + 1, &format!("{member},"));
+                        }
+                    },
+                    // Cut the text at a char boundary.
+                    2 => {
+                        let cut = at.index(text.len() + 1);
+                        let cut = (0..=cut).rev().find(|c| text.is_char_boundary(*c)).unwrap_or(0);
+                        text.truncate(cut);
+                    }
+                    // Trailing comma before the last closer.
+                    3 => if let Some(i) = text.rfind([']', '}']) { text.insert(i, ','); },
+                    _ => {}
+                }
+                let (f, m) = both(&text);
+                if f.is_some() {
+                    prop_assert_eq!(&f, &m, "{}", text);
+                }
+                prop_assert_eq!(parse(&text).ok().map(|(v, _)| v), m);
+                if edit == 0 {
+                    prop_assert_eq!(f, Some(v));
+                }
+            }
         }
     }
 }

@@ -88,6 +88,11 @@ pub fn parse_value(text: &str, format: DocumentFormat) -> Result<(Value, SourceM
     }
 }
 
+/// The span table of JSON text that has already parsed (for a lazily built [`SourceMap`]).
+pub(crate) fn json_spans(text: &str) -> std::collections::HashMap<String, Span> {
+    json::spans(text)
+}
+
 /// The error for `key` appearing again in the object at `parent`; the first occurrence's
 /// place comes from the source map built so far.
 pub(crate) fn duplicate_key(map: &SourceMap, parent: &str, key: &str, span: Span) -> LoadError {
