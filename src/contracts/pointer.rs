@@ -91,6 +91,16 @@ enum Origin {
     JsonText,
 }
 
+impl Origin {
+    /// The table a map of this origin starts with, for `text`.
+    fn fill(self, text: &str) -> HashMap<String, Span> {
+        match self {
+            Origin::Recorded => HashMap::new(),
+            Origin::JsonText => super::load::json_spans(text),
+        }
+    }
+}
+
 impl SourceMap {
     /// An empty map over `text`.
     pub fn new(text: impl Into<String>) -> Self {
@@ -113,10 +123,7 @@ impl SourceMap {
 
     /// The table, built now if it is built lazily and not yet built.
     fn spans(&self) -> &HashMap<String, Span> {
-        self.spans.get_or_init(|| match self.origin {
-            Origin::Recorded => HashMap::new(),
-            Origin::JsonText => super::load::json_spans(&self.text),
-        })
+        self.spans.get_or_init(|| self.origin.fill(&self.text))
     }
 
     /// Records where `pointer` stands.
@@ -166,10 +173,7 @@ impl SourceMap {
             spans,
             ..
         } = self;
-        spans.into_inner().unwrap_or_else(|| match origin {
-            Origin::Recorded => HashMap::new(),
-            Origin::JsonText => super::load::json_spans(&text),
-        })
+        spans.into_inner().unwrap_or_else(|| origin.fill(&text))
     }
 }
 
