@@ -8,13 +8,14 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use pactgraph::WorkflowDocument;
 use pactgraph::graph::{GraphBuilder, synth};
 use pactgraph::runtime::{Executor, RunState, RunStatus};
+use pactgraph::validator::ValidGraph;
 use serde_json::json;
 
 fn executor(doc: WorkflowDocument) -> Executor {
     let graph = GraphBuilder::from_document(doc)
         .build()
         .expect("synthetic workflows compile");
-    Executor::builder(graph)
+    Executor::builder(ValidGraph::new(graph).expect("synthetic workflows are valid"))
         .build()
         .expect("no handlers needed")
 }
@@ -37,7 +38,7 @@ fn bench_runs(c: &mut Criterion, group: &str, name: &str, doc: WorkflowDocument,
             || exec.start(json!({})).expect("valid input"),
             |mut run| {
                 rt.block_on(exec.run_in_place(&mut run));
-                assert_eq!(run.status, RunStatus::Completed);
+                assert_eq!(run.status(), RunStatus::Completed);
                 run
             },
             BatchSize::SmallInput,

@@ -5,6 +5,7 @@ use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use pactgraph::GraphBuilder;
 use pactgraph::contracts::WorkflowDocument;
 use pactgraph::runtime::{Executor, ExecutorBuilder, NodeInput};
+use pactgraph::validator::ValidGraph;
 use serde_json::{Map, Value, json};
 
 /// `step()` calls measured per iteration.
@@ -15,7 +16,7 @@ const BUDGET: u32 = 1_000_000;
 fn builder(doc: Value) -> ExecutorBuilder {
     let doc = WorkflowDocument::from_value(doc).expect("valid");
     let graph = GraphBuilder::from_document(doc).build().expect("resolves");
-    Executor::builder(graph)
+    Executor::builder(ValidGraph::new(graph).expect("the bench workflows are valid"))
 }
 
 fn executor(doc: Value) -> Executor {
@@ -70,14 +71,16 @@ fn call_return() -> Executor {
         "slices": {"request": {}, "out": {}, "answer": {}},
         "budgets": {"max_steps": BUDGET, "max_reentry": BUDGET},
         "entry": "root",
-        "supervisors": {"root": {"allow": ["g"]}, "inner": {"allow": []}},
+        "supervisors": {"root": {"allow": ["g"]}, "inner": {"allow": ["idle"]}},
         "subgraphs": {"g": {"entrypoint": "inner", "supervisors": ["inner"],
             "reads": ["request"], "writes": ["out"],
             "input_schema": {"type": "object", "required": ["request"]},
             "output_schema": {"type": "object"},
             "result_slice": "answer",
             "triggers": [{"priority": 1, "when": {"path": "/request/go", "equals": true}}]}},
-        "nodes": {}
+        // `inner` must allow something (an empty allow is a validator error); `idle`
+        // has no triggers, so `inner` always takes its default (`stop_local`) at once.
+        "nodes": {"idle": {"supervisor": "inner", "writes": ["out"]}}
     }))
 }
 

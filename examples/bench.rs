@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use pactgraph::WorkflowDocument;
 use pactgraph::graph::{CompiledGraph, GraphBuilder, synth};
 use pactgraph::runtime::{Executor, RunStatus, TerminationReason};
-use pactgraph::validator::Validator;
+use pactgraph::validator::{ValidGraph, Validator};
 use pactgraph::visualize::{DotOptions, to_dot};
 
 fn compile(doc: WorkflowDocument) -> CompiledGraph {
@@ -35,7 +35,8 @@ fn run(
     doc: WorkflowDocument,
     state_trace: bool,
 ) -> (Duration, u32, u32, RunStatus, Option<TerminationReason>) {
-    let executor = Executor::builder(compile(doc))
+    let graph = ValidGraph::new(compile(doc)).expect("synthetic workflows are valid");
+    let executor = Executor::builder(graph)
         .trace_in_state(state_trace)
         .build()
         .expect("no handlers needed");
@@ -54,8 +55,8 @@ fn run(
         elapsed,
         state.steps,
         entries,
-        state.status,
-        state.termination_reason,
+        state.status(),
+        state.termination_reason(),
     )
 }
 

@@ -241,11 +241,19 @@ fn the_printed_state_and_the_saved_run_carry_the_trace_in_system() {
         .map(String::as_str)
         .collect();
     assert_eq!(keys, ["budgets", "call_stack", "steps", "decision_trace"]);
+    // The saved run holds the trace once, under `run.trace`, without a projection.
     let text = std::fs::read_to_string(&state).unwrap();
-    assert_eq!(text.matches("\"decision_trace\"").count(), 1);
+    assert_eq!(text.matches("\"decision_trace\"").count(), 0);
     let saved: Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(saved["run"]["state"]["system"]["decision_trace"], trace);
+    assert!(
+        saved["run"]["state"]["system"]
+            .get("decision_trace")
+            .is_none()
+    );
     assert_eq!(saved["run"]["trace"], trace);
+    assert_eq!(saved["pactgraph_saved_run"], 2);
+    assert!(saved["digest"].as_str().unwrap().starts_with("sha256:"));
+    assert_eq!(saved["run_id"].as_str().unwrap().len(), 26);
 }
 
 #[test]

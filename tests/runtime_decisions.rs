@@ -8,7 +8,7 @@ use common::{builder, graph, graph_file, path, rt, run, script, user_state, writ
 use pactgraph::RoutingDecision as D;
 use pactgraph::contracts::{StopLocal, SupervisorOutput};
 use pactgraph::runtime::{
-    HandlerError, NodeInput, ResumeError, RunState, RunStatus, TerminationReason as R,
+    HandlerError, NodeInput, ResumeErrorKind, RunState, RunStatus, TerminationReason as R,
     TraceKind as K,
 };
 use serde_json::{Value, json};
@@ -18,7 +18,7 @@ fn flat() -> Value {
         "workflow": "flat",
         "slices": {"a": {}, "b": {}, "c": {}, "clarification": {}},
         "entry": "root",
-        "supervisors": {"root": {"allow": ["n", "m"], "fallback": "safe", "policy": {"handler": "script"}}},
+        "supervisors": {"root": {"allow": ["n", "m", "safe"], "fallback": "safe", "policy": {"handler": "script"}}},
         "nodes": {
             "n": {"supervisor": "root", "reads": ["a"], "writes": ["b"], "run": {"handler": "n"}},
             "m": {"supervisor": "root", "reads": [], "writes": ["c"], "run": {"set": {"c": 1}}, "handoff": "m2"},
@@ -146,8 +146,9 @@ fn a_child_writes_are_invisible_to_the_parent_until_return() {
     let mut run = ex.start(json!({"request": {"topic": "fashion"}})).unwrap();
     rt.block_on(ex.step(&mut run)); // domain calls fashion
     assert_eq!(run.stack.len(), 1);
+    // The child state starts as the boundary's `reads` (and `writes`) slices.
     assert_eq!(
-        run.stack[0].locals["input"],
+        Value::Object(run.stack[0].state.clone()),
         json!({"request": {"topic": "fashion"}})
     );
     rt.block_on(ex.step(&mut run)); // fashion_supervisor runs trend
@@ -353,8 +354,8 @@ fn ask_clarification_pauses_and_resume_lets_the_same_supervisor_decide_again() {
         rt.block_on(ex.run_in_place(&mut run)),
         RunStatus::AwaitingInput
     );
-    assert_eq!(run.question.as_deref(), Some("which size?"));
-    assert_eq!(run.termination_reason, Some(R::AwaitingInput));
+    assert_eq!(run.question(), Some("which size?"));
+    assert_eq!(run.termination_reason(), Some(R::AwaitingInput));
     // The paused run is plain data.
     let saved = serde_json::to_string(&run).unwrap();
     let run: RunState = serde_json::from_str(&saved).unwrap();
@@ -385,10 +386,13 @@ fn resume_refuses_a_run_not_waiting_or_without_a_clarification_slice() {
         .build()
         .unwrap();
     let fresh = ex.start(json!({})).unwrap();
+    let err = ex.resume(fresh.clone(), "x").unwrap_err();
     assert_eq!(
-        ex.resume(fresh, "x").unwrap_err(),
-        ResumeError::NotAwaitingInput(RunStatus::Running)
+        err.kind(),
+        &ResumeErrorKind::NotAwaitingInput(RunStatus::Running)
     );
+    // The refused run comes back unchanged.
+    assert_eq!(err.into_run(), fresh);
     let mut doc = flat();
     doc["slices"]
         .as_object_mut()
@@ -402,11 +406,11 @@ fn resume_refuses_a_run_not_waiting_or_without_a_clarification_slice() {
     let rt = rt();
     let mut run = ex.start(json!({})).unwrap();
     rt.block_on(ex.run_in_place(&mut run));
-    assert_eq!(run.status, RunStatus::AwaitingInput);
-    assert_eq!(
-        ex.resume(run, "x").unwrap_err(),
-        ResumeError::NoClarificationSlice
-    );
+    assert_eq!(run.status(), RunStatus::AwaitingInput);
+    let paused = run.clone();
+    let err = ex.resume(run, "x").unwrap_err();
+    assert_eq!(err.kind(), &ResumeErrorKind::NoClarificationSlice);
+    assert_eq!(err.into_run(), paused);
 }
 
 #[test]
@@ -579,7 +583,9 @@ fn a_child_stopped_by_a_guard_has_its_writes_discarded() {
 #[test]
 fn the_same_input_gives_the_same_trace_apart_from_timing() {
     let g = || graph_file("examples/workflows/fashion.json");
-    let timed = pactgraph::runtime::Executor::builder(g()).build().unwrap();
+    let timed = pactgraph::runtime::Executor::builder(common::valid(g()))
+        .build()
+        .unwrap();
     let input = json!({"request": {"topic": "fashion"}});
     let a = run(&timed, input.clone());
     let b = run(&timed, input.clone());

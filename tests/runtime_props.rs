@@ -49,18 +49,26 @@ fn triggers(g: &mut Gen) -> Value {
     )
 }
 
-/// A random workflow: a root supervisor and up to two subgraphs (which may call each
-/// other or themselves), nodes writing small values, random triggers, handoffs,
-/// terminals, exitpoints, defaults and budgets. Returns it with its `max_steps`.
+/// A random valid workflow (the runtime runs only what the validator accepts): a root
+/// supervisor and up to two subgraphs (which may call each other or themselves), nodes
+/// writing small values, random triggers, handoffs, terminals, exitpoints, defaults and
+/// budgets. Returns it with its `max_steps`.
 fn workflow(seed: u64) -> (Value, u32) {
     let mut g = Gen(seed);
     let n_subgraphs = g.below(3) as usize;
     let supervisors: Vec<String> = std::iter::once("root".to_string())
         .chain((0..n_subgraphs).map(|i| format!("sup{i}")))
         .collect();
-    let n_nodes = 1 + g.below(6) as usize;
+    // Every supervisor owns at least one node: an empty `allow` is an error (PG0301).
+    let n_nodes = supervisors.len() + g.below(5) as usize;
     let owner: Vec<usize> = (0..n_nodes)
-        .map(|_| g.below(supervisors.len() as u64) as usize)
+        .map(|i| {
+            if i < supervisors.len() {
+                i
+            } else {
+                g.below(supervisors.len() as u64) as usize
+            }
+        })
         .collect();
     let mut nodes = serde_json::Map::new();
     for i in 0..n_nodes {
@@ -75,9 +83,10 @@ fn workflow(seed: u64) -> (Value, u32) {
         if g.chance(15) {
             node["terminal"] = json!(true);
         }
-        if g.chance(20) {
-            let same: Vec<usize> = (0..n_nodes).filter(|j| owner[*j] == owner[i]).collect();
-            node["handoff"] = json!(format!("n{}", same[g.below(same.len() as u64) as usize]));
+        // Handoffs go forward only: a handoff cycle is a validator error (PG0801).
+        let later: Vec<usize> = (i + 1..n_nodes).filter(|j| owner[*j] == owner[i]).collect();
+        if g.chance(20) && !later.is_empty() {
+            node["handoff"] = json!(format!("n{}", later[g.below(later.len() as u64) as usize]));
         }
         if g.chance(20) {
             node["max_visits"] = json!(1 + g.below(3));
@@ -95,10 +104,12 @@ fn workflow(seed: u64) -> (Value, u32) {
                 allow.push(format!("g{j}"));
             }
         }
-        let default = match g.below(4) {
-            0 => json!({"stop_global": {"reason": "default"}}),
-            1 => json!({"stop_local": {"should_end": true}}),
-            2 => json!({"fallback": {}}),
+        // Every level can end (PG0601, PG0602): a subgraph's supervisor can always
+        // `stop_local`, the root can always stop. Runs may still loop until a budget
+        // stops them: triggers keep matching, subgraphs call each other.
+        let default = match (si, g.below(4)) {
+            (0, 0) | (0, 2) => json!({"stop_global": {"reason": "default"}}),
+            (_, 1) => json!({"stop_local": {"should_end": true}}),
             _ => json!({"stop_local": {}}),
         };
         let mut s = json!({"allow": allow, "default": default});
@@ -127,7 +138,8 @@ fn workflow(seed: u64) -> (Value, u32) {
             sg.as_object_mut().unwrap().remove("result_slice");
         }
         if g.chance(20) {
-            sg["max_reentry"] = json!(g.below(3));
+            // 0 would make the subgraph impossible to enter (PG1003).
+            sg["max_reentry"] = json!(1 + g.below(2));
         }
         let own: Vec<usize> = (0..n_nodes).filter(|i| owner[*i] == j + 1).collect();
         if !own.is_empty() && g.chance(25) {
@@ -139,7 +151,9 @@ fn workflow(seed: u64) -> (Value, u32) {
     let doc = json!({
         "workflow": "random",
         "slices": {"s0": {}, "s1": {}, "s2": {}},
-        "budgets": {"max_steps": max_steps, "max_depth": g.below(4), "max_reentry": g.below(4)},
+        // With subgraphs, depth and re-entry budgets of 0 are validator errors (PG1002,
+        // PG1003); 1 still lets recursion hit them.
+        "budgets": {"max_steps": max_steps, "max_depth": 1 + g.below(3), "max_reentry": 1 + g.below(3)},
         "entry": "root",
         "supervisors": sups,
         "subgraphs": subgraphs,
@@ -177,7 +191,7 @@ proptest! {
             prop_assert!(calls <= 4 * max_steps + 4, "the run does not end");
         }
         prop_assert!(whole.steps <= max_steps);
-        prop_assert!(whole.status.is_final());
+        prop_assert!(whole.status().is_final());
 
         let mut part = ex.start(initial).unwrap();
         for _ in 0..k.min(calls as usize) {
@@ -190,9 +204,39 @@ proptest! {
         prop_assert_eq!(serde_json::to_string(&restored).unwrap(), saved);
         rt.block_on(ex.run_in_place(&mut restored));
         prop_assert_eq!(&restored.state, &whole.state);
-        prop_assert_eq!(restored.status, whole.status);
-        prop_assert_eq!(restored.termination_reason, whole.termination_reason);
+        prop_assert_eq!(restored.status(), whole.status());
+        prop_assert_eq!(restored.termination_reason(), whole.termination_reason());
         prop_assert_eq!(restored.trace.without_timing(), whole.trace.without_timing());
         prop_assert_eq!(&restored.uncommitted, &whole.uncommitted);
+    }
+}
+
+/// The generator is not tame: over many seeds its valid workflows end in every way the
+/// budgets allow, so the property above is exercised on runs that loop until a guard
+/// stops them, not only on runs that finish by themselves.
+#[test]
+fn generated_workflows_reach_every_kind_of_ending() {
+    use pactgraph::runtime::TerminationReason as R;
+    let rt = rt();
+    let mut seen = std::collections::BTreeSet::new();
+    for seed in 0..400u64 {
+        let (doc, _) = workflow(seed);
+        let ex = builder(graph(doc)).build().unwrap();
+        let mut run = ex.start(input(seed)).unwrap();
+        rt.block_on(ex.run_in_place(&mut run));
+        seen.insert(format!("{:?}", run.termination_reason().unwrap()));
+    }
+    for want in [
+        R::MaxStepsExceeded,
+        R::CycleDetected,
+        R::MaxDepthExceeded,
+        R::StopGlobal,
+        R::StopLocal,
+        R::Terminal,
+    ] {
+        assert!(
+            seen.contains(&format!("{want:?}")),
+            "{want:?} never seen: {seen:?}"
+        );
     }
 }

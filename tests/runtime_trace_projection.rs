@@ -1,6 +1,7 @@
 //! The decision trace is stored once (`RunState::trace`, `RunOutcome::trace`);
-//! `state.system.decision_trace` is its projection: present in every serialized form and
-//! in `state_json()`, absent from the in-memory `state`.
+//! `state.system.decision_trace` is its projection: present in the serialized outcome (the
+//! run summary) and in `state_json()`, absent from the in-memory `state`. A serialized run
+//! state (a saved run) holds the trace once, under `trace`, with no projection.
 
 mod common;
 
@@ -70,8 +71,10 @@ fn a_serialized_outcome_carries_the_trace_once_even_if_the_input_had_one() {
         ["mine", "budgets", "call_stack", "steps", "decision_trace"]
     );
     assert_eq!(occurrences(&serde_json::to_string(&outcome).unwrap()), 1);
-    assert_eq!(occurrences(&serde_json::to_string(&run).unwrap()), 1);
-    assert_eq!(run.to_json()["state"]["system"]["decision_trace"], trace);
+    // The run state holds the trace once, under `trace`, and no projection.
+    assert_eq!(occurrences(&serde_json::to_string(&run).unwrap()), 0);
+    assert_eq!(run.to_json()["trace"], trace);
+    assert_eq!(run.state_json()["system"]["decision_trace"], trace);
     assert_eq!(outcome.state_json()["system"]["decision_trace"], trace);
     let back: DecisionTrace =
         serde_json::from_value(value["state"]["system"]["decision_trace"].clone()).unwrap();
@@ -117,8 +120,12 @@ fn saved_runs_round_trip_byte_for_byte() {
                 text,
                 "keep = {keep}"
             );
+            assert!(first["state"]["system"].get("decision_trace").is_none());
+            assert_eq!(first["trace_in_state"], keep);
             assert_eq!(
-                first["state"]["system"].get("decision_trace").is_some(),
+                restored.state_json()["system"]
+                    .get("decision_trace")
+                    .is_some(),
                 keep
             );
 
@@ -158,7 +165,7 @@ fn mid_run_the_projection_is_the_trace_so_far() {
     assert!(run.is_running());
     assert!(!run.trace.is_empty());
     assert_eq!(
-        run.to_json()["state"]["system"]["decision_trace"],
+        run.state_json()["system"]["decision_trace"],
         serde_json::to_value(&run.trace).unwrap()
     );
 }
@@ -187,11 +194,7 @@ fn without_trace_in_state_no_decision_trace_appears_anywhere() {
 fn the_executor_that_pauses_or_ends_a_run_decides_whether_the_state_carries_the_trace() {
     // Saved with the trace in the state, resumed by an executor that keeps it out.
     let run = paused(true);
-    assert!(
-        run.to_json()["state"]["system"]
-            .get("decision_trace")
-            .is_some()
-    );
+    assert!(run.state_json()["system"].get("decision_trace").is_some());
     let lean = executor("examples/workflows/clarification.json", false);
     let outcome = rt().block_on(lean.run(lean.resume(run, "M").unwrap()));
     assert_eq!(outcome.status, RunStatus::Completed);

@@ -11,6 +11,7 @@
 
 use pactgraph::contracts::SupervisorOutput;
 use pactgraph::runtime::{Clock, Executor, HandlerError, NodeInput, PolicyInput, Writes};
+use pactgraph::validator::ValidGraph;
 use pactgraph::{
     Condition, GraphBuilder, NodeBehaviour, NodeContract, RoutingDecision, SliceDecl,
     SubgraphContract, SupervisorContract, Trigger, WorkflowDocument,
@@ -102,7 +103,7 @@ async fn trend(input: NodeInput) -> Result<Writes, HandlerError> {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let executor = Executor::builder(contracts().build()?)
+    let executor = Executor::builder(ValidGraph::new(contracts().build()?)?)
         .policy_handler("fashion_policy", fashion_policy)
         .node_handler("trend", trend)
         .clock(Clock::Frozen)
@@ -111,9 +112,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let outcome = executor.run(executor.start(input.clone())?).await;
 
     let mut state = outcome.state.clone();
-    if let Some(m) = state.as_object_mut() {
-        m.shift_remove("system"); // the trace is printed below
-    }
+    state.shift_remove("system"); // the trace is printed below
     println!(
         "status: {} ({})",
         outcome.status,
@@ -129,11 +128,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "/examples/workflows/fashion.json"
     );
     let (doc, _) = WorkflowDocument::load(path)?;
-    let from_doc = Executor::builder(GraphBuilder::from_document(doc).build()?).build()?;
+    let graph = ValidGraph::new(GraphBuilder::from_document(doc).build()?)?;
+    let from_doc = Executor::builder(graph).build()?;
     let mut other = from_doc.run(from_doc.start(input)?).await.state;
-    if let Some(m) = other.as_object_mut() {
-        m.shift_remove("system");
-    }
+    other.shift_remove("system");
     assert_eq!(other, state, "the document and the Rust contracts agree");
     println!("examples/workflows/fashion.json ends in the same state.");
     Ok(())

@@ -4,13 +4,9 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use pactgraph::contracts::WorkflowDocument;
-use pactgraph::graph::GraphBuilder;
-use pactgraph::runtime::{
-    Clock, Executor, Pending, ProjectedState, RunState, RunStatus, TerminationReason,
-};
-use pactgraph::validator::{Severity, check_file};
-use serde::{Deserialize, Serialize};
+use pactgraph::runtime::{Clock, Executor, Pending, RunRecord, RunState, RunStatus};
+use pactgraph::validator::{Severity, Validator, check_file};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::exit;
@@ -37,21 +33,6 @@ impl Outputs {
     }
 }
 
-/// The version of the saved-run format.
-const SAVED_RUN_VERSION: u32 = 1;
-
-/// What `--state-out` writes: everything `resume` needs, the workflow included, so a
-/// paused run continues even if the file it came from changed or moved.
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SavedRun {
-    pactgraph_saved_run: u32,
-    workflow_file: String,
-    base_dir: String,
-    document: WorkflowDocument,
-    run: RunState,
-}
-
 /// `pactgraph run FILE ...`.
 pub fn run(
     file: &Path,
@@ -64,22 +45,29 @@ pub fn run(
         Err(message) => return exit::usage(&message),
     };
     let checked = check_file(file, false);
-    if !checked.is_runnable() {
-        eprint!("{}", checked.report.render_human(checked.source()));
-        return exit::failed(&format!(
-            "{} is not a valid workflow; nothing ran",
-            file.display()
-        ));
-    }
-    if !outputs.quiet && checked.report.count(Severity::Warning) > 0 {
+    if !outputs.quiet && checked.is_runnable() && checked.report.count(Severity::Warning) > 0 {
         eprint!("{}", checked.report.render_human(checked.source()));
     }
-    let Some(mut graph) = checked.graph else {
-        return exit::failed(&format!("{}: no graph", file.display()));
+    let mut graph = match checked.into_valid() {
+        Ok(g) => g,
+        Err(checked) => {
+            eprint!("{}", checked.report.render_human(checked.source()));
+            return exit::failed(&format!(
+                "{} is not a valid workflow; nothing ran",
+                file.display()
+            ));
+        }
     };
     if let Some(n) = max_steps {
-        let budgets = graph.budgets().max_steps(n);
-        graph.set_budgets(budgets);
+        let mut g = graph.into_graph();
+        let budgets = g.budgets().max_steps(n);
+        g.set_budgets(budgets);
+        graph = match Validator::new().accept(g) {
+            Ok(g) => g,
+            Err(rejected) => {
+                return exit::usage(&format!("--max-steps {n}: {rejected}"));
+            }
+        };
     }
     let doc = graph.to_document();
     let base_dir = base_dir_of(file);
@@ -95,14 +83,10 @@ pub fn run(
         Ok(s) => s,
         Err(e) => return exit::failed(&format!("{}: --input: {e}", file.display())),
     };
-    let saved = SavedRun {
-        pactgraph_saved_run: SAVED_RUN_VERSION,
-        workflow_file: file.display().to_string(),
-        base_dir: base_dir.display().to_string(),
-        document: doc,
-        run: state,
-    };
-    drive(&executor, saved, outputs, None)
+    let mut record = RunRecord::new(doc, state);
+    record.workflow_file = Some(file.display().to_string());
+    record.base_dir = Some(base_dir.display().to_string());
+    drive(&executor, record, outputs, None)
 }
 
 /// `pactgraph resume STATE_FILE --answer TEXT`.
@@ -111,53 +95,48 @@ pub fn resume(state_file: &Path, answer: &str, outputs: &Outputs) -> ExitCode {
         Ok(t) => t,
         Err(e) => return exit::failed(&format!("cannot read {}: {e}", state_file.display())),
     };
-    let saved: SavedRun = match serde_json::from_str(&text) {
-        Ok(s) => s,
-        Err(e) => {
-            return exit::failed(&format!(
-                "{}: not a saved pactgraph run ({e})",
-                state_file.display()
-            ));
-        }
+    let record = match RunRecord::from_json(&text) {
+        Ok(r) => r,
+        Err(e) => return exit::failed(&format!("{}: {e}", state_file.display())),
     };
-    if saved.pactgraph_saved_run != SAVED_RUN_VERSION {
-        return exit::failed(&format!(
-            "{}: saved-run format {} is not supported (this pactgraph reads {SAVED_RUN_VERSION})",
-            state_file.display(),
-            saved.pactgraph_saved_run
-        ));
-    }
-    let graph = match GraphBuilder::from_document(saved.document.clone()).build() {
+    // The saved document is validated again: the runtime runs valid graphs only.
+    let graph = match record.graph() {
         Ok(g) => g,
         Err(e) => return exit::failed(&format!("{}: {e}", state_file.display())),
     };
     let executor = match Executor::builder(graph)
-        .base_dir(&saved.base_dir)
+        .base_dir(record.base_dir.as_deref().unwrap_or("."))
         .clock(outputs.clock())
         .build()
     {
         Ok(e) => e,
         Err(e) => return exit::failed(&format!("{}: {e}", state_file.display())),
     };
-    let SavedRun {
-        pactgraph_saved_run,
+    let RunRecord {
+        format,
+        run_id,
+        seq,
         workflow_file,
         base_dir,
         document,
+        digest,
         run,
-    } = saved;
+    } = record;
     let run = match executor.resume(run, answer) {
         Ok(r) => r,
         Err(e) => return exit::failed(&format!("{}: cannot resume: {e}", state_file.display())),
     };
-    let saved = SavedRun {
-        pactgraph_saved_run,
+    let record = RunRecord {
+        format,
+        run_id,
+        seq,
         workflow_file,
         base_dir,
         document,
+        digest,
         run,
     };
-    drive(&executor, saved, outputs, Some(state_file))
+    drive(&executor, record, outputs, Some(state_file))
 }
 
 /// Runs to the end or a pause, writes the requested files, prints the result.
@@ -165,7 +144,7 @@ pub fn resume(state_file: &Path, answer: &str, outputs: &Outputs) -> ExitCode {
 /// its own file, so one pause cannot be answered twice).
 fn drive(
     executor: &Executor,
-    mut saved: SavedRun,
+    mut saved: RunRecord,
     outputs: &Outputs,
     default_state_out: Option<&Path>,
 ) -> ExitCode {
@@ -183,6 +162,7 @@ fn drive(
                 show_progress(&saved.run);
             }
             executor.step(&mut saved.run).await;
+            saved.seq += 1;
         }
     });
     if progress {
@@ -199,57 +179,34 @@ fn drive(
     }
     let state_out = outputs.state_out.as_deref().or(default_state_out);
     if let Some(path) = state_out {
-        if let Err(e) = write_json(std::fs::File::create(path), &saved, "") {
+        if let Err(e) = write_json(std::fs::File::create(path), &saved, "\n") {
             return exit::failed(&format!(
                 "cannot write the run state to {}: {e}",
                 path.display()
             ));
         }
-    } else if run.status == RunStatus::AwaitingInput && !outputs.quiet {
+    } else if run.status() == RunStatus::AwaitingInput && !outputs.quiet {
         eprintln!("pactgraph: the run awaits input; pass --state-out FILE to be able to resume it");
     }
-    let printed = Printed {
-        workflow: &run.workflow,
-        status: run.status,
-        termination_reason: run.termination_reason,
-        steps: run.steps,
-        message: run.message.as_deref(),
-        state: run.projected_state(),
-        question: run.question.as_deref(),
-    };
+    let printed = run.summary();
     if let Err(e) = write_json(Ok(std::io::stdout().lock()), &printed, "\n") {
         return exit::failed(&format!("cannot write the result: {e}"));
     }
-    if let (Some(m), false) = (&run.message, outputs.quiet)
-        && matches!(run.status, RunStatus::Failed | RunStatus::Stopped)
+    if let (Some(m), false) = (run.message(), outputs.quiet)
+        && matches!(run.status(), RunStatus::Failed | RunStatus::Stopped)
     {
         let reason = run
-            .termination_reason
+            .termination_reason()
             .map(|r| r.as_str())
             .unwrap_or("unknown");
-        eprintln!("pactgraph: run {} ({reason}): {m}", run.status);
+        eprintln!("pactgraph: run {} ({reason}): {m}", run.status());
     }
-    ExitCode::from(match run.status {
+    ExitCode::from(match run.status() {
         RunStatus::Completed => exit::OK,
         RunStatus::Stopped => exit::STOPPED,
         RunStatus::AwaitingInput => exit::AWAITING,
-        RunStatus::Failed | RunStatus::Running => exit::FAILED,
+        _ => exit::FAILED,
     })
-}
-
-/// What `run` and `resume` print: the run's summary and its state (the trace projected into
-/// `state.system.decision_trace`, streamed without a copy).
-#[derive(Serialize)]
-struct Printed<'a> {
-    workflow: &'a str,
-    status: RunStatus,
-    termination_reason: Option<TerminationReason>,
-    steps: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    message: Option<&'a str>,
-    state: ProjectedState<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    question: Option<&'a str>,
 }
 
 /// Streams `value` as pretty JSON, then `end`, to `out` (opened by the caller).
@@ -265,10 +222,10 @@ fn write_json(
 }
 
 fn show_progress(run: &RunState) {
-    let what = match &run.pending {
-        Pending::Decide { supervisor } => format!("{supervisor} decides"),
-        Pending::Handoff { node, .. } => format!("handoff to {node}"),
-        Pending::Nothing => String::new(),
+    let what = match run.pending() {
+        Some(Pending::Decide { supervisor }) => format!("{supervisor} decides"),
+        Some(Pending::Handoff { node, .. }) => format!("handoff to {node}"),
+        _ => String::new(),
     };
     let level = run.current_subgraph().unwrap_or("root");
     let mut err = std::io::stderr().lock();

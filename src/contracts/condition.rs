@@ -78,23 +78,13 @@ impl Condition {
         }
     }
 
-    /// Evaluates the condition against a state object.
+    /// Evaluates the condition against a state object. Compiles the condition on every
+    /// call (the executor compiles each trigger once and keeps it); both evaluate through
+    /// the same code.
     ///
-    /// Complexity: O(size of the condition) pointer look-ups.
+    /// Complexity: O(size of the condition) pointer look-ups, plus compiling it.
     pub fn eval(&self, state: &Value) -> bool {
-        match self {
-            Condition::Const(b) => *b,
-            Condition::Exists { path, exists } => {
-                exists_holds(super::pointer::lookup(state, path), *exists)
-            }
-            Condition::Equals { path, value } => {
-                equals_holds(super::pointer::lookup(state, path), value)
-            }
-            Condition::In { path, values } => in_holds(super::pointer::lookup(state, path), values),
-            Condition::All(cs) => cs.iter().all(|c| c.eval(state)),
-            Condition::Any(cs) => cs.iter().any(|c| c.eval(state)),
-            Condition::Not(c) => !c.eval(state),
-        }
+        super::compiled_condition::CompiledCondition::new(self).eval(state)
     }
 
     /// Every path the condition reads, with the JSON Pointer (relative to the condition)

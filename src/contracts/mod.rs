@@ -6,6 +6,7 @@
 
 mod behaviour;
 mod budgets;
+pub(crate) mod compiled_condition;
 pub(crate) mod condition;
 mod decision;
 mod document;

@@ -206,23 +206,6 @@ impl<'a> LineIndex<'a> {
     }
 }
 
-/// Resolves a JSON Pointer in `value` like `Value::pointer`, without allocating for
-/// tokens that need no unescaping (the common case).
-pub fn lookup<'v>(value: &'v serde_json::Value, pointer: &str) -> Option<&'v serde_json::Value> {
-    if pointer.is_empty() {
-        return Some(value);
-    }
-    if !pointer.starts_with('/') {
-        return None;
-    }
-    if pointer.contains('~') {
-        return value.pointer(pointer);
-    }
-    pointer[1..].split('/').try_fold(value, |target, token| {
-        child(target, token, parse_index(token))
-    })
-}
-
 /// One step of a pointer walk: the member `key` of an object, or the element `index` of
 /// an array (`index` is `key` read as an array index, when it is one).
 fn child<'v>(
@@ -247,7 +230,7 @@ fn parse_index(token: &str) -> Option<usize> {
 
 /// A JSON Pointer parsed once: its reference tokens unescaped, and each token's array
 /// index worked out, so resolving it repeatedly (a trigger on every decision) does no
-/// string scanning. Resolves exactly as [`lookup`] does.
+/// string scanning. Resolves exactly as `serde_json::Value::pointer` does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParsedPointer {
     tokens: Box<[(Box<str>, Option<usize>)]>,
@@ -280,6 +263,21 @@ impl ParsedPointer {
             .try_fold(value, |target, (key, index)| child(target, key, *index))
     }
 
+    /// The value the pointer names in a state (an object of slices), if any: the first
+    /// token names a slice. The empty pointer names no value here.
+    ///
+    /// Complexity: one map or array look-up per token.
+    pub fn resolve_in<'v>(
+        &self,
+        state: &'v serde_json::Map<String, serde_json::Value>,
+    ) -> Option<&'v serde_json::Value> {
+        let ((first, _), rest) = self.tokens.split_first()?;
+        rest.iter()
+            .try_fold(state.get(&**first)?, |target, (key, index)| {
+                child(target, key, *index)
+            })
+    }
+
     /// The first reference token (for a state path: the slice), if any.
     pub fn first(&self) -> Option<&str> {
         self.tokens.first().map(|(k, _)| &**k)
@@ -291,7 +289,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lookup_agrees_with_serde_json() {
+    fn parsed_pointers_resolve_like_serde_json() {
         let v = serde_json::json!({"a": {"b/c": [1, {"d~e": 2}], "0": 3, "": 4}});
         for p in [
             "",
@@ -307,10 +305,18 @@ mod tests {
             "/a/b~1c/9",
             "/a/~01",
         ] {
-            assert_eq!(lookup(&v, p), v.pointer(p), "{p}");
             let parsed = ParsedPointer::parse(p);
             assert_eq!(parsed.is_some(), p.is_empty() || p.starts_with('/'), "{p}");
-            assert_eq!(parsed.and_then(|q| q.resolve(&v)), v.pointer(p), "{p}");
+            assert_eq!(
+                parsed.as_ref().and_then(|q| q.resolve(&v)),
+                v.pointer(p),
+                "{p}"
+            );
+            if !p.is_empty() {
+                let m = v.as_object().expect("an object");
+                let got = parsed.and_then(|q| q.resolve_in(m));
+                assert_eq!(got, v.pointer(p), "{p} in a state map");
+            }
         }
         let w = serde_json::json!({"~1": 5});
         assert_eq!(

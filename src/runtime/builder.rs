@@ -17,6 +17,7 @@ use crate::contracts::{
     ExecSpec, NodeBehaviour, NodeContract, SubgraphContract, SupervisorContract, SupervisorPolicy,
 };
 use crate::graph::CompiledGraph;
+use crate::validator::ValidGraph;
 
 /// Where trace timestamps and durations come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -74,7 +75,7 @@ pub(crate) enum NodeRun {
     /// A registered handler.
     Handler(SharedNode),
     /// A program.
-    Exec(Box<ExecSpec>),
+    Exec(Arc<ExecSpec>),
 }
 
 /// A node, ready to run. The contract stays in the graph's registry (at `index`): the plan
@@ -106,7 +107,7 @@ pub(crate) enum PolicyRun {
     /// A registered handler.
     Handler(SharedPolicy),
     /// A program.
-    Exec(ExecSpec),
+    Exec(Arc<ExecSpec>),
 }
 
 /// A supervisor, ready to decide.
@@ -140,7 +141,8 @@ pub(crate) struct Plan {
     pub(crate) trace_in_state: bool,
 }
 
-/// Collects handlers and settings, then builds an [`Executor`].
+/// Collects handlers and settings, then builds an [`Executor`]. Made by
+/// [`Executor::builder`] from a [`ValidGraph`].
 pub struct ExecutorBuilder {
     graph: Arc<CompiledGraph>,
     nodes: HashMap<String, SharedNode>,
@@ -152,9 +154,9 @@ pub struct ExecutorBuilder {
 }
 
 impl ExecutorBuilder {
-    pub(crate) fn new(graph: Arc<CompiledGraph>) -> Self {
+    pub(crate) fn new(graph: ValidGraph) -> Self {
         Self {
-            graph,
+            graph: graph.shared(),
             nodes: HashMap::new(),
             policies: HashMap::new(),
             base_dir: PathBuf::from("."),
@@ -226,7 +228,7 @@ impl ExecutorBuilder {
                 Some(NodeBehaviour::Set(m)) => NodeRun::Set(Value::Object(
                     m.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
                 )),
-                Some(NodeBehaviour::Exec(spec)) => NodeRun::Exec(Box::new(spec.clone())),
+                Some(NodeBehaviour::Exec(spec)) => NodeRun::Exec(Arc::new(spec.clone())),
                 Some(NodeBehaviour::Handler(name)) => match self.nodes.get(name) {
                     Some(h) => NodeRun::Handler(h.clone()),
                     None => {
@@ -255,7 +257,7 @@ impl ExecutorBuilder {
         for s in reg.supervisors() {
             let policy = match &s.policy {
                 None => PolicyRun::Rules(RuleTable::new(s, reg)),
-                Some(SupervisorPolicy::Exec(spec)) => PolicyRun::Exec(spec.clone()),
+                Some(SupervisorPolicy::Exec(spec)) => PolicyRun::Exec(Arc::new(spec.clone())),
                 Some(SupervisorPolicy::Handler(name)) => match self.policies.get(name) {
                     Some(h) => PolicyRun::Handler(h.clone()),
                     None => {

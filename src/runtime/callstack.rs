@@ -3,10 +3,12 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+
+use super::run_state::State;
 
 /// One open subgraph call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Frame {
     /// The subgraph called.
     pub subgraph_id: Arc<str>,
@@ -16,16 +18,14 @@ pub struct Frame {
     pub entry_step: u32,
     /// The supervisor that called it (decides again on return).
     pub caller: Arc<str>,
-    /// Frame-local data: `input` holds the validated input (the boundary's `reads`
-    /// slices as an object).
-    pub locals: Map<String, Value>,
     /// The child state: the boundary's `reads` and `writes` slices, copied on call. The
     /// parent sees none of its changes until the subgraph returns.
-    pub state: Value,
+    pub state: State,
 }
 
 /// A frame that was open when the run stopped; its writes were not merged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct UncommittedFrame {
     /// The subgraph.
     pub subgraph_id: Arc<str>,
@@ -34,7 +34,7 @@ pub struct UncommittedFrame {
     /// Steps taken when it was entered.
     pub entry_step: u32,
     /// The child state it had built, discarded.
-    pub state: Value,
+    pub state: State,
 }
 
 impl From<Frame> for UncommittedFrame {
@@ -49,48 +49,44 @@ impl From<Frame> for UncommittedFrame {
 }
 
 /// The slices `names` present in `state`, as an object (in `names` order).
-pub(crate) fn pick(state: &Value, names: &[String]) -> Map<String, Value> {
-    let mut out = Map::with_capacity(names.len());
-    if let Value::Object(m) = state {
-        for n in names {
-            if let Some(v) = m.get(n) {
-                out.insert(n.clone(), v.clone());
-            }
+pub(crate) fn pick(state: &State, names: &[String]) -> State {
+    let mut out = State::with_capacity(names.len());
+    for n in names {
+        if let Some(v) = state.get(n) {
+            out.insert(n.clone(), v.clone());
         }
     }
     out
 }
 
 /// Copies the slices `names` present in `child` into `parent` (each replaced whole).
-pub(crate) fn commit(parent: &mut Value, child: &Value, names: &[String]) {
-    if let (Value::Object(p), Value::Object(c)) = (parent, child) {
-        for n in names {
-            if let Some(v) = c.get(n) {
-                p.insert(n.clone(), v.clone());
-            }
+pub(crate) fn commit(parent: &mut State, child: &State, names: &[String]) {
+    for n in names {
+        if let Some(v) = child.get(n) {
+            parent.insert(n.clone(), v.clone());
         }
-    }
-}
-
-/// Writes one slice into a state object.
-pub(crate) fn put(state: &mut Value, slice: &str, value: Value) {
-    if let Value::Object(m) = state {
-        m.insert(slice.to_string(), value);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
+
+    fn obj(v: Value) -> State {
+        match v {
+            Value::Object(m) => m,
+            _ => State::new(),
+        }
+    }
 
     #[test]
     fn pick_and_commit_touch_only_the_named_slices() {
-        let parent_before = json!({"a": 1, "b": 2, "c": 3});
+        let parent_before = obj(json!({"a": 1, "b": 2, "c": 3}));
         let names = vec!["a".to_string(), "z".to_string()];
-        assert_eq!(Value::Object(pick(&parent_before, &names)), json!({"a": 1}));
+        assert_eq!(pick(&parent_before, &names), obj(json!({"a": 1})));
         let mut parent = parent_before.clone();
-        commit(&mut parent, &json!({"a": 10, "c": 30}), &names);
-        assert_eq!(parent, json!({"a": 10, "b": 2, "c": 3}));
+        commit(&mut parent, &obj(json!({"a": 10, "c": 30})), &names);
+        assert_eq!(parent, obj(json!({"a": 10, "b": 2, "c": 3})));
     }
 }

@@ -40,6 +40,19 @@ pub(crate) fn choice_label(output: &SupervisorOutput) -> String {
     }
 }
 
+/// The reason a typed decision carries, for the trace.
+pub(crate) fn decision_reason(output: &SupervisorOutput) -> Option<String> {
+    match output {
+        SupervisorOutput::Legacy(_) => Some("legacy string decision".into()),
+        SupervisorOutput::Decision(d) => match d {
+            RoutingDecision::StopLocal(s) => s.reason.clone(),
+            RoutingDecision::StopGlobal(s) | RoutingDecision::Fallback(s) => s.reason.clone(),
+            RoutingDecision::AskClarification(c) => Some(c.question.clone()),
+            RoutingDecision::Node(_) | RoutingDecision::Subgraph(_) => None,
+        },
+    }
+}
+
 /// Checks a choice of `id` as a `kind` against the allowlist and the registry.
 fn allowed(
     contract: &SupervisorContract,

@@ -1,4 +1,5 @@
-//! The executor: advances a [`RunState`] one step at a time.
+//! The executor: starts runs and drives them one step at a time (see [`super::step`] for
+//! how a step is cut into planning, effects and commit).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -8,23 +9,21 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use tracing::field::Empty;
 
-use super::budgets::check_clock;
-use super::builder::{Clock, ExecutorBuilder, Plan, PolicyRun, SupervisorPlan, check};
-use super::callstack::put;
-use super::decisions::{Action, choice_label, resolve};
-use super::guarded::{Fault, call_guarded, exec_program};
-use super::handlers::{PolicyInput, RunContext};
-use super::run_state::{Pending, RunOutcome, RunState};
-use super::status::{RunStatus, TerminationReason};
-use super::trace::{DecisionTrace, TraceItem, TraceKind};
-use crate::contracts::{RoutingDecision, SYSTEM_SLICE, StopLocal, SupervisorOutput};
+use super::builder::{Clock, ExecutorBuilder, Plan, check};
+use super::run_state::{Control, Pending, RunState};
+use super::status::RunStatus;
+use super::step::item;
+use super::trace::{DecisionTrace, TraceKind};
+use crate::contracts::SYSTEM_SLICE;
 use crate::graph::CompiledGraph;
+use crate::validator::ValidGraph;
 
 /// The slice `resume` writes the answer to.
 pub const CLARIFICATION_SLICE: &str = "clarification";
 
 /// `start` refused the initial state.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum StartError {
     /// The initial state is not a JSON object.
     #[error("the initial state must be a JSON object of slices")]
@@ -43,14 +42,12 @@ pub enum StartError {
         /// What is wrong.
         message: String,
     },
-    /// The graph's entry is not a supervisor.
-    #[error("the entry `{0}` is not a supervisor of the workflow")]
-    UnknownEntry(String),
 }
 
-/// `resume` refused.
+/// Why `resume` refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ResumeError {
+#[non_exhaustive]
+pub enum ResumeErrorKind {
     /// The run is not waiting for an answer.
     #[error("the run is not awaiting input (its status is `{0}`)")]
     NotAwaitingInput(RunStatus),
@@ -61,11 +58,32 @@ pub enum ResumeError {
     NoClarificationSlice,
 }
 
+/// `resume` refused; the run state is handed back unchanged.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{kind}")]
+pub struct ResumeError {
+    kind: ResumeErrorKind,
+    run: Box<RunState>,
+}
+
+impl ResumeError {
+    /// Why.
+    pub fn kind(&self) -> &ResumeErrorKind {
+        &self.kind
+    }
+
+    /// The run state, unchanged.
+    pub fn into_run(self) -> RunState {
+        *self.run
+    }
+}
+
 /// Runs a compiled workflow with registered handlers. Cheap to clone; one executor can
 /// drive many runs (each a [`RunState`]).
 ///
 /// ```
 /// use pactgraph::runtime::{Executor, RunStatus};
+/// use pactgraph::validator::ValidGraph;
 /// use pactgraph::{GraphBuilder, NodeBehaviour, NodeContract, RoutingDecision, SliceDecl,
 ///     SupervisorContract};
 /// use serde_json::json;
@@ -78,6 +96,7 @@ pub enum ResumeError {
 ///         .run(NodeBehaviour::handler("greet")).terminal(true))
 ///     .build()
 ///     .unwrap();
+/// let graph = ValidGraph::new(graph).unwrap();
 /// let executor = Executor::builder(graph)
 ///     .policy_handler("pick", |_| async { Ok("reply".into()) })
 ///     .node_handler("greet", |_| async {
@@ -115,9 +134,9 @@ pub(super) fn wall_ms() -> u64 {
 }
 
 impl Executor {
-    /// Starts building an executor for `graph`.
-    pub fn builder(graph: impl Into<Arc<CompiledGraph>>) -> ExecutorBuilder {
-        ExecutorBuilder::new(graph.into())
+    /// Starts building an executor for a graph the validator accepted.
+    pub fn builder(graph: ValidGraph) -> ExecutorBuilder {
+        ExecutorBuilder::new(graph)
     }
 
     pub(crate) fn from_plan(plan: Plan, cancel: CancellationToken) -> Self {
@@ -194,26 +213,19 @@ impl Executor {
                 });
             }
         }
-        if graph.registry().get_supervisor(graph.entry()).is_none() {
-            return Err(StartError::UnknownEntry(graph.entry().to_string()));
-        }
+        // A valid graph's entry is a supervisor: its plan holds the shared id.
+        let entry = match self.plan.supervisors.get(graph.entry()) {
+            Some(sp) => Arc::clone(&sp.id),
+            None => Arc::from(graph.entry()),
+        };
         let mut run = RunState {
             workflow: graph.workflow().to_string(),
-            status: RunStatus::Running,
-            termination_reason: None,
-            message: None,
-            question: None,
-            state: Value::Object(state),
+            control: Control::Running(Pending::Decide { supervisor: entry }),
+            state,
             stack: Vec::new(),
             steps: 0,
             visits: Default::default(),
             entries: Default::default(),
-            pending: Pending::Decide {
-                supervisor: match self.plan.supervisors.get(graph.entry()) {
-                    Some(sp) => Arc::clone(&sp.id),
-                    None => Arc::from(graph.entry()),
-                },
-            },
             trace: DecisionTrace {
                 items: Vec::with_capacity(
                     usize::try_from(graph.budgets().max_steps.saturating_mul(3))
@@ -223,7 +235,6 @@ impl Executor {
             },
             uncommitted: Vec::new(),
             started_at_ms: wall_ms(),
-            clock: Default::default(),
             trace_in_state: self.plan.trace_in_state,
         };
         self.sync_system(&mut run);
@@ -231,6 +242,12 @@ impl Executor {
     }
 
     /// Runs until the run completes, stops, fails or pauses, and returns its outcome.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe in the sense that the run is consumed: dropping the future loses
+    /// the run. To keep a run across a cancellation, drive it with
+    /// [`Executor::run_in_place`] or [`Executor::step`].
     pub async fn run(&self, mut run: RunState) -> RunOutcome {
         self.run_in_place(&mut run).await;
         run.into_outcome()
@@ -238,55 +255,86 @@ impl Executor {
 
     /// Like [`Executor::run`], leaving the finished [`RunState`] with the caller (to save
     /// a paused run, say).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: if the future is dropped, `run` holds every step committed so far and
+    /// nothing of the step in flight (see [`Executor::step`]); driving it again continues
+    /// exactly where it stood.
     pub async fn run_in_place(&self, run: &mut RunState) -> RunStatus {
         while run.is_running() {
             self.step(run).await;
         }
-        run.status
+        run.status()
     }
 
     /// Continues a run paused by `ask_clarification`: writes `{"question", "answer"}` to
     /// the `clarification` slice of the level that asked (which must be declared) and lets
     /// the same supervisor decide again. The run deadline (`timeout_ms`) starts again.
-    /// Call [`Executor::run`] afterwards.
+    /// Call [`Executor::run`] afterwards. On refusal the run is handed back unchanged.
     pub fn resume(
         &self,
         mut run: RunState,
         answer: impl Into<String>,
     ) -> Result<RunState, ResumeError> {
-        if run.status != RunStatus::AwaitingInput {
-            return Err(ResumeError::NotAwaitingInput(run.status));
-        }
+        let refuse = |kind, run| {
+            Err(ResumeError {
+                kind,
+                run: Box::new(run),
+            })
+        };
+        let (question, supervisor) = match &run.control {
+            Control::AwaitingInput {
+                question,
+                supervisor,
+            } => (question.clone(), Arc::clone(supervisor)),
+            _ => {
+                let status = run.status();
+                return refuse(ResumeErrorKind::NotAwaitingInput(status), run);
+            }
+        };
         if !self.plan.graph.slices().contains_key(CLARIFICATION_SLICE) {
-            return Err(ResumeError::NoClarificationSlice);
+            return refuse(ResumeErrorKind::NoClarificationSlice, run);
         }
         let answer = answer.into();
-        let question = run.question.take().unwrap_or_default();
-        put(
-            run.level_state_mut(),
-            CLARIFICATION_SLICE,
+        run.level_state_mut().insert(
+            CLARIFICATION_SLICE.into(),
             json!({"question": question, "answer": answer}),
         );
-        run.status = RunStatus::Running;
-        run.termination_reason = None;
+        run.control = Control::Running(Pending::Decide {
+            supervisor: Arc::clone(&supervisor),
+        });
         // Time spent waiting for the user does not count against the run deadline.
-        run.started_at_ms = wall_ms();
-        let supervisor = match &run.pending {
-            Pending::Decide { supervisor } => Some(supervisor.clone()),
-            _ => None,
+        let now = wall_ms();
+        run.started_at_ms = now;
+        let at = if self.plan.clock == Clock::System {
+            now
+        } else {
+            0
         };
-        let mut item = self.item(&run, TraceKind::Resume, supervisor);
-        item.reason = Some(answer.into());
-        run.trace.push(item);
+        let mut it = item(&run, TraceKind::Resume, Some(supervisor), at);
+        it.reason = Some(answer.into());
+        run.trace.push(it);
         Ok(run)
     }
 
     /// Takes one step: a supervisor decision and what it leads to (a node run, a subgraph
     /// entry, a return, the end), or one handoff. Budgets, the deadline and cancellation
     /// are checked first. Returns the status after the step.
+    ///
+    /// The step is planned from the run, its effect (a handler or program call) performed,
+    /// and the outcome committed; see [`Executor::begin_step`] to drive those parts
+    /// yourself.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the run is changed only after the step's effects have returned, in
+    /// one synchronous commit. If the future is dropped before it completes (a
+    /// `select!` on shutdown, a lost lease), `run` is exactly as it was before the step,
+    /// the handler is aborted at its next await point and a running program is killed.
     pub async fn step(&self, run: &mut RunState) -> RunStatus {
         if !run.is_running() {
-            return run.status;
+            return run.status();
         }
         let first = run.trace.len();
         let span = tracing::info_span!(
@@ -300,7 +348,13 @@ impl Executor {
             reason = Empty,
             termination_reason = Empty,
         );
-        self.step_inner(run).instrument(span.clone()).await;
+        let mut step = span.in_scope(|| self.begin_step(run));
+        while let Some(effect) = step.take_effect() {
+            // Boxed so the common step without effects keeps a small future.
+            let output = Box::pin(self.perform(effect).instrument(span.clone())).await;
+            step = span.in_scope(|| self.resolve_step(run, step, output));
+        }
+        span.in_scope(|| self.commit_step(run, step));
         if !span.is_disabled() {
             if let Some(i) = run.trace.items.get(first) {
                 span.record("supervisor", i.supervisor.as_deref());
@@ -317,68 +371,16 @@ impl Executor {
                 span.record("termination_reason", r.as_str());
             }
         }
-        run.status
+        run.status()
     }
 
-    async fn step_inner(&self, run: &mut RunState) {
-        let plan = &*self.plan;
-        let budgets = plan.graph.budgets();
-        let now = if plan.clock == Clock::System || budgets.timeout_ms.is_some() {
-            wall_ms()
-        } else {
-            0
-        };
-        run.clock.at_ms = if plan.clock == Clock::System { now } else { 0 };
-        if let Err(g) = check_clock(run, budgets, &self.cancel, now) {
-            let sup = self.pending_supervisor(run);
-            self.guard_stop(run, g, sup);
-            return;
-        }
-        match std::mem::replace(&mut run.pending, Pending::Nothing) {
-            Pending::Decide { supervisor } => self.decide(run, supervisor).await,
-            Pending::Handoff { node, dispatcher } => {
-                let from = run.trace.items.last().and_then(|i| i.target.clone());
-                self.run_node(run, &node, dispatcher, TraceKind::Handoff, from)
-                    .await;
-            }
-            Pending::Nothing => self.finish(
-                run,
-                RunStatus::Failed,
-                TerminationReason::NodeFailed,
-                Some("the run state has nothing pending but is marked running".into()),
-                None,
-            ),
-        }
-    }
-
-    fn pending_supervisor(&self, run: &RunState) -> Option<Arc<str>> {
-        match &run.pending {
-            Pending::Decide { supervisor } => Some(supervisor.clone()),
-            Pending::Handoff { dispatcher, .. } => Some(dispatcher.clone()),
-            Pending::Nothing => None,
-        }
-    }
-
-    // ---- timing and trace items ------------------------------------------------------
+    // ---- timing ----------------------------------------------------------------------
 
     pub(super) fn timer(&self) -> Option<Instant> {
         match self.plan.clock {
             Clock::System => Some(Instant::now()),
             Clock::Frozen => None,
         }
-    }
-
-    pub(super) fn item(
-        &self,
-        run: &RunState,
-        kind: TraceKind,
-        supervisor: Option<Arc<str>>,
-    ) -> TraceItem {
-        let mut item = TraceItem::new(kind, run.steps, run.depth());
-        item.supervisor = supervisor;
-        item.subgraph = run.stack.last().map(|f| Arc::clone(&f.subgraph_id));
-        item.at_ms = run.clock.at_ms;
-        item
     }
 
     pub(super) fn elapsed(t0: Option<Instant>) -> u64 {
@@ -400,186 +402,6 @@ impl Executor {
         }
         .map(Duration::from_millis)
     }
-
-    // ---- decisions -------------------------------------------------------------------
-
-    /// The state a policy sees: the current level's slices, with `system` fresh at the root.
-    fn policy_view(&self, run: &RunState) -> Map<String, Value> {
-        let mut view = level_map(run);
-        if run.stack.is_empty() && view.contains_key(SYSTEM_SLICE) {
-            view.insert(SYSTEM_SLICE.into(), self.system_value(run));
-        }
-        view
-    }
-
-    /// Calls a handler or program policy.
-    async fn ask_policy(
-        &self,
-        run: &RunState,
-        sup_id: &str,
-        sp: &SupervisorPlan,
-    ) -> Result<SupervisorOutput, Fault> {
-        let plan = &*self.plan;
-        match &sp.policy {
-            PolicyRun::Rules(_) => Err(Fault::Failed(
-                "rule-based supervisors have no policy".into(),
-            )),
-            PolicyRun::Handler(h) => {
-                let input = PolicyInput {
-                    supervisor: sup_id.to_string(),
-                    state: self.policy_view(run),
-                    contract: Arc::clone(&sp.contract),
-                    context: RunContext {
-                        workflow: run.workflow.clone(),
-                        step: run.steps,
-                        depth: run.depth(),
-                        subgraph: run.current_subgraph().map(str::to_string),
-                        call_stack: run
-                            .stack
-                            .iter()
-                            .map(|f| f.subgraph_id.to_string())
-                            .collect(),
-                    },
-                };
-                let limit = self.call_limit(run, None);
-                call_guarded(|| h.0.decide(input), limit, &self.cancel).await
-            }
-            PolicyRun::Exec(spec) => {
-                let input = json!({
-                    "supervisor": sup_id,
-                    "depth": run.depth(),
-                    "allow": sp.contract.allow,
-                    "state": self.policy_view(run),
-                });
-                let limit = self.call_limit(run, spec.timeout_ms);
-                let v = exec_program(spec, &plan.base_dir, &input, limit, &self.cancel).await?;
-                serde_json::from_value::<SupervisorOutput>(v)
-                    .map_err(|e| Fault::Failed(format!("printed an invalid decision: {e}")))
-            }
-        }
-    }
-
-    async fn decide(&self, run: &mut RunState, sup_id: Arc<str>) {
-        let plan = &*self.plan;
-        let Some(sp) = plan.supervisors.get(&*sup_id) else {
-            let msg = format!("unknown supervisor `{sup_id}`");
-            self.fail(run, TerminationReason::NodeFailed, msg, None);
-            return;
-        };
-        let action = match &sp.policy {
-            PolicyRun::Rules(table) => {
-                // Triggers on `/system/...` see it as policies do: built fresh.
-                let fresh = table
-                    .reads_system
-                    .then(|| Value::Object(self.policy_view(run)));
-                let verdict = table.decide(fresh.as_ref().unwrap_or(run.level_state()));
-                let mut item = self.item(run, TraceKind::Decision, Some(Arc::clone(&sp.id)));
-                item.reason = Some(verdict.reason);
-                item.candidates = verdict.candidates;
-                match verdict.winner {
-                    // A winning trigger names an `allow` entry of the right kind already.
-                    Some(e) => {
-                        item.target = Some(Arc::clone(&e.id));
-                        run.trace.push(item);
-                        if e.is_subgraph {
-                            return self.call(run, &e.id, Arc::clone(&sp.id));
-                        }
-                        let from = Some(Arc::clone(&sp.id));
-                        return self
-                            .run_node(run, &e.id, Arc::clone(&sp.id), TraceKind::Dispatch, from)
-                            .await;
-                    }
-                    None => {
-                        item.target = Some(Arc::clone(&table.default_label));
-                        run.trace.push(item);
-                        let default = table
-                            .default
-                            .clone()
-                            .unwrap_or_else(RoutingDecision::stop_local);
-                        resolve(
-                            SupervisorOutput::Decision(default),
-                            &sp.contract,
-                            plan.graph.registry(),
-                        )
-                    }
-                }
-            }
-            PolicyRun::Handler(_) | PolicyRun::Exec(_) => {
-                let t0 = self.timer();
-                // Boxed so the common rule-based step keeps a small future.
-                let output = match Box::pin(self.ask_policy(run, &sup_id, sp)).await {
-                    Ok(o) => o,
-                    Err(f) => return self.fault(run, &sup_id, "the policy of supervisor", f),
-                };
-                let mut item = self.item(run, TraceKind::Decision, Some(Arc::clone(&sp.id)));
-                item.target = Some(choice_label(&output).into());
-                item.reason = decision_reason(&output).map(Into::into);
-                item.duration_us = Self::elapsed(t0);
-                run.trace.push(item);
-                resolve(output, &sp.contract, plan.graph.registry())
-            }
-        };
-        let sup_id = Arc::clone(&sp.id);
-        match action {
-            Action::Node(id) => {
-                let from = Some(Arc::clone(&sup_id));
-                self.run_node(run, &id, sup_id, TraceKind::Dispatch, from)
-                    .await;
-            }
-            Action::Subgraph(id) => self.call(run, &id, sup_id),
-            Action::StopLocal(s) => self.end_level(run, sup_id, s, TerminationReason::StopLocal),
-            Action::StopGlobal(s) => self.stop_global(run, sup_id, s),
-            Action::Ask(q) => self.pause(run, sup_id, q),
-            Action::Fallback { violation, reason } => {
-                let fallback = sp.contract.fallback.as_deref();
-                let mut item = self.item(run, TraceKind::Fallback, Some(Arc::clone(&sup_id)));
-                item.target = Some(fallback.unwrap_or("stop_local").into());
-                item.reason = Some(reason.as_str().into());
-                item.termination_reason =
-                    violation.then_some(TerminationReason::AllowlistViolation);
-                run.trace.push(item);
-                match fallback {
-                    Some(node) => {
-                        let from = Some(Arc::clone(&sup_id));
-                        self.run_node(run, node, sup_id, TraceKind::Dispatch, from)
-                            .await;
-                    }
-                    None => {
-                        let why = if violation {
-                            TerminationReason::AllowlistViolation
-                        } else {
-                            TerminationReason::StopLocal
-                        };
-                        let stop = StopLocal {
-                            reason: Some(reason),
-                            ..StopLocal::default()
-                        };
-                        self.end_level(run, sup_id, stop, why);
-                    }
-                }
-            }
-        }
-    }
 }
 
-/// The current level's state as an owned map.
-pub(super) fn level_map(run: &RunState) -> Map<String, Value> {
-    match run.level_state() {
-        Value::Object(m) => m.clone(),
-        _ => Map::new(),
-    }
-}
-
-/// The reason a typed decision carries, for the trace.
-fn decision_reason(output: &SupervisorOutput) -> Option<String> {
-    use crate::contracts::RoutingDecision as D;
-    match output {
-        SupervisorOutput::Legacy(_) => Some("legacy string decision".into()),
-        SupervisorOutput::Decision(d) => match d {
-            D::StopLocal(s) => s.reason.clone(),
-            D::StopGlobal(s) | D::Fallback(s) => s.reason.clone(),
-            D::AskClarification(c) => Some(c.question.clone()),
-            D::Node(_) | D::Subgraph(_) => None,
-        },
-    }
-}
+use super::run_state::RunOutcome;

@@ -77,7 +77,7 @@ pub(crate) async fn call_guarded<T>(
     };
     let settle = |r: Result<Result<Result<T, HandlerError>, String>, Fault>| match r? {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(Fault::Failed(e.message)),
+        Ok(Err(e)) => Err(Fault::Failed(e.describe())),
         Err(panic) => Err(Fault::Failed(panic)),
     };
     if cancel.is_cancelled() {

@@ -36,26 +36,79 @@ pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 /// The writes a node returns: slice name to its new value (each slice replaced whole).
 pub type Writes = Map<String, Value>;
 
-/// A handler failed; the run fails with `node_failed` and this message.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// A handler failed; the run fails with `node_failed` and this message (or, once node
+/// retries exist, the attempt is retried when [`HandlerError::is_retryable`] says it may
+/// help).
+#[derive(Debug, Clone, thiserror::Error)]
 #[error("{message}")]
 pub struct HandlerError {
     /// What went wrong, in plain words.
     pub message: String,
+    retryable: bool,
+    #[source]
+    source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
 impl HandlerError {
-    /// An error with this message.
+    /// An error with this message; retrying may help (a transient failure is the common
+    /// case: a model or a service unavailable).
     pub fn new(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
+            retryable: true,
+            source: None,
         }
+    }
+
+    /// An error with this message, caused by `source` (kept, and shown after the message).
+    pub fn with_source(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            message: message.into(),
+            retryable: true,
+            source: Some(Arc::new(source)),
+        }
+    }
+
+    /// An error that no retry can mend (bad input, a refused request).
+    pub fn permanent(mut self) -> Self {
+        self.retryable = false;
+        self
+    }
+
+    /// Whether trying again may help.
+    pub fn is_retryable(&self) -> bool {
+        self.retryable
+    }
+
+    /// The message followed by the chain of causes (`message: cause: cause...`).
+    pub fn describe(&self) -> String {
+        let mut out = self.message.clone();
+        let mut next = std::error::Error::source(self);
+        while let Some(e) = next {
+            let text = e.to_string();
+            if !out.ends_with(&text) {
+                out.push_str(": ");
+                out.push_str(&text);
+            }
+            next = e.source();
+        }
+        out
+    }
+}
+
+impl PartialEq for HandlerError {
+    /// Errors compare by what they say: message, retryability and the cause's text.
+    fn eq(&self, other: &Self) -> bool {
+        self.retryable == other.retryable && self.describe() == other.describe()
     }
 }
 
 impl From<String> for HandlerError {
     fn from(message: String) -> Self {
-        Self { message }
+        Self::new(message)
     }
 }
 
@@ -66,14 +119,15 @@ impl From<&str> for HandlerError {
 }
 
 impl From<serde_json::Error> for HandlerError {
+    /// Bad JSON is not mended by retrying.
     fn from(e: serde_json::Error) -> Self {
-        Self::new(e.to_string())
+        Self::with_source("invalid JSON", e).permanent()
     }
 }
 
 impl From<std::io::Error> for HandlerError {
     fn from(e: std::io::Error) -> Self {
-        Self::new(e.to_string())
+        Self::with_source("I/O error", e)
     }
 }
 

@@ -2,31 +2,38 @@
 //! executor.
 //!
 //! A run is a [`RunState`] (plain serializable data) that an [`Executor`] advances one
-//! step at a time; see `docs/spec/runtime.md` for the semantics.
+//! step at a time. Each step is planned from the run without changing it, waits on at
+//! most a policy call and a node call ([`Effect`]s), and is then committed in one
+//! synchronous transition ([`Step`]); the executor's `docs/spec/runtime.md` gives the
+//! semantics.
 
 mod budgets;
 mod builder;
 mod callstack;
-mod conditions;
 mod decisions;
+mod effects;
 pub mod exec;
 mod executor;
 mod guarded;
 mod handlers;
+mod record;
 mod rules;
 mod run_state;
 mod status;
+mod step;
 mod trace;
 mod transitions;
 
 pub use builder::{Clock, ExecutorBuildError, ExecutorBuilder};
 pub use callstack::{Frame, UncommittedFrame};
-pub use executor::{CLARIFICATION_SLICE, Executor, ResumeError, StartError};
+pub use effects::{Effect, EffectKind, EffectOutput};
+pub use executor::{CLARIFICATION_SLICE, Executor, ResumeError, ResumeErrorKind, StartError};
 pub use handlers::{
     BoxFuture, HandlerError, NodeHandler, NodeInput, PolicyHandler, PolicyInput, RunContext,
     Writes, sync_node, sync_policy,
 };
-pub use rules::{RuleOutcome, decide_by_rules};
-pub use run_state::{Pending, ProjectedState, RunOutcome, RunState};
+pub use record::{RUN_RECORD_FORMAT, RecordError, RunId, RunIdError, RunRecord, digest_of};
+pub use run_state::{Pending, ProjectedState, RunOutcome, RunState, RunSummary, State};
 pub use status::{RunStatus, TerminationReason};
+pub use step::Step;
 pub use trace::{DecisionTrace, TraceItem, TraceKind};

@@ -1,27 +1,12 @@
 //! The built-in rule-based supervisor: triggers, priorities, declaration-order ties and
-//! `default`.
+//! `default`, compiled once per supervisor into a [`RuleTable`].
 
 use std::sync::Arc;
 
-use serde_json::Value;
-
-use super::conditions::CompiledCondition;
-use crate::contracts::{RoutingDecision, SupervisorContract, Trigger};
+use super::run_state::State;
+use crate::contracts::compiled_condition::CompiledCondition;
+use crate::contracts::{RoutingDecision, SupervisorContract};
 use crate::graph::{Registry, Resolved};
-
-/// What a rule-based supervisor decided, and why.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RuleOutcome {
-    /// The decision.
-    pub decision: RoutingDecision,
-    /// `allow` entries whose triggers matched, best first (ties in `allow` order).
-    pub candidates: Vec<String>,
-    /// The rule that won, in words (recorded as the trace item's `reason`).
-    pub reason: String,
-    /// True when a trigger won (the decision names an `allow` entry of the right kind);
-    /// false when the `default` was taken.
-    pub matched: bool,
-}
 
 /// The reason recorded when the trigger `trigger` of `id` wins.
 fn rule_reason(id: &str, trigger: usize, priority: i64) -> String {
@@ -34,12 +19,6 @@ fn default_reason(default: Option<&RoutingDecision>) -> &'static str {
         Some(_) => "no trigger matched: default",
         None => "no trigger matched: stop_local (no default)",
     }
-}
-
-/// The best matching trigger of one `allow` entry: (priority, trigger index). The highest
-/// priority wins; ties go to the earlier trigger.
-fn best_trigger(triggers: &[Trigger], state: &Value) -> Option<(i64, usize)> {
-    best_of(triggers.iter().map(|t| (t.priority, t.when.eval(state))))
 }
 
 /// The best of `(priority, matched)` pairs in trigger order: (priority, trigger index) of
@@ -61,61 +40,6 @@ fn rank(matched: &mut [(i64, usize, usize)]) {
     matched.sort_by_key(|m| std::cmp::Reverse(m.0));
 }
 
-/// Decides for a rule-based supervisor: among `allow` entries whose triggers match the
-/// state, the highest priority wins; ties go to the earlier entry; no match means the
-/// supervisor's `default` (absent: `stop_local`).
-///
-/// Complexity: O(allow x triggers x condition size).
-pub fn decide_by_rules(
-    contract: &SupervisorContract,
-    registry: &Registry,
-    state: &Value,
-) -> RuleOutcome {
-    let mut kinds = Vec::with_capacity(contract.allow.len());
-    let mut matched = Vec::new();
-    for (i, id) in contract.allow.iter().enumerate() {
-        let (triggers, is_subgraph): (&[Trigger], bool) = match registry.resolve(id) {
-            Some(Resolved::Node(n)) => (&n.triggers, false),
-            Some(Resolved::Subgraph(s)) => (&s.triggers, true),
-            _ => (&[], false),
-        };
-        kinds.push(is_subgraph);
-        if let Some((p, ti)) = best_trigger(triggers, state) {
-            matched.push((p, i, ti));
-        }
-    }
-    rank(&mut matched);
-    let candidates = matched
-        .iter()
-        .map(|m| contract.allow[m.1].clone())
-        .collect();
-    match matched.first() {
-        Some(&(priority, i, ti)) => {
-            let id = &contract.allow[i];
-            let decision = if kinds[i] {
-                RoutingDecision::Subgraph(id.clone())
-            } else {
-                RoutingDecision::Node(id.clone())
-            };
-            RuleOutcome {
-                decision,
-                candidates,
-                reason: rule_reason(id, ti, priority),
-                matched: true,
-            }
-        }
-        None => RuleOutcome {
-            decision: contract
-                .default
-                .clone()
-                .unwrap_or_else(RoutingDecision::stop_local),
-            candidates,
-            reason: default_reason(contract.default.as_ref()).to_string(),
-            matched: false,
-        },
-    }
-}
-
 /// One `allow` entry of a rule table.
 #[derive(Debug)]
 pub(crate) struct RuleEntry {
@@ -131,9 +55,11 @@ pub(crate) struct RuleEntry {
     alone: Arc<[Arc<str>]>,
 }
 
-/// A rule-based supervisor compiled for the executor: the same decisions as
-/// [`decide_by_rules`], with the ids, reasons and one-candidate lists built once so a
-/// decision allocates nothing when at most one entry matches.
+/// A rule-based supervisor compiled for the executor: among `allow` entries whose
+/// triggers match the state, the highest priority wins; ties go to the earlier entry; no
+/// match means the supervisor's `default` (absent: `stop_local`). The ids, reasons and
+/// one-candidate lists are built once, so a decision allocates nothing when at most one
+/// entry matches.
 #[derive(Debug)]
 pub(crate) struct RuleTable {
     entries: Vec<RuleEntry>,
@@ -149,7 +75,7 @@ pub(crate) struct RuleTable {
 
 impl RuleEntry {
     /// The best matching trigger on `state`: (priority, trigger index).
-    fn best(&self, state: &Value) -> Option<(i64, usize)> {
+    fn best(&self, state: &State) -> Option<(i64, usize)> {
         best_of(self.triggers.iter().map(|(p, c)| (*p, c.eval(state))))
     }
 }
@@ -165,7 +91,7 @@ pub(crate) struct RuleVerdict<'a> {
 
 impl RuleTable {
     /// Compiles `contract`'s allowlist against the registry (entries naming neither a
-    /// node nor a subgraph never match, as in [`decide_by_rules`]).
+    /// node nor a subgraph never match; a valid graph has none).
     pub(crate) fn new(contract: &SupervisorContract, registry: &Registry) -> Self {
         let entries: Vec<RuleEntry> = contract
             .allow
@@ -213,7 +139,7 @@ impl RuleTable {
     ///
     /// Complexity: O(allow x triggers x condition size); allocates only when two or more
     /// entries match (for the candidate list).
-    pub(crate) fn decide(&self, state: &Value) -> RuleVerdict<'_> {
+    pub(crate) fn decide(&self, state: &State) -> RuleVerdict<'_> {
         // One pass finds the winner and counts the matches; only a decision with several
         // matches evaluates again to list them.
         let mut best: Option<(i64, usize, usize)> = None;
@@ -257,10 +183,40 @@ impl RuleTable {
     }
 }
 
+/// What a rule table decided, as owned data (for tests).
+#[cfg(test)]
+#[derive(Debug, Clone, PartialEq)]
+struct RuleOutcome {
+    decision: RoutingDecision,
+    candidates: Vec<String>,
+    reason: String,
+}
+
+#[cfg(test)]
+impl RuleTable {
+    fn outcome(&self, state: &serde_json::Value) -> RuleOutcome {
+        let state = state.as_object().expect("a state object");
+        let v = self.decide(state);
+        let decision = match v.winner {
+            Some(e) if e.is_subgraph => RoutingDecision::subgraph(&*e.id),
+            Some(e) => RoutingDecision::node(&*e.id),
+            None => self
+                .default
+                .clone()
+                .unwrap_or_else(RoutingDecision::stop_local),
+        };
+        RuleOutcome {
+            decision,
+            candidates: v.candidates.iter().map(|c| c.to_string()).collect(),
+            reason: v.reason.to_string(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contracts::{Condition, NodeContract, SubgraphContract};
+    use crate::contracts::{Condition, NodeContract, SubgraphContract, Trigger};
     use serde_json::json;
 
     fn registry() -> Registry {
@@ -281,11 +237,15 @@ mod tests {
         r
     }
 
+    fn decide(s: &SupervisorContract, r: &Registry, state: serde_json::Value) -> RuleOutcome {
+        RuleTable::new(s, r).outcome(&state)
+    }
+
     #[test]
     fn highest_priority_wins_and_ties_follow_allow_order() {
         let r = registry();
         let s = SupervisorContract::new("s").allow(["quiet", "b", "a", "g"]);
-        let out = decide_by_rules(&s, &r, &json!({"x": 1}));
+        let out = decide(&s, &r, json!({"x": 1}));
         assert_eq!(out.decision, RoutingDecision::node("b"));
         assert_eq!(out.candidates, ["b", "a"]);
         assert!(
@@ -294,77 +254,42 @@ mod tests {
             out.reason
         );
         let s2 = SupervisorContract::new("s").allow(["a", "b"]);
-        let out = decide_by_rules(&s2, &r, &json!({"x": 1}));
+        let out = decide(&s2, &r, json!({"x": 1}));
         assert_eq!(out.decision, RoutingDecision::node("a"));
         assert!(out.reason.contains("trigger #1"), "{}", out.reason);
-        let out = decide_by_rules(&s, &r, &json!({"y": 1}));
+        let out = decide(&s, &r, json!({"y": 1}));
         assert_eq!(out.decision, RoutingDecision::subgraph("g"));
         assert_eq!(out.candidates, ["g", "b", "a"]);
     }
 
     #[test]
-    fn the_compiled_table_decides_like_decide_by_rules() {
+    fn candidates_are_listed_best_first_with_one_or_many_matches() {
         let r = registry();
-        let sups = [
-            SupervisorContract::new("s").allow(["quiet", "b", "a", "g"]),
-            SupervisorContract::new("s").allow(["a", "b"]),
-            SupervisorContract::new("s").allow(["quiet", "g", "ghost"]),
-            SupervisorContract::new("s")
-                .allow(["g"])
-                .default_decision(RoutingDecision::stop_global("idle")),
-            SupervisorContract::new("s")
+        let s = SupervisorContract::new("s").allow(["quiet", "g", "ghost"]);
+        let out = decide(&s, &r, json!({"y": 1}));
+        assert_eq!(out.decision, RoutingDecision::subgraph("g"));
+        assert_eq!(out.candidates, ["g"]);
+        let out = decide(&s, &r, json!({}));
+        assert!(out.candidates.is_empty());
+        let label = RuleTable::new(
+            &SupervisorContract::new("s")
                 .allow(["g"])
                 .default_decision(RoutingDecision::node("a")),
-        ];
-        let states = [
-            json!({}),
-            json!({"x": 1}),
-            json!({"y": 1}),
-            json!({"x": 1, "y": 2}),
-        ];
-        for s in &sups {
-            let table = RuleTable::new(s, &r);
-            for state in &states {
-                let want = decide_by_rules(s, &r, state);
-                let got = table.decide(state);
-                let ctx = format!("{:?} on {state}", s.allow);
-                assert_eq!(&*got.reason, want.reason, "{ctx}");
-                let got_candidates: Vec<&str> = got.candidates.iter().map(|c| &**c).collect();
-                assert_eq!(got_candidates, want.candidates, "{ctx}");
-                match got.winner {
-                    Some(e) => {
-                        assert!(want.matched, "{ctx}");
-                        let d = if e.is_subgraph {
-                            RoutingDecision::subgraph(&*e.id)
-                        } else {
-                            RoutingDecision::node(&*e.id)
-                        };
-                        assert_eq!(d, want.decision, "{ctx}");
-                    }
-                    None => {
-                        assert!(!want.matched, "{ctx}");
-                        let d = table
-                            .default
-                            .clone()
-                            .unwrap_or_else(RoutingDecision::stop_local);
-                        assert_eq!(d, want.decision, "{ctx}");
-                        let label = d.target().unwrap_or(d.kind());
-                        assert_eq!(&*table.default_label, label, "{ctx}");
-                    }
-                }
-            }
-        }
+            &r,
+        )
+        .default_label;
+        assert_eq!(&*label, "a");
     }
 
     #[test]
     fn no_match_takes_the_default_or_stop_local() {
         let r = registry();
         let s = SupervisorContract::new("s").allow(["quiet", "g"]);
-        let out = decide_by_rules(&s, &r, &json!({}));
+        let out = decide(&s, &r, json!({}));
         assert_eq!(out.decision, RoutingDecision::stop_local());
         assert!(out.candidates.is_empty());
         let s = s.default_decision(RoutingDecision::stop_global("idle"));
-        let out = decide_by_rules(&s, &r, &json!({}));
+        let out = decide(&s, &r, json!({}));
         assert_eq!(out.decision, RoutingDecision::stop_global("idle"));
         assert_eq!(out.reason, "no trigger matched: default");
     }

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use indexmap::IndexMap;
-use serde::ser::{SerializeMap, SerializeStruct};
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use super::callstack::{Frame, UncommittedFrame};
@@ -15,9 +15,13 @@ use crate::contracts::SYSTEM_SLICE;
 /// The key of the trace's projection in the `system` slice.
 pub(crate) const DECISION_TRACE: &str = "decision_trace";
 
-/// What the next step does.
+/// A state: slice name to value. The root state and every frame's child state are one.
+pub type State = Map<String, Value>;
+
+/// What the next step of a running run does.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Pending {
     /// The supervisor decides (at the current level).
     Decide {
@@ -30,36 +34,62 @@ pub enum Pending {
         node: Arc<str>,
         /// The supervisor control returns to afterwards.
         dispatcher: Arc<str>,
+        /// The node that handed off (the trace item's `source`).
+        from: Arc<str>,
     },
-    /// Nothing: the run has ended.
-    Nothing,
 }
 
-/// A run in progress (or finished): state, call stack, counters, trace, pending decision
-/// and status. Plain serializable data: save it between any two steps and continue later
-/// with an executor built from the same graph and handlers.
+impl Pending {
+    /// The supervisor in charge of the level the next step happens in.
+    pub fn supervisor(&self) -> &Arc<str> {
+        match self {
+            Pending::Decide { supervisor } => supervisor,
+            Pending::Handoff { dispatcher, .. } => dispatcher,
+        }
+    }
+}
+
+/// Where a run stands, as one value: a running run always has a next step, a paused run
+/// a question and the supervisor that asked it, an ended run a reason.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Control {
+    /// More steps to take.
+    Running(Pending),
+    /// Paused by `ask_clarification`.
+    AwaitingInput {
+        /// The question asked.
+        question: String,
+        /// The supervisor that asked and decides again on resume.
+        supervisor: Arc<str>,
+    },
+    /// Completed, stopped or failed.
+    Ended {
+        /// `completed`, `stopped` or `failed`.
+        status: RunStatus,
+        /// Why.
+        reason: TerminationReason,
+        /// The error or guard message (stopped and failed runs).
+        message: Option<String>,
+    },
+}
+
+/// A run in progress (or finished): state, call stack, counters, trace, what happens
+/// next and status. Plain serializable data: save it between any two steps and continue
+/// later with an executor built from the same graph and handlers.
 ///
-/// The decision trace is stored once, in [`RunState::trace`]. Its copy in
-/// `state.system.decision_trace` (unless the executor was built with
-/// [`trace_in_state(false)`](super::ExecutorBuilder::trace_in_state)) is a projection:
-/// every serialized form of the run state has it, [`RunState::state_json`] materializes
-/// it, and the in-memory [`RunState::state`] does not hold it.
+/// The decision trace is stored once, in [`RunState::trace`]. When the executor keeps
+/// the trace in the state (the default, see
+/// [`trace_in_state`](super::ExecutorBuilder::trace_in_state)), the outcome and
+/// [`RunState::state_json`] show it as `state.system.decision_trace`, a projection; the
+/// serialized run state holds it only under `trace`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunState {
     /// The workflow's name.
     pub workflow: String,
-    /// Where the run stands.
-    pub status: RunStatus,
-    /// Why it ended or paused.
-    pub termination_reason: Option<TerminationReason>,
-    /// The error or guard message when it failed or stopped.
-    pub message: Option<String>,
-    /// The question asked, while awaiting input.
-    pub question: Option<String>,
-    /// The last committed root state, without `system.decision_trace`: that copy of the
-    /// trace is a projection of [`RunState::trace`], added when the run state is serialized
-    /// and by [`RunState::state_json`].
-    pub state: Value,
+    pub(crate) control: Control,
+    /// The last committed root state, without `system.decision_trace` (a projection of
+    /// [`RunState::trace`], see [`RunState::state_json`]).
+    pub state: State,
     /// Open subgraph calls, outermost first.
     pub stack: Vec<Frame>,
     /// Steps taken (node executions plus subgraph entries).
@@ -68,47 +98,71 @@ pub struct RunState {
     pub visits: IndexMap<String, u32>,
     /// Times each subgraph has been entered.
     pub entries: IndexMap<String, u32>,
-    /// What the next step does.
-    pub pending: Pending,
     /// The decision trace so far.
     pub trace: DecisionTrace,
     /// Frames that were open when the run stopped (reported, not merged).
     pub uncommitted: Vec<UncommittedFrame>,
     /// Wall-clock start, in milliseconds since the Unix epoch (for the run deadline).
     pub started_at_ms: u64,
-    /// The current step's timestamp (not saved; never part of comparisons).
-    pub(crate) clock: StepClock,
-    /// Whether the trace belongs in `state.system.decision_trace` of the serialized state
-    /// (set from `ExecutorBuilder::trace_in_state`; read back from a saved run).
+    /// Whether the trace is projected into `state.system.decision_trace` of the outcome
+    /// and of [`RunState::state_json`].
     pub(crate) trace_in_state: bool,
 }
 
-/// The timestamp taken once at the start of a step and shared by its trace items (reading
-/// the system clock is not free).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct StepClock {
-    pub(crate) at_ms: u64,
-}
-
-impl PartialEq for StepClock {
-    /// Transient: two run states never differ by it.
-    fn eq(&self, _other: &Self) -> bool {
-        true
-    }
-}
-
 impl RunState {
+    /// Where the run stands.
+    pub fn status(&self) -> RunStatus {
+        match &self.control {
+            Control::Running(_) => RunStatus::Running,
+            Control::AwaitingInput { .. } => RunStatus::AwaitingInput,
+            Control::Ended { status, .. } => *status,
+        }
+    }
+
+    /// Why it ended or paused (`None` while running).
+    pub fn termination_reason(&self) -> Option<TerminationReason> {
+        match &self.control {
+            Control::Running(_) => None,
+            Control::AwaitingInput { .. } => Some(TerminationReason::AwaitingInput),
+            Control::Ended { reason, .. } => Some(*reason),
+        }
+    }
+
+    /// The error or guard message of a stopped or failed run.
+    pub fn message(&self) -> Option<&str> {
+        match &self.control {
+            Control::Ended { message, .. } => message.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The question asked, while awaiting input.
+    pub fn question(&self) -> Option<&str> {
+        match &self.control {
+            Control::AwaitingInput { question, .. } => Some(question),
+            _ => None,
+        }
+    }
+
+    /// What the next step does, while running.
+    pub fn pending(&self) -> Option<&Pending> {
+        match &self.control {
+            Control::Running(p) => Some(p),
+            _ => None,
+        }
+    }
+
     /// Current call depth (0 at the root).
     pub fn depth(&self) -> u32 {
         u32::try_from(self.stack.len()).unwrap_or(u32::MAX)
     }
 
     /// The state of the current level (the innermost frame's child state, or the root).
-    pub fn level_state(&self) -> &Value {
+    pub fn level_state(&self) -> &State {
         self.stack.last().map_or(&self.state, |f| &f.state)
     }
 
-    pub(crate) fn level_state_mut(&mut self) -> &mut Value {
+    pub(crate) fn level_state_mut(&mut self) -> &mut State {
         match self.stack.last_mut() {
             Some(f) => &mut f.state,
             None => &mut self.state,
@@ -122,37 +176,61 @@ impl RunState {
 
     /// True while more steps can be taken.
     pub fn is_running(&self) -> bool {
-        self.status == RunStatus::Running
+        matches!(self.control, Control::Running(_))
     }
 
     /// The outcome of the run as it stands.
     pub fn outcome(&self) -> RunOutcome {
+        self.clone().into_outcome()
+    }
+
+    /// The outcome, consuming the run state (no copies).
+    pub fn into_outcome(self) -> RunOutcome {
+        let (status, termination_reason) = (self.status(), self.termination_reason());
+        let (message, question) = match self.control {
+            Control::Ended { message, .. } => (message, None),
+            Control::AwaitingInput { question, .. } => (None, Some(question)),
+            Control::Running(_) => (None, None),
+        };
         RunOutcome {
-            workflow: self.workflow.clone(),
-            status: self.status,
-            termination_reason: self.termination_reason,
-            message: self.message.clone(),
+            workflow: self.workflow,
+            status,
+            termination_reason,
+            message,
             steps: self.steps,
-            state: self.state.clone(),
-            trace: self.trace.clone(),
-            question: self.question.clone(),
-            uncommitted: self.uncommitted.clone(),
+            state: self.state,
+            trace: self.trace,
+            question,
+            uncommitted: self.uncommitted,
             trace_in_state: self.trace_in_state,
         }
     }
 
-    /// The root state as it is serialized: [`RunState::state`] with
-    /// `system.decision_trace` added (when the trace belongs in the state), streamed
-    /// without copying the trace.
+    /// The root state as it is shown: [`RunState::state`] with `system.decision_trace`
+    /// added (when the trace belongs in the state), streamed without copying the trace.
     pub fn projected_state(&self) -> ProjectedState<'_> {
         ProjectedState::new(&self.state, &self.trace, self.trace_in_state)
     }
 
     /// The root state as one JSON value, with `system.decision_trace` materialized (when
-    /// the trace belongs in the state). Builds a copy of the trace; to write the state out,
-    /// serialize [`RunState::projected_state`] (or the run state) instead.
+    /// the trace belongs in the state).
     pub fn state_json(&self) -> Value {
         self.projected_state().to_value()
+    }
+
+    /// The run's summary as the CLI prints it (see [`RunSummary`]).
+    pub fn summary(&self) -> RunSummary<'_> {
+        RunSummary {
+            workflow: &self.workflow,
+            status: self.status(),
+            termination_reason: self.termination_reason(),
+            steps: self.steps,
+            message: self.message(),
+            state: self.projected_state(),
+            question: self.question(),
+            uncommitted: &self.uncommitted,
+            trace: (!self.trace_in_state).then_some(&self.trace),
+        }
     }
 
     /// Serializes the run state as JSON.
@@ -166,11 +244,11 @@ impl RunState {
     }
 }
 
-/// How a run ended (or paused): what the CLI prints and a caller inspects.
+/// How a run ended (or paused): what a caller inspects.
 ///
-/// As in [`RunState`], the trace is stored once, in [`RunOutcome::trace`];
-/// `state.system.decision_trace` is its projection (in every serialized form and in
-/// [`RunOutcome::state_json`], not in the in-memory [`RunOutcome::state`]).
+/// As in [`RunState`], the trace is stored once, in [`RunOutcome::trace`]; serialized (as
+/// a [`RunSummary`]), it appears once: as `state.system.decision_trace` when the trace
+/// belongs in the state, else as `trace`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunOutcome {
     /// The workflow's name.
@@ -184,10 +262,9 @@ pub struct RunOutcome {
     pub message: Option<String>,
     /// Steps taken.
     pub steps: u32,
-    /// The last committed root state, without `system.decision_trace`: that copy of the
-    /// trace is a projection of [`RunOutcome::trace`], added when the outcome is serialized
-    /// and by [`RunOutcome::state_json`].
-    pub state: Value,
+    /// The last committed root state, without `system.decision_trace` (see
+    /// [`RunOutcome::state_json`]).
+    pub state: State,
     /// The decision trace.
     pub trace: DecisionTrace,
     /// The question, when awaiting input.
@@ -199,57 +276,270 @@ pub struct RunOutcome {
 }
 
 impl RunOutcome {
-    /// The root state as it is serialized: [`RunOutcome::state`] with
-    /// `system.decision_trace` added (when the trace belongs in the state), streamed
-    /// without copying the trace.
+    /// The root state as it is shown: [`RunOutcome::state`] with `system.decision_trace`
+    /// added (when the trace belongs in the state), streamed without copying the trace.
     pub fn projected_state(&self) -> ProjectedState<'_> {
         ProjectedState::new(&self.state, &self.trace, self.trace_in_state)
     }
 
     /// The root state as one JSON value, with `system.decision_trace` materialized (when
-    /// the trace belongs in the state). Builds a copy of the trace; to write the state out,
-    /// serialize [`RunOutcome::projected_state`] (or the outcome) instead.
+    /// the trace belongs in the state).
     pub fn state_json(&self) -> Value {
         self.projected_state().to_value()
     }
-}
 
-impl RunState {
-    /// The outcome, consuming the run state (no copies).
-    pub fn into_outcome(self) -> RunOutcome {
-        RunOutcome {
-            workflow: self.workflow,
+    /// The outcome's summary, as serialized and as the CLI prints it.
+    pub fn summary(&self) -> RunSummary<'_> {
+        RunSummary {
+            workflow: &self.workflow,
             status: self.status,
             termination_reason: self.termination_reason,
-            message: self.message,
             steps: self.steps,
-            state: self.state,
-            trace: self.trace,
-            question: self.question,
-            uncommitted: self.uncommitted,
-            trace_in_state: self.trace_in_state,
+            message: self.message.as_deref(),
+            state: self.projected_state(),
+            question: self.question.as_deref(),
+            uncommitted: &self.uncommitted,
+            trace: (!self.trace_in_state).then_some(&self.trace),
         }
     }
 }
 
-// ---- serialization: the trace projected into `state.system.decision_trace` -----------
+/// A run's summary: `{workflow, status, termination_reason, steps, message?, state,
+/// question?, uncommitted?, trace?}`, the trace appearing once (in
+/// `state.system.decision_trace`, or as `trace` when it is kept out of the state).
+/// What `pactgraph run` prints and how a [`RunOutcome`] serializes; borrows everything.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct RunSummary<'a> {
+    workflow: &'a str,
+    status: RunStatus,
+    termination_reason: Option<TerminationReason>,
+    steps: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+    state: ProjectedState<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    question: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    uncommitted: &'a [UncommittedFrame],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace: Option<&'a DecisionTrace>,
+}
 
-/// A root state as it is serialized: the `system` slice's entries in their order (any
+impl Serialize for RunOutcome {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.summary().serialize(serializer)
+    }
+}
+
+/// A serialized [`RunSummary`], as read back into a [`RunOutcome`].
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SummaryData {
+    workflow: String,
+    status: RunStatus,
+    termination_reason: Option<TerminationReason>,
+    steps: u32,
+    #[serde(default)]
+    message: Option<String>,
+    state: State,
+    #[serde(default)]
+    question: Option<String>,
+    #[serde(default)]
+    uncommitted: Vec<UncommittedFrame>,
+    #[serde(default)]
+    trace: Option<DecisionTrace>,
+}
+
+impl<'de> Deserialize<'de> for RunOutcome {
+    /// Reads a summary: the trace from `state.system.decision_trace` (removed from the
+    /// state) or from `trace`.
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let d = SummaryData::deserialize(deserializer)?;
+        let mut state = d.state;
+        let projected = match state.get_mut(SYSTEM_SLICE) {
+            Some(Value::Object(system)) => system.shift_remove(DECISION_TRACE),
+            _ => None,
+        };
+        let (trace, trace_in_state) = match (projected, d.trace) {
+            (Some(_), Some(_)) => {
+                return Err(D::Error::custom(
+                    "the trace appears twice (in state.system.decision_trace and in trace)",
+                ));
+            }
+            (Some(p), None) => (serde_json::from_value(p).map_err(D::Error::custom)?, true),
+            (None, Some(t)) => (t, false),
+            (None, None) => (DecisionTrace::default(), false),
+        };
+        Ok(Self {
+            workflow: d.workflow,
+            status: d.status,
+            termination_reason: d.termination_reason,
+            message: d.message,
+            steps: d.steps,
+            state,
+            trace,
+            question: d.question,
+            uncommitted: d.uncommitted,
+            trace_in_state,
+        })
+    }
+}
+
+// ---- the run state's own serialization: summary fields, then what continuing needs ----
+
+/// The serialized form of a [`RunState`], as read (it is written from borrowed fields in
+/// the same order). The trace is written once, under `trace`; the state has no projection.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename = "RunState")]
+struct RunStateData {
+    workflow: String,
+    status: RunStatus,
+    termination_reason: Option<TerminationReason>,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    question: Option<String>,
+    #[serde(default)]
+    pending: Option<Pending>,
+    state: State,
+    stack: Vec<Frame>,
+    steps: u32,
+    visits: IndexMap<String, u32>,
+    entries: IndexMap<String, u32>,
+    trace: DecisionTrace,
+    #[serde(default)]
+    uncommitted: Vec<UncommittedFrame>,
+    started_at_ms: u64,
+    trace_in_state: bool,
+}
+
+impl Serialize for RunState {
+    fn serialize<Ser: Serializer>(&self, serializer: Ser) -> Result<Ser::Ok, Ser::Error> {
+        // Borrowed fields; the two maps and the trace are small next to the state.
+        #[derive(Serialize)]
+        struct Borrowed<'a> {
+            workflow: &'a str,
+            status: RunStatus,
+            termination_reason: Option<TerminationReason>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            message: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            question: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            pending: Option<&'a Pending>,
+            state: &'a State,
+            stack: &'a [Frame],
+            steps: u32,
+            visits: &'a IndexMap<String, u32>,
+            entries: &'a IndexMap<String, u32>,
+            trace: &'a DecisionTrace,
+            #[serde(skip_serializing_if = "<[_]>::is_empty")]
+            uncommitted: &'a [UncommittedFrame],
+            started_at_ms: u64,
+            trace_in_state: bool,
+        }
+        let pending = match &self.control {
+            Control::Running(p) => Some(p),
+            _ => None,
+        };
+        let asked;
+        let pending = match &self.control {
+            Control::AwaitingInput { supervisor, .. } => {
+                asked = Pending::Decide {
+                    supervisor: Arc::clone(supervisor),
+                };
+                Some(&asked)
+            }
+            _ => pending,
+        };
+        Borrowed {
+            workflow: &self.workflow,
+            status: self.status(),
+            termination_reason: self.termination_reason(),
+            message: self.message(),
+            question: self.question(),
+            pending,
+            state: &self.state,
+            stack: &self.stack,
+            steps: self.steps,
+            visits: &self.visits,
+            entries: &self.entries,
+            trace: &self.trace,
+            uncommitted: &self.uncommitted,
+            started_at_ms: self.started_at_ms,
+            trace_in_state: self.trace_in_state,
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for RunState {
+    /// Reads a run state, refusing one whose parts contradict each other (running with
+    /// nothing pending, paused without a question, ended without a reason).
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let d = RunStateData::deserialize(deserializer)?;
+        let control = match (d.status, d.pending, d.question, d.termination_reason) {
+            (RunStatus::Running, Some(p), None, None) => Control::Running(p),
+            (RunStatus::Running, None, _, _) => {
+                return Err(D::Error::custom("a running run needs `pending`"));
+            }
+            (
+                RunStatus::AwaitingInput,
+                Some(Pending::Decide { supervisor }),
+                Some(question),
+                Some(TerminationReason::AwaitingInput),
+            ) => Control::AwaitingInput {
+                question,
+                supervisor,
+            },
+            (RunStatus::AwaitingInput, ..) => {
+                return Err(D::Error::custom(
+                    "a run awaiting input needs `question`, `pending: {\"decide\": ...}` and \
+                     termination_reason `awaiting_input`",
+                ));
+            }
+            (status, None, None, Some(reason)) => Control::Ended {
+                status,
+                reason,
+                message: d.message,
+            },
+            (status, ..) => {
+                return Err(D::Error::custom(format!(
+                    "a `{status}` run needs a termination_reason and no `pending` or `question`"
+                )));
+            }
+        };
+        Ok(Self {
+            workflow: d.workflow,
+            control,
+            state: d.state,
+            stack: d.stack,
+            steps: d.steps,
+            visits: d.visits,
+            entries: d.entries,
+            trace: d.trace,
+            uncommitted: d.uncommitted,
+            started_at_ms: d.started_at_ms,
+            trace_in_state: d.trace_in_state,
+        })
+    }
+}
+
+// ---- the trace projected into `state.system.decision_trace` -------------------------
+
+/// A root state as it is shown: the `system` slice's entries in their order (any
 /// physically present `decision_trace` skipped), then `"decision_trace": <the trace>` when
-/// the trace belongs in the state. Borrows both; serializing it copies nothing. The trace
-/// goes into an existing `system` object only (the runtime always creates one); a state
-/// without one serializes unchanged.
-///
-/// Returned by [`RunState::projected_state`] and [`RunOutcome::projected_state`]; the run
-/// state and the outcome serialize their `state` field through it.
+/// the trace belongs in the state. Borrows both; serializing it copies nothing.
 #[derive(Debug, Clone, Copy)]
 pub struct ProjectedState<'a> {
-    state: &'a Value,
+    state: &'a State,
     trace: Option<&'a DecisionTrace>,
 }
 
 impl<'a> ProjectedState<'a> {
-    fn new(state: &'a Value, trace: &'a DecisionTrace, in_state: bool) -> Self {
+    fn new(state: &'a State, trace: &'a DecisionTrace, in_state: bool) -> Self {
         Self {
             state,
             trace: in_state.then_some(trace),
@@ -264,11 +554,8 @@ impl<'a> ProjectedState<'a> {
 
 impl Serialize for ProjectedState<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let Value::Object(root) = self.state else {
-            return self.state.serialize(serializer);
-        };
-        let mut map = serializer.serialize_map(Some(root.len()))?;
-        for (key, value) in root {
+        let mut map = serializer.serialize_map(Some(self.state.len()))?;
+        for (key, value) in self.state {
             match value {
                 Value::Object(system) if key == SYSTEM_SLICE => map.serialize_entry(
                     key,
@@ -304,167 +591,5 @@ impl Serialize for ProjectedSystem<'_> {
             map.serialize_entry(DECISION_TRACE, trace)?;
         }
         map.end()
-    }
-}
-
-/// Removes `system.decision_trace` from a deserialized root state; true if it was there.
-/// The typed trace is authoritative: the removed copy is only the projection's marker.
-fn take_projection(state: &mut Value) -> bool {
-    match state.get_mut(SYSTEM_SLICE) {
-        Some(Value::Object(system)) => system.shift_remove(DECISION_TRACE).is_some(),
-        _ => false,
-    }
-}
-
-/// Serializes `Option` and `Vec` fields that are left out when empty, as
-/// `#[serde(skip_serializing_if)]` would.
-fn field_or_skip<S: SerializeStruct, T: Serialize + ?Sized>(
-    st: &mut S,
-    key: &'static str,
-    value: &T,
-    skip: bool,
-) -> Result<(), S::Error> {
-    if skip {
-        st.skip_field(key)
-    } else {
-        st.serialize_field(key, value)
-    }
-}
-
-impl Serialize for RunState {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let len = 11
-            + usize::from(self.message.is_some())
-            + usize::from(self.question.is_some())
-            + usize::from(!self.uncommitted.is_empty());
-        let mut st = serializer.serialize_struct("RunState", len)?;
-        st.serialize_field("workflow", &self.workflow)?;
-        st.serialize_field("status", &self.status)?;
-        st.serialize_field("termination_reason", &self.termination_reason)?;
-        field_or_skip(&mut st, "message", &self.message, self.message.is_none())?;
-        field_or_skip(&mut st, "question", &self.question, self.question.is_none())?;
-        st.serialize_field("state", &self.projected_state())?;
-        st.serialize_field("stack", &self.stack)?;
-        st.serialize_field("steps", &self.steps)?;
-        st.serialize_field("visits", &self.visits)?;
-        st.serialize_field("entries", &self.entries)?;
-        st.serialize_field("pending", &self.pending)?;
-        st.serialize_field("trace", &self.trace)?;
-        let none = self.uncommitted.is_empty();
-        field_or_skip(&mut st, "uncommitted", &self.uncommitted, none)?;
-        st.serialize_field("started_at_ms", &self.started_at_ms)?;
-        st.end()
-    }
-}
-
-/// The fields of a saved [`RunState`], as read.
-#[derive(Deserialize)]
-#[serde(rename = "RunState")]
-struct RunStateData {
-    workflow: String,
-    status: RunStatus,
-    termination_reason: Option<TerminationReason>,
-    #[serde(default)]
-    message: Option<String>,
-    #[serde(default)]
-    question: Option<String>,
-    state: Value,
-    stack: Vec<Frame>,
-    steps: u32,
-    visits: IndexMap<String, u32>,
-    entries: IndexMap<String, u32>,
-    pending: Pending,
-    trace: DecisionTrace,
-    #[serde(default)]
-    uncommitted: Vec<UncommittedFrame>,
-    started_at_ms: u64,
-}
-
-impl<'de> Deserialize<'de> for RunState {
-    /// Reads a run state; a `state.system.decision_trace` is dropped (the `trace` field is
-    /// authoritative) and records that the trace belongs in the state.
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let d = RunStateData::deserialize(deserializer)?;
-        let mut state = d.state;
-        let trace_in_state = take_projection(&mut state);
-        Ok(Self {
-            workflow: d.workflow,
-            status: d.status,
-            termination_reason: d.termination_reason,
-            message: d.message,
-            question: d.question,
-            state,
-            stack: d.stack,
-            steps: d.steps,
-            visits: d.visits,
-            entries: d.entries,
-            pending: d.pending,
-            trace: d.trace,
-            uncommitted: d.uncommitted,
-            started_at_ms: d.started_at_ms,
-            clock: StepClock::default(),
-            trace_in_state,
-        })
-    }
-}
-
-impl Serialize for RunOutcome {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let len = 6
-            + usize::from(self.message.is_some())
-            + usize::from(self.question.is_some())
-            + usize::from(!self.uncommitted.is_empty());
-        let mut st = serializer.serialize_struct("RunOutcome", len)?;
-        st.serialize_field("workflow", &self.workflow)?;
-        st.serialize_field("status", &self.status)?;
-        st.serialize_field("termination_reason", &self.termination_reason)?;
-        field_or_skip(&mut st, "message", &self.message, self.message.is_none())?;
-        st.serialize_field("steps", &self.steps)?;
-        st.serialize_field("state", &self.projected_state())?;
-        st.serialize_field("trace", &self.trace)?;
-        field_or_skip(&mut st, "question", &self.question, self.question.is_none())?;
-        let none = self.uncommitted.is_empty();
-        field_or_skip(&mut st, "uncommitted", &self.uncommitted, none)?;
-        st.end()
-    }
-}
-
-/// The fields of a serialized [`RunOutcome`], as read.
-#[derive(Deserialize)]
-#[serde(rename = "RunOutcome")]
-struct RunOutcomeData {
-    workflow: String,
-    status: RunStatus,
-    termination_reason: Option<TerminationReason>,
-    #[serde(default)]
-    message: Option<String>,
-    steps: u32,
-    state: Value,
-    trace: DecisionTrace,
-    #[serde(default)]
-    question: Option<String>,
-    #[serde(default)]
-    uncommitted: Vec<UncommittedFrame>,
-}
-
-impl<'de> Deserialize<'de> for RunOutcome {
-    /// Reads an outcome; a `state.system.decision_trace` is dropped (the `trace` field is
-    /// authoritative) and records that the trace belongs in the state.
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let d = RunOutcomeData::deserialize(deserializer)?;
-        let mut state = d.state;
-        let trace_in_state = take_projection(&mut state);
-        Ok(Self {
-            workflow: d.workflow,
-            status: d.status,
-            termination_reason: d.termination_reason,
-            message: d.message,
-            steps: d.steps,
-            state,
-            trace: d.trace,
-            question: d.question,
-            uncommitted: d.uncommitted,
-            trace_in_state,
-        })
     }
 }

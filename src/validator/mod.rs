@@ -25,6 +25,7 @@ mod codes;
 mod context;
 mod render;
 mod rules;
+mod valid;
 
 use std::fmt;
 use std::path::Path;
@@ -33,6 +34,7 @@ use serde::Serialize;
 
 pub use codes::Code;
 pub(crate) use context::Context;
+pub use valid::{Rejected, ValidGraph};
 
 use crate::contracts::WorkflowDocument;
 use crate::contracts::load::LoadError;

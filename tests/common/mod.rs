@@ -5,6 +5,7 @@ use std::path::Path;
 
 use pactgraph::contracts::WorkflowDocument;
 use pactgraph::runtime::{Clock, Executor, ExecutorBuilder, RunOutcome, TraceKind};
+use pactgraph::validator::ValidGraph;
 use pactgraph::{CompiledGraph, GraphBuilder};
 use serde_json::Value;
 
@@ -34,9 +35,17 @@ pub fn graph_file(rel: &str) -> CompiledGraph {
         .expect("ids resolve")
 }
 
-/// An executor builder with a frozen clock.
+/// An executor builder with a frozen clock, for a graph the validator must accept.
 pub fn builder(g: CompiledGraph) -> ExecutorBuilder {
-    Executor::builder(g).clock(Clock::Frozen)
+    Executor::builder(valid(g)).clock(Clock::Frozen)
+}
+
+/// The graph, validated (panics with the report when the validator refuses it).
+pub fn valid(g: CompiledGraph) -> ValidGraph {
+    match ValidGraph::new(g) {
+        Ok(v) => v,
+        Err(rejected) => panic!("{rejected}: {:#?}", rejected.report),
+    }
 }
 
 /// Runs to the end.
@@ -63,10 +72,8 @@ pub fn path(o: &RunOutcome) -> Vec<(TraceKind, String, String)> {
 /// The state without the runtime's `system` slice.
 pub fn user_state(o: &RunOutcome) -> Value {
     let mut s = o.state.clone();
-    if let Value::Object(m) = &mut s {
-        m.shift_remove("system");
-    }
-    s
+    s.shift_remove("system");
+    Value::Object(s)
 }
 
 /// A policy that returns the scripted outputs in order, then `stop_global`.

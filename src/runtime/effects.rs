@@ -1,0 +1,159 @@
+//! Effects: the calls a step waits on (a node handler or program, a supervisor policy),
+//! described as data by the planning half of a step and carried out by a driver.
+//!
+//! A driver takes the [`Effect`] a [`Step`](super::Step) waits on, performs it (with
+//! [`Executor::perform`](super::Executor::perform), or however it likes: recorded as
+//! started in a store, several at once), and feeds the [`EffectOutput`] back. Nothing
+//! here touches the run.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::executor::Executor;
+use super::guarded::{Fault, call_guarded, exec_program};
+use super::handlers::{NodeInput, PolicyInput, SharedNode, SharedPolicy, Writes};
+use crate::contracts::condition::json_kind;
+use crate::contracts::{ExecSpec, SupervisorOutput};
+
+/// What an effect runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EffectKind {
+    /// A node's handler or program; its output is the node's writes.
+    Node,
+    /// A supervisor's policy (handler or program); its output is a routing decision.
+    Policy,
+}
+
+/// One call a step waits on. Carries its input, so performing it needs nothing from the
+/// run; dropping it (or the future performing it) aborts the call and kills its program.
+#[derive(Debug)]
+pub struct Effect {
+    pub(crate) kind: EffectKind,
+    pub(crate) id: Arc<str>,
+    pub(crate) step: u32,
+    pub(crate) limit: Option<Duration>,
+    pub(crate) call: Call,
+}
+
+/// How the effect is carried out.
+#[derive(Debug)]
+pub(crate) enum Call {
+    /// A node handler registered from Rust.
+    Node(SharedNode, NodeInput),
+    /// A policy handler registered from Rust.
+    Policy(SharedPolicy, PolicyInput),
+    /// A program, with its stdin.
+    Program(Arc<ExecSpec>, Value),
+}
+
+impl Effect {
+    /// A node run or a policy call.
+    pub fn kind(&self) -> EffectKind {
+        self.kind
+    }
+
+    /// The node's or the supervisor's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The step it belongs to (steps taken before it).
+    pub fn step(&self) -> u32 {
+        self.step
+    }
+
+    /// Its time limit: its own (or `node_timeout_ms`), capped by the run deadline.
+    pub fn time_limit(&self) -> Option<Duration> {
+        self.limit
+    }
+}
+
+/// What an effect produced, fed back to its step.
+#[derive(Debug)]
+pub struct EffectOutput {
+    pub(crate) result: Result<Produced, Fault>,
+    /// Microseconds the call took (0 with a frozen clock).
+    pub(crate) duration_us: u64,
+}
+
+/// A successful effect's value.
+#[derive(Debug)]
+pub(crate) enum Produced {
+    /// A node's writes.
+    Writes(Writes),
+    /// A policy's decision.
+    Decision(SupervisorOutput),
+}
+
+impl EffectOutput {
+    /// True when the call produced a value (writes or a decision).
+    pub fn is_ok(&self) -> bool {
+        self.result.is_ok()
+    }
+
+    /// The failure in words (an error, a panic, garbage, a time-out or cancellation).
+    pub fn error(&self) -> Option<String> {
+        match &self.result {
+            Ok(_) => None,
+            Err(Fault::Failed(m) | Fault::Timeout(m)) => Some(m.clone()),
+            Err(Fault::Cancelled) => Some("cancelled".into()),
+        }
+    }
+
+    /// How long the call took, in microseconds (0 with a frozen clock).
+    pub fn duration_us(&self) -> u64 {
+        self.duration_us
+    }
+}
+
+impl Executor {
+    /// Performs an effect: calls the handler or runs the program under the effect's time
+    /// limit and this executor's cancellation token. Never panics: a panic, an error, bad
+    /// output, a time-out or cancellation comes back as a failed output.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future aborts the handler at its next await point and
+    /// kills a running program; the run is untouched (effects never change it).
+    pub async fn perform(&self, effect: Effect) -> EffectOutput {
+        let t0 = self.timer();
+        let Effect {
+            kind, limit, call, ..
+        } = effect;
+        let result = match call {
+            Call::Node(h, input) => call_guarded(|| h.0.call(input), limit, &self.cancel)
+                .await
+                .map(Produced::Writes),
+            Call::Policy(h, input) => call_guarded(|| h.0.decide(input), limit, &self.cancel)
+                .await
+                .map(Produced::Decision),
+            Call::Program(spec, stdin) => {
+                let out =
+                    exec_program(&spec, &self.plan.base_dir, &stdin, limit, &self.cancel).await;
+                match (kind, out) {
+                    (_, Err(f)) => Err(f),
+                    (EffectKind::Node, Ok(Value::Object(m))) => Ok(Produced::Writes(m)),
+                    (EffectKind::Node, Ok(other)) => Err(Fault::Failed(format!(
+                        "printed {} instead of an object of slice writes",
+                        json_kind(&other)
+                    ))),
+                    (EffectKind::Policy, Ok(v)) => serde_json::from_value::<SupervisorOutput>(v)
+                        .map(Produced::Decision)
+                        .map_err(|e| Fault::Failed(format!("printed an invalid decision: {e}"))),
+                }
+            }
+        };
+        EffectOutput {
+            result,
+            duration_us: Self::elapsed(t0),
+        }
+    }
+}
+
+/// The stdin of a node program: `{"node": id, "input": {slice: value...}}`.
+pub(crate) fn node_stdin(id: &str, view: Writes) -> Value {
+    json!({"node": id, "input": view})
+}

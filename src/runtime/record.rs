@@ -1,0 +1,290 @@
+//! The run record: one run as a self-contained value, the unit that `--state-out`
+//! writes, `resume FILE` reads and a run store keeps: the format version, the run's id and
+//! step sequence, the workflow document it runs (with its digest) and the [`RunState`].
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::run_state::RunState;
+use crate::contracts::WorkflowDocument;
+use crate::graph::GraphBuilder;
+use crate::validator::{Rejected, ValidGraph, Validator};
+
+/// The version of the run-record format this pactgraph writes and reads.
+pub const RUN_RECORD_FORMAT: u32 = 2;
+
+/// A run's id: a ULID (26 characters of Crockford base32, sortable by creation time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct RunId(ulid::Ulid);
+
+impl RunId {
+    /// A new id: it sorts after every id made in an earlier millisecond.
+    pub fn new() -> Self {
+        Self(ulid::Ulid::generate())
+    }
+
+    /// Milliseconds since the Unix epoch when the id was made.
+    pub fn created_ms(&self) -> u64 {
+        self.0.timestamp_ms()
+    }
+}
+
+impl Default for RunId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A run id that is not a ULID.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{text}` is not a run id (a ULID: 26 characters of Crockford base32): {reason}")]
+pub struct RunIdError {
+    text: String,
+    reason: String,
+}
+
+impl FromStr for RunId {
+    type Err = RunIdError;
+    fn from_str(s: &str) -> Result<Self, RunIdError> {
+        ulid::Ulid::from_string(s)
+            .map(Self)
+            .map_err(|e| RunIdError {
+                text: s.to_string(),
+                reason: e.to_string(),
+            })
+    }
+}
+
+impl TryFrom<String> for RunId {
+    type Error = RunIdError;
+    fn try_from(s: String) -> Result<Self, RunIdError> {
+        s.parse()
+    }
+}
+
+impl From<RunId> for String {
+    fn from(id: RunId) -> String {
+        id.to_string()
+    }
+}
+
+/// One run, self-contained: everything needed to continue it anywhere, even if the
+/// workflow file it came from changed or moved.
+///
+/// Serialized with the format version under `pactgraph_saved_run`; the trace is held
+/// once (in `run.trace`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunRecord {
+    /// The format version ([`RUN_RECORD_FORMAT`]).
+    #[serde(rename = "pactgraph_saved_run")]
+    pub format: u32,
+    /// The run's id.
+    pub run_id: RunId,
+    /// Step commits applied to the run since it was created (a checkpoint's sequence
+    /// number); every [`Executor::step`](super::Executor::step) that committed counts one.
+    pub seq: u64,
+    /// The workflow file the run was started from, if any (informational).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_file: Option<String>,
+    /// The folder `exec` programs run in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_dir: Option<String>,
+    /// The workflow document the run runs.
+    pub document: WorkflowDocument,
+    /// `sha256:` and the hex SHA-256 of the document's canonical JSON (its serialization
+    /// with fields in declaration order): names the workflow version the run belongs to.
+    pub digest: String,
+    /// The run.
+    pub run: RunState,
+}
+
+/// A run record could not be read or used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// Not JSON, or not a run record.
+    #[error("not a saved pactgraph run: {0}")]
+    Malformed(String),
+    /// A format this pactgraph does not read.
+    #[error("saved-run format {found} is not supported (this pactgraph reads {RUN_RECORD_FORMAT})")]
+    Format {
+        /// The format found.
+        found: u64,
+    },
+    /// The document does not match its digest (the record was edited or damaged).
+    #[error(
+        "the saved document does not match its digest (recorded {recorded}, computed {computed})"
+    )]
+    Digest {
+        /// The digest in the record.
+        recorded: String,
+        /// The digest of the document as read.
+        computed: String,
+    },
+    /// The saved document does not compile or the validator refuses it.
+    #[error("the saved workflow is not valid: {0}")]
+    Invalid(Box<Rejected>),
+}
+
+impl RunRecord {
+    /// A new record for `run` of `document`, with a fresh id and sequence 0.
+    pub fn new(document: WorkflowDocument, run: RunState) -> Self {
+        let digest = digest_of(&document);
+        Self {
+            format: RUN_RECORD_FORMAT,
+            run_id: RunId::new(),
+            seq: 0,
+            workflow_file: None,
+            base_dir: None,
+            document,
+            digest,
+            run,
+        }
+    }
+
+    /// Reads a record from JSON text: the format version is checked first (so an older
+    /// file gets that message, not a list of unknown fields), then the whole record, then
+    /// the document's digest.
+    pub fn from_json(text: &str) -> Result<Self, RecordError> {
+        #[derive(Deserialize)]
+        struct Version {
+            pactgraph_saved_run: Option<serde_json::Value>,
+        }
+        let version: Version =
+            serde_json::from_str(text).map_err(|e| RecordError::Malformed(e.to_string()))?;
+        match version.pactgraph_saved_run {
+            Some(serde_json::Value::Number(n))
+                if n.as_u64() == Some(u64::from(RUN_RECORD_FORMAT)) => {}
+            Some(serde_json::Value::Number(n)) => {
+                return Err(RecordError::Format {
+                    found: n.as_u64().unwrap_or(0),
+                });
+            }
+            _ => {
+                return Err(RecordError::Malformed(
+                    "no `pactgraph_saved_run` format version".into(),
+                ));
+            }
+        }
+        let mut record: RunRecord =
+            serde_json::from_str(text).map_err(|e| RecordError::Malformed(e.to_string()))?;
+        record.document.fill_ids();
+        let computed = digest_of(&record.document);
+        if computed != record.digest {
+            return Err(RecordError::Digest {
+                recorded: record.digest,
+                computed,
+            });
+        }
+        Ok(record)
+    }
+
+    /// The record as pretty JSON.
+    pub fn to_json_pretty(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a run record is plain data")
+    }
+
+    /// Compiles and validates the saved document (non-strict): the graph to build the
+    /// executor that continues the run.
+    pub fn graph(&self) -> Result<ValidGraph, RecordError> {
+        let graph = match GraphBuilder::from_document(self.document.clone()).build() {
+            Ok(g) => g,
+            Err(failure) => failure.into_partial(),
+        };
+        Validator::new()
+            .accept(graph)
+            .map_err(|r| RecordError::Invalid(Box::new(r)))
+    }
+}
+
+/// `sha256:<hex>` of a document's canonical JSON.
+pub fn digest_of(document: &WorkflowDocument) -> String {
+    let bytes = serde_json::to_vec(document).expect("a workflow document is plain data");
+    let hash = Sha256::digest(&bytes);
+    let mut out = String::with_capacity(7 + 64);
+    out.push_str("sha256:");
+    for b in hash.iter() {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::Executor;
+    use serde_json::json;
+
+    fn record() -> RunRecord {
+        let doc = WorkflowDocument::from_value(json!({
+            "workflow": "w", "slices": {"answer": {}}, "entry": "root",
+            "supervisors": {"root": {"allow": ["reply"]}},
+            "nodes": {"reply": {"supervisor": "root", "writes": ["answer"], "terminal": true,
+                "triggers": [{"priority": 1, "when": true}],
+                "run": {"set": {"answer": "hi"}}}}
+        }))
+        .expect("a valid document");
+        let graph = GraphBuilder::from_document(doc).build().expect("resolves");
+        let doc = graph.to_document();
+        let ex = Executor::builder(ValidGraph::new(graph).expect("valid"))
+            .build()
+            .expect("builds");
+        RunRecord::new(doc, ex.start(json!({})).expect("starts"))
+    }
+
+    #[test]
+    fn a_record_round_trips_and_keeps_its_digest() {
+        let r = record();
+        assert!(
+            r.digest.starts_with("sha256:") && r.digest.len() == 71,
+            "{}",
+            r.digest
+        );
+        let back = RunRecord::from_json(&r.to_json_pretty()).expect("reads back");
+        assert_eq!(back, r);
+        assert!(back.graph().is_ok());
+    }
+
+    #[test]
+    fn an_edited_document_is_refused_by_its_digest() {
+        let r = record();
+        let text = r.to_json_pretty().replace("\"hi\"", "\"bye\"");
+        match RunRecord::from_json(&text) {
+            Err(RecordError::Digest { recorded, computed }) => assert_ne!(recorded, computed),
+            other => panic!("expected a digest error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn other_formats_and_garbage_are_named() {
+        let mut v: serde_json::Value = serde_json::from_str(&record().to_json_pretty()).unwrap();
+        v["pactgraph_saved_run"] = json!(1);
+        let e = RunRecord::from_json(&v.to_string()).expect_err("format 1");
+        assert!(e.to_string().contains("format 1 is not supported"), "{e}");
+        let e = RunRecord::from_json("[1, 2]").expect_err("not a record");
+        assert!(matches!(e, RecordError::Malformed(_)), "{e}");
+        let e = RunRecord::from_json("{}").expect_err("no version");
+        assert!(e.to_string().contains("pactgraph_saved_run"), "{e}");
+    }
+
+    #[test]
+    fn run_ids_are_ulids_in_creation_order() {
+        let a = RunId::new();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let b = RunId::new();
+        assert!(a < b && a.to_string() < b.to_string());
+        assert_eq!(a.to_string().parse::<RunId>().expect("parses"), a);
+        assert!("not-a-ulid".parse::<RunId>().is_err());
+    }
+}

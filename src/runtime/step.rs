@@ -1,0 +1,690 @@
+//! One step, cut in three: **planning** reads the run and works out everything the step
+//! will do, down to the [`Effect`] it waits on, if any; a driver **performs** the effect
+//! (see [`Executor::perform`]); **commit** applies the outcome to the run in one go. Only
+//! commit changes the run, so a step abandoned before its commit leaves the run exactly as
+//! it was.
+//!
+//! [`Executor::step`] drives all three; a driver that records effects (a run store) or
+//! runs several at once uses [`Executor::begin_step`], [`Executor::resolve_step`] and
+//! [`Executor::commit_step`] itself.
+
+use std::sync::Arc;
+
+use super::budgets::{GuardStop, check_clock, check_node};
+use super::builder::{Clock, NodePlan, NodeRun, PolicyRun, SubgraphPlan, SupervisorPlan, check};
+use super::decisions::{Action, choice_label, decision_reason, resolve};
+use super::effects::{Call, Effect, EffectKind, EffectOutput, Produced, node_stdin};
+use super::executor::{Executor, wall_ms};
+use super::guarded::Fault;
+use super::handlers::{NodeInput, PolicyInput, RunContext, Writes};
+use super::run_state::{Pending, RunState};
+use super::status::{RunStatus, TerminationReason};
+use super::trace::{TraceItem, TraceKind};
+use crate::contracts::{RoutingDecision, StopGlobal, StopLocal, SupervisorOutput};
+
+/// A step in progress: planned from a [`RunState`], possibly waiting on an [`Effect`],
+/// then committed to that same run. Borrows the executor, not the run.
+pub struct Step<'e> {
+    pub(crate) stage: Stage<'e>,
+    /// The step's timestamp, shared by its trace items.
+    pub(crate) at_ms: u64,
+    /// Steps taken and trace length of the run it was planned on: a step commits only to
+    /// a run that has not moved since.
+    pub(crate) base: (u32, usize),
+}
+
+impl std::fmt::Debug for Step<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let stage = match &self.stage {
+            Stage::Idle => "idle",
+            Stage::Waiting { .. } => "waiting",
+            Stage::Ready(_) => "ready",
+        };
+        f.debug_struct("Step")
+            .field("stage", &stage)
+            .field("effect", &self.effect())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Step<'_> {
+    /// The effect the step waits on, if any.
+    pub fn effect(&self) -> Option<&Effect> {
+        match &self.stage {
+            Stage::Waiting { effect, .. } => effect.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Takes the effect the step waits on, to perform it. The step keeps waiting until
+    /// [`Executor::resolve_step`] feeds the effect's output back.
+    pub fn take_effect(&mut self) -> Option<Effect> {
+        match &mut self.stage {
+            Stage::Waiting { effect, .. } => effect.take(),
+            _ => None,
+        }
+    }
+
+    /// True when nothing is awaited: the step can be committed.
+    pub fn is_ready(&self) -> bool {
+        !matches!(self.stage, Stage::Waiting { .. })
+    }
+}
+
+/// Where a step stands.
+// Built once per step and moved a few times on the stack; boxing the large variants
+// would allocate on every step, the hot path this layout keeps allocation-free.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Stage<'e> {
+    /// The run was not running: committing does nothing.
+    Idle,
+    /// Waiting on an effect (taken by the driver, or not yet).
+    Waiting {
+        effect: Option<Effect>,
+        then: Awaiting<'e>,
+    },
+    /// Everything is known.
+    Ready(Planned<'e>),
+}
+
+/// What an awaited effect's output completes.
+#[allow(clippy::large_enum_variant)] // as `Stage`
+pub(crate) enum Awaiting<'e> {
+    /// A policy's decision, for supervisor `sp`.
+    Policy {
+        sp: &'e SupervisorPlan,
+        level: Level<'e>,
+    },
+    /// A node's writes: the plan is complete but for [`NodeStep::result`].
+    Node(Planned<'e>),
+}
+
+/// The current level, resolved: the subgraph of the innermost open frame and the
+/// supervisor that called it (`None` at the root).
+#[derive(Clone, Copy)]
+pub(crate) struct Level<'e> {
+    pub(crate) frame: Option<(&'e SubgraphPlan, &'e SupervisorPlan)>,
+}
+
+/// A step with every outcome known: what commit records and does.
+pub(crate) struct Planned<'e> {
+    pub(crate) level: Level<'e>,
+    /// The decision item (rules or policy), recorded first.
+    pub(crate) decision: Option<TraceItem>,
+    /// The fallback item, recorded second.
+    pub(crate) fallback: Option<TraceItem>,
+    pub(crate) then: Then<'e>,
+}
+
+/// What the step does once its decision is recorded.
+pub(crate) enum Then<'e> {
+    /// A guard tripped before anything ran.
+    Guard(GuardStop, Option<Arc<str>>),
+    /// The run state names something this workflow does not have (it was saved by
+    /// another workflow, or edited): the run fails before anything runs.
+    Mismatch(String, Option<Arc<str>>),
+    /// A policy call failed.
+    PolicyFault { sup: Arc<str>, fault: Fault },
+    /// A node runs (dispatched, handed off, or as a fallback).
+    Node(NodeStep<'e>),
+    /// A subgraph is entered.
+    Call {
+        caller: Arc<str>,
+        sg: &'e SubgraphPlan,
+    },
+    /// The current level ends.
+    EndLevel {
+        sup: Arc<str>,
+        stop: StopLocal,
+        reason: TerminationReason,
+    },
+    /// The run ends, committing the open frames (their plans, innermost first).
+    StopGlobal {
+        sup: Arc<str>,
+        stop: StopGlobal,
+        frames: Vec<&'e SubgraphPlan>,
+    },
+    /// The run pauses for an answer.
+    Ask { sup: Arc<str>, question: String },
+}
+
+/// A node run, planned.
+pub(crate) struct NodeStep<'e> {
+    pub(crate) np: &'e NodePlan,
+    pub(crate) dispatcher: Arc<str>,
+    pub(crate) kind: TraceKind,
+    pub(crate) source: Option<Arc<str>>,
+    pub(crate) result: NodeResult,
+    pub(crate) after: After<'e>,
+}
+
+/// What running the node gave.
+pub(crate) enum NodeResult {
+    /// A budget or `max_visits` refused it: nothing ran, no step counted.
+    Refused(GuardStop),
+    /// Its input failed its `input_schema` (the step counts).
+    InputInvalid(String),
+    /// A `set` node (or one without behaviour): its writes are its constants.
+    Constant,
+    /// A handler or program: its output is awaited.
+    Awaiting,
+    /// A handler or program ran, taking this many microseconds.
+    Ran(Result<Writes, Fault>, u64),
+}
+
+/// Where control goes after the node.
+pub(crate) enum After<'e> {
+    /// Its `handoff` runs next.
+    Handoff(&'e NodePlan),
+    /// It ends its level (a terminal node, or an exitpoint of the current subgraph).
+    EndLevel(&'static str),
+    /// Back to the dispatching supervisor.
+    Return,
+}
+
+impl<'e> Planned<'e> {
+    fn new(level: Level<'e>, then: Then<'e>) -> Self {
+        Self {
+            level,
+            decision: None,
+            fallback: None,
+            then,
+        }
+    }
+}
+
+/// A trace item of `kind` at the run's current step, depth and level.
+pub(crate) fn item(
+    run: &RunState,
+    kind: TraceKind,
+    supervisor: Option<Arc<str>>,
+    at_ms: u64,
+) -> TraceItem {
+    let mut item = TraceItem::new(kind, run.steps, run.depth());
+    item.supervisor = supervisor;
+    item.subgraph = run.stack.last().map(|f| Arc::clone(&f.subgraph_id));
+    item.at_ms = at_ms;
+    item
+}
+
+impl Executor {
+    /// Plans the run's next step without changing the run: checks the deadline and
+    /// cancellation, decides (rule-based supervisors decide here; a policy becomes an
+    /// effect), gates the node it leads to (budgets, visits, input schema) and describes
+    /// its handler or program call as an effect. A run that is not running gives a step
+    /// that commits nothing.
+    pub fn begin_step<'e>(&'e self, run: &RunState) -> Step<'e> {
+        let budgets = self.plan.graph.budgets();
+        let base = (run.steps, run.trace.len());
+        let Some(pending) = run.pending() else {
+            return Step {
+                stage: Stage::Idle,
+                at_ms: 0,
+                base,
+            };
+        };
+        let now = if self.plan.clock == Clock::System || budgets.timeout_ms.is_some() {
+            wall_ms()
+        } else {
+            0
+        };
+        let at_ms = if self.plan.clock == Clock::System {
+            now
+        } else {
+            0
+        };
+        let stage = match check_clock(run, budgets, &self.cancel, now) {
+            Err(g) => {
+                let level = Level { frame: None };
+                let sup = Some(Arc::clone(pending.supervisor()));
+                Stage::Ready(Planned::new(level, Then::Guard(g, sup)))
+            }
+            Ok(()) => self.plan_pending(run, pending, at_ms),
+        };
+        Step { stage, at_ms, base }
+    }
+
+    /// Feeds an effect's output to the step waiting on it and plans the rest (a policy's
+    /// decision may lead to a node whose call is the next effect).
+    pub fn resolve_step<'e>(
+        &'e self,
+        run: &RunState,
+        step: Step<'e>,
+        output: EffectOutput,
+    ) -> Step<'e> {
+        let Step { stage, at_ms, base } = step;
+        let stage = match stage {
+            Stage::Waiting {
+                then: Awaiting::Policy { sp, level },
+                ..
+            } => match output.result {
+                Ok(Produced::Decision(out)) => {
+                    let mut it = item(run, TraceKind::Decision, Some(Arc::clone(&sp.id)), at_ms);
+                    it.target = Some(choice_label(&out).into());
+                    it.reason = decision_reason(&out).map(Into::into);
+                    it.duration_us = output.duration_us;
+                    let action = resolve(out, &sp.contract, self.plan.graph.registry());
+                    self.plan_action(run, level, sp, action, Some(it), at_ms)
+                }
+                Ok(Produced::Writes(_)) => Stage::Ready(Planned::new(
+                    level,
+                    Then::PolicyFault {
+                        sup: Arc::clone(&sp.id),
+                        fault: Fault::Failed(
+                            "was given a node's output instead of a decision".into(),
+                        ),
+                    },
+                )),
+                Err(fault) => Stage::Ready(Planned::new(
+                    level,
+                    Then::PolicyFault {
+                        sup: Arc::clone(&sp.id),
+                        fault,
+                    },
+                )),
+            },
+            Stage::Waiting {
+                then: Awaiting::Node(mut planned),
+                ..
+            } => {
+                if let Then::Node(ns) = &mut planned.then {
+                    let writes = match output.result {
+                        Ok(Produced::Writes(w)) => Ok(w),
+                        Ok(Produced::Decision(_)) => Err(Fault::Failed(
+                            "was given a policy's decision instead of its writes".into(),
+                        )),
+                        Err(f) => Err(f),
+                    };
+                    ns.result = NodeResult::Ran(writes, output.duration_us);
+                }
+                Stage::Ready(planned)
+            }
+            other => other,
+        };
+        Step { stage, at_ms, base }
+    }
+
+    /// Plans from what is pending.
+    fn plan_pending<'e>(&'e self, run: &RunState, pending: &Pending, at_ms: u64) -> Stage<'e> {
+        let plan = &*self.plan;
+        let sup = Some(Arc::clone(pending.supervisor()));
+        let level = match self.level(run) {
+            Ok(l) => l,
+            Err(msg) => {
+                return Stage::Ready(Planned::new(
+                    Level { frame: None },
+                    Then::Mismatch(msg, sup),
+                ));
+            }
+        };
+        match pending {
+            Pending::Decide { supervisor } => {
+                let Some(sp) = plan.supervisors.get(&**supervisor) else {
+                    let msg = self.unknown("supervisor", supervisor);
+                    return Stage::Ready(Planned::new(level, Then::Mismatch(msg, sup)));
+                };
+                match &sp.policy {
+                    PolicyRun::Rules(table) => {
+                        // Triggers on `/system/...` see it as policies do: built fresh.
+                        let fresh = table.reads_system.then(|| self.policy_view(run));
+                        let verdict = table.decide(fresh.as_ref().unwrap_or(run.level_state()));
+                        let mut it =
+                            item(run, TraceKind::Decision, Some(Arc::clone(&sp.id)), at_ms);
+                        it.reason = Some(verdict.reason);
+                        it.candidates = verdict.candidates;
+                        match verdict.winner {
+                            // A winning trigger names an `allow` entry of the right kind.
+                            Some(e) => {
+                                it.target = Some(Arc::clone(&e.id));
+                                let action = if e.is_subgraph {
+                                    Action::Subgraph(e.id.to_string())
+                                } else {
+                                    Action::Node(e.id.to_string())
+                                };
+                                self.plan_action(run, level, sp, action, Some(it), at_ms)
+                            }
+                            None => {
+                                it.target = Some(Arc::clone(&table.default_label));
+                                let default = table
+                                    .default
+                                    .clone()
+                                    .unwrap_or_else(RoutingDecision::stop_local);
+                                let action = resolve(
+                                    SupervisorOutput::Decision(default),
+                                    &sp.contract,
+                                    plan.graph.registry(),
+                                );
+                                self.plan_action(run, level, sp, action, Some(it), at_ms)
+                            }
+                        }
+                    }
+                    PolicyRun::Handler(h) => Stage::Waiting {
+                        effect: Some(self.policy_effect(run, sp, Callee::Handler(h))),
+                        then: Awaiting::Policy { sp, level },
+                    },
+                    PolicyRun::Exec(spec) => Stage::Waiting {
+                        effect: Some(self.policy_effect(run, sp, Callee::Program(spec))),
+                        then: Awaiting::Policy { sp, level },
+                    },
+                }
+            }
+            Pending::Handoff {
+                node,
+                dispatcher,
+                from,
+            } => {
+                let Some(np) = plan.nodes.get(&**node) else {
+                    let msg = self.unknown("node", node);
+                    return Stage::Ready(Planned::new(level, Then::Mismatch(msg, sup)));
+                };
+                let target = NodeTarget {
+                    np,
+                    dispatcher: Arc::clone(dispatcher),
+                    kind: TraceKind::Handoff,
+                    source: Some(Arc::clone(from)),
+                };
+                self.plan_node(
+                    run,
+                    Planned::new(level, Then::Mismatch(String::new(), None)),
+                    target,
+                )
+            }
+        }
+    }
+
+    /// The message for an id the run state names and the workflow lacks.
+    fn unknown(&self, what: &str, id: &str) -> String {
+        format!(
+            "the run state names {what} `{id}`, which workflow `{}` does not have (was it saved by another workflow?)",
+            self.plan.graph.workflow()
+        )
+    }
+
+    /// Resolves the current level's subgraph and caller.
+    fn level(&self, run: &RunState) -> Result<Level<'_>, String> {
+        let Some(frame) = run.stack.last() else {
+            return Ok(Level { frame: None });
+        };
+        let sg = self
+            .plan
+            .subgraphs
+            .get(&*frame.subgraph_id)
+            .ok_or_else(|| self.unknown("subgraph", &frame.subgraph_id))?;
+        let caller = self
+            .plan
+            .supervisors
+            .get(&*frame.caller)
+            .ok_or_else(|| self.unknown("supervisor", &frame.caller))?;
+        Ok(Level {
+            frame: Some((sg, caller)),
+        })
+    }
+
+    /// Plans what a resolved decision of `sp` leads to.
+    fn plan_action<'e>(
+        &'e self,
+        run: &RunState,
+        level: Level<'e>,
+        sp: &'e SupervisorPlan,
+        action: Action,
+        decision: Option<TraceItem>,
+        at_ms: u64,
+    ) -> Stage<'e> {
+        let plan = &*self.plan;
+        let sup = Arc::clone(&sp.id);
+        let mut planned = Planned {
+            level,
+            decision,
+            fallback: None,
+            then: Then::Mismatch(String::new(), None),
+        };
+        let node_target = |id: &str, planned: &mut Planned<'e>| match plan.nodes.get(id) {
+            Some(np) => Ok(NodeTarget {
+                np,
+                dispatcher: Arc::clone(&sup),
+                kind: TraceKind::Dispatch,
+                source: Some(Arc::clone(&sup)),
+            }),
+            None => {
+                planned.then = Then::Mismatch(self.unknown("node", id), Some(Arc::clone(&sup)));
+                Err(())
+            }
+        };
+        planned.then = match action {
+            Action::Node(id) => {
+                return match node_target(&id, &mut planned) {
+                    Ok(t) => self.plan_node(run, planned, t),
+                    Err(()) => Stage::Ready(planned),
+                };
+            }
+            Action::Subgraph(id) => match plan.subgraphs.get(id.as_str()) {
+                Some(sg) => Then::Call { caller: sup, sg },
+                None => Then::Mismatch(self.unknown("subgraph", &id), Some(sup)),
+            },
+            Action::StopLocal(stop) => Then::EndLevel {
+                sup,
+                stop,
+                reason: TerminationReason::StopLocal,
+            },
+            Action::StopGlobal(stop) => {
+                let mut frames = Vec::with_capacity(run.stack.len());
+                for f in run.stack.iter().rev() {
+                    match plan.subgraphs.get(&*f.subgraph_id) {
+                        Some(sg) => frames.push(sg),
+                        None => {
+                            planned.then =
+                                Then::Mismatch(self.unknown("subgraph", &f.subgraph_id), Some(sup));
+                            return Stage::Ready(planned);
+                        }
+                    }
+                }
+                Then::StopGlobal { sup, stop, frames }
+            }
+            Action::Ask(question) => Then::Ask { sup, question },
+            Action::Fallback { violation, reason } => {
+                let fallback = sp.contract.fallback.as_deref();
+                let mut it = item(run, TraceKind::Fallback, Some(Arc::clone(&sup)), at_ms);
+                it.target = Some(fallback.unwrap_or("stop_local").into());
+                it.reason = Some(reason.as_str().into());
+                it.termination_reason = violation.then_some(TerminationReason::AllowlistViolation);
+                planned.fallback = Some(it);
+                match fallback {
+                    Some(node) => {
+                        return match node_target(node, &mut planned) {
+                            Ok(t) => self.plan_node(run, planned, t),
+                            Err(()) => Stage::Ready(planned),
+                        };
+                    }
+                    None => Then::EndLevel {
+                        sup,
+                        stop: StopLocal {
+                            reason: Some(reason),
+                            ..StopLocal::default()
+                        },
+                        reason: if violation {
+                            TerminationReason::AllowlistViolation
+                        } else {
+                            TerminationReason::StopLocal
+                        },
+                    },
+                }
+            }
+        };
+        Stage::Ready(planned)
+    }
+
+    /// Plans a node run: where control goes after it, its gate (budgets, visits, input
+    /// schema) and, for a handler or program, the effect.
+    fn plan_node<'e>(
+        &'e self,
+        run: &RunState,
+        mut planned: Planned<'e>,
+        target: NodeTarget<'e>,
+    ) -> Stage<'e> {
+        let plan = &*self.plan;
+        let NodeTarget {
+            np,
+            dispatcher,
+            kind,
+            source,
+        } = target;
+        let contract = np.contract(&plan.graph);
+        let after = if let Some(next) = &contract.handoff {
+            match plan.nodes.get(next.as_str()) {
+                Some(n) => After::Handoff(n),
+                None => {
+                    planned.then = Then::Mismatch(self.unknown("node", next), Some(dispatcher));
+                    return Stage::Ready(planned);
+                }
+            }
+        } else if contract.terminal {
+            After::EndLevel("terminal node")
+        } else if planned
+            .level
+            .frame
+            .is_some_and(|(sg, _)| sg.contract.exitpoints.iter().any(|e| *e == *np.id))
+        {
+            After::EndLevel("exitpoint")
+        } else {
+            After::Return
+        };
+        let mut ns = NodeStep {
+            np,
+            dispatcher,
+            kind,
+            source,
+            result: NodeResult::Constant,
+            after,
+        };
+        if let Err(g) = check_node(run, plan.graph.budgets(), &np.id, contract.max_visits) {
+            ns.result = NodeResult::Refused(g);
+            planned.then = Then::Node(ns);
+            return Stage::Ready(planned);
+        }
+        let needs_view = matches!(np.run, NodeRun::Handler(_) | NodeRun::Exec(_));
+        let view =
+            (needs_view || np.input_schema.is_some()).then(|| self.view(run, &contract.reads));
+        if let (Some(schema), Some(view)) = (&np.input_schema, &view) {
+            // Checked as an object of slices; the view is a map, wrapped for the validator.
+            let input = serde_json::Value::Object(view.clone());
+            if let Err(msg) = check(schema, &input) {
+                let msg = format!(
+                    "the input of node `{}` does not match its input_schema: {msg}",
+                    np.id
+                );
+                ns.result = NodeResult::InputInvalid(msg);
+                planned.then = Then::Node(ns);
+                return Stage::Ready(planned);
+            }
+        }
+        let call = match (&np.run, view) {
+            (NodeRun::Handler(h), Some(view)) => Call::Node(
+                h.clone(),
+                NodeInput {
+                    node: np.id.to_string(),
+                    view,
+                    depth: run.depth(),
+                    subgraph: run.current_subgraph().map(str::to_string),
+                    step: run.steps,
+                },
+            ),
+            (NodeRun::Exec(spec), Some(view)) => {
+                Call::Program(Arc::clone(spec), node_stdin(&np.id, view))
+            }
+            _ => {
+                planned.then = Then::Node(ns);
+                return Stage::Ready(planned);
+            }
+        };
+        let own = match &np.run {
+            NodeRun::Exec(spec) => spec.timeout_ms,
+            _ => None,
+        };
+        let effect = Effect {
+            kind: EffectKind::Node,
+            id: Arc::clone(&np.id),
+            step: run.steps,
+            limit: self.call_limit(run, own),
+            call,
+        };
+        ns.result = NodeResult::Awaiting;
+        planned.then = Then::Node(ns);
+        Stage::Waiting {
+            effect: Some(effect),
+            then: Awaiting::Node(planned),
+        }
+    }
+
+    /// The policy call of supervisor `sp` (a handler or a program), as an effect.
+    fn policy_effect(&self, run: &RunState, sp: &SupervisorPlan, callee: Callee<'_>) -> Effect {
+        let (call, own) = match callee {
+            Callee::Program(spec) => {
+                let stdin = serde_json::json!({
+                    "supervisor": &*sp.id,
+                    "depth": run.depth(),
+                    "allow": sp.contract.allow,
+                    "state": self.policy_view(run),
+                });
+                (Call::Program(Arc::clone(spec), stdin), spec.timeout_ms)
+            }
+            Callee::Handler(h) => {
+                let input = PolicyInput {
+                    supervisor: sp.id.to_string(),
+                    state: self.policy_view(run),
+                    contract: Arc::clone(&sp.contract),
+                    context: RunContext {
+                        workflow: run.workflow.clone(),
+                        step: run.steps,
+                        depth: run.depth(),
+                        subgraph: run.current_subgraph().map(str::to_string),
+                        call_stack: run
+                            .stack
+                            .iter()
+                            .map(|f| f.subgraph_id.to_string())
+                            .collect(),
+                    },
+                };
+                (Call::Policy(h.clone(), input), None)
+            }
+        };
+        Effect {
+            kind: EffectKind::Policy,
+            id: Arc::clone(&sp.id),
+            step: run.steps,
+            limit: self.call_limit(run, own),
+            call,
+        }
+    }
+
+    /// Commits a step to the run it was planned on: records its trace items and applies
+    /// its outcome. Returns the status after it. A step still waiting on an effect, or
+    /// planned on a run that has moved since (or on another run), commits nothing.
+    pub fn commit_step(&self, run: &mut RunState, step: Step<'_>) -> RunStatus {
+        if step.base != (run.steps, run.trace.len()) {
+            return run.status();
+        }
+        if let Stage::Ready(planned) = step.stage {
+            super::transitions::Tx {
+                ex: self,
+                run,
+                at_ms: step.at_ms,
+            }
+            .commit(planned);
+        }
+        run.status()
+    }
+}
+
+/// A node about to be planned: which, for whom, reached how.
+struct NodeTarget<'e> {
+    np: &'e NodePlan,
+    dispatcher: Arc<str>,
+    kind: TraceKind,
+    source: Option<Arc<str>>,
+}
+
+/// Who answers a policy call.
+enum Callee<'a> {
+    Handler(&'a super::handlers::SharedPolicy),
+    Program(&'a Arc<crate::contracts::ExecSpec>),
+}
