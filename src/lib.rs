@@ -21,3 +21,8 @@ pub use contracts::{
     SupervisorContract, Trigger, WorkflowDocument,
 };
 pub use graph::{CompiledGraph, GraphBuilder, Registry};
+
+/// The README's Rust examples, compiled and run as doctests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
