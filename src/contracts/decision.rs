@@ -44,6 +44,7 @@ pub struct Clarification {
 /// `{"fallback": {...}}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
 pub enum RoutingDecision {
     /// Run this node.
     Node(String),

@@ -38,6 +38,7 @@ impl fmt::Display for Expected {
 
 /// A problem that keeps the builder from resolving the graph.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum BuildError {
     /// Two contracts share an id.
     #[error(transparent)]

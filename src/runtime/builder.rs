@@ -32,6 +32,7 @@ pub enum Clock {
 
 /// The executor could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ExecutorBuildError {
     /// A node or supervisor names a handler nobody registered.
     #[error(

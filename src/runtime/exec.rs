@@ -23,6 +23,7 @@ const STDERR_TAIL_BYTES: usize = 2048;
 
 /// Why a program did not produce a JSON value.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ExecError {
     /// `argv` is empty.
     #[error("exec: `argv` is empty")]

@@ -7,6 +7,7 @@ use std::fmt;
 /// Where a run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum RunStatus {
     /// More steps to take.
     Running,
@@ -42,6 +43,7 @@ impl fmt::Display for RunStatus {
 /// Why a run (or a level of it) ended, or why a decision was overridden.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum TerminationReason {
     /// A supervisor chose `stop_global`.
     StopGlobal,

@@ -10,6 +10,7 @@ use super::status::TerminationReason;
 /// What a trace item records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum TraceKind {
     /// A supervisor decided (`target` is what it chose; `reason` why).
     Decision,

@@ -39,6 +39,7 @@ impl ImageFormat {
 
 /// Why rendering failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RenderError {
     /// Graphviz is not installed.
     #[error(
