@@ -133,14 +133,16 @@ async fn hang(
 #[tokio::test]
 async fn a_hanging_program_is_killed_at_its_timeout_with_its_children_and_reaped() {
     let dir = tempfile::tempdir().unwrap();
+    // Long enough for Python to start and record the pids on a loaded machine (CI runs
+    // test binaries side by side on two cores); the program then hangs for 60 s.
     let (e, pid, child) = hang(
         dir.path(),
-        Some(Duration::from_millis(700)),
+        Some(Duration::from_millis(2500)),
         &CancellationToken::new(),
     )
     .await;
     assert!(e.is_timeout(), "{e}");
-    assert!(e.to_string().contains("700 ms"), "{e}");
+    assert!(e.to_string().contains("2500 ms"), "{e}");
     // Our child is reaped (no zombie); its own child was killed with the group.
     assert_eq!(process_state(pid), None, "the program is still there");
     for _ in 0..50 {
@@ -160,8 +162,15 @@ async fn cancellation_kills_the_program() {
     let dir = tempfile::tempdir().unwrap();
     let cancel = CancellationToken::new();
     let c2 = cancel.clone();
+    let pids = dir.path().join("pids");
+    // Cancel once the program runs (it has written its pids), however slow it starts.
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(700)).await;
+        for _ in 0..1000 {
+            if std::fs::metadata(&pids).is_ok_and(|m| m.len() > 0) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         c2.cancel();
     });
     let (e, pid, _) = hang(dir.path(), None, &cancel).await;
