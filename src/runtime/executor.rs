@@ -352,7 +352,7 @@ impl Executor {
         while let Some(effect) = step.take_effect() {
             // Boxed so the common step without effects keeps a small future.
             let output = Box::pin(self.perform(effect).instrument(span.clone())).await;
-            step = span.in_scope(|| self.resolve_step(run, step, output));
+            span.in_scope(|| self.resolve_step(run, &mut step, output));
         }
         span.in_scope(|| self.commit_step(run, step));
         if !span.is_disabled() {

@@ -51,7 +51,7 @@ impl Step<'_> {
     /// The effect the step waits on, if any.
     pub fn effect(&self) -> Option<&Effect> {
         match &self.stage {
-            Stage::Waiting { effect, .. } => effect.as_ref(),
+            Stage::Waiting { effect, .. } => effect.as_deref(),
             _ => None,
         }
     }
@@ -60,7 +60,7 @@ impl Step<'_> {
     /// [`Executor::resolve_step`] feeds the effect's output back.
     pub fn take_effect(&mut self) -> Option<Effect> {
         match &mut self.stage {
-            Stage::Waiting { effect, .. } => effect.take(),
+            Stage::Waiting { effect, .. } => effect.take().map(|e| *e),
             _ => None,
         }
     }
@@ -80,7 +80,8 @@ pub(crate) enum Stage<'e> {
     Idle,
     /// Waiting on an effect (taken by the driver, or not yet).
     Waiting {
-        effect: Option<Effect>,
+        // Boxed: most steps have no effect, and every step's size is moved around.
+        effect: Option<Box<Effect>>,
         then: Awaiting<'e>,
     },
     /// Everything is known.
@@ -109,11 +110,22 @@ pub(crate) struct Level<'e> {
 /// A step with every outcome known: what commit records and does.
 pub(crate) struct Planned<'e> {
     pub(crate) level: Level<'e>,
-    /// The decision item (rules or policy), recorded first.
-    pub(crate) decision: Option<TraceItem>,
-    /// The fallback item, recorded second.
-    pub(crate) fallback: Option<TraceItem>,
+    /// The decision (rules or policy), recorded first.
+    pub(crate) decision: Option<Decided>,
+    /// The fallback item (rare, so boxed), recorded second.
+    pub(crate) fallback: Option<Box<TraceItem>>,
     pub(crate) then: Then<'e>,
+}
+
+/// A supervisor's decision, noted while planning and recorded as its `decision` trace
+/// item at commit (the item's step, depth and level are the same then). Smaller than the
+/// item, so the step stays small as it moves.
+pub(crate) struct Decided {
+    pub(crate) supervisor: Arc<str>,
+    pub(crate) target: Arc<str>,
+    pub(crate) reason: Option<Arc<str>>,
+    pub(crate) candidates: Arc<[Arc<str>]>,
+    pub(crate) duration_us: u64,
 }
 
 /// What the step does once its decision is recorded.
@@ -182,17 +194,6 @@ pub(crate) enum After<'e> {
     Return,
 }
 
-impl<'e> Planned<'e> {
-    fn new(level: Level<'e>, then: Then<'e>) -> Self {
-        Self {
-            level,
-            decision: None,
-            fallback: None,
-            then,
-        }
-    }
-}
-
 /// A trace item of `kind` at the run's current step, depth and level.
 pub(crate) fn item(
     run: &RunState,
@@ -215,73 +216,63 @@ impl Executor {
     /// that commits nothing.
     pub fn begin_step<'e>(&'e self, run: &RunState) -> Step<'e> {
         let budgets = self.plan.graph.budgets();
-        let base = (run.steps, run.trace.len());
+        let mut step = Step {
+            stage: Stage::Idle,
+            at_ms: 0,
+            base: (run.steps, run.trace.len()),
+        };
         let Some(pending) = run.pending() else {
-            return Step {
-                stage: Stage::Idle,
-                at_ms: 0,
-                base,
-            };
+            return step;
         };
         let now = if self.plan.clock == Clock::System || budgets.timeout_ms.is_some() {
             wall_ms()
         } else {
             0
         };
-        let at_ms = if self.plan.clock == Clock::System {
-            now
-        } else {
-            0
-        };
-        let stage = match check_clock(run, budgets, &self.cancel, now) {
+        if self.plan.clock == Clock::System {
+            step.at_ms = now;
+        }
+        match check_clock(run, budgets, &self.cancel, now) {
             Err(g) => {
-                let level = Level { frame: None };
                 let sup = Some(Arc::clone(pending.supervisor()));
-                Stage::Ready(Planned::new(level, Then::Guard(g, sup)))
+                ready(&mut step, Level { frame: None }, None, Then::Guard(g, sup));
             }
-            Ok(()) => self.plan_pending(run, pending, at_ms),
-        };
-        Step { stage, at_ms, base }
+            Ok(()) => self.plan_pending(run, pending, &mut step),
+        }
+        step
     }
 
     /// Feeds an effect's output to the step waiting on it and plans the rest (a policy's
-    /// decision may lead to a node whose call is the next effect).
-    pub fn resolve_step<'e>(
-        &'e self,
-        run: &RunState,
-        step: Step<'e>,
-        output: EffectOutput,
-    ) -> Step<'e> {
-        let Step { stage, at_ms, base } = step;
-        let stage = match stage {
+    /// decision may lead to a node whose call is the next effect). A step not waiting on
+    /// an effect is left as it is.
+    pub fn resolve_step<'e>(&'e self, run: &RunState, step: &mut Step<'e>, output: EffectOutput) {
+        let stage = std::mem::replace(&mut step.stage, Stage::Idle);
+        match stage {
             Stage::Waiting {
                 then: Awaiting::Policy { sp, level },
                 ..
             } => match output.result {
                 Ok(Produced::Decision(out)) => {
-                    let mut it = item(run, TraceKind::Decision, Some(Arc::clone(&sp.id)), at_ms);
-                    it.target = Some(choice_label(&out).into());
-                    it.reason = decision_reason(&out).map(Into::into);
-                    it.duration_us = output.duration_us;
+                    let decided = Decided {
+                        supervisor: Arc::clone(&sp.id),
+                        target: choice_label(&out).into(),
+                        reason: decision_reason(&out).map(Into::into),
+                        candidates: Arc::default(),
+                        duration_us: output.duration_us,
+                    };
                     let action = resolve(out, &sp.contract, self.plan.graph.registry());
-                    self.plan_action(run, level, sp, action, Some(it), at_ms)
+                    self.plan_action(run, level, sp, action, decided, step);
                 }
-                Ok(Produced::Writes(_)) => Stage::Ready(Planned::new(
-                    level,
-                    Then::PolicyFault {
-                        sup: Arc::clone(&sp.id),
-                        fault: Fault::Failed(
-                            "was given a node's output instead of a decision".into(),
-                        ),
-                    },
-                )),
-                Err(fault) => Stage::Ready(Planned::new(
-                    level,
-                    Then::PolicyFault {
-                        sup: Arc::clone(&sp.id),
-                        fault,
-                    },
-                )),
+                Ok(Produced::Writes(_)) => {
+                    let fault =
+                        Fault::Failed("was given a node's output instead of a decision".into());
+                    let sup = Arc::clone(&sp.id);
+                    ready(step, level, None, Then::PolicyFault { sup, fault });
+                }
+                Err(fault) => {
+                    let sup = Arc::clone(&sp.id);
+                    ready(step, level, None, Then::PolicyFault { sup, fault });
+                }
             },
             Stage::Waiting {
                 then: Awaiting::Node(mut planned),
@@ -297,54 +288,71 @@ impl Executor {
                     };
                     ns.result = NodeResult::Ran(writes, output.duration_us);
                 }
-                Stage::Ready(planned)
+                step.stage = Stage::Ready(planned);
             }
-            other => other,
-        };
-        Step { stage, at_ms, base }
+            other => step.stage = other,
+        }
     }
 
     /// Plans from what is pending.
-    fn plan_pending<'e>(&'e self, run: &RunState, pending: &Pending, at_ms: u64) -> Stage<'e> {
+    fn plan_pending<'e>(&'e self, run: &RunState, pending: &Pending, step: &mut Step<'e>) {
         let plan = &*self.plan;
-        let sup = Some(Arc::clone(pending.supervisor()));
         let level = match self.level(run) {
             Ok(l) => l,
             Err(msg) => {
-                return Stage::Ready(Planned::new(
-                    Level { frame: None },
-                    Then::Mismatch(msg, sup),
-                ));
+                let sup = Some(Arc::clone(pending.supervisor()));
+                return ready(step, Level { frame: None }, None, Then::Mismatch(msg, sup));
             }
         };
         match pending {
             Pending::Decide { supervisor } => {
                 let Some(sp) = plan.supervisors.get(&**supervisor) else {
                     let msg = self.unknown("supervisor", supervisor);
-                    return Stage::Ready(Planned::new(level, Then::Mismatch(msg, sup)));
+                    let sup = Some(Arc::clone(supervisor));
+                    return ready(step, level, None, Then::Mismatch(msg, sup));
                 };
                 match &sp.policy {
                     PolicyRun::Rules(table) => {
                         // Triggers on `/system/...` see it as policies do: built fresh.
                         let fresh = table.reads_system.then(|| self.policy_view(run));
                         let verdict = table.decide(fresh.as_ref().unwrap_or(run.level_state()));
-                        let mut it =
-                            item(run, TraceKind::Decision, Some(Arc::clone(&sp.id)), at_ms);
-                        it.reason = Some(verdict.reason);
-                        it.candidates = verdict.candidates;
+                        let decided = Decided {
+                            supervisor: Arc::clone(&sp.id),
+                            target: Arc::clone(
+                                verdict.winner.map_or(&table.default_label, |e| &e.id),
+                            ),
+                            reason: Some(verdict.reason),
+                            candidates: verdict.candidates,
+                            duration_us: 0,
+                        };
                         match verdict.winner {
-                            // A winning trigger names an `allow` entry of the right kind.
+                            // A winning trigger names an `allow` entry of the right kind:
+                            // no allowlist check, no id copied.
                             Some(e) => {
-                                it.target = Some(Arc::clone(&e.id));
-                                let action = if e.is_subgraph {
-                                    Action::Subgraph(e.id.to_string())
-                                } else {
-                                    Action::Node(e.id.to_string())
-                                };
-                                self.plan_action(run, level, sp, action, Some(it), at_ms)
+                                if e.is_subgraph {
+                                    let then = match plan.subgraphs.get(&*e.id) {
+                                        Some(sg) => Then::Call {
+                                            caller: Arc::clone(&sp.id),
+                                            sg,
+                                        },
+                                        None => Then::Mismatch(
+                                            self.unknown("subgraph", &e.id),
+                                            Some(Arc::clone(&sp.id)),
+                                        ),
+                                    };
+                                    return ready(step, level, Some(decided), then);
+                                }
+                                match self.dispatch(sp, &e.id) {
+                                    Ok(t) => {
+                                        self.plan_node(run, level, Some(decided), None, t, step)
+                                    }
+                                    Err(msg) => {
+                                        let then = Then::Mismatch(msg, Some(Arc::clone(&sp.id)));
+                                        ready(step, level, Some(decided), then)
+                                    }
+                                }
                             }
                             None => {
-                                it.target = Some(Arc::clone(&table.default_label));
                                 let default = table
                                     .default
                                     .clone()
@@ -354,18 +362,26 @@ impl Executor {
                                     &sp.contract,
                                     plan.graph.registry(),
                                 );
-                                self.plan_action(run, level, sp, action, Some(it), at_ms)
+                                self.plan_action(run, level, sp, action, decided, step);
                             }
                         }
                     }
-                    PolicyRun::Handler(h) => Stage::Waiting {
-                        effect: Some(self.policy_effect(run, sp, Callee::Handler(h))),
-                        then: Awaiting::Policy { sp, level },
-                    },
-                    PolicyRun::Exec(spec) => Stage::Waiting {
-                        effect: Some(self.policy_effect(run, sp, Callee::Program(spec))),
-                        then: Awaiting::Policy { sp, level },
-                    },
+                    PolicyRun::Handler(h) => {
+                        step.stage = Stage::Waiting {
+                            effect: Some(Box::new(self.policy_effect(run, sp, Callee::Handler(h)))),
+                            then: Awaiting::Policy { sp, level },
+                        };
+                    }
+                    PolicyRun::Exec(spec) => {
+                        step.stage = Stage::Waiting {
+                            effect: Some(Box::new(self.policy_effect(
+                                run,
+                                sp,
+                                Callee::Program(spec),
+                            ))),
+                            then: Awaiting::Policy { sp, level },
+                        };
+                    }
                 }
             }
             Pending::Handoff {
@@ -375,7 +391,8 @@ impl Executor {
             } => {
                 let Some(np) = plan.nodes.get(&**node) else {
                     let msg = self.unknown("node", node);
-                    return Stage::Ready(Planned::new(level, Then::Mismatch(msg, sup)));
+                    let sup = Some(Arc::clone(dispatcher));
+                    return ready(step, level, None, Then::Mismatch(msg, sup));
                 };
                 let target = NodeTarget {
                     np,
@@ -383,11 +400,7 @@ impl Executor {
                     kind: TraceKind::Handoff,
                     source: Some(Arc::clone(from)),
                 };
-                self.plan_node(
-                    run,
-                    Planned::new(level, Then::Mismatch(String::new(), None)),
-                    target,
-                )
+                self.plan_node(run, level, None, None, target, step);
             }
         }
     }
@@ -420,6 +433,19 @@ impl Executor {
         })
     }
 
+    /// Node `id`, dispatched by `sp`.
+    fn dispatch<'e>(&'e self, sp: &SupervisorPlan, id: &str) -> Result<NodeTarget<'e>, String> {
+        match self.plan.nodes.get(id) {
+            Some(np) => Ok(NodeTarget {
+                np,
+                dispatcher: Arc::clone(&sp.id),
+                kind: TraceKind::Dispatch,
+                source: Some(Arc::clone(&sp.id)),
+            }),
+            None => Err(self.unknown("node", id)),
+        }
+    }
+
     /// Plans what a resolved decision of `sp` leads to.
     fn plan_action<'e>(
         &'e self,
@@ -427,34 +453,19 @@ impl Executor {
         level: Level<'e>,
         sp: &'e SupervisorPlan,
         action: Action,
-        decision: Option<TraceItem>,
-        at_ms: u64,
-    ) -> Stage<'e> {
+        decided: Decided,
+        step: &mut Step<'e>,
+    ) {
         let plan = &*self.plan;
         let sup = Arc::clone(&sp.id);
-        let mut planned = Planned {
-            level,
-            decision,
-            fallback: None,
-            then: Then::Mismatch(String::new(), None),
-        };
-        let node_target = |id: &str, planned: &mut Planned<'e>| match plan.nodes.get(id) {
-            Some(np) => Ok(NodeTarget {
-                np,
-                dispatcher: Arc::clone(&sup),
-                kind: TraceKind::Dispatch,
-                source: Some(Arc::clone(&sup)),
-            }),
-            None => {
-                planned.then = Then::Mismatch(self.unknown("node", id), Some(Arc::clone(&sup)));
-                Err(())
-            }
-        };
-        planned.then = match action {
+        let then = match action {
             Action::Node(id) => {
-                return match node_target(&id, &mut planned) {
-                    Ok(t) => self.plan_node(run, planned, t),
-                    Err(()) => Stage::Ready(planned),
+                return match self.dispatch(sp, &id) {
+                    Ok(t) => self.plan_node(run, level, Some(decided), None, t, step),
+                    Err(msg) => {
+                        let then = Then::Mismatch(msg, Some(Arc::clone(&sp.id)));
+                        ready(step, level, Some(decided), then)
+                    }
                 };
             }
             Action::Subgraph(id) => match plan.subgraphs.get(id.as_str()) {
@@ -472,9 +483,9 @@ impl Executor {
                     match plan.subgraphs.get(&*f.subgraph_id) {
                         Some(sg) => frames.push(sg),
                         None => {
-                            planned.then =
+                            let then =
                                 Then::Mismatch(self.unknown("subgraph", &f.subgraph_id), Some(sup));
-                            return Stage::Ready(planned);
+                            return ready(step, level, Some(decided), then);
                         }
                     }
                 }
@@ -483,34 +494,47 @@ impl Executor {
             Action::Ask(question) => Then::Ask { sup, question },
             Action::Fallback { violation, reason } => {
                 let fallback = sp.contract.fallback.as_deref();
-                let mut it = item(run, TraceKind::Fallback, Some(Arc::clone(&sup)), at_ms);
+                let mut it = item(run, TraceKind::Fallback, Some(Arc::clone(&sup)), step.at_ms);
                 it.target = Some(fallback.unwrap_or("stop_local").into());
                 it.reason = Some(reason.as_str().into());
                 it.termination_reason = violation.then_some(TerminationReason::AllowlistViolation);
-                planned.fallback = Some(it);
-                match fallback {
-                    Some(node) => {
-                        return match node_target(node, &mut planned) {
-                            Ok(t) => self.plan_node(run, planned, t),
-                            Err(()) => Stage::Ready(planned),
-                        };
-                    }
-                    None => Then::EndLevel {
-                        sup,
-                        stop: StopLocal {
-                            reason: Some(reason),
-                            ..StopLocal::default()
-                        },
-                        reason: if violation {
-                            TerminationReason::AllowlistViolation
-                        } else {
-                            TerminationReason::StopLocal
-                        },
-                    },
+                let it = Some(Box::new(it));
+                if let Some(node) = fallback {
+                    return match self.dispatch(sp, node) {
+                        Ok(t) => self.plan_node(run, level, Some(decided), it, t, step),
+                        Err(msg) => {
+                            let then = Then::Mismatch(msg, Some(Arc::clone(&sp.id)));
+                            step.stage = Stage::Ready(Planned {
+                                level,
+                                decision: Some(decided),
+                                fallback: it,
+                                then,
+                            });
+                        }
+                    };
                 }
+                let then = Then::EndLevel {
+                    sup,
+                    stop: StopLocal {
+                        reason: Some(reason),
+                        ..StopLocal::default()
+                    },
+                    reason: if violation {
+                        TerminationReason::AllowlistViolation
+                    } else {
+                        TerminationReason::StopLocal
+                    },
+                };
+                step.stage = Stage::Ready(Planned {
+                    level,
+                    decision: Some(decided),
+                    fallback: it,
+                    then,
+                });
+                return;
             }
         };
-        Stage::Ready(planned)
+        ready(step, level, Some(decided), then);
     }
 
     /// Plans a node run: where control goes after it, its gate (budgets, visits, input
@@ -518,9 +542,12 @@ impl Executor {
     fn plan_node<'e>(
         &'e self,
         run: &RunState,
-        mut planned: Planned<'e>,
+        level: Level<'e>,
+        decision: Option<Decided>,
+        fallback: Option<Box<TraceItem>>,
         target: NodeTarget<'e>,
-    ) -> Stage<'e> {
+        step: &mut Step<'e>,
+    ) {
         let plan = &*self.plan;
         let NodeTarget {
             np,
@@ -529,18 +556,24 @@ impl Executor {
             source,
         } = target;
         let contract = np.contract(&plan.graph);
+        let planned = |then: Then<'e>| Planned {
+            level,
+            decision,
+            fallback,
+            then,
+        };
         let after = if let Some(next) = &contract.handoff {
             match plan.nodes.get(next.as_str()) {
                 Some(n) => After::Handoff(n),
                 None => {
-                    planned.then = Then::Mismatch(self.unknown("node", next), Some(dispatcher));
-                    return Stage::Ready(planned);
+                    let then = Then::Mismatch(self.unknown("node", next), Some(dispatcher));
+                    step.stage = Stage::Ready(planned(then));
+                    return;
                 }
             }
         } else if contract.terminal {
             After::EndLevel("terminal node")
-        } else if planned
-            .level
+        } else if level
             .frame
             .is_some_and(|(sg, _)| sg.contract.exitpoints.iter().any(|e| *e == *np.id))
         {
@@ -558,8 +591,8 @@ impl Executor {
         };
         if let Err(g) = check_node(run, plan.graph.budgets(), &np.id, contract.max_visits) {
             ns.result = NodeResult::Refused(g);
-            planned.then = Then::Node(ns);
-            return Stage::Ready(planned);
+            step.stage = Stage::Ready(planned(Then::Node(ns)));
+            return;
         }
         let needs_view = matches!(np.run, NodeRun::Handler(_) | NodeRun::Exec(_));
         let view =
@@ -573,8 +606,8 @@ impl Executor {
                     np.id
                 );
                 ns.result = NodeResult::InputInvalid(msg);
-                planned.then = Then::Node(ns);
-                return Stage::Ready(planned);
+                step.stage = Stage::Ready(planned(Then::Node(ns)));
+                return;
             }
         }
         let call = match (&np.run, view) {
@@ -592,8 +625,8 @@ impl Executor {
                 Call::Program(Arc::clone(spec), node_stdin(&np.id, view))
             }
             _ => {
-                planned.then = Then::Node(ns);
-                return Stage::Ready(planned);
+                step.stage = Stage::Ready(planned(Then::Node(ns)));
+                return;
             }
         };
         let own = match &np.run {
@@ -608,11 +641,10 @@ impl Executor {
             call,
         };
         ns.result = NodeResult::Awaiting;
-        planned.then = Then::Node(ns);
-        Stage::Waiting {
-            effect: Some(effect),
-            then: Awaiting::Node(planned),
-        }
+        step.stage = Stage::Waiting {
+            effect: Some(Box::new(effect)),
+            then: Awaiting::Node(planned(Then::Node(ns))),
+        };
     }
 
     /// The policy call of supervisor `sp` (a handler or a program), as an effect.
@@ -673,6 +705,16 @@ impl Executor {
         }
         run.status()
     }
+}
+
+/// Makes the step ready with `then` (no fallback item).
+fn ready<'e>(step: &mut Step<'e>, level: Level<'e>, decision: Option<Decided>, then: Then<'e>) {
+    step.stage = Stage::Ready(Planned {
+        level,
+        decision,
+        fallback: None,
+        then,
+    });
 }
 
 /// A node about to be planned: which, for whom, reached how.

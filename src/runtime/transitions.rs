@@ -38,11 +38,16 @@ impl Tx<'_> {
             fallback,
             then,
         } = planned;
-        if let Some(it) = decision {
+        if let Some(d) = decision {
+            let mut it = self.item(TraceKind::Decision, Some(d.supervisor));
+            it.target = Some(d.target);
+            it.reason = d.reason;
+            it.candidates = d.candidates;
+            it.duration_us = d.duration_us;
             self.run.trace.push(it);
         }
         if let Some(it) = fallback {
-            self.run.trace.push(it);
+            self.run.trace.push(*it);
         }
         match then {
             Then::Guard(g, sup) => self.guard_stop(g, sup),
