@@ -141,7 +141,13 @@ mod tests {
             assert_eq!(yaml.expect("YAML with the feature").0["a"], 1);
         } else {
             let e = yaml.expect_err("YAML without the feature");
-            assert!(matches!(e, LoadError::FeatureDisabled { feature: "yaml", .. }));
+            assert!(matches!(
+                e,
+                LoadError::FeatureDisabled {
+                    feature: "yaml",
+                    ..
+                }
+            ));
             assert!(e.to_string().contains("`yaml` feature"), "{e}");
             assert_eq!(e.span(), None);
         }
