@@ -2,11 +2,11 @@
 //! `state.system.decision_trace` is its projection: present in every serialized form and
 //! in `state_json()`, absent from the in-memory `state`.
 
-mod common;
+mod support;
 
-use common::{builder, graph_file, rt};
 use pactgraph::runtime::{DecisionTrace, Executor, RunOutcome, RunState, RunStatus};
 use serde_json::{Value, json};
+use support::runtime::{builder, graph_file, rt};
 
 fn executor(file: &str, keep: bool) -> Executor {
     builder(graph_file(file))
