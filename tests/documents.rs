@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use pactgraph::contracts::load::LoadError;
+use pactgraph::contracts::LoadError;
 use pactgraph::contracts::{
     Budgets, Condition, DocumentFormat, ExecSpec, NodeBehaviour, NodeContract, RoutingDecision,
     SliceDecl, SubgraphContract, SupervisorContract, SupervisorPolicy, Trigger, WorkflowDocument,

@@ -1,12 +1,12 @@
 //! The seed's end-to-end acceptance scenario: normal path, safety stops, observability.
 
-mod common;
+mod support;
 
 use std::sync::Arc;
 
-use common::{builder, graph, graph_file, path, run, user_state};
 use pactgraph::runtime::{RunStatus, TerminationReason as R, TraceKind as K};
 use serde_json::{Value, json};
+use support::runtime::{builder, graph, graph_file, path, run, user_state};
 
 fn fashion() -> pactgraph::runtime::Executor {
     builder(graph_file("examples/workflows/fashion.json"))

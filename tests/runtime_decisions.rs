@@ -2,9 +2,8 @@
 //! (with output and should_end), stop_global, ask_clarification, fallback, and legacy
 //! strings alongside typed decisions.
 
-mod common;
+mod support;
 
-use common::{builder, graph, graph_file, path, rt, run, script, user_state, writes};
 use pactgraph::RoutingDecision as D;
 use pactgraph::contracts::{StopLocal, SupervisorOutput};
 use pactgraph::runtime::{
@@ -12,6 +11,7 @@ use pactgraph::runtime::{
     TraceKind as K,
 };
 use serde_json::{Value, json};
+use support::runtime::{builder, graph, graph_file, path, rt, run, script, user_state, writes};
 
 fn flat() -> Value {
     json!({

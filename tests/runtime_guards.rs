@@ -1,16 +1,16 @@
 //! One test per termination reason that a guard or a failure produces, plus start and
 //! build errors.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::{builder, graph, rt, run, user_state};
 use pactgraph::runtime::{
     ExecutorBuildError, HandlerError, NodeInput, RunStatus, StartError, TerminationReason as R,
     TraceKind as K, Writes,
 };
 use serde_json::{Value, json};
+use support::runtime::{builder, graph, rt, run, user_state};
 use tokio_util::sync::CancellationToken;
 
 fn looping(budgets: Value, run: Value) -> Value {

@@ -2,12 +2,12 @@
 //! within `max_steps` steps, and a run saved and restored after any step ends exactly as
 //! the uninterrupted run.
 
-mod common;
+mod support;
 
-use common::{builder, graph, rt};
 use pactgraph::runtime::RunState;
 use proptest::prelude::*;
 use serde_json::{Value, json};
+use support::runtime::{builder, graph, rt};
 
 /// SplitMix64: a tiny deterministic generator driven by proptest's seed.
 struct Gen(u64);

@@ -3,11 +3,11 @@
 //! run summary) and in `state_json()`, absent from the in-memory `state`. A serialized run
 //! state (a saved run) holds the trace once, under `trace`, with no projection.
 
-mod common;
+mod support;
 
-use common::{builder, graph_file, rt};
 use pactgraph::runtime::{DecisionTrace, Executor, RunOutcome, RunState, RunStatus};
 use serde_json::{Value, json};
+use support::runtime::{builder, graph_file, rt};
 
 fn executor(file: &str, keep: bool) -> Executor {
     builder(graph_file(file))

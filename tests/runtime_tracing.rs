@@ -1,11 +1,11 @@
 //! Each step runs in a `tracing` span carrying the trace fields.
 
-mod common;
+mod support;
 
 use std::sync::{Arc, Mutex};
 
-use common::{builder, graph_file, rt};
 use serde_json::json;
+use support::runtime::{builder, graph_file, rt};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};

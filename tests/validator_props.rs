@@ -2,10 +2,8 @@
 //! rule is reported with exactly that rule's code at the mutated place, and no document
 //! makes the validator panic.
 
-#[path = "support/valid_workflow.rs"]
-mod common;
+mod support;
 
-use common::{Shape, depths, node, parent, sub, sup, valid_workflow};
 use pactgraph::contracts::{Condition, NodeBehaviour, SupervisorPolicy};
 use pactgraph::validator::{Code, Report, Severity, Validator};
 use pactgraph::{
@@ -14,6 +12,7 @@ use pactgraph::{
 };
 use proptest::prelude::*;
 use serde_json::json;
+use support::valid_workflow::{Shape, depths, node, parent, sub, sup, valid_workflow};
 
 fn validate(doc: &WorkflowDocument) -> Report {
     let graph = match GraphBuilder::from_document(doc.clone()).build() {

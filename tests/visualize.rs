@@ -2,10 +2,10 @@
 //! (graphviz-rust's parser, and Graphviz's `dot` itself when installed), hostile ids and
 //! the trace overlay.
 
-mod visualize_support;
+mod support;
 
 use pactgraph::visualize::{DotOptions, to_dot, to_mermaid, unmatched_trace_items};
-use visualize_support::*;
+use support::visualize::*;
 
 #[test]
 fn flat_workflow_has_no_clusters() {

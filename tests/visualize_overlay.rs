@@ -1,14 +1,14 @@
 //! The trace overlay against traces shaped like the executor's, recursion and random
 //! ids: every output parses back.
 
-mod visualize_support;
+mod support;
 
 use std::path::Path;
 
 use pactgraph::runtime::{DecisionTrace, TerminationReason, TraceKind};
 use pactgraph::visualize::{DotOptions, to_dot, to_mermaid, unmatched_trace_items};
 use pactgraph::{GraphBuilder, NodeContract, SubgraphContract, SupervisorContract};
-use visualize_support::*;
+use support::visualize::*;
 
 #[test]
 fn hostile_trace_overlay_parses_back() {

@@ -8,6 +8,7 @@
 mod builder;
 mod compiled;
 mod registry;
+#[cfg(feature = "bench")]
 pub mod synth;
 
 pub use builder::{BuildError, BuildFailure, Expected, GraphBuilder};

@@ -1,7 +1,8 @@
 //! Synthetic workflows of any size, for benchmarks and tests.
 //!
 //! Every generator returns a [`WorkflowDocument`] that passes the validator, so the same
-//! input serves the load, build, validate, DOT and run benchmarks.
+//! input serves the load, build, validate, DOT and run benchmarks. Compiled only with the
+//! `bench` feature, which the crate's own tests, benches and examples turn on.
 
 use indexmap::IndexMap;
 use serde_json::json;

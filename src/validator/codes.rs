@@ -7,7 +7,7 @@ use serde::{Serialize, Serializer};
 use super::Severity;
 
 /// A stable diagnostic code, shown as `PG` and four digits. Families by hundreds:
-/// `PG00xx` documents and references, `PG01xx` the reserved slice, `PG02xx` boundaries,
+/// `PG00xx` documents and references, `PG01xx` the slices the runtime writes, `PG02xx` boundaries,
 /// `PG03xx` allowlists, `PG04xx` membership, `PG05xx` reachability, `PG06xx` exits,
 /// `PG07xx` recursion, `PG08xx` handoffs, `PG09xx` schemas, `PG10xx` budgets and
 /// `PG11xx` information.
@@ -56,6 +56,9 @@ codes! {
     BAD_PATH = 5, Error, "malformed trigger path";
     /// The reserved slice `system` is written.
     SYSTEM_WRITE = 101, Error, "write to the reserved slice `system`";
+    /// A supervisor can decide `ask_clarification` but no `clarification` slice is
+    /// declared (information only when just a `policy` may ask).
+    NO_CLARIFICATION_SLICE = 102, Warning, "clarification without a `clarification` slice";
     /// A member node reads a slice outside its subgraph's boundary.
     BOUNDARY_READ = 201, Error, "read outside the subgraph boundary";
     /// A member node writes a slice outside its subgraph's `writes`.

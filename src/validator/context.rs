@@ -1,4 +1,6 @@
-//! What every rule needs, computed once per validation.
+//! What every rule needs, computed once per validation: the registry itself for id
+//! look-ups, plus what is derived from it (boundaries as sets, the level of each
+//! supervisor and node).
 
 use foldhash::{HashMap, HashMapExt, HashSet};
 
@@ -21,10 +23,6 @@ pub(crate) struct Context<'a> {
     pub reg: &'a Registry,
     /// Boundary sets by subgraph id.
     pub boundaries: HashMap<&'a str, Boundary<'a>>,
-    /// What each id names (a fast-hash copy of the registry's index).
-    kinds: HashMap<&'a str, ContractKind>,
-    /// Nodes by id.
-    nodes: HashMap<&'a str, &'a NodeContract>,
     /// Level of each supervisor (`None`: the root).
     sup_level: HashMap<&'a str, Option<&'a str>>,
     /// Level of each node whose owner is a known supervisor.
@@ -43,20 +41,12 @@ impl<'a> Context<'a> {
                 (g.id.as_str(), Boundary { visible, writes })
             })
             .collect();
-        let mut kinds = HashMap::with_capacity(reg.len());
         let mut sup_level = HashMap::with_capacity(reg.supervisors().len());
         for s in reg.supervisors() {
-            kinds.insert(s.id.as_str(), ContractKind::Supervisor);
             sup_level.insert(s.id.as_str(), graph.subgraph_of_supervisor(&s.id));
         }
-        for g in reg.subgraphs() {
-            kinds.insert(g.id.as_str(), ContractKind::Subgraph);
-        }
-        let mut nodes = HashMap::with_capacity(reg.nodes().len());
         let mut node_level = HashMap::with_capacity(reg.nodes().len());
         for n in reg.nodes() {
-            kinds.insert(n.id.as_str(), ContractKind::Node);
-            nodes.insert(n.id.as_str(), n);
             if let Some(level) = sup_level.get(n.supervisor.as_str()) {
                 node_level.insert(n.id.as_str(), *level);
             }
@@ -65,8 +55,6 @@ impl<'a> Context<'a> {
             graph,
             reg,
             boundaries,
-            kinds,
-            nodes,
             sup_level,
             node_level,
         }
@@ -87,14 +75,14 @@ impl<'a> Context<'a> {
         self.node_level.get(id).copied().ok_or(())
     }
 
-    /// The node `id`.
+    /// The node `id` (the registry's look-up).
     pub fn node(&self, id: &str) -> Option<&'a NodeContract> {
-        self.nodes.get(id).copied()
+        self.reg.get_node(id)
     }
 
-    /// The kind an id names.
+    /// The kind an id names (the registry's look-up).
     pub fn kind_of(&self, id: &str) -> Option<ContractKind> {
-        self.kinds.get(id).copied()
+        self.reg.kind_of(id)
     }
 
     /// The subgraph `id`.

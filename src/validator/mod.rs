@@ -23,6 +23,8 @@
 
 mod codes;
 mod context;
+#[cfg(feature = "render")]
+mod human;
 mod render;
 mod rules;
 mod valid;
@@ -37,8 +39,7 @@ pub(crate) use context::Context;
 pub use valid::{Rejected, ValidGraph};
 
 use crate::contracts::WorkflowDocument;
-use crate::contracts::load::LoadError;
-use crate::contracts::pointer::SourceMap;
+use crate::contracts::{LoadError, SourceMap};
 use crate::graph::{CompiledGraph, GraphBuilder};
 
 /// How serious a diagnostic is.
@@ -210,7 +211,7 @@ pub struct Checked {
 }
 
 impl Checked {
-    /// The document's text and source map, for [`Report::render_human`]: the graph's when
+    /// The document's text and source map, for `Report::render_human` (feature `render`): the graph's when
     /// it compiled, else the file's text with the load error located.
     pub fn source(&self) -> Option<&SourceMap> {
         self.graph
@@ -271,13 +272,18 @@ pub fn load_diagnostic(e: &LoadError) -> Diagnostic {
             format!("{parent}/{}", crate::contracts::pointer::escape(key))
         }
         LoadError::Invalid { pointer, .. } => pointer.clone(),
-        LoadError::Io { .. } | LoadError::Syntax { .. } => String::new(),
+        LoadError::Io { .. } | LoadError::Syntax { .. } | LoadError::FeatureDisabled { .. } => {
+            String::new()
+        }
     };
     let fix = match e {
         LoadError::Io { .. } => "check the path and the file's permissions",
         LoadError::Syntax { .. } => "fix the syntax at the place shown",
         LoadError::DuplicateKey { .. } => "remove or rename one of the two keys",
         LoadError::Invalid { .. } => "check the field's name and type against `pactgraph schema`",
+        LoadError::FeatureDisabled { .. } => {
+            "convert the document to JSON, or build pactgraph with the feature named"
+        }
     };
     let mut d = Diagnostic::new(Code::LOAD, pointer, e.to_string()).fix(fix);
     if let Some(span) = e.span() {

@@ -31,7 +31,7 @@
 //! ```
 
 mod dot;
-pub mod escape;
+mod escape;
 mod mermaid;
 mod overlay;
 mod render;

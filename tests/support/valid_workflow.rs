@@ -1,6 +1,6 @@
 //! `valid_workflow`: a generator of valid workflows for the validator's property tests
-//! and benchmark (kept here, not in the library, on purpose: the library's own
-//! `pactgraph::synth` is a separate piece of work).
+//! and benchmark. It stays here rather than in the library's `graph::synth` (feature
+//! `bench`) because the property tests shape it (`Shape`) and mutate it rule by rule.
 #![allow(dead_code)]
 
 use pactgraph::contracts::{Condition, SupervisorPolicy};

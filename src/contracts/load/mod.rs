@@ -2,9 +2,12 @@
 //!
 //! Both formats are parsed into a [`serde_json::Value`] plus a [`SourceMap`], rejecting
 //! duplicate keys anywhere, and then deserialized into the contract types with unknown
-//! fields rejected. Every error names the key and its line and column.
+//! fields rejected. Every error names the key and its line and column. YAML needs the
+//! `yaml` feature; without it a YAML document is refused with
+//! [`LoadError::FeatureDisabled`].
 
 mod json;
+#[cfg(feature = "yaml")]
 mod yaml;
 
 use std::path::PathBuf;
@@ -57,13 +60,24 @@ pub enum LoadError {
         /// Where, when known.
         span: Option<Span>,
     },
+    /// The document's format needs a Cargo feature this build of pactgraph was compiled
+    /// without (YAML needs `yaml`).
+    #[error(
+        "{format} documents need pactgraph's `{feature}` feature, which this build was compiled without; write the workflow as JSON or build with `--features {feature}`"
+    )]
+    FeatureDisabled {
+        /// The format (`YAML`).
+        format: &'static str,
+        /// The Cargo feature that reads it.
+        feature: &'static str,
+    },
 }
 
 impl LoadError {
     /// Line and column of the error, when known.
     pub fn span(&self) -> Option<Span> {
         match self {
-            LoadError::Io { .. } => None,
+            LoadError::Io { .. } | LoadError::FeatureDisabled { .. } => None,
             LoadError::Syntax { span, .. } | LoadError::DuplicateKey { span, .. } => Some(*span),
             LoadError::Invalid { span, .. } => *span,
         }
@@ -84,7 +98,13 @@ fn describe(pointer: &str) -> String {
 pub fn parse_value(text: &str, format: DocumentFormat) -> Result<(Value, SourceMap), LoadError> {
     match format {
         DocumentFormat::Json => json::parse(text),
+        #[cfg(feature = "yaml")]
         DocumentFormat::Yaml => yaml::parse(text),
+        #[cfg(not(feature = "yaml"))]
+        DocumentFormat::Yaml => Err(LoadError::FeatureDisabled {
+            format: "YAML",
+            feature: "yaml",
+        }),
     }
 }
 
@@ -103,5 +123,33 @@ pub(crate) fn duplicate_key(map: &SourceMap, parent: &str, key: &str, span: Span
         parent: parent.to_string(),
         span,
         first: map.get(&first_at).unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{DocumentFormat, LoadError, parse_value};
+
+    /// YAML parses with the `yaml` feature and is refused, naming the feature, without it;
+    /// JSON needs no feature.
+    #[test]
+    fn yaml_follows_its_feature_and_json_needs_none() {
+        let (v, _) = parse_value("{\"a\": 1}", DocumentFormat::Json).expect("plain JSON");
+        assert_eq!(v["a"], 1);
+        let yaml = parse_value("a: 1\n", DocumentFormat::Yaml);
+        if cfg!(feature = "yaml") {
+            assert_eq!(yaml.expect("YAML with the feature").0["a"], 1);
+        } else {
+            let e = yaml.expect_err("YAML without the feature");
+            assert!(matches!(
+                e,
+                LoadError::FeatureDisabled {
+                    feature: "yaml",
+                    ..
+                }
+            ));
+            assert!(e.to_string().contains("`yaml` feature"), "{e}");
+            assert_eq!(e.span(), None);
+        }
     }
 }

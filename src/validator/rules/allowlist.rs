@@ -1,4 +1,4 @@
-//! Rule 4: allowlists (`PG0301`-`PG0305`).
+//! Rule 5: allowlists (`PG0301`-`PG0305`).
 
 use foldhash::HashSet;
 

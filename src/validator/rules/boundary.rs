@@ -1,4 +1,4 @@
-//! Rule 3: subgraph boundaries (`PG0201`-`PG0205`).
+//! Rule 4: subgraph boundaries (`PG0201`-`PG0205`).
 //!
 //! Member nodes read and write within the boundary; triggers that member supervisors
 //! evaluate read only slices the subgraph can see; a nested subgraph's boundary lies

@@ -1,4 +1,4 @@
-//! Rule 11: budgets (`PG1001`-`PG1004`). Zero values that make a run impossible are
+//! Rule 12: budgets (`PG1001`-`PG1004`). Zero values that make a run impossible are
 //! errors; absurdly large values, zero timeouts and `max_visits: 0` are warnings.
 
 use crate::contracts::pointer::join;

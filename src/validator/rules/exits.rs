@@ -1,4 +1,4 @@
-//! Rule 7: exits (`PG0601`-`PG0603`). Each subgraph can return (an exitpoint, a
+//! Rule 8: exits (`PG0601`-`PG0603`). Each subgraph can return (an exitpoint, a
 //! terminal node, or a supervisor that can `stop_local`); the root can end; no cycle of
 //! dispatch edges is closed to every exit.
 //!
@@ -122,7 +122,7 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             .iter()
             .find(|ix| graph[**ix].kind == VertexKind::Supervisor)
         else {
-            continue; // pure handoff cycles are rule 9's
+            continue; // pure handoff cycles are rule 10's
         };
         let cyclic = scc.len() > 1 || graph.find_edge(sup, sup).is_some();
         if !cyclic || scc.iter().any(|ix| reaches_exit[ix.index()]) {

@@ -1,4 +1,4 @@
-//! Rule 9: handoff chains (`PG0801`-`PG0803`). No handoff cycle; a handoff stays at its
+//! Rule 10: handoff chains (`PG0801`-`PG0803`). No handoff cycle; a handoff stays at its
 //! level; when both sides declare schemas, the upstream `output_schema` provides every
 //! property the downstream `input_schema` requires, with a compatible type.
 

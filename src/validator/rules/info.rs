@@ -1,4 +1,4 @@
-//! Rule 12: information (`PG1101`, `PG1102`). Slices written by several nodes, and
+//! Rule 13: information (`PG1101`, `PG1102`). Slices written by several nodes, and
 //! slices written but never read (by a node, a trigger or a subgraph boundary).
 
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};

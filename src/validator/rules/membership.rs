@@ -1,4 +1,4 @@
-//! Rule 5: membership (`PG0401`-`PG0404`). A supervisor belongs to at most one
+//! Rule 6: membership (`PG0401`-`PG0404`). A supervisor belongs to at most one
 //! subgraph; the entrypoint is a member; `entry` is at the root level; exitpoints are
 //! nodes of their subgraph.
 

@@ -3,6 +3,7 @@
 mod allowlist;
 mod boundary;
 mod budgets;
+mod clarification;
 mod exits;
 mod handoff;
 mod info;
@@ -33,6 +34,10 @@ pub(crate) const ALL: &[Rule] = &[
     Rule {
         name: "system",
         check: system::check,
+    },
+    Rule {
+        name: "clarification",
+        check: clarification::check,
     },
     Rule {
         name: "boundary",

@@ -1,4 +1,4 @@
-//! Rule 6: every supervisor, node and subgraph is reachable from `entry` (`PG0501`,
+//! Rule 7: every supervisor, node and subgraph is reachable from `entry` (`PG0501`,
 //! warning). Members of an unreachable subgraph are covered by the subgraph's warning.
 
 use foldhash::{HashSet, HashSetExt};

@@ -1,4 +1,4 @@
-//! Rule 8: recursion (`PG0701`, `PG0702`).
+//! Rule 9: recursion (`PG0701`, `PG0702`).
 //!
 //! Cycles among subgraph calls are reported with their path (`fashion -> trends ->
 //! fashion`). Budgets bound them, so they are a warning; in strict mode an error unless a

@@ -1,4 +1,4 @@
-//! Rule 10: every `input_schema`, `output_schema` and slice schema compiles
+//! Rule 11: every `input_schema`, `output_schema` and slice schema compiles
 //! (`PG0901`). Identical schemas are compiled once.
 
 use foldhash::{HashMap, HashMapExt};

@@ -1,0 +1,14 @@
+//! Helpers shared by the integration tests, one submodule per family. A test file says
+//! `mod support;` and uses the submodule it needs.
+//!
+//! * [`runtime`]: compiling workflows, building executors and reading runs, for the
+//!   runtime tests.
+//! * [`valid_workflow`]: a generator of valid workflows, for the validator's property
+//!   tests (and, by path, its benchmark).
+//! * [`visualize`]: workflows, hand-made traces and parse-back of DOT and Mermaid, for the
+//!   visualization tests.
+#![allow(dead_code)]
+
+pub mod runtime;
+pub mod valid_workflow;
+pub mod visualize;
