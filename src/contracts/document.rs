@@ -73,12 +73,25 @@ impl WorkflowDocument {
         Ok((doc, map))
     }
 
-    /// Reads and parses a file (`.yaml`/`.yml` as YAML, anything else as JSON).
+    /// Reads and parses a file (`.yaml`/`.yml` as YAML, anything else as JSON). A file that
+    /// is not UTF-8 text is a [`LoadError::NotText`] naming the first bad byte.
     pub fn load(path: impl AsRef<Path>) -> Result<(Self, SourceMap), LoadError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io {
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
             path: path.to_path_buf(),
             source,
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            let bytes = e.as_bytes();
+            let at = e.utf8_error().valid_up_to();
+            let valid = std::str::from_utf8(&bytes[..at])
+                .expect("valid_up_to is the length of the valid UTF-8 prefix");
+            LoadError::NotText {
+                path: path.to_path_buf(),
+                byte: bytes[at],
+                // Line and column just past the valid prefix: where the bad byte stands.
+                span: super::load::span_at(valid, at),
+            }
         })?;
         let (doc, mut map) = Self::parse(&text, DocumentFormat::from_path(path))?;
         map.name = Some(path.display().to_string());

@@ -269,11 +269,18 @@ pub fn load_diagnostic(e: &LoadError) -> Diagnostic {
             format!("{parent}/{}", crate::contracts::pointer::escape(key))
         }
         LoadError::Invalid { pointer, .. } => pointer.clone(),
-        LoadError::Io { .. } | LoadError::Syntax { .. } => String::new(),
+        LoadError::Io { .. }
+        | LoadError::NotText { .. }
+        | LoadError::Syntax { .. }
+        | LoadError::Limit { .. } => String::new(),
     };
     let fix = match e {
         LoadError::Io { .. } => "check the path and the file's permissions",
+        LoadError::NotText { .. } => "save the document as UTF-8 text",
         LoadError::Syntax { .. } => "fix the syntax at the place shown",
+        LoadError::Limit { .. } => {
+            "keep within the limits in docs/spec/workflow-document.md (section `Limits`)"
+        }
         LoadError::DuplicateKey { .. } => "remove or rename one of the two keys",
         LoadError::Invalid { .. } => "check the field's name and type against `pactgraph schema`",
     };

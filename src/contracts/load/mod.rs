@@ -3,6 +3,11 @@
 //! Both formats are parsed into a [`serde_json::Value`] plus a [`SourceMap`], rejecting
 //! duplicate keys anywhere, and then deserialized into the contract types with unknown
 //! fields rejected. Every error names the key and its line and column.
+//!
+//! Hostile text is refused early and cheaply (see `docs/adr/0010-hostile-documents.md`):
+//! nesting deeper than [`MAX_DEPTH`] levels, YAML aliases that would copy more than
+//! [`MAX_ALIAS_NODES`] nodes or [`MAX_ALIAS_BYTES`] bytes of text, NUL bytes, and (for
+//! [`WorkflowDocument::load`](super::WorkflowDocument::load)) bytes that are not UTF-8.
 
 mod json;
 mod yaml;
@@ -14,6 +19,34 @@ use serde_json::Value;
 use super::DocumentFormat;
 use super::pointer::{SourceMap, Span};
 
+/// The deepest nesting of arrays and objects a document may have (the root object is
+/// level 1).
+///
+/// Real workflows nest well under 20 levels (a JSON Schema inside a slice is the deepest
+/// part), so 100 never gets in a real document's way. It is under the ceilings of the
+/// parsers we build on (serde_json's 127 levels, jsonc-parser's 512, the YAML scanner's
+/// 255 flow levels), so the message a reader sees is this one; a document at the limit
+/// still fits, one level down, in the saved run that `run --state-out` writes and serde_json
+/// reads back; and everything recursive downstream (deserializing, cloning, dropping and
+/// schema-compiling a `Value`) stays far from the end of a 2 MB thread stack.
+pub const MAX_DEPTH: usize = 100;
+
+/// The most nodes (scalars, sequences and mappings) YAML aliases may re-insert into one
+/// document, counted over every alias: an alias to an anchored mapping of 10 nodes costs
+/// 10, and an alias inside an anchored value costs again each time that value is copied.
+///
+/// Aliases let a few lines stand for exponentially many nodes (the "billion laughs"
+/// document); without a bound a 30-line file exhausts memory. A real workflow reuses a
+/// trigger or a schema a few hundred times at most; a million copied nodes is about a
+/// hundred megabytes of `Value` and a fraction of a second, so the bound never gets in
+/// the way of a real document and always stops a hostile one early.
+pub const MAX_ALIAS_NODES: usize = 1_000_000;
+
+/// The most bytes of text (keys and string scalars) YAML aliases may copy into one
+/// document, counted like [`MAX_ALIAS_NODES`]: without it one anchored 50 MB string
+/// aliased a hundred times would cost 5 GB while copying only a hundred nodes.
+pub const MAX_ALIAS_BYTES: usize = 64 * 1024 * 1024;
+
 /// Why a document could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -24,6 +57,25 @@ pub enum LoadError {
         path: PathBuf,
         /// The OS error.
         source: std::io::Error,
+    },
+    /// The file is not UTF-8 text (binary data, or text in another encoding).
+    #[error("{path} is not UTF-8 text: byte 0x{byte:02x} at line {}, column {} cannot start or continue a character", span.line, span.column)]
+    NotText {
+        /// The file.
+        path: PathBuf,
+        /// The first byte that is not part of a UTF-8 character.
+        byte: u8,
+        /// Where it is (the column counts the characters before it).
+        span: Span,
+    },
+    /// The document goes past one of the limits that keep hostile input cheap
+    /// ([`MAX_DEPTH`], [`MAX_ALIAS_NODES`], [`MAX_ALIAS_BYTES`]).
+    #[error("line {}, column {}: {message}", span.line, span.column)]
+    Limit {
+        /// Which limit, and by what.
+        message: String,
+        /// Where the document crossed it.
+        span: Span,
     },
     /// The text is not well-formed JSON or YAML.
     #[error("line {}, column {}: {message}", span.line, span.column)]
@@ -64,7 +116,10 @@ impl LoadError {
     pub fn span(&self) -> Option<Span> {
         match self {
             LoadError::Io { .. } => None,
-            LoadError::Syntax { span, .. } | LoadError::DuplicateKey { span, .. } => Some(*span),
+            LoadError::Syntax { span, .. }
+            | LoadError::DuplicateKey { span, .. }
+            | LoadError::NotText { span, .. }
+            | LoadError::Limit { span, .. } => Some(*span),
             LoadError::Invalid { span, .. } => *span,
         }
     }
@@ -82,9 +137,30 @@ fn describe(pointer: &str) -> String {
 ///
 /// Complexity: O(n) in the length of the text.
 pub fn parse_value(text: &str, format: DocumentFormat) -> Result<(Value, SourceMap), LoadError> {
+    if let Some(at) = text.find('\0') {
+        return Err(LoadError::Syntax {
+            message: "NUL byte: a workflow document is text, not binary data".into(),
+            span: span_at(text, at),
+        });
+    }
     match format {
         DocumentFormat::Json => json::parse(text),
         DocumentFormat::Yaml => yaml::parse(text),
+    }
+}
+
+/// The span of the character at byte `offset` of `text`.
+pub(crate) fn span_at(text: &str, offset: usize) -> Span {
+    super::pointer::LineIndex::new(text).span(offset, offset + 1)
+}
+
+/// The error for nesting deeper than [`MAX_DEPTH`] at `span`.
+fn too_deep(span: Span) -> LoadError {
+    LoadError::Limit {
+        message: format!(
+            "nested deeper than {MAX_DEPTH} levels (arrays and objects, the root counting as 1)"
+        ),
+        span,
     }
 }
 
