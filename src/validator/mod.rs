@@ -242,14 +242,18 @@ pub fn check_file(path: impl AsRef<Path>, strict: bool) -> Checked {
         }
         Err(e) => {
             let d = load_diagnostic(&e);
-            let load_source = match (std::fs::read_to_string(path), e.span()) {
-                (Ok(text), Some(span)) => {
+            // The text (when it is text) names the file in the report, and shows the place
+            // when the error has one.
+            let load_source = match e {
+                LoadError::Io { .. } | LoadError::NotText { .. } => None,
+                _ => std::fs::read_to_string(path).ok().map(|text| {
                     let mut map = SourceMap::new(text);
                     map.name = Some(path.display().to_string());
-                    map.insert(d.pointer.clone(), span);
-                    Some(map)
-                }
-                _ => None,
+                    if let Some(span) = e.span() {
+                        map.insert(d.pointer.clone(), span);
+                    }
+                    map
+                }),
             };
             Checked {
                 graph: None,

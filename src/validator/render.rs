@@ -82,12 +82,14 @@ fn group<'a>(d: &'a Diagnostic, source: Option<&'a SourceMap>) -> Group<'a> {
             let end = token_end(&map.text, s.offset, s.len);
             let start = s.offset.min(end);
             let Some((first, text)) = excerpt(&map.text, start, end) else {
+                let place = match &map.name {
+                    Some(name) => format!("{name}:{}:{}", s.line, s.column),
+                    None => format!("line {}, column {}", s.line, s.column),
+                };
                 return with_fix(
                     title.element(Level::NOTE.message(format!(
-                        "at {}, line {}, column {} (the line is too long to show)",
-                        show_pointer(&d.pointer),
-                        s.line,
-                        s.column
+                        "at {}, {place} (the line is too long to show)",
+                        show_pointer(&d.pointer)
                     ))),
                     d,
                 );
@@ -106,7 +108,14 @@ fn group<'a>(d: &'a Diagnostic, source: Option<&'a SourceMap>) -> Group<'a> {
             }
             title.element(snippet)
         }
-        _ => title.element(Level::NOTE.message(format!("at {}", show_pointer(&d.pointer)))),
+        _ => {
+            let file = source.and_then(|m| m.name.as_deref());
+            let at = match file {
+                Some(name) => format!("at {} in {name}", show_pointer(&d.pointer)),
+                None => format!("at {}", show_pointer(&d.pointer)),
+            };
+            title.element(Level::NOTE.message(at))
+        }
     };
     with_fix(g, d)
 }
