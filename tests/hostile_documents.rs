@@ -12,8 +12,8 @@
 //!
 //! The cases: the 30-line alias bomb and an alias bomb made of text; nesting
 //! 100,000 levels deep in JSON (arrays and objects), YAML flow and block style, and
-//! through YAML aliases; invalid UTF-8; NUL bytes; binary garbage (random bytes, and
-//! random ASCII); a 50 MB string (JSON and YAML, closed and unclosed); an empty file; a
+//! through YAML aliases; invalid UTF-8; NUL bytes; binary garbage (random bytes, random
+//! ASCII, and the endless `/dev/zero` and `/dev/urandom`); a 50 MB string (JSON and YAML, closed and unclosed); an empty file; a
 //! directory; a missing file.
 //!
 //! Deadlines are for the unoptimized test build on a shared machine: the cases take well
@@ -342,6 +342,16 @@ fn binary_garbage_is_refused() {
     {
         let file = case.write(name, noise(1 << 20, i as u64, |b| b));
         validate_refuses(&case, &file, &["is not UTF-8 text"]);
+    }
+    // Endless devices: reading stops at the first NUL byte or the first bad chunk.
+    let zero = Path::new("/dev/zero");
+    if zero.exists() {
+        validate_refuses(&case, zero, &["line 1, column 1: NUL byte"]);
+        run_refuses(&case, zero, &["NUL byte"]);
+    }
+    let random = Path::new("/dev/urandom");
+    if random.exists() {
+        validate_refuses(&case, random, &["error[PG0000]"]);
     }
     // Printable garbage that is valid UTF-8 reaches the parsers.
     for (i, name) in ["ascii.json", "ascii.yaml"].iter().enumerate() {

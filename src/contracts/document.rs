@@ -77,22 +77,7 @@ impl WorkflowDocument {
     /// is not UTF-8 text is a [`LoadError::NotText`] naming the first bad byte.
     pub fn load(path: impl AsRef<Path>) -> Result<(Self, SourceMap), LoadError> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let text = String::from_utf8(bytes).map_err(|e| {
-            let bytes = e.as_bytes();
-            let at = e.utf8_error().valid_up_to();
-            let valid = std::str::from_utf8(&bytes[..at])
-                .expect("valid_up_to is the length of the valid UTF-8 prefix");
-            LoadError::NotText {
-                path: path.to_path_buf(),
-                byte: bytes[at],
-                // Line and column just past the valid prefix: where the bad byte stands.
-                span: super::load::span_at(valid, at),
-            }
-        })?;
+        let text = super::load::read_text(path)?;
         let (doc, mut map) = Self::parse(&text, DocumentFormat::from_path(path))?;
         map.name = Some(path.display().to_string());
         Ok((doc, map))

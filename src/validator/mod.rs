@@ -246,7 +246,7 @@ pub fn check_file(path: impl AsRef<Path>, strict: bool) -> Checked {
             // when the error has one.
             let load_source = match e {
                 LoadError::Io { .. } | LoadError::NotText { .. } => None,
-                _ => std::fs::read_to_string(path).ok().map(|text| {
+                _ => crate::contracts::load::read_text(path).ok().map(|text| {
                     let mut map = SourceMap::new(text);
                     map.name = Some(path.display().to_string());
                     if let Some(span) = e.span() {

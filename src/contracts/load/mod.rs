@@ -149,6 +149,48 @@ pub fn parse_value(text: &str, format: DocumentFormat) -> Result<(Value, SourceM
     }
 }
 
+/// Reads a file as UTF-8 text, stopping at the first NUL byte (the text then ends with it,
+/// and parsing refuses it at its place): `/dev/zero` or a stream of random bytes given as
+/// FILE ends at once instead of filling memory.
+pub(crate) fn read_text(path: &std::path::Path) -> Result<String, LoadError> {
+    use std::io::Read;
+    let io = |source| LoadError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let mut bytes = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let n = match file.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io(e)),
+        };
+        let read = &chunk[..n];
+        match read.iter().position(|b| *b == 0) {
+            Some(nul) => {
+                bytes.extend_from_slice(&read[..=nul]);
+                break;
+            }
+            None => bytes.extend_from_slice(read),
+        }
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let bytes = e.as_bytes();
+        let at = e.utf8_error().valid_up_to();
+        let valid = std::str::from_utf8(&bytes[..at])
+            .expect("valid_up_to is the length of the valid UTF-8 prefix");
+        LoadError::NotText {
+            path: path.to_path_buf(),
+            byte: bytes[at],
+            // Line and column just past the valid prefix: where the bad byte stands.
+            span: span_at(valid, at),
+        }
+    })
+}
+
 /// The span of the character at byte `offset` of `text`.
 pub(crate) fn span_at(text: &str, offset: usize) -> Span {
     super::pointer::LineIndex::new(text).span(offset, offset + 1)
@@ -179,5 +221,46 @@ pub(crate) fn duplicate_key(map: &SourceMap, parent: &str, key: &str, span: Span
         parent: parent.to_string(),
         span,
         first: map.get(&first_at).unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nul_bytes_are_refused_at_their_place_in_both_formats() {
+        for format in [DocumentFormat::Json, DocumentFormat::Yaml] {
+            match parse_value("{\"a\":\n  \"x\0\"}", format).unwrap_err() {
+                LoadError::Syntax { message, span } => {
+                    assert!(message.starts_with("NUL byte"), "{message}");
+                    assert_eq!((span.line, span.column, span.offset), (2, 5, 10));
+                }
+                e => panic!("{format:?}: {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn files_are_read_as_text_up_to_the_first_nul() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let latin1 = dir.path().join("latin1.yaml");
+        std::fs::write(&latin1, b"a: 1\nb: caf\xe9\n").expect("written");
+        match read_text(&latin1).unwrap_err() {
+            LoadError::NotText { path, byte, span } => {
+                assert_eq!((path, byte), (latin1.clone(), 0xe9));
+                assert_eq!((span.line, span.column, span.offset), (2, 7, 11));
+            }
+            e => panic!("{e}"),
+        }
+        // Reading stops at a NUL: what follows it (here, a byte that is not UTF-8) is
+        // never read into the text, whose NUL parsing then refuses.
+        let nul = dir.path().join("nul.json");
+        let mut bytes = b"{\"a\": \"\0".to_vec();
+        bytes.extend(std::iter::repeat_n(0xffu8, 200_000));
+        std::fs::write(&nul, bytes).expect("written");
+        assert_eq!(read_text(&nul).expect("text up to the NUL"), "{\"a\": \"\0");
+        let dir_error = read_text(dir.path()).unwrap_err();
+        assert!(matches!(dir_error, LoadError::Io { .. }), "{dir_error}");
     }
 }
