@@ -2,17 +2,17 @@
 //! and the run then finishes exactly as one that was never interrupted. This is what a
 //! worker that loses its lease, or a `select!` on shutdown, relies on.
 
-mod common;
+mod support;
 
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::task::Poll;
 
-use common::{builder, graph, rt};
 use pactgraph::contracts::SupervisorOutput;
 use pactgraph::runtime::{Executor, NodeInput, PolicyInput, RunState, TraceKind, Writes};
 use serde_json::json;
+use support::runtime::{builder, graph, rt};
 use tokio::sync::Semaphore;
 
 /// A workflow whose every step awaits: a policy handler decides (one effect) and its

@@ -583,7 +583,7 @@ fn a_child_stopped_by_a_guard_has_its_writes_discarded() {
 #[test]
 fn the_same_input_gives_the_same_trace_apart_from_timing() {
     let g = || graph_file("examples/workflows/fashion.json");
-    let timed = pactgraph::runtime::Executor::builder(common::valid(g()))
+    let timed = pactgraph::runtime::Executor::builder(support::runtime::valid(g()))
         .build()
         .unwrap();
     let input = json!({"request": {"topic": "fashion"}});

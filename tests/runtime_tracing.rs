@@ -101,7 +101,7 @@ fn the_trace_copy_in_system_can_be_turned_off() {
         .build()
         .unwrap();
     let outcome = |keep: bool| {
-        let ex = Executor::builder(common::valid(graph.clone()))
+        let ex = Executor::builder(support::runtime::valid(graph.clone()))
             .trace_in_state(keep)
             .build()
             .unwrap();

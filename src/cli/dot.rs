@@ -48,7 +48,8 @@ fn execute(args: &DotArgs) -> Result<(), Vec<String>> {
         )]);
     }
     let (doc, map) = WorkflowDocument::load(&args.file).map_err(|e| match e {
-        pactgraph::contracts::LoadError::Io { .. } => vec![e.to_string()],
+        pactgraph::contracts::LoadError::Io { .. }
+        | pactgraph::contracts::LoadError::NotText { .. } => vec![e.to_string()],
         e => vec![format!("{file}: {e}")],
     })?;
     let graph = GraphBuilder::from_document(doc)

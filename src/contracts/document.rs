@@ -73,13 +73,11 @@ impl WorkflowDocument {
         Ok((doc, map))
     }
 
-    /// Reads and parses a file (`.yaml`/`.yml` as YAML, anything else as JSON).
+    /// Reads and parses a file (`.yaml`/`.yml` as YAML, anything else as JSON). A file that
+    /// is not UTF-8 text is a [`LoadError::NotText`] naming the first bad byte.
     pub fn load(path: impl AsRef<Path>) -> Result<(Self, SourceMap), LoadError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = super::load::read_text(path)?;
         let (doc, mut map) = Self::parse(&text, DocumentFormat::from_path(path))?;
         map.name = Some(path.display().to_string());
         Ok((doc, map))

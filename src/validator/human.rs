@@ -36,12 +36,26 @@ fn group<'a>(d: &'a Diagnostic, source: Option<&'a SourceMap>) -> Group<'a> {
     let code = d.code.to_string();
     let title = level(d.severity).primary_title(d.message.as_str()).id(code);
     let span = source.and_then(|m| m.locate(&d.pointer).map(|s| (m, s)));
-    let mut g = match span {
+    let g = match span {
         Some((map, s)) if s.offset < map.text.len() || map.text.is_empty() => {
             let end = token_end(&map.text, s.offset, s.len);
             let start = s.offset.min(end);
-            let mut snippet = Snippet::source(map.text.as_str())
-                .line_start(1)
+            let Some((first, text)) = excerpt(&map.text, start, end) else {
+                let place = match &map.name {
+                    Some(name) => format!("{name}:{}:{}", s.line, s.column),
+                    None => format!("line {}, column {}", s.line, s.column),
+                };
+                return with_fix(
+                    title.element(Level::NOTE.message(format!(
+                        "at {}, {place} (the line is too long to show)",
+                        show_pointer(&d.pointer)
+                    ))),
+                    d,
+                );
+            };
+            let (start, end) = (start - first, end - first);
+            let mut snippet = Snippet::source(text)
+                .line_start(s.line)
                 .fold(true)
                 .annotation(
                     AnnotationKind::Primary
@@ -53,12 +67,44 @@ fn group<'a>(d: &'a Diagnostic, source: Option<&'a SourceMap>) -> Group<'a> {
             }
             title.element(snippet)
         }
-        _ => title.element(Level::NOTE.message(format!("at {}", show_pointer(&d.pointer)))),
+        _ => {
+            let file = source.and_then(|m| m.name.as_deref());
+            let at = match file {
+                Some(name) => format!("at {} in {name}", show_pointer(&d.pointer)),
+                None => format!("at {}", show_pointer(&d.pointer)),
+            };
+            title.element(Level::NOTE.message(at))
+        }
     };
-    if let Some(fix) = &d.fix {
-        g = g.element(Level::HELP.message(fix.as_str()));
+    with_fix(g, d)
+}
+
+fn with_fix<'a>(g: Group<'a>, d: &'a Diagnostic) -> Group<'a> {
+    match &d.fix {
+        Some(fix) => g.element(Level::HELP.message(fix.as_str())),
+        None => g,
     }
-    g
+}
+
+/// The longest line shown under a diagnostic. The renderer measures every character of
+/// the lines it is given, so a 50 MB one-line document would take seconds to render.
+const MAX_SHOWN_LINE: usize = 16 * 1024;
+
+/// The whole lines holding the bytes `start..end`: the offset where they begin and their
+/// text, or `None` when they are longer than [`MAX_SHOWN_LINE`]. Giving the renderer these
+/// lines only keeps a report on a large document as fast as one on a small one.
+fn excerpt(text: &str, start: usize, end: usize) -> Option<(usize, &str)> {
+    let bytes = text.as_bytes();
+    let first = bytes[..start]
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(0, |i| i + 1);
+    let last = bytes[end..]
+        .iter()
+        .position(|b| *b == b'\n')
+        .map_or(text.len(), |i| end + i);
+    // Both ends are at a newline or at an end of the text: character boundaries.
+    (last - first <= MAX_SHOWN_LINE).then(|| (first, &text[first..last]))
 }
 
 /// End of the token at `offset`: a one-byte span on a string literal grows to the whole

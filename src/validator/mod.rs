@@ -245,14 +245,18 @@ pub fn check_file(path: impl AsRef<Path>, strict: bool) -> Checked {
         }
         Err(e) => {
             let d = load_diagnostic(&e);
-            let load_source = match (std::fs::read_to_string(path), e.span()) {
-                (Ok(text), Some(span)) => {
+            // The text (when it is text) names the file in the report, and shows the place
+            // when the error has one.
+            let load_source = match e {
+                LoadError::Io { .. } | LoadError::NotText { .. } => None,
+                _ => crate::contracts::load::read_text(path).ok().map(|text| {
                     let mut map = SourceMap::new(text);
                     map.name = Some(path.display().to_string());
-                    map.insert(d.pointer.clone(), span);
-                    Some(map)
-                }
-                _ => None,
+                    if let Some(span) = e.span() {
+                        map.insert(d.pointer.clone(), span);
+                    }
+                    map
+                }),
             };
             Checked {
                 graph: None,
@@ -272,13 +276,19 @@ pub fn load_diagnostic(e: &LoadError) -> Diagnostic {
             format!("{parent}/{}", crate::contracts::pointer::escape(key))
         }
         LoadError::Invalid { pointer, .. } => pointer.clone(),
-        LoadError::Io { .. } | LoadError::Syntax { .. } | LoadError::FeatureDisabled { .. } => {
-            String::new()
-        }
+        LoadError::Io { .. }
+        | LoadError::NotText { .. }
+        | LoadError::Syntax { .. }
+        | LoadError::Limit { .. }
+        | LoadError::FeatureDisabled { .. } => String::new(),
     };
     let fix = match e {
         LoadError::Io { .. } => "check the path and the file's permissions",
+        LoadError::NotText { .. } => "save the document as UTF-8 text",
         LoadError::Syntax { .. } => "fix the syntax at the place shown",
+        LoadError::Limit { .. } => {
+            "keep within the limits in docs/spec/workflow-document.md (section `Limits`)"
+        }
         LoadError::DuplicateKey { .. } => "remove or rename one of the two keys",
         LoadError::Invalid { .. } => "check the field's name and type against `pactgraph schema`",
         LoadError::FeatureDisabled { .. } => {

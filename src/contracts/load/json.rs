@@ -6,6 +6,10 @@
 //! that parser refuses is parsed again by the span-keeping parser ([`parse_mapped`]),
 //! whose error (with line, column and, for a duplicate key, both places) is the one
 //! reported; it is also the one that decides, so the two can never disagree on what loads.
+//!
+//! Both refuse nesting deeper than [`MAX_DEPTH`]: the fast parser as it builds the value,
+//! the span-keeping one (which then gives the error) in one pass over the bytes before
+//! parsing ([`screen`]), together with raw control characters in strings.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -15,7 +19,7 @@ use jsonc_parser::{CollectOptions, ParseOptions, parse_to_ast};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
-use super::{LoadError, duplicate_key};
+use super::{LoadError, MAX_DEPTH, duplicate_key, too_deep};
 use crate::contracts::pointer::{LineIndex, SourceMap, Span, push_index, push_key};
 
 fn strict() -> ParseOptions {
@@ -55,14 +59,30 @@ pub(crate) fn spans(text: &str) -> HashMap<String, Span> {
 /// strict JSON value without duplicates (and for nesting past serde_json's depth limit).
 fn fast(text: &str) -> Option<Value> {
     let mut de = serde_json::Deserializer::from_str(text);
-    let value = Unique.deserialize(&mut de).ok()?;
+    let value = Unique { depth: 0 }.deserialize(&mut de).ok()?;
     de.end().ok()?;
     Some(value)
 }
 
-/// Deserializes a `Value` as serde_json's own does, but fails on a repeated key.
+/// Deserializes a `Value` as serde_json's own does, but fails on a repeated key and on
+/// nesting past [`MAX_DEPTH`].
 #[derive(Clone, Copy)]
-struct Unique;
+struct Unique {
+    /// Arrays and objects around the value.
+    depth: usize,
+}
+
+impl Unique {
+    /// The seed for the elements of an array or object read with this one.
+    fn inner<E: de::Error>(self) -> Result<Self, E> {
+        if self.depth >= MAX_DEPTH {
+            return Err(E::custom("nested too deeply"));
+        }
+        Ok(Unique {
+            depth: self.depth + 1,
+        })
+    }
+}
 
 impl<'de> DeserializeSeed<'de> for Unique {
     type Value = Value;
@@ -101,19 +121,21 @@ impl<'de> Visitor<'de> for Unique {
         Ok(Value::String(s))
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let inner = self.inner()?;
         let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(v) = seq.next_element_seed(self)? {
+        while let Some(v) = seq.next_element_seed(inner)? {
             out.push(v);
         }
         Ok(Value::Array(out))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
+        let inner = self.inner()?;
         let mut out = Map::new();
         while let Some(key) = access.next_key::<String>()? {
             if out.contains_key(&key) {
                 return Err(de::Error::custom("duplicate key"));
             }
-            let v = access.next_value_seed(self)?;
+            let v = access.next_value_seed(inner)?;
             out.insert(key, v);
         }
         Ok(Value::Object(out))
@@ -123,6 +145,7 @@ impl<'de> Visitor<'de> for Unique {
 /// Parses strict JSON with jsonc-parser, recording every key's and element's span.
 fn parse_mapped(text: &str) -> Result<(Value, SourceMap), LoadError> {
     let lines = LineIndex::new(text);
+    screen(text, &lines)?;
     let parsed = parse_to_ast(text, &CollectOptions::default(), &strict()).map_err(|e| {
         let r = e.range();
         LoadError::Syntax {
@@ -139,6 +162,46 @@ fn parse_mapped(text: &str) -> Result<(Value, SourceMap), LoadError> {
     let mut map = SourceMap::new(text);
     let v = convert(&root, &mut String::new(), &lines, &mut map)?;
     Ok((v, map))
+}
+
+/// One pass over the bytes: nesting past [`MAX_DEPTH`] and raw control characters inside
+/// strings (which strict JSON forbids and jsonc-parser lets through) are errors at their
+/// line and column. Anything else malformed is left to the parser.
+///
+/// Complexity: O(n) in the length of the text, no allocation.
+fn screen(text: &str, lines: &LineIndex<'_>) -> Result<(), LoadError> {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for (i, &b) in text.as_bytes().iter().enumerate() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                0..0x20 => {
+                    return Err(LoadError::Syntax {
+                        message: format!(
+                            "control character U+{b:04X} inside a string; JSON requires it written as \\u{b:04x}"
+                        ),
+                        span: lines.span(i, i + 1),
+                    });
+                }
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err(too_deep(lines.span(i, i + 1)));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn convert(
@@ -295,14 +358,81 @@ mod tests {
         }
     }
 
+    fn nested(depth: usize) -> String {
+        format!("{}{}", "[".repeat(depth), "]".repeat(depth))
+    }
+
     #[test]
-    fn nesting_past_the_fast_parsers_limit_still_loads() {
-        let depth = 300;
-        let text = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
-        assert!(fast(&text).is_none(), "serde_json's limit is 128 levels");
-        let (v, map) = parse(&text).expect("the mapped parser takes it");
+    fn both_parsers_take_nesting_up_to_the_limit() {
+        let text = nested(MAX_DEPTH);
+        assert!(
+            fast(&text).is_some(),
+            "serde_json's own limit is 127 levels"
+        );
+        let (v, map) = parse_mapped(&text).expect("the mapped parser takes it");
         assert!(v.is_array());
-        assert!(map.get(&"/0".repeat(depth - 1)).is_some());
+        assert!(map.get(&"/0".repeat(MAX_DEPTH - 1)).is_some());
+        let objects = format!("{}1{}", "{\"a\":".repeat(MAX_DEPTH), "}".repeat(MAX_DEPTH));
+        assert!(fast(&objects).is_some());
+        assert!(parse_mapped(&objects).is_ok());
+        // One level more: serde_json alone would take it, but neither parser does.
+        let deeper = nested(MAX_DEPTH + 1);
+        assert!(serde_json::from_str::<Value>(&deeper).is_ok());
+        assert!(fast(&deeper).is_none());
+        assert!(parse_mapped(&deeper).is_err());
+    }
+
+    #[test]
+    fn nesting_past_the_limit_is_refused_where_it_happens() {
+        for depth in [MAX_DEPTH + 1, 300, 600, 100_000] {
+            let text = format!(
+                "{{\"a\":\n{}{}}}",
+                "[".repeat(depth - 1),
+                "]".repeat(depth - 1)
+            );
+            assert!(fast(&text).is_none());
+            match parse(&text).unwrap_err() {
+                LoadError::Limit { message, span } => {
+                    assert!(
+                        message.contains(&format!("deeper than {MAX_DEPTH} levels")),
+                        "{message}"
+                    );
+                    // The root `{` is level 1 on line 1; the `[` one level too deep stands
+                    // on line 2 after MAX_DEPTH - 1 others.
+                    assert_eq!((span.line, span.column), (2, MAX_DEPTH), "{depth}");
+                }
+                e => panic!("{depth}: {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn brackets_and_escapes_inside_strings_do_not_count_as_nesting() {
+        let text = format!(
+            r#"{{"a": "{}\"{}", "b": [1]}}"#,
+            "[".repeat(500),
+            "{".repeat(500)
+        );
+        let (v, _) = parse_mapped(&text).expect("strings do not nest");
+        assert_eq!(v["b"][0], 1);
+    }
+
+    #[test]
+    fn raw_control_characters_in_strings_are_refused() {
+        for c in ['\u{1}', '\u{1f}', '\n'] {
+            let text = format!("{{\n  \"a\": \"x{c}y\"}}");
+            assert!(fast(&text).is_none());
+            match parse(&text).unwrap_err() {
+                LoadError::Syntax { message, span } => {
+                    assert!(
+                        message.contains(&format!("U+{:04X}", c as u32)),
+                        "{message}"
+                    );
+                    assert_eq!((span.line, span.column), (2, 10));
+                }
+                e => panic!("{e}"),
+            }
+        }
     }
 
     #[test]

@@ -5,13 +5,14 @@ use std::collections::HashMap;
 use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, StrInput};
 use serde_json::{Map, Number, Value};
 
-use super::{LoadError, duplicate_key};
+use super::{LoadError, MAX_ALIAS_BYTES, MAX_ALIAS_NODES, MAX_DEPTH, duplicate_key, too_deep};
 use crate::contracts::pointer::{SourceMap, Span, push_index, push_key};
 
 pub(super) fn parse(text: &str) -> Result<(Value, SourceMap), LoadError> {
     let mut b = Builder {
         events: Parser::new_from_str(text),
         anchors: HashMap::new(),
+        copied: Size::default(),
         map: SourceMap::new(text),
         offsets: CharOffsets::new(text),
     };
@@ -41,9 +42,33 @@ impl CharOffsets {
     }
 }
 
+/// The size of a built value: what an alias to it copies.
+#[derive(Debug, Clone, Copy, Default)]
+struct Size {
+    /// Scalars, sequences and mappings.
+    nodes: usize,
+    /// Bytes of keys and string scalars.
+    bytes: usize,
+    /// Levels of sequences and mappings (0 for a scalar).
+    depth: usize,
+}
+
+impl Size {
+    fn add(&mut self, child: Size) {
+        self.nodes = self.nodes.saturating_add(child.nodes);
+        self.bytes = self.bytes.saturating_add(child.bytes);
+        self.depth = self.depth.max(child.depth + 1);
+    }
+}
+
+/// Builds the `Value` from the parser's events, one recursive call per nesting level
+/// (at most [`MAX_DEPTH`], checked before going deeper, aliases included).
 struct Builder<'a> {
     events: Parser<'a, StrInput<'a>>,
-    anchors: HashMap<usize, Value>,
+    /// Each anchor's value and its size.
+    anchors: HashMap<usize, (Value, Size)>,
+    /// What aliases have copied so far, against [`MAX_ALIAS_NODES`] and [`MAX_ALIAS_BYTES`].
+    copied: Size,
     map: SourceMap,
     offsets: CharOffsets,
 }
@@ -65,14 +90,20 @@ impl<'a> Builder<'a> {
     fn scan_error(&self, e: ScanError) -> LoadError {
         let m = e.marker();
         let offset = self.offsets.byte(m.index());
+        let span = Span {
+            line: m.line().max(1),
+            column: m.col() + 1,
+            offset,
+            len: 1,
+        };
+        // The scanner reads flow collections ahead and gives up at 256 open brackets,
+        // which is past our own limit, before their events reach us.
+        if e.info() == "recursion limit exceeded" {
+            return too_deep(span);
+        }
         LoadError::Syntax {
             message: e.info().to_string(),
-            span: Span {
-                line: m.line().max(1),
-                column: m.col() + 1,
-                offset,
-                len: 1,
-            },
+            span,
         }
     }
 
@@ -102,7 +133,7 @@ impl<'a> Builder<'a> {
             }
         }
         let first = self.next()?;
-        let v = self.node(first, &mut String::new())?;
+        let (v, _) = self.node(first, &mut String::new(), 0)?;
         loop {
             let (ev, sp) = self.next()?;
             match ev {
@@ -118,7 +149,16 @@ impl<'a> Builder<'a> {
         }
     }
 
-    fn node(&mut self, (ev, sp): Ev<'a>, at: &mut String) -> Result<Value, LoadError> {
+    /// The value starting with `ev`, inside `depth` sequences and mappings.
+    fn node(
+        &mut self,
+        (ev, sp): Ev<'a>,
+        at: &mut String,
+        depth: usize,
+    ) -> Result<(Value, Size), LoadError> {
+        if matches!(ev, Event::SequenceStart(..) | Event::MappingStart(..)) && depth >= MAX_DEPTH {
+            return Err(too_deep(self.span(sp)));
+        }
         match ev {
             Event::Scalar(text, style, anchor, tag) => {
                 let forced_str = tag.as_ref().is_some_and(|t| t.suffix == "str");
@@ -130,13 +170,23 @@ impl<'a> Builder<'a> {
                         span: self.span(sp),
                     })?
                 };
+                let size = Size {
+                    nodes: 1,
+                    bytes: v.as_str().map_or(0, str::len),
+                    depth: 0,
+                };
                 if anchor > 0 {
-                    self.anchors.insert(anchor, v.clone());
+                    self.anchors.insert(anchor, (v.clone(), size));
                 }
-                Ok(v)
+                Ok((v, size))
             }
             Event::SequenceStart(anchor, _) => {
                 let mut out = Vec::new();
+                let mut size = Size {
+                    nodes: 1,
+                    bytes: 0,
+                    depth: 1,
+                };
                 let len = at.len();
                 loop {
                     let item = self.next()?;
@@ -146,17 +196,24 @@ impl<'a> Builder<'a> {
                     push_index(at, out.len());
                     let s = self.span(item.1);
                     self.map.insert(at.clone(), s);
-                    out.push(self.node(item, at)?);
+                    let (v, s) = self.node(item, at, depth + 1)?;
+                    size.add(s);
+                    out.push(v);
                     at.truncate(len);
                 }
                 let v = Value::Array(out);
                 if anchor > 0 {
-                    self.anchors.insert(anchor, v.clone());
+                    self.anchors.insert(anchor, (v.clone(), size));
                 }
-                Ok(v)
+                Ok((v, size))
             }
             Event::MappingStart(anchor, _) => {
                 let mut out = Map::new();
+                let mut size = Size {
+                    nodes: 1,
+                    bytes: 0,
+                    depth: 1,
+                };
                 let len = at.len();
                 loop {
                     let (kev, ksp) = self.next()?;
@@ -177,29 +234,73 @@ impl<'a> Builder<'a> {
                     push_key(at, &key);
                     self.map.insert(at.clone(), span);
                     let val = self.next()?;
-                    let v = self.node(val, at)?;
+                    let (v, s) = self.node(val, at, depth + 1)?;
+                    size.add(s);
+                    size.bytes = size.bytes.saturating_add(key.len());
                     at.truncate(len);
                     out.insert(key, v);
                 }
                 let v = Value::Object(out);
                 if anchor > 0 {
-                    self.anchors.insert(anchor, v.clone());
+                    self.anchors.insert(anchor, (v.clone(), size));
                 }
-                Ok(v)
+                Ok((v, size))
             }
-            Event::Alias(id) => self
-                .anchors
-                .get(&id)
-                .cloned()
-                .ok_or_else(|| LoadError::Syntax {
-                    message: "alias to an unknown anchor".into(),
-                    span: self.span(sp),
-                }),
+            Event::Alias(id) => self.alias(id, sp, depth),
             _ => Err(LoadError::Syntax {
                 message: "unexpected YAML structure".into(),
                 span: self.span(sp),
             }),
         }
+    }
+}
+
+impl Builder<'_> {
+    /// A copy of the anchor `id`'s value, once the copy is known to stay within
+    /// [`MAX_DEPTH`], [`MAX_ALIAS_NODES`] and [`MAX_ALIAS_BYTES`] (checked before copying,
+    /// so a hostile document costs no more than the limits).
+    fn alias(
+        &mut self,
+        id: usize,
+        sp: saphyr_parser::Span,
+        depth: usize,
+    ) -> Result<(Value, Size), LoadError> {
+        let span = self.span(sp);
+        let Some((value, size)) = self.anchors.get(&id) else {
+            return Err(LoadError::Syntax {
+                message: "alias to an unknown anchor".into(),
+                span,
+            });
+        };
+        if depth + size.depth > MAX_DEPTH {
+            return Err(too_deep(span));
+        }
+        let nodes = self.copied.nodes.saturating_add(size.nodes);
+        let bytes = self.copied.bytes.saturating_add(size.bytes);
+        if nodes > MAX_ALIAS_NODES {
+            return Err(LoadError::Limit {
+                message: format!(
+                    "aliases expand to more than {MAX_ALIAS_NODES} nodes (this alias copies {} \
+                     and brings the total to {nodes}); a workflow needs far fewer, so the \
+                     document is refused as an alias bomb",
+                    size.nodes
+                ),
+                span,
+            });
+        }
+        if bytes > MAX_ALIAS_BYTES {
+            return Err(LoadError::Limit {
+                message: format!(
+                    "aliases copy more than {MAX_ALIAS_BYTES} bytes of text (this alias copies \
+                     {} and brings the total to {bytes}); the document is refused",
+                    size.bytes
+                ),
+                span,
+            });
+        }
+        self.copied.nodes = nodes;
+        self.copied.bytes = bytes;
+        Ok((value.clone(), *size))
     }
 }
 
@@ -311,6 +412,111 @@ mod tests {
             LoadError::Syntax { .. }
         ));
         assert!(matches!(parse("").unwrap_err(), LoadError::Syntax { .. }));
+    }
+
+    /// The issue's document: each of 30 anchors is a sequence of ten aliases to the one
+    /// before, 10^30 nodes in all.
+    fn alias_bomb(lines: usize) -> String {
+        let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..lines {
+            let items = vec![format!("*a{}", i - 1); 10].join(", ");
+            text.push_str(&format!("a{i}: &a{i} [{items}]\n"));
+        }
+        text
+    }
+
+    fn limit(text: &str) -> (String, Span) {
+        match parse(text).unwrap_err() {
+            LoadError::Limit { message, span } => (message, span),
+            e => panic!("expected a limit error, got {e}"),
+        }
+    }
+
+    #[test]
+    fn an_alias_bomb_stops_at_the_alias_that_crosses_the_limit() {
+        let (message, span) = limit(&alias_bomb(30));
+        assert!(
+            message.contains(&format!("more than {MAX_ALIAS_NODES} nodes")),
+            "{message}"
+        );
+        // Lines 2-5 copy 110 + 1,110 + 11,110 + 111,110 = 123,440 nodes; each alias on
+        // line 6 copies 111,111 (`a4` and all under it), so the 8th crosses a million.
+        assert_eq!(span.line, 6, "{message}");
+        assert_eq!(span.column, 10 + 7 * 5, "{message}");
+        assert!(message.contains("total to 1012328"), "{message}");
+        let shown = LoadError::Limit { message, span }.to_string();
+        assert!(
+            shown.starts_with("line 6, column 45: aliases expand"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn aliases_under_the_limit_load_and_count_every_copy() {
+        let mut b = alias_bomb(5);
+        b.push_str("last: *a4\n");
+        let (v, _) = parse(&b).expect("123,440 + 111,111 copied nodes are allowed");
+        assert_eq!(v["last"].as_array().map(Vec::len), Some(10));
+        assert_eq!(v["last"][9][9][9][9][9], "x");
+    }
+
+    #[test]
+    fn aliases_copying_too_much_text_are_refused() {
+        // 64 aliases to a 1 MiB string copy exactly the limit; the 65th is one too many.
+        let big = "y".repeat(MAX_ALIAS_BYTES / 64);
+        let text = format!("s: &s {big}\nl: [{}\n  *s]\n", "*s, ".repeat(64));
+        let (message, span) = limit(&text);
+        assert!(
+            message.contains(&format!("more than {MAX_ALIAS_BYTES} bytes")),
+            "{message}"
+        );
+        assert_eq!((span.line, span.column), (3, 3));
+    }
+
+    #[test]
+    fn nesting_is_bounded_in_block_and_flow_style() {
+        let block = |levels: usize| -> String {
+            (0..levels)
+                .map(|i| format!("{}- \n", "  ".repeat(i)))
+                .collect()
+        };
+        let flow = |levels: usize| format!("{}{}\n", "[".repeat(levels), "]".repeat(levels));
+        // Block style: the last `- ` opens a sequence but holds a null, so n lines nest n.
+        assert!(parse(&block(MAX_DEPTH)).is_ok());
+        assert!(parse(&flow(MAX_DEPTH)).is_ok());
+        for levels in [MAX_DEPTH + 1, 1_000] {
+            let (message, span) = limit(&block(levels));
+            assert!(
+                message.contains(&format!("deeper than {MAX_DEPTH} levels")),
+                "{message}"
+            );
+            assert_eq!((span.line, span.column), (MAX_DEPTH + 1, 2 * MAX_DEPTH + 1));
+        }
+        // Our own check meets the first bracket too many; the scanner, which reads flow
+        // collections ahead, stops at its 256th and says the same.
+        for (levels, column) in [(MAX_DEPTH + 1, MAX_DEPTH + 1), (100_000, 256)] {
+            let (message, span) = limit(&flow(levels));
+            assert!(
+                message.contains(&format!("deeper than {MAX_DEPTH} levels")),
+                "{message}"
+            );
+            assert_eq!((span.line, span.column), (1, column));
+        }
+    }
+
+    #[test]
+    fn nesting_through_aliases_is_bounded_too() {
+        // Each anchor wraps the one before in one more sequence: no line nests deeply, but
+        // the value does.
+        let mut text = String::from("a0: &a0 [x]\n");
+        for i in 1..MAX_DEPTH + 5 {
+            text.push_str(&format!("a{i}: &a{i} [*a{}]\n", i - 1));
+        }
+        let (message, span) = limit(&text);
+        assert!(message.contains("deeper than"), "{message}");
+        // `a{i}` (on line i + 1) holds i + 1 levels under the root mapping: `a{MAX_DEPTH - 1}`
+        // is the first too deep.
+        assert_eq!(span.line, MAX_DEPTH, "{message}");
     }
 
     #[test]
