@@ -132,7 +132,7 @@ mod tests {
     }
 
     /// An evaluation written independently of ours: serde_json's own pointer walk and the
-    /// brief's predicates, spelled out.
+    /// documented predicates (`docs/spec/workflow-document.md`), spelled out.
     fn oracle(c: &Condition, state: &Value) -> bool {
         let at = |p: &str| {
             if p.is_empty() || !p.starts_with('/') {

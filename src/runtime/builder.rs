@@ -195,7 +195,7 @@ impl ExecutorBuilder {
     }
 
     /// Whether the decision trace appears as `system.decision_trace` in the state (default:
-    /// yes, as the brief specifies).
+    /// yes: the workflow contract promises it there).
     ///
     /// The trace is stored once, in [`RunState::trace`](super::RunState::trace) and
     /// [`RunOutcome::trace`](super::RunOutcome::trace). With `true`,
