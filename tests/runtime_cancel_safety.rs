@@ -183,14 +183,14 @@ fn a_step_dropped_at_any_await_leaves_the_run_untouched_and_the_run_ends_the_sam
 
 #[cfg(unix)]
 #[test]
-fn a_step_dropped_while_its_program_runs_kills_the_program() {
+fn a_step_dropped_while_its_program_runs_kills_the_program_and_its_children() {
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("pid");
     let script = dir.path().join("slow.py");
     std::fs::write(
         &script,
         format!(
-            "import os, sys, time\nopen({:?}, 'w').write(str(os.getpid()))\nsys.stdout.flush()\ntime.sleep(30)\nprint('{{}}')\n",
+            "import os, subprocess, sys, time\nc = subprocess.Popen(['sleep', '60'])\nopen({:?}, 'w').write(f'{{os.getpid()}} {{c.pid}}')\nsys.stdout.flush()\ntime.sleep(30)\nprint('{{}}')\n",
             pidfile.display().to_string()
         ),
     )
@@ -233,22 +233,27 @@ fn a_step_dropped_while_its_program_runs_kills_the_program() {
         assert_eq!(finished, Ok(false), "the program started and the step did not finish");
     });
     assert_eq!(run, before, "dropping the step changed the run");
-    let pid = std::fs::read_to_string(&pidfile).unwrap();
-    // The child is killed on drop; give the kernel a moment, then it is gone or a zombie.
-    let mut gone = false;
-    for _ in 0..100 {
-        match std::fs::read_to_string(format!("/proc/{pid}/status")) {
-            Err(_) => gone = true,
-            Ok(s) => {
-                gone = s
-                    .lines()
-                    .any(|l| l.starts_with("State:") && l.contains('Z'))
+    // The program and the process it started (its whole group) are killed on drop; give
+    // the kernel a moment, then each is gone or a zombie.
+    let pids = std::fs::read_to_string(&pidfile).unwrap();
+    let pids: Vec<u32> = pids.split(' ').map(|p| p.parse().unwrap()).collect();
+    assert_eq!(pids.len(), 2, "the program and its child");
+    for pid in pids {
+        let mut gone = false;
+        for _ in 0..100 {
+            match std::fs::read_to_string(format!("/proc/{pid}/status")) {
+                Err(_) => gone = true,
+                Ok(s) => {
+                    gone = s
+                        .lines()
+                        .any(|l| l.starts_with("State:") && l.contains('Z'))
+                }
             }
+            if gone {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        if gone {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert!(gone, "process {pid} still runs after its step was dropped");
     }
-    assert!(gone, "program {pid} still runs after its step was dropped");
 }

@@ -154,6 +154,9 @@ pub async fn run_json_program(
         program: program.clone(),
         source,
     })?;
+    // Declared after `child`, so dropped before it: if this future is dropped while the
+    // program runs, its whole group is killed (tokio's `kill_on_drop` kills the child only).
+    let mut group = GroupGuard::arm(&child);
 
     let payload = serde_json::to_vec(input).expect("a JSON value always serializes");
     let mut stdin = child.stdin.take().expect("stdin was piped");
@@ -200,6 +203,7 @@ pub async fn run_json_program(
         })?,
         Err(timed_out) => {
             kill_group(&mut child).await;
+            group.disarm();
             writer.abort();
             reader.abort();
             let stderr_tail = stderr_tail(&collect(err_reader).await);
@@ -217,6 +221,7 @@ pub async fn run_json_program(
     let _ = writer.await;
     // The direct child exited; anything it left in its group goes too.
     kill_group(&mut child).await;
+    group.disarm();
     let out = match reader.await {
         Ok(Ok(buf)) => buf,
         Ok(Err(source)) => return Err(ExecError::Io { program, source }),
@@ -264,6 +269,38 @@ async fn collect(task: tokio::task::JoinHandle<Vec<u8>>) -> Vec<u8> {
     match tokio::time::timeout(Duration::from_secs(2), task).await {
         Ok(Ok(buf)) => buf,
         _ => Vec::new(),
+    }
+}
+
+/// Kills a running program's process group when dropped armed: what makes dropping a step
+/// (or any future running a program) kill the program and everything it started. Disarmed
+/// once the child is reaped, so a reused process id is never signalled.
+struct GroupGuard {
+    pgid: Option<i32>,
+}
+
+impl GroupGuard {
+    fn arm(child: &Child) -> Self {
+        Self {
+            pgid: child.id().and_then(|p| i32::try_from(p).ok()),
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.pgid = None;
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(pgid) = self.pgid {
+            // The group may already be gone; ESRCH is fine.
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pgid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
     }
 }
 
