@@ -204,8 +204,13 @@ const MUTATIONS: &[(&str, Mutation)] = &[
         if !(s.handoffs && s.schemas && m >= 2) {
             return None;
         }
-        let down = d.nodes.get_mut(&node(0, m - 1))?.input_schema.as_mut()?;
-        down["required"].as_array_mut()?.push(json!("missing"));
+        // A true counterexample: inside the slice the upstream writes, the downstream now
+        // requires a field the upstream's output_schema may leave out. (Requiring a slice
+        // the upstream does not write is not the upstream's fault: no diagnostic.)
+        let target = d.nodes.get_mut(&node(0, m - 1))?;
+        let own = target.writes.first()?.clone();
+        let down = target.input_schema.as_mut()?;
+        down["properties"][own.as_str()]["required"] = json!(["missing"]);
         Some((
             Code::HANDOFF_SCHEMA,
             format!("/nodes/{}/handoff", node(0, m - 2)),

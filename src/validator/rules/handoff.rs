@@ -1,9 +1,12 @@
-//! Rule 10: handoff chains (`PG0801`-`PG0803`). No handoff cycle; a handoff stays at its
-//! level; when both sides declare schemas, the upstream `output_schema` provides every
-//! property the downstream `input_schema` requires, with a compatible type.
+//! Rule 10: handoff chains (`PG0801`-`PG0804`). No handoff cycle; a handoff stays at its
+//! level; when both sides declare schemas, every value the upstream's `output_schema`
+//! allows for a slice it writes is accepted by the downstream's `input_schema` (the proof is
+//! in [`super::schema_fit`]).
 
 use serde_json::Value;
 
+use super::schema_fit::{Misfit, fit};
+use crate::contracts::NodeContract;
 use crate::contracts::pointer::join;
 use crate::validator::{Code, Context, Diagnostic};
 
@@ -39,26 +42,89 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             );
         }
         if let (Some(up), Some(down)) = (&n.output_schema, &target.input_schema) {
-            let mut problems = Vec::new();
-            compare(up, down, String::new(), &mut problems);
-            for (path, why) in problems {
-                out.push(
-                    Diagnostic::new(
-                        Code::HANDOFF_SCHEMA,
-                        ptr(),
-                        format!(
-                            "node `{}` hands off to `{t}`, whose input requires `{path}`, but the \
-                             output schema of `{}` {why}",
-                            n.id, n.id
-                        ),
-                    )
-                    .fix(format!(
-                        "make `{path}` required (with a compatible type) in the `output_schema` of `{}`",
-                        n.id
-                    )),
-                );
-            }
+            hop_fit(n, target, up, down, &ptr, out);
         }
+    }
+}
+
+/// The hop-fit proof of one handoff: for every slice the downstream's `input_schema`
+/// constrains and the upstream writes, every value the upstream's `output_schema` allows
+/// must be accepted downstream. A slice the upstream does not write is not its fault; what
+/// cannot be decided is an info.
+fn hop_fit(
+    up_node: &NodeContract,
+    down_node: &NodeContract,
+    up: &Value,
+    down: &Value,
+    ptr: &dyn Fn() -> String,
+    out: &mut Vec<Diagnostic>,
+) {
+    let (a, b) = (up_node.id.as_str(), down_node.id.as_str());
+    let props = |s: &Value| s.get("properties").and_then(Value::as_object).cloned();
+    let required = |s: &Value| -> Vec<String> {
+        s.get("required")
+            .and_then(Value::as_array)
+            .map(|r| {
+                r.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (up_props, down_props) = (props(up), props(down));
+    let (up_required, down_required) = (required(up), required(down));
+    let up_closed = up.get("additionalProperties") == Some(&Value::Bool(false));
+    let mut misfits = Vec::new();
+    for slice in up_node
+        .writes
+        .iter()
+        .filter(|s| down_node.reads.contains(s))
+    {
+        let at = format!("/{}", crate::contracts::pointer::escape(slice));
+        if down_required.contains(slice) && !up_required.contains(slice) {
+            misfits.push(Misfit::Undecided {
+                at: at.clone(),
+                keyword: "required (the upstream may leave the slice unwritten; then it comes from the state)".into(),
+            });
+        }
+        let Some(d) = down_props.as_ref().and_then(|p| p.get(slice)) else {
+            continue;
+        };
+        let u = match up_props.as_ref().and_then(|p| p.get(slice)) {
+            Some(u) => u.clone(),
+            None if up_closed => continue,
+            None => up
+                .get("additionalProperties")
+                .cloned()
+                .unwrap_or(Value::Bool(true)),
+        };
+        fit(&u, d, &at, &mut misfits);
+    }
+    for m in misfits {
+        out.push(match m {
+            Misfit::Counterexample {
+                at,
+                upstream,
+                downstream,
+            } => Diagnostic::new(
+                Code::HANDOFF_SCHEMA,
+                ptr(),
+                format!(
+                    "node `{a}` hands off to `{b}`: {at}: upstream may {upstream}, downstream requires {downstream}"
+                ),
+            )
+            .fix(format!(
+                "narrow the `output_schema` of `{a}` at {at}, or widen the `input_schema` of `{b}`"
+            )),
+            Misfit::Undecided { at, keyword } => Diagnostic::new(
+                Code::HANDOFF_SCHEMA_UNDECIDED,
+                ptr(),
+                format!(
+                    "node `{a}` hands off to `{b}`: cannot prove the hop fits at {at} (`{keyword}`)"
+                ),
+            ),
+        });
     }
 }
 
@@ -119,56 +185,6 @@ fn cycles(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     }
 }
 
-fn types(schema: &Value) -> Option<Vec<&str>> {
-    match schema.get("type")? {
-        Value::String(s) => Some(vec![s.as_str()]),
-        Value::Array(a) => Some(a.iter().filter_map(Value::as_str).collect()),
-        _ => None,
-    }
-}
-
-fn required(schema: &Value) -> Vec<&str> {
-    schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default()
-}
-
-/// Appends `(property path, what is wrong)` for each requirement of `down` that `up`
-/// does not guarantee.
-fn compare(up: &Value, down: &Value, at: String, out: &mut Vec<(String, String)>) {
-    let up_required = required(up);
-    for r in required(down) {
-        let path = format!("{at}/{}", crate::contracts::pointer::escape(r));
-        if !up_required.contains(&r) {
-            out.push((path, "does not require it".into()));
-            continue;
-        }
-        let (Some(u), Some(d)) = (
-            up.get("properties").and_then(|p| p.get(r)),
-            down.get("properties").and_then(|p| p.get(r)),
-        ) else {
-            continue;
-        };
-        if let (Some(ut), Some(dt)) = (types(u), types(d)) {
-            let fits = |t: &str| dt.contains(&t) || (t == "integer" && dt.contains(&"number"));
-            if !ut.iter().all(|t| fits(t)) {
-                out.push((
-                    path,
-                    format!(
-                        "gives it type {} where {} is expected",
-                        ut.join("|"),
-                        dt.join("|")
-                    ),
-                ));
-                continue;
-            }
-        }
-        compare(u, d, path, out);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,32 +227,77 @@ mod tests {
         );
     }
 
-    #[test]
-    fn schemas_must_line_up() {
-        let mut doc = base();
-        doc["nodes"]["a"] = json!({"supervisor": "root", "handoff": "b", "output_schema": {
-            "type": "object", "required": ["x", "n"],
-            "properties": {"x": {"type": "object", "required": ["y"], "properties": {"y": {"type": "string"}}},
-                           "n": {"type": "integer"}}}});
-        doc["nodes"]["b"] = json!({"supervisor": "root", "input_schema": {
-            "type": "object", "required": ["x", "n"],
-            "properties": {"x": {"type": "object", "required": ["y"], "properties": {"y": {"type": "string"}}},
-                           "n": {"type": "number"}}}});
-        assert!(run(check, doc.clone()).is_empty());
-        doc["nodes"]["b"]["input_schema"]["properties"]["x"]["required"] = json!(["y", "z"]);
-        doc["nodes"]["b"]["input_schema"]["properties"]["n"]["type"] = "string".into();
+    /// Runs the whole validator and returns the messages of `code`.
+    fn messages(doc: serde_json::Value, code: Code) -> Vec<String> {
         let g = crate::validator::rules::testing::graph(doc);
         let r = crate::validator::Validator::new().validate(&g);
-        let msgs: Vec<_> = r
-            .with_code(Code::HANDOFF_SCHEMA)
-            .map(|d| d.message.clone())
-            .collect();
-        assert_eq!(msgs.len(), 2, "{msgs:?}");
-        assert!(msgs[0].contains("`/x/z`"), "{}", msgs[0]);
-        assert!(
-            msgs[1].contains("`/n`") && msgs[1].contains("integer"),
-            "{}",
-            msgs[1]
+        r.with_code(code).map(|d| d.message.clone()).collect()
+    }
+
+    #[test]
+    fn each_hop_is_proved_slice_by_slice_with_a_counterexample() {
+        let mut doc = base();
+        doc["slices"]["fashion"] = json!({});
+        doc["slices"]["request"] = json!({});
+        doc["nodes"]["a"] = json!({"supervisor": "root", "writes": ["fashion"], "handoff": "b",
+            "output_schema": {"type": "object", "required": ["fashion"], "properties": {
+                "fashion": {"type": "object", "required": ["trend"],
+                            "properties": {"trend": {"type": ["string", "number"]}}}}}});
+        doc["nodes"]["b"] = json!({"supervisor": "root", "reads": ["fashion", "request"],
+            "input_schema": {"type": "object", "required": ["fashion", "request"], "properties": {
+                "fashion": {"type": "object", "required": ["trend"],
+                            "properties": {"trend": {"type": "string"}}},
+                "request": {"type": "object", "required": ["topic"]}}}});
+        let msgs = messages(doc.clone(), Code::HANDOFF_SCHEMA);
+        // `request` is read downstream but not written upstream: not the upstream's fault.
+        assert_eq!(
+            msgs,
+            [
+                "node `a` hands off to `b`: /fashion/trend: upstream may write a number, downstream requires a string"
+            ]
         );
+        doc["nodes"]["a"]["output_schema"]["properties"]["fashion"]["properties"]["trend"]["type"] =
+            "string".into();
+        assert!(messages(doc.clone(), Code::HANDOFF_SCHEMA).is_empty());
+        assert!(messages(doc, Code::HANDOFF_SCHEMA_UNDECIDED).is_empty());
+    }
+
+    #[test]
+    fn what_cannot_be_decided_is_an_info_not_an_error() {
+        let mut doc = base();
+        doc["slices"]["s"] = json!({});
+        doc["nodes"]["a"] = json!({"supervisor": "root", "writes": ["s"], "handoff": "b",
+            "output_schema": {"type": "object", "properties": {"s": {"type": "string"}}}});
+        doc["nodes"]["b"] = json!({"supervisor": "root", "reads": ["s"], "input_schema": {
+            "type": "object", "required": ["s"],
+            "properties": {"s": {"type": "string", "pattern": "^x"}}}});
+        assert!(messages(doc.clone(), Code::HANDOFF_SCHEMA).is_empty());
+        let infos = messages(doc, Code::HANDOFF_SCHEMA_UNDECIDED);
+        assert_eq!(infos.len(), 2, "{infos:?}");
+        assert!(infos.iter().any(|m| m.contains("`pattern`")), "{infos:?}");
+        assert!(
+            infos
+                .iter()
+                .any(|m| m.contains("leave the slice unwritten")),
+            "{infos:?}"
+        );
+    }
+
+    #[test]
+    fn the_support_triage_shape_is_not_a_false_positive() {
+        // The downstream reads a slice (`ticket`) from elsewhere and requires it: the old
+        // PG0803 reported the upstream for not writing it.
+        let mut doc = base();
+        doc["slices"]["ticket"] = json!({});
+        doc["slices"]["category"] = json!({});
+        doc["nodes"]["a"] = json!({"supervisor": "root", "reads": ["ticket"], "writes": ["category"],
+            "handoff": "b", "output_schema": {"type": "object", "required": ["category"],
+                "properties": {"category": {"type": "object"}}}});
+        doc["nodes"]["b"] = json!({"supervisor": "root", "reads": ["ticket", "category"],
+            "input_schema": {"type": "object", "required": ["ticket", "category"],
+                "properties": {"ticket": {"type": "object", "required": ["text"]},
+                               "category": {"type": "object"}}}});
+        assert!(messages(doc.clone(), Code::HANDOFF_SCHEMA).is_empty());
+        assert!(messages(doc, Code::HANDOFF_SCHEMA_UNDECIDED).is_empty());
     }
 }

@@ -11,6 +11,7 @@ mod membership;
 mod reachability;
 mod recursion;
 mod references;
+mod schema_fit;
 mod schemas;
 mod system;
 
