@@ -106,7 +106,7 @@ codes! {
     /// The upstream output schema does not provide what the downstream input requires.
     HANDOFF_SCHEMA = 803, Error, "handoff schemas do not match";
     /// The hop-fit proof cannot decide whether a handoff's schemas fit.
-    HANDOFF_SCHEMA_UNDECIDED = 804, Info, "handoff fit not decided";
+    HANDOFF_SCHEMA_UNDECIDED = 805, Info, "handoff fit not decided";
     /// A JSON Schema does not compile.
     BAD_SCHEMA = 901, Error, "invalid JSON Schema";
     /// `max_steps` is 0.

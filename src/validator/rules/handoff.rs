@@ -1,4 +1,4 @@
-//! Rule 10: handoff chains (`PG0801`-`PG0804`). No handoff cycle; a handoff stays at its
+//! Rule 10: handoff chains (`PG0801`-`PG0803`, `PG0805`). No handoff cycle; a handoff stays at its
 //! level; when both sides declare schemas, every value the upstream's `output_schema`
 //! allows for a slice it writes is accepted by the downstream's `input_schema` (the proof is
 //! in [`super::schema_fit`]).
