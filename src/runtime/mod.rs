@@ -16,6 +16,7 @@ pub mod exec;
 mod executor;
 mod guarded;
 mod handlers;
+mod output;
 mod record;
 mod rules;
 mod run_state;
@@ -27,6 +28,7 @@ mod transitions;
 pub use builder::{Clock, ExecutorBuildError, ExecutorBuilder};
 pub use callstack::{Frame, UncommittedFrame};
 pub use effects::{Effect, EffectKind, EffectOutput};
+pub use output::{NodeOutput, USAGE_KEY, Usage};
 pub use executor::{CLARIFICATION_SLICE, Executor, ResumeError, ResumeErrorKind, StartError};
 pub use handlers::{
     BoxFuture, HandlerError, NodeHandler, NodeInput, PolicyHandler, PolicyInput, RunContext,
@@ -36,4 +38,4 @@ pub use record::{RUN_RECORD_FORMAT, RecordError, RunId, RunIdError, RunRecord, d
 pub use run_state::{Pending, ProjectedState, RunOutcome, RunState, RunSummary, State};
 pub use status::{RunStatus, TerminationReason};
 pub use step::Step;
-pub use trace::{DecisionTrace, TraceItem, TraceKind};
+pub use trace::{Chain, ChainTrigger, DecisionTrace, TraceItem, TraceKind};
