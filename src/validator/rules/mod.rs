@@ -12,6 +12,7 @@ mod reachability;
 mod recursion;
 mod references;
 mod schemas;
+mod slice_names;
 mod system;
 
 use super::{Context, Diagnostic};
@@ -34,6 +35,10 @@ pub(crate) const ALL: &[Rule] = &[
     Rule {
         name: "system",
         check: system::check,
+    },
+    Rule {
+        name: "slice_names",
+        check: slice_names::check,
     },
     Rule {
         name: "clarification",
