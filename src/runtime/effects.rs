@@ -121,9 +121,7 @@ impl EffectOutput {
     pub fn error(&self) -> Option<String> {
         match &self.result {
             Ok(_) => None,
-            Err(Fault::Failed(m) | Fault::Timeout(m) | Fault::InvalidOutput(m)) => {
-                Some(m.clone())
-            }
+            Err(Fault::Failed(m) | Fault::Timeout(m) | Fault::InvalidOutput(m)) => Some(m.clone()),
             Err(Fault::Cancelled) => Some("cancelled".into()),
         }
     }

@@ -28,12 +28,12 @@ mod transitions;
 pub use builder::{Clock, ExecutorBuildError, ExecutorBuilder};
 pub use callstack::{Frame, UncommittedFrame};
 pub use effects::{Effect, EffectKind, EffectOutput};
-pub use output::{NodeOutput, USAGE_KEY, Usage};
 pub use executor::{CLARIFICATION_SLICE, Executor, ResumeError, ResumeErrorKind, StartError};
 pub use handlers::{
     BoxFuture, HandlerError, NodeHandler, NodeInput, PolicyHandler, PolicyInput, RunContext,
     Writes, sync_node, sync_policy,
 };
+pub use output::{NodeOutput, USAGE_KEY, Usage};
 pub use record::{RUN_RECORD_FORMAT, RecordError, RunId, RunIdError, RunRecord, digest_of};
 pub use run_state::{Pending, ProjectedState, RunOutcome, RunState, RunSummary, State};
 pub use status::{RunStatus, TerminationReason};

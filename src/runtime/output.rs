@@ -280,7 +280,10 @@ mod tests {
     #[test]
     fn usage_must_be_an_object_of_non_negative_numbers() {
         for (bad, says) in [
-            (json!([1]), "must be an object of `name: number`, not an array"),
+            (
+                json!([1]),
+                "must be an object of `name: number`, not an array",
+            ),
             (json!({"t": "3"}), "`t` must be a number, not a string"),
             (json!({"t": null}), "`t` must be a number, not null"),
             (json!({"t": -1}), "`t` is -1; an amount cannot be negative"),
@@ -301,7 +304,10 @@ mod tests {
             ("$final", "a team's lead"),
         ] {
             let e = accept(out(json!({"a": 1, key: true}))).expect_err("refused");
-            assert!(e.contains(&format!("`{key}` may be sent only by {role}")), "{e}");
+            assert!(
+                e.contains(&format!("`{key}` may be sent only by {role}")),
+                "{e}"
+            );
         }
         let e = accept(out(json!({"$cost": 1}))).expect_err("unknown");
         assert!(

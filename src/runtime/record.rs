@@ -292,7 +292,10 @@ mod tests {
         assert_eq!(v["run"]["run_id"], json!(r.run_id.to_string()));
         v["run_id"] = json!(RunId::new().to_string());
         let e = RunRecord::from_json(&v.to_string()).expect_err("two ids");
-        assert!(e.to_string().contains("differs from its run's run_id"), "{e}");
+        assert!(
+            e.to_string().contains("differs from its run's run_id"),
+            "{e}"
+        );
     }
 
     #[test]

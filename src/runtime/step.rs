@@ -621,7 +621,8 @@ impl Executor {
             let input = serde_json::Value::Object(view.clone());
             if handed_off {
                 if let Err((at, msg)) = check_at(schema, &input) {
-                    ns.result = NodeResult::ChainPayloadInvalid(chain_payload_message(&ns, &at, &msg));
+                    ns.result =
+                        NodeResult::ChainPayloadInvalid(chain_payload_message(&ns, &at, &msg));
                     step.stage = Stage::Ready(planned(Then::Node(ns)));
                     return;
                 }
@@ -653,11 +654,9 @@ impl Executor {
                     attempt: ids.attempt,
                 },
             ),
-            (NodeRun::Exec(spec), Some(view)) => Call::Program(
-                Arc::clone(spec),
-                node_stdin(&np.id, view, ids),
-                Some(ids),
-            ),
+            (NodeRun::Exec(spec), Some(view)) => {
+                Call::Program(Arc::clone(spec), node_stdin(&np.id, view, ids), Some(ids))
+            }
             _ => {
                 step.stage = Stage::Ready(planned(Then::Node(ns)));
                 return;
@@ -691,7 +690,10 @@ impl Executor {
                     "allow": sp.contract.allow,
                     "state": self.policy_view(run),
                 });
-                (Call::Program(Arc::clone(spec), stdin, None), spec.timeout_ms)
+                (
+                    Call::Program(Arc::clone(spec), stdin, None),
+                    spec.timeout_ms,
+                )
             }
             Callee::Handler(h) => {
                 let input = PolicyInput {
@@ -767,10 +769,7 @@ struct NodeTarget<'e> {
 /// off), the downstream stage, and where the input first goes wrong.
 fn chain_payload_message(ns: &NodeStep<'_>, at: &str, msg: &str) -> String {
     let upstream = ns.source.as_deref().unwrap_or("?");
-    let (root, stage) = ns
-        .chain
-        .as_ref()
-        .map_or(("?", 0), |c| (&*c.root, c.stage));
+    let (root, stage) = ns.chain.as_ref().map_or(("?", 0), |c| (&*c.root, c.stage));
     format!(
         "chain `{root}`: stage {} `{upstream}` handed off to stage {stage} `{}`, whose          input_schema rejects the input at `{at}`: {msg}",
         stage.saturating_sub(1),

@@ -105,7 +105,11 @@ impl Tx<'_> {
                 return self.fail(TerminationReason::NodeFailed, msg, Some(dispatcher));
             }
             NodeResult::ChainPayloadInvalid(msg) => {
-                return self.fail(TerminationReason::InvalidChainPayload, msg, Some(dispatcher));
+                return self.fail(
+                    TerminationReason::InvalidChainPayload,
+                    msg,
+                    Some(dispatcher),
+                );
             }
             NodeResult::Awaiting => {
                 // Planning fills the result in before a step is ready; total all the same.

@@ -242,7 +242,10 @@ mod tests {
         );
         let g = crate::validator::rules::testing::graph(doc);
         let r = crate::validator::Validator::new().validate(&g);
-        let d = r.with_code(Code::TERMINAL_HANDOFF).next().expect("reported");
+        let d = r
+            .with_code(Code::TERMINAL_HANDOFF)
+            .next()
+            .expect("reported");
         assert!(
             d.message.contains("`a` is `terminal` and hands off to `b`"),
             "{}",

@@ -59,7 +59,11 @@ mod tests {
             .with_code(Code::RESERVED_SLICE_NAME)
             .next()
             .expect("reported");
-        assert!(d.message.contains("slice `$usage` begins with `$`"), "{}", d.message);
+        assert!(
+            d.message.contains("slice `$usage` begins with `$`"),
+            "{}",
+            d.message
+        );
         assert!(
             d.fix.as_deref().is_some_and(|f| f.contains("`usage`")),
             "{:?}",
