@@ -401,7 +401,10 @@ fn a_stage_whose_input_schema_rejects_its_input_is_invalid_chain_payload() {
     assert_eq!(s.termination_reason(), Some(R::InvalidChainPayload));
     let msg = s.message().expect("a message");
     assert!(
-        msg.contains("stage 0 `a` handed off to stage 1 `b`") && msg.contains("`/draft/title`"),
+        msg.starts_with(
+            "chain `a`: stage 0 `a` handed off to stage 1 `b`, whose input_schema rejects \
+             the input at `/draft/title`: "
+        ) && msg.contains("is not of type \"string\""),
         "{msg}"
     );
     // `a`'s writes were committed in its own step; `b` ran nothing.

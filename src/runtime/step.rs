@@ -771,7 +771,8 @@ fn chain_payload_message(ns: &NodeStep<'_>, at: &str, msg: &str) -> String {
     let upstream = ns.source.as_deref().unwrap_or("?");
     let (root, stage) = ns.chain.as_ref().map_or(("?", 0), |c| (&*c.root, c.stage));
     format!(
-        "chain `{root}`: stage {} `{upstream}` handed off to stage {stage} `{}`, whose          input_schema rejects the input at `{at}`: {msg}",
+        "chain `{root}`: stage {} `{upstream}` handed off to stage {stage} `{}`, whose \
+         input_schema rejects the input at `{at}`: {msg}",
         stage.saturating_sub(1),
         ns.np.id
     )

@@ -37,12 +37,12 @@ pub(crate) const ALL: &[Rule] = &[
         check: system::check,
     },
     Rule {
-        name: "slice_names",
-        check: slice_names::check,
-    },
-    Rule {
         name: "clarification",
         check: clarification::check,
+    },
+    Rule {
+        name: "slice_names",
+        check: slice_names::check,
     },
     Rule {
         name: "boundary",

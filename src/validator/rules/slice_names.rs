@@ -1,7 +1,7 @@
-//! Rule 3: slice names beginning with `$` are reserved for the node output envelope
-//! (`PG0103`): a node's output object holds its slice writes and the reserved keys
-//! (`$usage`, `$route`, ...) side by side, so a slice named `$...` could not be told apart
-//! from them.
+//! Rule 3b (run after the clarification rule): slice names beginning with `$` are
+//! reserved for the node output envelope (`PG0103`). A node's output object holds its
+//! slice writes and the reserved keys (`$usage`, `$route`, ...) side by side, so a slice
+//! named `$...` could not be told apart from them.
 
 use crate::contracts::pointer::join;
 use crate::validator::{Code, Context, Diagnostic};
