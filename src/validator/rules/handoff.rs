@@ -1,8 +1,6 @@
-//! Rule 10: handoff chains (`PG0801`-`PG0804`). No handoff cycle; a handoff stays at its
+//! Rule 10: handoff chains (`PG0801`-`PG0803`). No handoff cycle; a handoff stays at its
 //! level; when both sides declare schemas, the upstream `output_schema` provides every
-//! property the downstream `input_schema` requires, with a compatible type; a node with a
-//! `handoff` is not `terminal` (the runtime would follow the handoff and ignore
-//! `terminal`).
+//! property the downstream `input_schema` requires, with a compatible type.
 
 use serde_json::Value;
 
@@ -15,24 +13,6 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         let Some(t) = n.handoff.as_deref() else {
             continue;
         };
-        if n.terminal {
-            out.push(
-                Diagnostic::new(
-                    Code::TERMINAL_HANDOFF,
-                    join(["nodes", n.id.as_str(), "terminal"]),
-                    format!(
-                        "node `{}` is `terminal` and hands off to `{t}`: a node either ends \
-                         its level or hands off, not both",
-                        n.id
-                    ),
-                )
-                .fix(format!(
-                    "remove `terminal` from `{}` (make the chain's last stage terminal instead) \
-                     or remove its `handoff`",
-                    n.id
-                )),
-            );
-        }
         let Some(target) = ctx.node(t) else {
             continue;
         };
@@ -229,29 +209,6 @@ mod tests {
             run(check, doc),
             vec![(Code::HANDOFF_OTHER_LEVEL, "/nodes/work/handoff".into())]
         );
-    }
-
-    #[test]
-    fn terminal_with_handoff_is_refused() {
-        let mut doc = base();
-        doc["nodes"]["a"] = json!({"supervisor": "root", "handoff": "b", "terminal": true});
-        doc["nodes"]["b"] = json!({"supervisor": "root", "terminal": true});
-        assert_eq!(
-            run(check, doc.clone()),
-            vec![(Code::TERMINAL_HANDOFF, "/nodes/a/terminal".into())]
-        );
-        let g = crate::validator::rules::testing::graph(doc);
-        let r = crate::validator::Validator::new().validate(&g);
-        let d = r
-            .with_code(Code::TERMINAL_HANDOFF)
-            .next()
-            .expect("reported");
-        assert!(
-            d.message.contains("`a` is `terminal` and hands off to `b`"),
-            "{}",
-            d.message
-        );
-        assert_eq!(d.severity, crate::validator::Severity::Error);
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod references;
 mod schemas;
 mod slice_names;
 mod system;
+mod terminal_handoff;
 
 use super::{Context, Diagnostic};
 
@@ -71,6 +72,10 @@ pub(crate) const ALL: &[Rule] = &[
     Rule {
         name: "handoff",
         check: handoff::check,
+    },
+    Rule {
+        name: "terminal_handoff",
+        check: terminal_handoff::check,
     },
     Rule {
         name: "schemas",
