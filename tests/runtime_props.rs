@@ -87,6 +87,11 @@ fn workflow(seed: u64) -> (Value, u32) {
         let later: Vec<usize> = (i + 1..n_nodes).filter(|j| owner[*j] == owner[i]).collect();
         if g.chance(20) && !later.is_empty() {
             node["handoff"] = json!(format!("n{}", later[g.below(later.len() as u64) as usize]));
+            // A node hands off or is terminal, not both (PG0804); the runtime always
+            // followed the handoff, so dropping `terminal` keeps the runs as they were.
+            if let Some(n) = node.as_object_mut() {
+                n.remove("terminal");
+            }
         }
         if g.chance(20) {
             node["max_visits"] = json!(1 + g.below(3));

@@ -191,13 +191,26 @@ const MUTATIONS: &[(&str, Mutation)] = &[
         Some((Code::TOO_DEEP, format!("/subgraphs/{}", sub(k))))
     }),
     ("close a handoff loop", |_, d| {
-        d.nodes.get_mut("reply")?.handoff = Some("reply".into());
+        let reply = d.nodes.get_mut("reply")?;
+        reply.handoff = Some("reply".into());
+        // `reply` is terminal; a node that hands off is not (PG0804, its own mutation).
+        reply.terminal = false;
         Some((Code::HANDOFF_CYCLE, "/nodes/reply/handoff".into()))
     }),
     ("hand off to another level", |s, d| {
         let last = node(0, s.nodes_per_subgraph.max(1) - 1);
         d.nodes.get_mut(&last)?.handoff = Some("reply".into());
         Some((Code::HANDOFF_OTHER_LEVEL, format!("/nodes/{last}/handoff")))
+    }),
+    ("make a terminal node hand off", |_, d| {
+        d.nodes.get_mut("reply")?.handoff = Some("reply_twin".into());
+        let twin = d.nodes.get("reply")?.clone();
+        let mut twin = twin;
+        twin.id = "reply_twin".into();
+        twin.handoff = None;
+        twin.triggers.clear();
+        d.nodes.insert("reply_twin".into(), twin);
+        Some((Code::TERMINAL_HANDOFF, "/nodes/reply/terminal".into()))
     }),
     ("handoff schemas that do not line up", |s, d| {
         let m = s.nodes_per_subgraph;

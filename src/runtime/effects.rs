@@ -14,6 +14,8 @@ use serde_json::{Value, json};
 use super::executor::Executor;
 use super::guarded::{Fault, call_guarded, exec_program};
 use super::handlers::{NodeInput, PolicyInput, SharedNode, SharedPolicy, Writes};
+use super::output::{NodeOutput, accept};
+use super::record::RunId;
 use crate::contracts::condition::json_kind;
 use crate::contracts::{ExecSpec, SupervisorOutput};
 
@@ -45,8 +47,29 @@ pub(crate) enum Call {
     Node(SharedNode, NodeInput),
     /// A policy handler registered from Rust.
     Policy(SharedPolicy, PolicyInput),
-    /// A program, with its stdin.
-    Program(Arc<ExecSpec>, Value),
+    /// A program, with its stdin and, for a node's program, the ids of the call (set in
+    /// its environment).
+    Program(Arc<ExecSpec>, Value, Option<CallIds>),
+}
+
+/// Which call of which run a node call is: what a program with side effects needs to make
+/// a repeated call idempotent.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallIds {
+    pub(crate) run_id: RunId,
+    pub(crate) step: u32,
+    pub(crate) attempt: u32,
+}
+
+impl CallIds {
+    /// `PACTGRAPH_RUN_ID`, `PACTGRAPH_STEP` and `PACTGRAPH_ATTEMPT`.
+    fn env(self) -> [(&'static str, String); 3] {
+        [
+            ("PACTGRAPH_RUN_ID", self.run_id.to_string()),
+            ("PACTGRAPH_STEP", self.step.to_string()),
+            ("PACTGRAPH_ATTEMPT", self.attempt.to_string()),
+        ]
+    }
 }
 
 impl Effect {
@@ -82,8 +105,8 @@ pub struct EffectOutput {
 /// A successful effect's value.
 #[derive(Debug)]
 pub(crate) enum Produced {
-    /// A node's writes.
-    Writes(Writes),
+    /// A node's output, its envelope read (see [`super::output`]).
+    Node(NodeOutput),
     /// A policy's decision.
     Decision(SupervisorOutput),
 }
@@ -98,7 +121,7 @@ impl EffectOutput {
     pub fn error(&self) -> Option<String> {
         match &self.result {
             Ok(_) => None,
-            Err(Fault::Failed(m) | Fault::Timeout(m)) => Some(m.clone()),
+            Err(Fault::Failed(m) | Fault::Timeout(m) | Fault::InvalidOutput(m)) => Some(m.clone()),
             Err(Fault::Cancelled) => Some("cancelled".into()),
         }
     }
@@ -111,8 +134,9 @@ impl EffectOutput {
 
 impl Executor {
     /// Performs an effect: calls the handler or runs the program under the effect's time
-    /// limit and this executor's cancellation token. Never panics: a panic, an error, bad
-    /// output, a time-out or cancellation comes back as a failed output.
+    /// limit and this executor's cancellation token, and reads a node's output envelope.
+    /// Never panics: a panic, an error, bad output, a time-out or cancellation comes back
+    /// as a failed output.
     ///
     /// # Cancel safety
     ///
@@ -126,16 +150,18 @@ impl Executor {
         let result = match call {
             Call::Node(h, input) => call_guarded(|| h.0.call(input), limit, &self.cancel)
                 .await
-                .map(Produced::Writes),
+                .and_then(node_output),
             Call::Policy(h, input) => call_guarded(|| h.0.decide(input), limit, &self.cancel)
                 .await
                 .map(Produced::Decision),
-            Call::Program(spec, stdin) => {
-                let out =
-                    exec_program(&spec, &self.plan.base_dir, &stdin, limit, &self.cancel).await;
+            Call::Program(spec, stdin, ids) => {
+                let env = ids.map(CallIds::env);
+                let env = env.as_ref().map_or(&[][..], |e| &e[..]);
+                let base = &self.plan.base_dir;
+                let out = exec_program(&spec, base, &stdin, env, limit, &self.cancel).await;
                 match (kind, out) {
                     (_, Err(f)) => Err(f),
-                    (EffectKind::Node, Ok(Value::Object(m))) => Ok(Produced::Writes(m)),
+                    (EffectKind::Node, Ok(Value::Object(m))) => node_output(m.into()),
                     (EffectKind::Node, Ok(other)) => Err(Fault::Failed(format!(
                         "printed {} instead of an object of slice writes",
                         json_kind(&other)
@@ -153,7 +179,21 @@ impl Executor {
     }
 }
 
-/// The stdin of a node program: `{"node": id, "input": {slice: value...}}`.
-pub(crate) fn node_stdin(id: &str, view: Writes) -> Value {
-    json!({"node": id, "input": view})
+/// Reads a node's output envelope; a refused one is an `invalid_output` fault.
+fn node_output(out: NodeOutput) -> Result<Produced, Fault> {
+    accept(out)
+        .map(Produced::Node)
+        .map_err(|e| Fault::InvalidOutput(format!("sent an invalid output: {e}")))
+}
+
+/// The stdin of a node program:
+/// `{"node": id, "input": {slice: value...}, "run_id": id, "step": n, "attempt": n}`.
+pub(crate) fn node_stdin(id: &str, view: Writes, ids: CallIds) -> Value {
+    json!({
+        "node": id,
+        "input": view,
+        "run_id": ids.run_id,
+        "step": ids.step,
+        "attempt": ids.attempt,
+    })
 }

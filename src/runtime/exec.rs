@@ -133,6 +133,20 @@ pub async fn run_json_program(
     limit: Option<Duration>,
     cancel: &CancellationToken,
 ) -> Result<Value, ExecError> {
+    run_json_program_with_env(spec, base_dir, input, &[], limit, cancel).await
+}
+
+/// [`run_json_program`] with `extra_env` set in the program's environment after the
+/// spec's own `env` (node programs get `PACTGRAPH_RUN_ID`, `PACTGRAPH_STEP` and
+/// `PACTGRAPH_ATTEMPT` this way).
+pub async fn run_json_program_with_env(
+    spec: &ExecSpec,
+    base_dir: &Path,
+    input: &Value,
+    extra_env: &[(&str, String)],
+    limit: Option<Duration>,
+    cancel: &CancellationToken,
+) -> Result<Value, ExecError> {
     let argv0 = spec.argv.first().ok_or(ExecError::EmptyArgv)?;
     let program_path = resolve_program(argv0, base_dir);
     let program = program_path.display().to_string();
@@ -143,6 +157,7 @@ pub async fn run_json_program(
     let mut cmd = Command::new(&program_path);
     cmd.args(&spec.argv[1..])
         .envs(&spec.env)
+        .envs(extra_env.iter().map(|(k, v)| (*k, v.as_str())))
         .current_dir(&cwd)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

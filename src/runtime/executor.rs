@@ -10,6 +10,8 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use super::builder::{Clock, ExecutorBuilder, Plan, check};
+use super::output::Usage;
+use super::record::RunId;
 use super::run_state::{Control, Pending, RunState};
 use super::status::RunStatus;
 use super::step::item;
@@ -177,7 +179,7 @@ impl Executor {
         }
     }
 
-    /// A new run at `entry` with `initial_state`. Undeclared slices are an error;
+    /// A new run at `entry` with `initial_state`, with a fresh [`RunId`]. Undeclared slices are an error;
     /// `system` is created if absent, its `call_stack`, `budgets` and `steps` are (re)set
     /// by the runtime and a `decision_trace` in it is dropped (the trace is projected
     /// there from [`RunState::trace`]).
@@ -220,6 +222,7 @@ impl Executor {
         };
         let mut run = RunState {
             workflow: graph.workflow().to_string(),
+            run_id: RunId::new(),
             control: Control::Running(Pending::Decide { supervisor: entry }),
             state,
             stack: Vec::new(),
@@ -234,6 +237,7 @@ impl Executor {
                 ),
             },
             uncommitted: Vec::new(),
+            usage_total: Usage::new(),
             started_at_ms: wall_ms(),
             trace_in_state: self.plan.trace_in_state,
         };

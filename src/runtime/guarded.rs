@@ -24,6 +24,8 @@ pub(crate) enum Fault {
     Timeout(String),
     /// The run was cancelled while it ran (`cancelled`).
     Cancelled,
+    /// A node's output broke the envelope (`invalid_output`).
+    InvalidOutput(String),
 }
 
 /// Polls a boxed future, turning a panic into an error message.
@@ -98,16 +100,18 @@ pub(crate) async fn call_guarded<T>(
 
 /// Runs an `exec` behaviour or policy program with `input` on its stdin and returns the
 /// JSON value it printed (see [`super::exec`]). Node stdin is
-/// `{"node": id, "input": {slice: value...}}`; policy stdin is
+/// `{"node": id, "input": {slice: value...}, "run_id", "step", "attempt"}`; policy stdin is
 /// `{"supervisor": id, "depth": n, "allow": [...], "state": {...}}`; callers build it.
+/// `env` is added to the program's environment.
 pub(crate) async fn exec_program(
     spec: &ExecSpec,
     base_dir: &Path,
     input: &Value,
+    env: &[(&str, String)],
     limit: Option<Duration>,
     cancel: &CancellationToken,
 ) -> Result<Value, Fault> {
-    super::exec::run_json_program(spec, base_dir, input, limit, cancel)
+    super::exec::run_json_program_with_env(spec, base_dir, input, env, limit, cancel)
         .await
         .map_err(|e| {
             if e.is_timeout() {

@@ -1,6 +1,7 @@
 //! Handlers: node behaviours and supervisor policies written in Rust.
 //!
-//! A node handler gets a read-only view of its `reads` slices and returns its writes; a
+//! A node handler gets a read-only view of its `reads` slices and returns its writes (a
+//! plain [`Writes`] map, or a [`NodeOutput`] that also says what the step cost); a
 //! policy handler gets the state visible at its level, its contract and the run context
 //! and returns a [`SupervisorOutput`] (a typed [`RoutingDecision`](crate::RoutingDecision)
 //! or a bare string). Async closures register directly:
@@ -28,6 +29,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::output::NodeOutput;
+use super::record::RunId;
 use crate::contracts::{SupervisorContract, SupervisorOutput};
 
 /// A boxed, sendable future (what handlers return).
@@ -142,8 +145,14 @@ pub struct NodeInput {
     pub depth: u32,
     /// The subgraph the node runs in (`None` at the root).
     pub subgraph: Option<String>,
-    /// Steps taken before this one.
+    /// Steps taken before this one: the step this call belongs to.
     pub step: u32,
+    /// The run's id. With `step` and `attempt` it names this call: a handler with side
+    /// effects can use the three to make a repeated call (an abandoned step driven again,
+    /// a retry) idempotent.
+    pub run_id: RunId,
+    /// Which try of this step's call this is (1; retries will count up).
+    pub attempt: u32,
 }
 
 /// Where a supervisor decides: the run context handed to policies.
@@ -176,19 +185,25 @@ pub struct PolicyInput {
 }
 
 /// Runs a node registered from Rust. Implemented for async closures
-/// `Fn(NodeInput) -> impl Future<Output = Result<Writes, HandlerError>>`.
+/// `Fn(NodeInput) -> impl Future<Output = Result<O, HandlerError>>` where `O` is
+/// [`Writes`] or [`NodeOutput`] (anything `Into<NodeOutput>`).
+///
+/// The output is read as an envelope (see [`NodeOutput`]): reserved `$` keys in the writes
+/// are checked like a program's, and refused ones fail the step with `invalid_output`.
 pub trait NodeHandler: Send + Sync + 'static {
-    /// Runs the node on its input and returns its writes.
-    fn call(&self, input: NodeInput) -> BoxFuture<Result<Writes, HandlerError>>;
+    /// Runs the node on its input and returns its output.
+    fn call(&self, input: NodeInput) -> BoxFuture<Result<NodeOutput, HandlerError>>;
 }
 
-impl<F, Fut> NodeHandler for F
+impl<F, Fut, O> NodeHandler for F
 where
     F: Fn(NodeInput) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Writes, HandlerError>> + Send + 'static,
+    Fut: Future<Output = Result<O, HandlerError>> + Send + 'static,
+    O: Into<NodeOutput> + 'static,
 {
-    fn call(&self, input: NodeInput) -> BoxFuture<Result<Writes, HandlerError>> {
-        Box::pin(self(input))
+    fn call(&self, input: NodeInput) -> BoxFuture<Result<NodeOutput, HandlerError>> {
+        let fut = self(input);
+        Box::pin(async move { fut.await.map(Into::into) })
     }
 }
 
@@ -209,10 +224,12 @@ where
     }
 }
 
-/// A node handler from a synchronous function (no `async` needed).
-pub fn sync_node<F>(f: F) -> impl NodeHandler
+/// A node handler from a synchronous function (no `async` needed) returning [`Writes`]
+/// or a [`NodeOutput`].
+pub fn sync_node<F, O>(f: F) -> impl NodeHandler
 where
-    F: Fn(NodeInput) -> Result<Writes, HandlerError> + Send + Sync + 'static,
+    F: Fn(NodeInput) -> Result<O, HandlerError> + Send + Sync + 'static,
+    O: Into<NodeOutput> + Send + 'static,
 {
     let f = Arc::new(f);
     move |input: NodeInput| {

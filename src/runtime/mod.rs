@@ -16,6 +16,7 @@ pub mod exec;
 mod executor;
 mod guarded;
 mod handlers;
+mod output;
 mod record;
 mod rules;
 mod run_state;
@@ -32,8 +33,9 @@ pub use handlers::{
     BoxFuture, HandlerError, NodeHandler, NodeInput, PolicyHandler, PolicyInput, RunContext,
     Writes, sync_node, sync_policy,
 };
+pub use output::{NodeOutput, USAGE_KEY, Usage};
 pub use record::{RUN_RECORD_FORMAT, RecordError, RunId, RunIdError, RunRecord, digest_of};
 pub use run_state::{Pending, ProjectedState, RunOutcome, RunState, RunSummary, State};
 pub use status::{RunStatus, TerminationReason};
 pub use step::Step;
-pub use trace::{DecisionTrace, TraceItem, TraceKind};
+pub use trace::{Chain, ChainTrigger, DecisionTrace, TraceItem, TraceKind};

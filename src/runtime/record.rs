@@ -138,12 +138,12 @@ pub enum RecordError {
 }
 
 impl RunRecord {
-    /// A new record for `run` of `document`, with a fresh id and sequence 0.
+    /// A new record for `run` of `document`, with the run's id and sequence 0.
     pub fn new(document: WorkflowDocument, run: RunState) -> Self {
         let digest = digest_of(&document);
         Self {
             format: RUN_RECORD_FORMAT,
-            run_id: RunId::new(),
+            run_id: run.run_id,
             seq: 0,
             workflow_file: None,
             base_dir: None,
@@ -154,8 +154,8 @@ impl RunRecord {
     }
 
     /// Reads a record from JSON text: the format version is checked first (so an older
-    /// file gets that message, not a list of unknown fields), then the whole record, then
-    /// the document's digest.
+    /// file gets that message, not a list of unknown fields), then the whole record (whose
+    /// `run_id` must be its run's), then the document's digest.
     pub fn from_json(text: &str) -> Result<Self, RecordError> {
         #[derive(Deserialize)]
         struct Version {
@@ -179,6 +179,12 @@ impl RunRecord {
         }
         let mut record: RunRecord =
             serde_json::from_str(text).map_err(|e| RecordError::Malformed(e.to_string()))?;
+        if record.run_id != record.run.run_id {
+            return Err(RecordError::Malformed(format!(
+                "the record's run_id {} differs from its run's run_id {}",
+                record.run_id, record.run.run_id
+            )));
+        }
         record.document.fill_ids();
         let computed = digest_of(&record.document);
         if computed != record.digest {
@@ -276,6 +282,20 @@ mod tests {
         assert!(matches!(e, RecordError::Malformed(_)), "{e}");
         let e = RunRecord::from_json("{}").expect_err("no version");
         assert!(e.to_string().contains("pactgraph_saved_run"), "{e}");
+    }
+
+    #[test]
+    fn the_record_carries_its_runs_id_and_refuses_another() {
+        let r = record();
+        assert_eq!(r.run_id, r.run.run_id);
+        let mut v: serde_json::Value = serde_json::from_str(&r.to_json_pretty()).unwrap();
+        assert_eq!(v["run"]["run_id"], json!(r.run_id.to_string()));
+        v["run_id"] = json!(RunId::new().to_string());
+        let e = RunRecord::from_json(&v.to_string()).expect_err("two ids");
+        assert!(
+            e.to_string().contains("differs from its run's run_id"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -8,8 +8,10 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use super::callstack::{Frame, UncommittedFrame};
+use super::output::Usage;
+use super::record::RunId;
 use super::status::{RunStatus, TerminationReason};
-use super::trace::DecisionTrace;
+use super::trace::{Chain, DecisionTrace};
 use crate::contracts::SYSTEM_SLICE;
 
 /// The key of the trace's projection in the `system` slice.
@@ -36,6 +38,8 @@ pub enum Pending {
         dispatcher: Arc<str>,
         /// The node that handed off (the trace item's `source`).
         from: Arc<str>,
+        /// Where `node` stands in its chain (the trace item's `chain`).
+        chain: Chain,
     },
 }
 
@@ -86,6 +90,10 @@ pub(crate) enum Control {
 pub struct RunState {
     /// The workflow's name.
     pub workflow: String,
+    /// The run's id (made by [`Executor::start`](super::Executor::start); a
+    /// [`RunRecord`](super::RunRecord) of the run carries the same one). Node programs and
+    /// handlers get it, to make repeated calls idempotent.
+    pub run_id: RunId,
     pub(crate) control: Control,
     /// The last committed root state, without `system.decision_trace` (a projection of
     /// [`RunState::trace`], see [`RunState::state_json`]).
@@ -102,6 +110,8 @@ pub struct RunState {
     pub trace: DecisionTrace,
     /// Frames that were open when the run stopped (reported, not merged).
     pub uncommitted: Vec<UncommittedFrame>,
+    /// The sum of every `$usage` the run's nodes reported (empty when none did).
+    pub usage_total: Usage,
     /// Wall-clock start, in milliseconds since the Unix epoch (for the run deadline).
     pub started_at_ms: u64,
     /// Whether the trace is projected into `state.system.decision_trace` of the outcome
@@ -394,6 +404,7 @@ impl<'de> Deserialize<'de> for RunOutcome {
 #[serde(deny_unknown_fields, rename = "RunState")]
 struct RunStateData {
     workflow: String,
+    run_id: RunId,
     status: RunStatus,
     termination_reason: Option<TerminationReason>,
     #[serde(default)]
@@ -410,6 +421,8 @@ struct RunStateData {
     trace: DecisionTrace,
     #[serde(default)]
     uncommitted: Vec<UncommittedFrame>,
+    #[serde(default)]
+    usage_total: Usage,
     started_at_ms: u64,
     trace_in_state: bool,
 }
@@ -420,6 +433,7 @@ impl Serialize for RunState {
         #[derive(Serialize)]
         struct Borrowed<'a> {
             workflow: &'a str,
+            run_id: RunId,
             status: RunStatus,
             termination_reason: Option<TerminationReason>,
             #[serde(skip_serializing_if = "Option::is_none")]
@@ -436,6 +450,8 @@ impl Serialize for RunState {
             trace: &'a DecisionTrace,
             #[serde(skip_serializing_if = "<[_]>::is_empty")]
             uncommitted: &'a [UncommittedFrame],
+            #[serde(skip_serializing_if = "Usage::is_empty")]
+            usage_total: &'a Usage,
             started_at_ms: u64,
             trace_in_state: bool,
         }
@@ -455,6 +471,7 @@ impl Serialize for RunState {
         };
         Borrowed {
             workflow: &self.workflow,
+            run_id: self.run_id,
             status: self.status(),
             termination_reason: self.termination_reason(),
             message: self.message(),
@@ -467,6 +484,7 @@ impl Serialize for RunState {
             entries: &self.entries,
             trace: &self.trace,
             uncommitted: &self.uncommitted,
+            usage_total: &self.usage_total,
             started_at_ms: self.started_at_ms,
             trace_in_state: self.trace_in_state,
         }
@@ -513,6 +531,7 @@ impl<'de> Deserialize<'de> for RunState {
         };
         Ok(Self {
             workflow: d.workflow,
+            run_id: d.run_id,
             control,
             state: d.state,
             stack: d.stack,
@@ -521,6 +540,7 @@ impl<'de> Deserialize<'de> for RunState {
             entries: d.entries,
             trace: d.trace,
             uncommitted: d.uncommitted,
+            usage_total: d.usage_total,
             started_at_ms: d.started_at_ms,
             trace_in_state: d.trace_in_state,
         })

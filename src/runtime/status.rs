@@ -73,6 +73,11 @@ pub enum TerminationReason {
     Timeout,
     /// The run was cancelled.
     Cancelled,
+    /// A node's output broke the output envelope: an unknown `$` key, a `$` key its role
+    /// may not send, or a malformed `$usage`.
+    InvalidOutput,
+    /// A chain stage reached through a handoff got an input its `input_schema` rejects.
+    InvalidChainPayload,
 }
 
 impl TerminationReason {
@@ -93,6 +98,8 @@ impl TerminationReason {
             TerminationReason::NodeFailed => "node_failed",
             TerminationReason::Timeout => "timeout",
             TerminationReason::Cancelled => "cancelled",
+            TerminationReason::InvalidOutput => "invalid_output",
+            TerminationReason::InvalidChainPayload => "invalid_chain_payload",
         }
     }
 

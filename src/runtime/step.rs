@@ -11,15 +11,18 @@
 use std::sync::Arc;
 
 use super::budgets::{GuardStop, check_clock, check_node};
-use super::builder::{Clock, NodePlan, NodeRun, PolicyRun, SubgraphPlan, SupervisorPlan, check};
+use super::builder::{
+    Clock, NodePlan, NodeRun, PolicyRun, SubgraphPlan, SupervisorPlan, check, check_at,
+};
 use super::decisions::{Action, choice_label, decision_reason, resolve};
-use super::effects::{Call, Effect, EffectKind, EffectOutput, Produced, node_stdin};
+use super::effects::{Call, CallIds, Effect, EffectKind, EffectOutput, Produced, node_stdin};
 use super::executor::{Executor, wall_ms};
 use super::guarded::Fault;
-use super::handlers::{NodeInput, PolicyInput, RunContext, Writes};
+use super::handlers::{NodeInput, PolicyInput, RunContext};
+use super::output::NodeOutput;
 use super::run_state::{Pending, RunState};
 use super::status::{RunStatus, TerminationReason};
-use super::trace::{TraceItem, TraceKind};
+use super::trace::{Chain, TraceItem, TraceKind};
 use crate::contracts::{RoutingDecision, StopGlobal, StopLocal, SupervisorOutput};
 
 /// A step in progress: planned from a [`RunState`], possibly waiting on an [`Effect`],
@@ -166,6 +169,8 @@ pub(crate) struct NodeStep<'e> {
     pub(crate) dispatcher: Arc<str>,
     pub(crate) kind: TraceKind,
     pub(crate) source: Option<Arc<str>>,
+    /// Where the node stands in a chain (`None` outside chains).
+    pub(crate) chain: Option<Chain>,
     pub(crate) result: NodeResult,
     pub(crate) after: After<'e>,
 }
@@ -176,12 +181,15 @@ pub(crate) enum NodeResult {
     Refused(GuardStop),
     /// Its input failed its `input_schema` (the step counts).
     InputInvalid(String),
+    /// A chain stage reached through a handoff got an input its `input_schema` rejects
+    /// (the step counts).
+    ChainPayloadInvalid(String),
     /// A `set` node (or one without behaviour): its writes are its constants.
     Constant,
     /// A handler or program: its output is awaited.
     Awaiting,
     /// A handler or program ran, taking this many microseconds.
-    Ran(Result<Writes, Fault>, u64),
+    Ran(Result<NodeOutput, Fault>, u64),
 }
 
 /// Where control goes after the node.
@@ -263,7 +271,7 @@ impl Executor {
                     let action = resolve(out, &sp.contract, self.plan.graph.registry());
                     self.plan_action(run, level, sp, action, decided, step);
                 }
-                Ok(Produced::Writes(_)) => {
+                Ok(Produced::Node(_)) => {
                     let fault =
                         Fault::Failed("was given a node's output instead of a decision".into());
                     let sup = Arc::clone(&sp.id);
@@ -280,7 +288,7 @@ impl Executor {
             } => {
                 if let Then::Node(ns) = &mut planned.then {
                     let writes = match output.result {
-                        Ok(Produced::Writes(w)) => Ok(w),
+                        Ok(Produced::Node(out)) => Ok(out),
                         Ok(Produced::Decision(_)) => Err(Fault::Failed(
                             "was given a policy's decision instead of its writes".into(),
                         )),
@@ -388,6 +396,7 @@ impl Executor {
                 node,
                 dispatcher,
                 from,
+                chain,
             } => {
                 let Some(np) = plan.nodes.get(&**node) else {
                     let msg = self.unknown("node", node);
@@ -399,6 +408,7 @@ impl Executor {
                     dispatcher: Arc::clone(dispatcher),
                     kind: TraceKind::Handoff,
                     source: Some(Arc::clone(from)),
+                    chain: Some(chain.clone()),
                 };
                 self.plan_node(run, level, None, None, target, step);
             }
@@ -441,6 +451,7 @@ impl Executor {
                 dispatcher: Arc::clone(&sp.id),
                 kind: TraceKind::Dispatch,
                 source: Some(Arc::clone(&sp.id)),
+                chain: None,
             }),
             None => Err(self.unknown("node", id)),
         }
@@ -554,8 +565,14 @@ impl Executor {
             dispatcher,
             kind,
             source,
+            chain,
         } = target;
         let contract = np.contract(&plan.graph);
+        // A dispatched node with a `handoff` starts a chain (stage 0).
+        let chain = match chain {
+            None if contract.handoff.is_some() => Some(Chain::handoff_root(Arc::clone(&np.id))),
+            c => c,
+        };
         let planned = |then: Then<'e>| Planned {
             level,
             decision,
@@ -581,11 +598,13 @@ impl Executor {
         } else {
             After::Return
         };
+        let handed_off = kind == TraceKind::Handoff;
         let mut ns = NodeStep {
             np,
             dispatcher,
             kind,
             source,
+            chain,
             result: NodeResult::Constant,
             after,
         };
@@ -600,7 +619,14 @@ impl Executor {
         if let (Some(schema), Some(view)) = (&np.input_schema, &view) {
             // Checked as an object of slices; the view is a map, wrapped for the validator.
             let input = serde_json::Value::Object(view.clone());
-            if let Err(msg) = check(schema, &input) {
+            if handed_off {
+                if let Err((at, msg)) = check_at(schema, &input) {
+                    ns.result =
+                        NodeResult::ChainPayloadInvalid(chain_payload_message(&ns, &at, &msg));
+                    step.stage = Stage::Ready(planned(Then::Node(ns)));
+                    return;
+                }
+            } else if let Err(msg) = check(schema, &input) {
                 let msg = format!(
                     "the input of node `{}` does not match its input_schema: {msg}",
                     np.id
@@ -610,6 +636,11 @@ impl Executor {
                 return;
             }
         }
+        let ids = CallIds {
+            run_id: run.run_id,
+            step: run.steps,
+            attempt: 1,
+        };
         let call = match (&np.run, view) {
             (NodeRun::Handler(h), Some(view)) => Call::Node(
                 h.clone(),
@@ -618,11 +649,13 @@ impl Executor {
                     view,
                     depth: run.depth(),
                     subgraph: run.current_subgraph().map(str::to_string),
-                    step: run.steps,
+                    step: ids.step,
+                    run_id: ids.run_id,
+                    attempt: ids.attempt,
                 },
             ),
             (NodeRun::Exec(spec), Some(view)) => {
-                Call::Program(Arc::clone(spec), node_stdin(&np.id, view))
+                Call::Program(Arc::clone(spec), node_stdin(&np.id, view, ids), Some(ids))
             }
             _ => {
                 step.stage = Stage::Ready(planned(Then::Node(ns)));
@@ -657,7 +690,10 @@ impl Executor {
                     "allow": sp.contract.allow,
                     "state": self.policy_view(run),
                 });
-                (Call::Program(Arc::clone(spec), stdin), spec.timeout_ms)
+                (
+                    Call::Program(Arc::clone(spec), stdin, None),
+                    spec.timeout_ms,
+                )
             }
             Callee::Handler(h) => {
                 let input = PolicyInput {
@@ -700,6 +736,7 @@ impl Executor {
                 ex: self,
                 run,
                 at_ms: step.at_ms,
+                chain: None,
             }
             .commit(planned);
         }
@@ -723,6 +760,22 @@ struct NodeTarget<'e> {
     dispatcher: Arc<str>,
     kind: TraceKind,
     source: Option<Arc<str>>,
+    /// Set for a stage reached through a handoff; a dispatched node's chain is worked out
+    /// from its contract.
+    chain: Option<Chain>,
+}
+
+/// The message of `invalid_chain_payload`: the upstream stage (the node that handed
+/// off), the downstream stage, and where the input first goes wrong.
+fn chain_payload_message(ns: &NodeStep<'_>, at: &str, msg: &str) -> String {
+    let upstream = ns.source.as_deref().unwrap_or("?");
+    let (root, stage) = ns.chain.as_ref().map_or(("?", 0), |c| (&*c.root, c.stage));
+    format!(
+        "chain `{root}`: stage {} `{upstream}` handed off to stage {stage} `{}`, whose \
+         input_schema rejects the input at `{at}`: {msg}",
+        stage.saturating_sub(1),
+        ns.np.id
+    )
 }
 
 /// Who answers a policy call.

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::output::Usage;
 use super::status::TerminationReason;
 
 /// What a trace item records.
@@ -33,6 +34,48 @@ pub enum TraceKind {
     Resume,
     /// The run ended.
     End,
+}
+
+/// How a chain stage was reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ChainTrigger {
+    /// The node before it named it in `handoff` (the first stage was dispatched).
+    Handoff,
+}
+
+/// Where a node run stands in a chain: the chain's first node, the stage's 0-based index
+/// and how the chain goes on. The first node of a chain (dispatched, with a `handoff`) is
+/// stage 0; each handoff adds one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct Chain {
+    /// The chain's first node.
+    pub root: Arc<str>,
+    /// The stage's index (0 for the root).
+    pub stage: u32,
+    /// How the chain goes from stage to stage.
+    pub trigger: ChainTrigger,
+}
+
+impl Chain {
+    /// Stage 0 of a handoff chain starting at `root`.
+    pub fn handoff_root(root: Arc<str>) -> Self {
+        Self {
+            root,
+            stage: 0,
+            trigger: ChainTrigger::Handoff,
+        }
+    }
+
+    /// The stage after this one (same root and trigger).
+    pub fn next(&self) -> Self {
+        Self {
+            root: Arc::clone(&self.root),
+            stage: self.stage.saturating_add(1),
+            trigger: self.trigger,
+        }
+    }
 }
 
 /// One entry of the trace. Ids are shared strings: every item naming the same node,
@@ -68,6 +111,12 @@ pub struct TraceItem {
     /// How long the step took, in microseconds (0 for instantaneous items).
     #[serde(default)]
     pub duration_us: u64,
+    /// Node runs: what the step cost, as the node reported it in `$usage`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Box<Usage>>,
+    /// Items of a step that runs a chain stage: where the stage stands in its chain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<Chain>,
 }
 
 impl TraceItem {
@@ -86,6 +135,8 @@ impl TraceItem {
             candidates: Arc::default(),
             at_ms: 0,
             duration_us: 0,
+            usage: None,
+            chain: None,
         }
     }
 }

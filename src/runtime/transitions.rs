@@ -15,7 +15,7 @@ use super::guarded::Fault;
 use super::run_state::{Control, Pending, RunState};
 use super::status::{RunStatus, TerminationReason};
 use super::step::{After, Level, NodeResult, NodeStep, Planned, Then, item};
-use super::trace::{TraceItem, TraceKind};
+use super::trace::{Chain, TraceItem, TraceKind};
 use crate::contracts::{SYSTEM_SLICE, StopGlobal, StopLocal};
 
 /// A commit in progress: the run being changed and the step's timestamp.
@@ -23,11 +23,16 @@ pub(crate) struct Tx<'a> {
     pub(crate) ex: &'a Executor,
     pub(crate) run: &'a mut RunState,
     pub(crate) at_ms: u64,
+    /// The chain stage the step runs, if any: every item recorded from the node run on
+    /// carries it.
+    pub(crate) chain: Option<Chain>,
 }
 
 impl Tx<'_> {
     fn item(&self, kind: TraceKind, supervisor: Option<Arc<str>>) -> TraceItem {
-        item(self.run, kind, supervisor, self.at_ms)
+        let mut it = item(self.run, kind, supervisor, self.at_ms);
+        it.chain.clone_from(&self.chain);
+        it
     }
 
     /// Applies a planned step.
@@ -83,18 +88,28 @@ impl Tx<'_> {
             dispatcher,
             kind,
             source,
+            chain,
             result,
             after,
         } = ns;
+        self.chain = chain;
         let result = match result {
             NodeResult::Refused(g) => return self.guard_stop(g, Some(dispatcher)),
             counted => counted,
         };
         self.count_visit(np);
+        let mut usage = None;
         let (writes, duration_us): (Cow<'_, Value>, u64) = match result {
             NodeResult::Refused(_) => return,
             NodeResult::InputInvalid(msg) => {
                 return self.fail(TerminationReason::NodeFailed, msg, Some(dispatcher));
+            }
+            NodeResult::ChainPayloadInvalid(msg) => {
+                return self.fail(
+                    TerminationReason::InvalidChainPayload,
+                    msg,
+                    Some(dispatcher),
+                );
             }
             NodeResult::Awaiting => {
                 // Planning fills the result in before a step is ready; total all the same.
@@ -104,7 +119,14 @@ impl Tx<'_> {
             NodeResult::Ran(Err(fault), _) => {
                 return self.fault(&np.id, "node", fault, Some(dispatcher));
             }
-            NodeResult::Ran(Ok(w), d) => (Cow::Owned(Value::Object(w)), d),
+            NodeResult::Ran(Ok(out), d) => {
+                // The cost was spent whether or not the writes pass their checks.
+                if let Some(u) = out.usage {
+                    self.run.usage_total.add_all(&u);
+                    usage = Some(Box::new(u));
+                }
+                (Cow::Owned(Value::Object(out.writes)), d)
+            }
             // Constant writes are checked and applied by reference.
             NodeResult::Constant => match &np.run {
                 NodeRun::Set(m) => (Cow::Borrowed(m), 0),
@@ -112,7 +134,12 @@ impl Tx<'_> {
             },
         };
         if let Err((reason, msg)) = self.check_writes(level, np, &writes) {
-            return self.fail(reason, msg, Some(dispatcher));
+            self.fail(reason, msg, Some(dispatcher));
+            // The failure's item is the node run's: it carries what the run cost.
+            if let Some(it) = self.run.trace.items.last_mut() {
+                it.usage = usage;
+            }
+            return;
         }
         // All checks passed: apply the writes in one go.
         let state = self.run.level_state_mut();
@@ -136,13 +163,19 @@ impl Tx<'_> {
         it.source = source;
         it.target = Some(Arc::clone(&np.id));
         it.duration_us = duration_us;
+        it.usage = usage;
         self.run.trace.push(it);
         match after {
             After::Handoff(next) => {
+                let chain = self.chain.as_ref().map_or_else(
+                    || Chain::handoff_root(Arc::clone(&np.id)).next(),
+                    Chain::next,
+                );
                 self.run.control = Control::Running(Pending::Handoff {
                     node: Arc::clone(&next.id),
                     dispatcher,
                     from: Arc::clone(&np.id),
+                    chain,
                 });
             }
             After::EndLevel(what) => {
@@ -397,6 +430,10 @@ impl Tx<'_> {
                     message: format!("the run was cancelled while {what} `{who}` ran"),
                 };
                 self.guard_stop(g, sup);
+            }
+            Fault::InvalidOutput(m) => {
+                let msg = format!("{what} `{who}` {m}");
+                self.fail(TerminationReason::InvalidOutput, msg, sup);
             }
         }
     }

@@ -59,6 +59,8 @@ codes! {
     /// A supervisor can decide `ask_clarification` but no `clarification` slice is
     /// declared (information only when just a `policy` may ask).
     NO_CLARIFICATION_SLICE = 102, Warning, "clarification without a `clarification` slice";
+    /// A slice name begins with `$` (reserved for the node output envelope).
+    RESERVED_SLICE_NAME = 103, Error, "slice name beginning with `$`";
     /// A member node reads a slice outside its subgraph's boundary.
     BOUNDARY_READ = 201, Error, "read outside the subgraph boundary";
     /// A member node writes a slice outside its subgraph's `writes`.
@@ -105,6 +107,8 @@ codes! {
     HANDOFF_OTHER_LEVEL = 802, Error, "handoff to another level";
     /// The upstream output schema does not provide what the downstream input requires.
     HANDOFF_SCHEMA = 803, Error, "handoff schemas do not match";
+    /// A node has both `terminal` and `handoff` (the runtime would ignore one of them).
+    TERMINAL_HANDOFF = 804, Error, "terminal node with a handoff";
     /// The hop-fit proof cannot decide whether a handoff's schemas fit.
     HANDOFF_SCHEMA_UNDECIDED = 805, Info, "handoff fit not decided";
     /// A JSON Schema does not compile.

@@ -13,7 +13,9 @@ mod recursion;
 mod references;
 mod schema_fit;
 mod schemas;
+mod slice_names;
 mod system;
+mod terminal_handoff;
 
 use super::{Context, Diagnostic};
 
@@ -39,6 +41,10 @@ pub(crate) const ALL: &[Rule] = &[
     Rule {
         name: "clarification",
         check: clarification::check,
+    },
+    Rule {
+        name: "slice_names",
+        check: slice_names::check,
     },
     Rule {
         name: "boundary",
@@ -67,6 +73,10 @@ pub(crate) const ALL: &[Rule] = &[
     Rule {
         name: "handoff",
         check: handoff::check,
+    },
+    Rule {
+        name: "terminal_handoff",
+        check: terminal_handoff::check,
     },
     Rule {
         name: "schemas",

@@ -1,0 +1,347 @@
+//! The node output envelope: what a node's handler returns or its program prints.
+//!
+//! A node's output is one JSON object. Its keys are the slices it writes, plus optional
+//! reserved keys beginning with `$`. This module is the one place the envelope is read:
+//! [`accept`] takes the raw output apart into the slice writes and the parts the runtime
+//! understands, and refuses what it does not.
+//!
+//! | key | who may send it | today |
+//! | --- | --- | --- |
+//! | `$usage` | any node | kept: on the node's trace item and summed per run |
+//! | `$route`, `$message` | router nodes | refused: routers do not exist yet |
+//! | `$broadcast`, `$exit`, `$final` | team members and leads | refused: teams do not exist yet |
+//! | any other `$` key | nobody | refused |
+//!
+//! A refused output fails the step with `invalid_output` and applies nothing.
+
+use indexmap::IndexMap;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Number, Value};
+
+use super::handlers::Writes;
+use crate::contracts::condition::json_kind;
+
+/// The reserved key a node reports its cost under.
+pub const USAGE_KEY: &str = "$usage";
+
+/// What a step cost: name to amount (`input_tokens`, `output_tokens`, `cost_usd`, or
+/// any other name), each a non-negative JSON number. Integers stay integers when summed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct Usage(IndexMap<String, Number>);
+
+impl Usage {
+    /// No usage.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// This usage with `amount` added to `name` (see [`Usage::add`]). Integers convert
+    /// directly; a fraction is `Number::from_f64(0.25)`.
+    pub fn with(mut self, name: impl Into<String>, amount: impl Into<Number>) -> Self {
+        self.add(name, amount.into());
+        self
+    }
+
+    /// Adds `amount` to `name`: integers add as integers (falling back to floating point
+    /// past `u64::MAX`), anything else as `f64`.
+    pub fn add(&mut self, name: impl Into<String>, amount: Number) {
+        let name = name.into();
+        let sum = match self.0.get(&name) {
+            None => amount,
+            Some(have) => add_numbers(have, &amount),
+        };
+        self.0.insert(name, sum);
+    }
+
+    /// Adds every amount of `other`.
+    pub fn add_all(&mut self, other: &Usage) {
+        for (name, amount) in &other.0 {
+            match self.0.get_mut(name) {
+                Some(have) => *have = add_numbers(have, amount),
+                None => {
+                    self.0.insert(name.clone(), amount.clone());
+                }
+            }
+        }
+    }
+
+    /// The amount recorded under `name`.
+    pub fn get(&self, name: &str) -> Option<&Number> {
+        self.0.get(name)
+    }
+
+    /// The amounts, in the order their names first appeared.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Number)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    /// Number of names.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when nothing is recorded.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Reads a `$usage` value: an object of `name: number`, every number finite and not
+    /// negative. The error says what is wrong, in words.
+    pub fn from_value(value: Value) -> Result<Self, String> {
+        let Value::Object(map) = value else {
+            return Err(format!(
+                "must be an object of `name: number`, not {}",
+                json_kind(&value)
+            ));
+        };
+        let mut usage = IndexMap::with_capacity(map.len());
+        for (name, amount) in map {
+            match amount {
+                Value::Number(n) if n.as_f64().is_some_and(|f| f >= 0.0) => {
+                    usage.insert(name, n);
+                }
+                Value::Number(n) => {
+                    return Err(format!("`{name}` is {n}; an amount cannot be negative"));
+                }
+                other => {
+                    return Err(format!(
+                        "`{name}` must be a number, not {}",
+                        json_kind(&other)
+                    ));
+                }
+            }
+        }
+        Ok(Self(usage))
+    }
+}
+
+impl FromIterator<(String, Number)> for Usage {
+    fn from_iter<I: IntoIterator<Item = (String, Number)>>(iter: I) -> Self {
+        let mut usage = Usage::new();
+        for (name, amount) in iter {
+            usage.add(name, amount);
+        }
+        usage
+    }
+}
+
+/// `a + b`: as `u64` when both are and the sum fits, else as `f64` (capped at
+/// `f64::MAX`, so the sum stays a JSON number).
+fn add_numbers(a: &Number, b: &Number) -> Number {
+    if let (Some(x), Some(y)) = (a.as_u64(), b.as_u64())
+        && let Some(s) = x.checked_add(y)
+    {
+        return Number::from(s);
+    }
+    let s = a.as_f64().unwrap_or(0.0) + b.as_f64().unwrap_or(0.0);
+    Number::from_f64(s.min(f64::MAX)).unwrap_or_else(|| Number::from(0u64))
+}
+
+/// What a node returns: its slice writes and, optionally, what the step cost.
+///
+/// A Rust handler may return a `NodeOutput` or a plain [`Writes`] map (converted with
+/// `From`). Reserved `$` keys left in `writes` are read the same way as in a program's
+/// output (a `$usage` entry becomes [`NodeOutput::usage`]), so both ways of saying it are
+/// accepted, but not both at once.
+///
+/// ```
+/// use pactgraph::runtime::{NodeOutput, Usage};
+/// use serde_json::{Map, json};
+///
+/// let mut writes = Map::new();
+/// writes.insert("answer".into(), json!("hi"));
+/// let out = NodeOutput::new(writes).with_usage(Usage::new().with("output_tokens", 12));
+/// assert_eq!(out.usage.as_ref().and_then(|u| u.get("output_tokens")), Some(&12.into()));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct NodeOutput {
+    /// Slice name to its new value (each slice replaced whole).
+    pub writes: Writes,
+    /// What the step cost (`$usage`).
+    pub usage: Option<Usage>,
+}
+
+impl NodeOutput {
+    /// An output of these writes, with no usage.
+    pub fn new(writes: Writes) -> Self {
+        Self {
+            writes,
+            usage: None,
+        }
+    }
+
+    /// This output with `usage`.
+    pub fn with_usage(mut self, usage: Usage) -> Self {
+        self.usage = Some(usage);
+        self
+    }
+}
+
+impl From<Writes> for NodeOutput {
+    fn from(writes: Writes) -> Self {
+        Self::new(writes)
+    }
+}
+
+/// The roles that may send the reserved keys not accepted yet.
+fn reserved_for(key: &str) -> Option<&'static str> {
+    match key {
+        "$route" | "$message" => Some("a router node"),
+        "$broadcast" => Some("a team member or a team's lead"),
+        "$exit" => Some("a team member"),
+        "$final" => Some("a team's lead"),
+        _ => None,
+    }
+}
+
+/// Reads a node's raw output: takes the reserved `$` keys out of its writes and checks
+/// them. Nodes have no role yet (routers and teams come later), so only `$usage` is
+/// accepted. The error names the key and what is wrong with it.
+///
+/// The common output has no `$` key: then the writes are handed back as they are, and
+/// nothing is allocated.
+pub fn accept(output: NodeOutput) -> Result<NodeOutput, String> {
+    let NodeOutput { mut writes, usage } = output;
+    if let Some(u) = &usage
+        && let Some((name, n)) = u.iter().find(|(_, n)| n.as_f64().is_none_or(|f| f < 0.0))
+    {
+        return Err(format!(
+            "usage `{name}` is {n}; an amount cannot be negative"
+        ));
+    }
+    if !writes.keys().any(|k| k.starts_with('$')) {
+        return Ok(NodeOutput { writes, usage });
+    }
+    let mut usage = usage.map(Ok);
+    let mut rest = Map::with_capacity(writes.len());
+    for (key, value) in std::mem::take(&mut writes) {
+        if !key.starts_with('$') {
+            rest.insert(key, value);
+        } else if key == USAGE_KEY {
+            if usage.is_some() {
+                return Err(format!(
+                    "`{USAGE_KEY}` is given twice (as NodeOutput::usage and as a `{USAGE_KEY}` key)"
+                ));
+            }
+            usage = Some(Usage::from_value(value).map_err(|e| format!("`{USAGE_KEY}` {e}")));
+        } else if let Some(role) = reserved_for(&key) {
+            return Err(format!(
+                "`{key}` may be sent only by {role}, and this node is not one"
+            ));
+        } else {
+            return Err(format!(
+                "`{key}` is not a reserved key (keys beginning with `$` are reserved; the \
+                 only one a node may send is `{USAGE_KEY}`)"
+            ));
+        }
+    }
+    Ok(NodeOutput {
+        writes: rest,
+        usage: usage.transpose()?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn out(v: Value) -> NodeOutput {
+        match v {
+            Value::Object(m) => NodeOutput::from(m),
+            _ => panic!("test outputs are objects"),
+        }
+    }
+
+    #[test]
+    fn plain_writes_pass_untouched() {
+        let o = accept(out(json!({"a": 1, "b": {"$usage": 2}}))).expect("valid");
+        assert_eq!(Value::Object(o.writes), json!({"a": 1, "b": {"$usage": 2}}));
+        assert_eq!(o.usage, None);
+    }
+
+    #[test]
+    fn usage_is_taken_out_of_the_writes() {
+        let o = accept(out(json!({
+            "a": 1, "$usage": {"input_tokens": 10, "cost_usd": 0.25, "calls": 1}
+        })))
+        .expect("valid");
+        assert_eq!(Value::Object(o.writes), json!({"a": 1}));
+        let u = o.usage.expect("usage kept");
+        assert_eq!(
+            serde_json::to_value(&u).expect("plain data"),
+            json!({"input_tokens": 10, "cost_usd": 0.25, "calls": 1})
+        );
+    }
+
+    #[test]
+    fn usage_must_be_an_object_of_non_negative_numbers() {
+        for (bad, says) in [
+            (
+                json!([1]),
+                "must be an object of `name: number`, not an array",
+            ),
+            (json!({"t": "3"}), "`t` must be a number, not a string"),
+            (json!({"t": null}), "`t` must be a number, not null"),
+            (json!({"t": -1}), "`t` is -1; an amount cannot be negative"),
+        ] {
+            let e = accept(out(json!({"a": 1, "$usage": bad}))).expect_err("invalid");
+            assert!(e.starts_with("`$usage` "), "{e}");
+            assert!(e.contains(says), "{e} should say {says}");
+        }
+    }
+
+    #[test]
+    fn role_keys_name_their_role_and_others_are_unknown() {
+        for (key, role) in [
+            ("$route", "a router node"),
+            ("$message", "a router node"),
+            ("$broadcast", "a team member or a team's lead"),
+            ("$exit", "a team member"),
+            ("$final", "a team's lead"),
+        ] {
+            let e = accept(out(json!({"a": 1, key: true}))).expect_err("refused");
+            assert!(
+                e.contains(&format!("`{key}` may be sent only by {role}")),
+                "{e}"
+            );
+        }
+        let e = accept(out(json!({"$cost": 1}))).expect_err("unknown");
+        assert!(
+            e.starts_with("`$cost` is not a reserved key") && e.contains("`$usage`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn typed_usage_and_a_usage_key_are_not_both_accepted() {
+        let typed = out(json!({"$usage": {"t": 1}})).with_usage(Usage::new().with("t", 1));
+        let e = accept(typed).expect_err("twice");
+        assert!(e.contains("given twice"), "{e}");
+        let typed = out(json!({"a": 1})).with_usage(Usage::new().with("t", 1));
+        assert_eq!(accept(typed.clone()), Ok(typed));
+        let negative = out(json!({})).with_usage(Usage::new().with("t", -2));
+        let e = accept(negative).expect_err("negative");
+        assert!(e.contains("usage `t` is -2"), "{e}");
+    }
+
+    #[test]
+    fn sums_keep_integers_and_add_floats() {
+        let f = |x: f64| Number::from_f64(x).expect("finite");
+        let mut total = Usage::new().with("t", 2).with("usd", f(0.5));
+        total.add_all(&Usage::new().with("usd", f(0.25)).with("t", 3).with("n", 1));
+        assert_eq!(
+            serde_json::to_value(&total).expect("plain data"),
+            json!({"t": 5, "usd": 0.75, "n": 1})
+        );
+        let mut big = Usage::new().with("t", u64::MAX);
+        big.add("t", Number::from(1u64));
+        assert!(big.get("t").expect("kept").is_f64());
+        let mut huge = Usage::new().with("x", Number::from_f64(f64::MAX).expect("finite"));
+        huge.add("x", Number::from_f64(f64::MAX).expect("finite"));
+        assert_eq!(huge.get("x").and_then(Number::as_f64), Some(f64::MAX));
+    }
+}
