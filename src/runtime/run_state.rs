@@ -389,6 +389,7 @@ impl<'de> Deserialize<'de> for RunOutcome {
 impl RunState {
     /// The control as the fields the run state serializes: status, termination reason,
     /// message, question and pending (for a paused run, the supervisor that asked).
+    #[cfg(feature = "store")]
     pub(crate) fn control_parts(
         &self,
     ) -> (
@@ -415,6 +416,7 @@ impl RunState {
     }
 
     /// Sets the control from its serialized fields (see [`RunState::control_parts`]).
+    #[cfg(feature = "store")]
     pub(crate) fn set_control(
         &mut self,
         status: RunStatus,
