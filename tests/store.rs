@@ -42,6 +42,7 @@ fn asker() -> Value {
         "entry": "root",
         "supervisors": {"root": {"allow": ["x"], "default": {"ask_clarification": {"question": "which?"}}}},
         "nodes": {"x": {"supervisor": "root", "writes": ["clarification"], "terminal": true,
+            "triggers": [{"priority": 1, "when": {"path": "/clarification", "exists": true}}],
             "run": {"set": {"clarification": 1}}}}
     })
 }
@@ -488,6 +489,58 @@ fn cancel_stops_queued_and_paused_runs_only() {
                 ..
             })
         ));
+    });
+}
+
+/// Proves a pause and its resume go through the store: the paused run is snapshotted,
+/// the resume (answer written, trace item, deadline restarted) is checkpointed as one
+/// more transition, and the reloaded run finishes as the same run kept in memory.
+#[test]
+fn a_paused_run_resumes_through_the_store() {
+    rt().block_on(async {
+        let (_dir, store) = store().await;
+        let (ex, record) = setup(asker(), json!({}));
+        let id = record.run_id;
+        store
+            .create(&record, &CreateOptions::default())
+            .await
+            .unwrap();
+        let paused = drive(&ex, &store, id, "a", &DriveOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(paused.question(), Some("which?"));
+        let stored = store.load(id).await.unwrap();
+        assert_eq!(stored.record.run, paused);
+        // The resume, as one checkpoint.
+        store.claim(id, "a", LEASE).await.unwrap();
+        let before = Before::of(&stored.record.run);
+        let resumed = ex.resume(stored.record.run, "the blue one").unwrap();
+        let delta = StepDelta::between(&before, &resumed);
+        assert!(delta.root.set.contains_key("clarification"));
+        assert_eq!(delta.trace.last().map(|i| i.kind), Some(TraceKind::Resume));
+        let seq = stored.record.seq + 1;
+        store
+            .checkpoint(id, "a", Checkpoint::new(seq, &delta, &resumed))
+            .await
+            .unwrap();
+        store.release(id, "a").await.unwrap();
+        assert_eq!(store.load(id).await.unwrap().record.run, resumed);
+        assert_eq!(
+            store.info(id).await.unwrap().status,
+            StoredStatus::Interrupted
+        );
+        // Finished from the store, as in memory.
+        let mut expected = resumed.clone();
+        ex.run_in_place(&mut expected).await;
+        let finished = drive(&ex, &store, id, "b", &DriveOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(finished, expected);
+        assert_eq!(finished.status(), RunStatus::Completed);
+        assert_eq!(
+            store.info(id).await.unwrap().status,
+            StoredStatus::Completed
+        );
     });
 }
 
