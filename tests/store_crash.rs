@@ -13,14 +13,17 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use pactgraph::runtime::{Executor, RunId, RunRecord, TerminationReason, sync_node};
-use pactgraph::store::{CreateOptions, DriveOptions, RunStore, SqliteStore, StoredStatus, drive};
+use pactgraph::store::{
+    CreateOptions, DriveOptions, RunStore, SqliteStore, StoreError, StoredStatus, drive,
+};
 use serde_json::{Value, json};
 use support::runtime::{builder, graph, rt};
 
 const CHILD: &str = "PACTGRAPH_STORE_CRASH_CHILD";
 const STEPS: u32 = 60;
-/// The child's lease: short, so the parent can take over soon after the kill.
-const CHILD_LEASE: Duration = Duration::from_millis(400);
+/// The child's lease: short, so the parent can take over soon after the kill, and long
+/// next to a step (~10 ms), so a loaded machine does not make the child lose it.
+const CHILD_LEASE: Duration = Duration::from_millis(1500);
 
 /// A counter: node `tick` (a Rust handler that takes ~10 ms) adds 1 to `n` every step,
 /// until `max_steps` stops the run.
@@ -130,12 +133,17 @@ fn a_run_killed_mid_step_resumes_exactly_from_its_last_commit() {
             "killed mid-run: {info:?}"
         );
         assert_eq!(info.owner.as_deref(), Some("child"));
-        // Once the lease lapses the run is interrupted and can be claimed.
-        tokio::time::sleep(CHILD_LEASE + Duration::from_millis(50)).await;
-        assert_eq!(
-            store.info(id).await.unwrap().status,
-            StoredStatus::Interrupted
-        );
+        // Until its lease lapses the dead owner still holds the run; then the run is
+        // interrupted and can be claimed.
+        match store.claim(id, "parent", CHILD_LEASE).await {
+            Err(StoreError::LeaseHeld { holder, .. }) => assert_eq!(holder, "child"),
+            other => panic!("expected the dead child's lease to hold, got {other:?}"),
+        }
+        let killed = Instant::now();
+        while store.info(id).await.unwrap().status != StoredStatus::Interrupted {
+            assert!(killed.elapsed() < CHILD_LEASE * 4, "the lease never lapses");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
 
         // Every committed step is there, numbered 1..=seq, none twice.
         let loaded = store.load(id).await.unwrap();
