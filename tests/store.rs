@@ -544,6 +544,58 @@ fn a_paused_run_resumes_through_the_store() {
     });
 }
 
+/// Proves `drive` renews its lease: steps of ~5 ms under a 60 ms lease run for several
+/// leases' worth of time, and every checkpoint (each fenced on a current lease) lands.
+/// Also that of two owners claiming at once exactly one gets the run.
+#[test]
+fn drive_renews_its_lease_and_claims_are_exclusive() {
+    rt().block_on(async {
+        let (_dir, store) = store().await;
+        let mut doc = ticker(40, "t");
+        doc["nodes"]["tick"]["run"] = json!({"handler": "slow"});
+        let g = graph(doc);
+        let document = g.to_document();
+        let ex = builder(g)
+            .node_handler(
+                "slow",
+                pactgraph::runtime::sync_node(|_| {
+                    std::thread::sleep(Duration::from_millis(5));
+                    let mut w = serde_json::Map::new();
+                    w.insert("n".into(), json!(1));
+                    Ok(w)
+                }),
+            )
+            .build()
+            .unwrap();
+        let record = RunRecord::new(document, ex.start(json!({})).unwrap());
+        let id = record.run_id;
+        store
+            .create(&record, &CreateOptions::default())
+            .await
+            .unwrap();
+        let (x, y) = tokio::join!(store.claim(id, "x", LEASE), store.claim(id, "y", LEASE));
+        assert!(
+            x.is_ok() != y.is_ok(),
+            "exactly one claim wins: {x:?} {y:?}"
+        );
+        let winner = if x.is_ok() { "x" } else { "y" };
+        store.release(id, winner).await.unwrap();
+
+        let t0 = std::time::Instant::now();
+        let lease = Duration::from_millis(60);
+        let run = drive(&ex, &store, id, "a", &DriveOptions::default().lease(lease))
+            .await
+            .unwrap();
+        assert!(t0.elapsed() > lease * 3, "the run outlived several leases");
+        assert_eq!(run.steps, 40);
+        assert_eq!(
+            store.info(id).await.unwrap().seq,
+            store.storage(id).await.unwrap().steps
+        );
+        assert_eq!(store.load(id).await.unwrap().record.run, run);
+    });
+}
+
 /// Proves opening by URL: the file and its folder are created, `sqlite::memory:` works,
 /// and a bad URL or an unopenable path is a clear error naming it.
 #[test]
