@@ -4,7 +4,7 @@
 //! A store keeps each run as a row (id, name, workflow, status, lease, counters), its
 //! workflow document once per digest, one row per committed step holding the step's
 //! [`StepDelta`] (what it changed, not the whole state), and a snapshot of the whole
-//! [`RunState`](crate::runtime::RunState) at creation, at pauses, at the end and every
+//! [`RunState`] at creation, at pauses, at the end and every
 //! `snapshot_every` steps. Loading a run is its latest snapshot plus the deltas after it.
 //! `docs/spec/store.md` gives the contract.
 
