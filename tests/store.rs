@@ -208,7 +208,7 @@ fn another_owners_write_is_refused_and_an_expired_lease_can_be_claimed() {
 
 /// Proves storage grows with what steps write: a run with a 20 KB slice no step writes
 /// and 200 small steps stores less than a tenth of 200 x the slice: no delta holds the
-/// slice, a delta is under 2 KB (its trace items, the counter slice, `system`), and one
+/// slice, a delta is under 2 KB (its trace items and counters), and one
 /// snapshot is kept (the slice once, plus the trace).
 #[test]
 fn storage_grows_with_what_steps_write_not_with_state_size() {
