@@ -596,6 +596,42 @@ fn drive_renews_its_lease_and_claims_are_exclusive() {
     });
 }
 
+/// Proves `drive` renews its lease while an effect runs: each of 3 node calls takes
+/// 150 ms (awaiting, as an LLM call would) under a 60 ms lease, and every checkpoint lands.
+#[test]
+fn drive_renews_its_lease_during_a_long_effect() {
+    rt().block_on(async {
+        let (_dir, store) = store().await;
+        let mut doc = ticker(3, "t");
+        doc["nodes"]["tick"]["run"] = json!({"handler": "long"});
+        let g = graph(doc);
+        let document = g.to_document();
+        let ex = builder(g)
+            .node_handler("long", |_input: pactgraph::runtime::NodeInput| async {
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                let mut w = serde_json::Map::new();
+                w.insert("n".into(), json!(1));
+                Ok(w)
+            })
+            .build()
+            .unwrap();
+        let record = RunRecord::new(document, ex.start(json!({})).unwrap());
+        let id = record.run_id;
+        store
+            .create(&record, &CreateOptions::default())
+            .await
+            .unwrap();
+        let options = DriveOptions::default().lease(Duration::from_millis(60));
+        let run = drive(&ex, &store, id, "a", &options).await.unwrap();
+        assert_eq!(run.steps, 3);
+        assert_eq!(
+            run.termination_reason(),
+            Some(TerminationReason::MaxStepsExceeded)
+        );
+        assert_eq!(store.load(id).await.unwrap().record.run, run);
+    });
+}
+
 /// Proves opening by URL: the file and its folder are created, `sqlite::memory:` works,
 /// and a bad URL or an unopenable path is a clear error naming it.
 #[test]

@@ -43,7 +43,9 @@ impl DriveOptions {
 /// document) as `owner`: claims the lease, loads the run, steps it with
 /// [`Executor::begin_step`], [`Executor::perform`], [`Executor::resolve_step`] and
 /// [`Executor::commit_step`], checkpoints every committed step, renews the lease as it
-/// goes and releases it at the end. Returns the run as last checkpointed.
+/// goes (between steps, and while an effect runs, each time half of it is left) and
+/// releases it at the end. Returns the run as last checkpointed. Needs a tokio runtime
+/// with time enabled (for the renewals).
 ///
 /// A step whose checkpoint is refused (its lease lost to another owner, say) is not
 /// kept: the error is returned and the run in the store is as its last checkpoint left
@@ -83,7 +85,20 @@ async fn steps<S: RunStore>(
         let before = Before::of(&run);
         let mut step = executor.begin_step(&run);
         while let Some(effect) = step.take_effect() {
-            let output = executor.perform(effect).await;
+            // The lease is renewed while the effect runs, each time half of it is left;
+            // losing it abandons the effect (dropping it kills its program).
+            let perform = executor.perform(effect);
+            tokio::pin!(perform);
+            let output = loop {
+                let left = lease_expires_ms.saturating_sub(now_ms());
+                let wait = Duration::from_millis(left.saturating_sub(half));
+                tokio::select! {
+                    output = &mut perform => break output,
+                    () = tokio::time::sleep(wait) => {
+                        lease_expires_ms = store.renew(id, owner, options.lease).await?.expires_ms;
+                    }
+                }
+            };
             executor.resolve_step(&run, &mut step, output);
         }
         executor.commit_step(&mut run, step);
