@@ -13,6 +13,8 @@
 pub mod contracts;
 pub mod graph;
 pub mod runtime;
+#[cfg(feature = "store")]
+pub mod store;
 pub mod validator;
 pub mod visualize;
 

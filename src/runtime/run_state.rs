@@ -396,6 +396,95 @@ impl<'de> Deserialize<'de> for RunOutcome {
     }
 }
 
+impl RunState {
+    /// The control as the fields the run state serializes: status, termination reason,
+    /// message, question and pending (for a paused run, the supervisor that asked).
+    #[cfg(feature = "store")]
+    pub(crate) fn control_parts(
+        &self,
+    ) -> (
+        RunStatus,
+        Option<TerminationReason>,
+        Option<&str>,
+        Option<&str>,
+        Option<Pending>,
+    ) {
+        let pending = match &self.control {
+            Control::Running(p) => Some(p.clone()),
+            Control::AwaitingInput { supervisor, .. } => Some(Pending::Decide {
+                supervisor: Arc::clone(supervisor),
+            }),
+            Control::Ended { .. } => None,
+        };
+        (
+            self.status(),
+            self.termination_reason(),
+            self.message(),
+            self.question(),
+            pending,
+        )
+    }
+
+    /// Sets the control from its serialized fields (see [`RunState::control_parts`]).
+    #[cfg(feature = "store")]
+    pub(crate) fn set_control(
+        &mut self,
+        status: RunStatus,
+        termination_reason: Option<TerminationReason>,
+        message: Option<String>,
+        question: Option<String>,
+        pending: Option<Pending>,
+    ) -> Result<(), String> {
+        self.control =
+            Self::control_from_parts(status, termination_reason, message, question, pending)?;
+        Ok(())
+    }
+
+    /// The control its serialized fields describe, refusing parts that contradict each
+    /// other (running with nothing pending, paused without a question, ended without a
+    /// reason).
+    pub(crate) fn control_from_parts(
+        status: RunStatus,
+        termination_reason: Option<TerminationReason>,
+        message: Option<String>,
+        question: Option<String>,
+        pending: Option<Pending>,
+    ) -> Result<Control, String> {
+        Ok(match (status, pending, question, termination_reason) {
+            (RunStatus::Running, Some(p), None, None) => Control::Running(p),
+            (RunStatus::Running, None, _, _) => {
+                return Err("a running run needs `pending`".into());
+            }
+            (
+                RunStatus::AwaitingInput,
+                Some(Pending::Decide { supervisor }),
+                Some(question),
+                Some(TerminationReason::AwaitingInput),
+            ) => Control::AwaitingInput {
+                question,
+                supervisor,
+            },
+            (RunStatus::AwaitingInput, ..) => {
+                return Err(
+                    "a run awaiting input needs `question`, `pending: {\"decide\": ...}` \
+                     and termination_reason `awaiting_input`"
+                        .into(),
+                );
+            }
+            (status, None, None, Some(reason)) => Control::Ended {
+                status,
+                reason,
+                message,
+            },
+            (status, ..) => {
+                return Err(format!(
+                    "a `{status}` run needs a termination_reason and no `pending` or `question`"
+                ));
+            }
+        })
+    }
+}
+
 // ---- the run state's own serialization: summary fields, then what continuing needs ----
 
 /// The serialized form of a [`RunState`], as read (it is written from borrowed fields in
@@ -498,37 +587,14 @@ impl<'de> Deserialize<'de> for RunState {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         use serde::de::Error;
         let d = RunStateData::deserialize(deserializer)?;
-        let control = match (d.status, d.pending, d.question, d.termination_reason) {
-            (RunStatus::Running, Some(p), None, None) => Control::Running(p),
-            (RunStatus::Running, None, _, _) => {
-                return Err(D::Error::custom("a running run needs `pending`"));
-            }
-            (
-                RunStatus::AwaitingInput,
-                Some(Pending::Decide { supervisor }),
-                Some(question),
-                Some(TerminationReason::AwaitingInput),
-            ) => Control::AwaitingInput {
-                question,
-                supervisor,
-            },
-            (RunStatus::AwaitingInput, ..) => {
-                return Err(D::Error::custom(
-                    "a run awaiting input needs `question`, `pending: {\"decide\": ...}` and \
-                     termination_reason `awaiting_input`",
-                ));
-            }
-            (status, None, None, Some(reason)) => Control::Ended {
-                status,
-                reason,
-                message: d.message,
-            },
-            (status, ..) => {
-                return Err(D::Error::custom(format!(
-                    "a `{status}` run needs a termination_reason and no `pending` or `question`"
-                )));
-            }
-        };
+        let control = RunState::control_from_parts(
+            d.status,
+            d.termination_reason,
+            d.message,
+            d.question,
+            d.pending,
+        )
+        .map_err(D::Error::custom)?;
         Ok(Self {
             workflow: d.workflow,
             run_id: d.run_id,

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests, one submodule per family. A test file says
 //! `mod support;` and uses the submodule it needs.
 //!
+//! * [`random_workflow`]: random valid workflows with random rule outcomes and their
+//!   inputs, for the runtime's and the run store's property tests.
 //! * [`runtime`]: compiling workflows, building executors and reading runs, for the
 //!   runtime tests.
 //! * [`valid_workflow`]: a generator of valid workflows, for the validator's property
@@ -9,6 +11,7 @@
 //!   visualization tests.
 #![allow(dead_code)]
 
+pub mod random_workflow;
 pub mod runtime;
 pub mod valid_workflow;
 pub mod visualize;

@@ -1,0 +1,416 @@
+//! Step deltas: what one committed transition changed in a [`RunState`], computed by
+//! comparing the run before and after it, and applied to the run before to give the run
+//! after, exactly (`==`, key order included).
+//!
+//! A delta holds the slices that changed at every level (root state and open frames, key
+//! by key, JSON values compared with `==`), the frames popped and pushed, the counters
+//! that moved, the trace items appended, the new control (status, pending, question,
+//! reason, message) and the uncommitted frames when they changed. A large slice no step
+//! writes appears in no delta.
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::runtime::{
+    Frame, Pending, RunState, RunStatus, State, TerminationReason, TraceItem, UncommittedFrame,
+    Usage,
+};
+
+/// What a run looked like before a transition: the parts a [`StepDelta`] compares. Take it
+/// with [`Before::of`] right before the step commits (or before a resume).
+#[derive(Debug, Clone)]
+pub struct Before {
+    state: State,
+    stack: Vec<Frame>,
+    visits: IndexMap<String, u32>,
+    entries: IndexMap<String, u32>,
+    trace_len: usize,
+    uncommitted: Vec<UncommittedFrame>,
+    started_at_ms: u64,
+    usage_total: Usage,
+}
+
+impl Before {
+    /// Records the parts of `run` a delta compares (the trace only by its length).
+    pub fn of(run: &RunState) -> Self {
+        Self {
+            state: run.state.clone(),
+            stack: run.stack.clone(),
+            visits: run.visits.clone(),
+            entries: run.entries.clone(),
+            trace_len: run.trace.len(),
+            uncommitted: run.uncommitted.clone(),
+            started_at_ms: run.started_at_ms,
+            usage_total: run.usage_total.clone(),
+        }
+    }
+}
+
+/// The change of one state map (a level's slices, or a counter map): keys removed, then
+/// keys set in order (existing keys keep their place, new keys are appended). When the
+/// keys were reordered in a way these two operations cannot reproduce, the whole map.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MapDelta<V> {
+    /// Keys removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<String>,
+    /// Keys whose value changed or that are new, with their new value.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub set: IndexMap<String, V>,
+    /// The whole map, replacing it (only when its key order changed otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whole: Option<IndexMap<String, V>>,
+}
+
+impl<V: Clone + PartialEq> MapDelta<V> {
+    /// The change from `before` to `after`.
+    fn between<'a, I, J>(before: I, after: J, before_len: usize, after_len: usize) -> Self
+    where
+        I: Iterator<Item = (&'a String, &'a V)> + Clone,
+        J: Iterator<Item = (&'a String, &'a V)> + Clone,
+        V: 'a,
+    {
+        let mut delta = Self {
+            removed: Vec::new(),
+            set: IndexMap::new(),
+            whole: None,
+        };
+        let after_map: IndexMap<&String, &V> = after.clone().collect();
+        let before_map: IndexMap<&String, &V> = before.clone().collect();
+        for (k, _) in before.clone() {
+            if !after_map.contains_key(k) {
+                delta.removed.push(k.clone());
+            }
+        }
+        // Replaying `removed` then `set` keeps the surviving keys in their old order and
+        // appends the new ones in their new order: check that this is the order after.
+        let kept = before_len - delta.removed.len();
+        let mut order_ok = after_len >= kept;
+        let mut survivors = before.filter(|(k, _)| after_map.contains_key(*k));
+        for (i, (k, v)) in after.enumerate() {
+            match before_map.get(k) {
+                Some(old) => {
+                    if order_ok && (i >= kept || survivors.next().map(|(s, _)| s) != Some(k)) {
+                        order_ok = false;
+                    }
+                    if *old != v {
+                        delta.set.insert(k.clone(), v.clone());
+                    }
+                }
+                None => {
+                    if i < kept {
+                        order_ok = false;
+                    }
+                    delta.set.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        if !order_ok {
+            return Self {
+                removed: Vec::new(),
+                set: IndexMap::new(),
+                whole: Some(
+                    after_map
+                        .into_iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                ),
+            };
+        }
+        delta
+    }
+
+    /// No change.
+    pub fn empty() -> Self {
+        Self {
+            removed: Vec::new(),
+            set: IndexMap::new(),
+            whole: None,
+        }
+    }
+
+    /// True when nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.removed.is_empty() && self.set.is_empty() && self.whole.is_none()
+    }
+}
+
+impl MapDelta<Value> {
+    fn states(before: &State, after: &State) -> Self {
+        Self::between(before.iter(), after.iter(), before.len(), after.len())
+    }
+
+    fn apply(&self, map: &mut State) {
+        if let Some(whole) = &self.whole {
+            *map = whole.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            return;
+        }
+        for k in &self.removed {
+            map.shift_remove(k);
+        }
+        for (k, v) in &self.set {
+            map.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+impl MapDelta<u32> {
+    fn counters(before: &IndexMap<String, u32>, after: &IndexMap<String, u32>) -> Self {
+        Self::between(before.iter(), after.iter(), before.len(), after.len())
+    }
+
+    fn apply(&self, map: &mut IndexMap<String, u32>) {
+        if let Some(whole) = &self.whole {
+            map.clone_from(whole);
+            return;
+        }
+        for k in &self.removed {
+            map.shift_remove(k);
+        }
+        for (k, v) in &self.set {
+            map.insert(k.clone(), *v);
+        }
+    }
+}
+
+/// A frame's change: its index in the stack and the slices that changed in its state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FrameDelta {
+    /// The frame's index (0 is the outermost).
+    pub index: usize,
+    /// Its state's change.
+    pub state: MapDelta<Value>,
+}
+
+/// The new control of the run: the fields the run state serializes for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlDelta {
+    /// The status after the transition.
+    pub status: RunStatus,
+    /// Why it ended or paused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_reason: Option<TerminationReason>,
+    /// The error or guard message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The question, when paused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
+    /// What happens next (running), or who asked (paused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<Pending>,
+}
+
+/// What one committed transition changed: the row a run store writes per step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepDelta {
+    /// The root state's change.
+    #[serde(
+        default = "MapDelta::empty",
+        skip_serializing_if = "MapDelta::is_empty"
+    )]
+    pub root: MapDelta<Value>,
+    /// Frames kept from before (the stack is cut to this length, then `pushed` appended).
+    pub frames_kept: usize,
+    /// Changes of kept frames.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub frames: Vec<FrameDelta>,
+    /// Frames pushed (whole: entering a subgraph copies its boundary slices).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pushed: Vec<Frame>,
+    /// Steps taken after the transition.
+    pub steps: u32,
+    /// Node visit counts that changed.
+    #[serde(
+        default = "MapDelta::empty",
+        skip_serializing_if = "MapDelta::is_empty"
+    )]
+    pub visits: MapDelta<u32>,
+    /// Subgraph entry counts that changed.
+    #[serde(
+        default = "MapDelta::empty",
+        skip_serializing_if = "MapDelta::is_empty"
+    )]
+    pub entries: MapDelta<u32>,
+    /// The trace length the items are appended at.
+    pub trace_from: usize,
+    /// Trace items appended.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trace: Vec<TraceItem>,
+    /// The control after the transition.
+    pub control: ControlDelta,
+    /// The uncommitted frames, when they changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uncommitted: Option<Vec<UncommittedFrame>>,
+    /// The run's (deadline) start, when it changed (a resume restarts it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at_ms: Option<u64>,
+    /// The run's summed `$usage`, when a node reported some.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_total: Option<Usage>,
+}
+
+/// Frames are the same call when everything but their state matches.
+fn same_call(a: &Frame, b: &Frame) -> bool {
+    a.subgraph_id == b.subgraph_id
+        && a.depth == b.depth
+        && a.entry_step == b.entry_step
+        && a.caller == b.caller
+}
+
+impl StepDelta {
+    /// The change from `before` to `after`.
+    pub fn between(before: &Before, after: &RunState) -> Self {
+        let frames_kept = before
+            .stack
+            .iter()
+            .zip(&after.stack)
+            .take_while(|(a, b)| same_call(a, b))
+            .count();
+        let frames = before.stack[..frames_kept]
+            .iter()
+            .zip(&after.stack[..frames_kept])
+            .enumerate()
+            .filter_map(|(index, (a, b))| {
+                let state = MapDelta::states(&a.state, &b.state);
+                (!state.is_empty()).then_some(FrameDelta { index, state })
+            })
+            .collect();
+        let trace_from = before.trace_len.min(after.trace.len());
+        let (status, termination_reason, message, question, pending) = after.control_parts();
+        Self {
+            root: MapDelta::states(&before.state, &after.state),
+            frames_kept,
+            frames,
+            pushed: after.stack[frames_kept..].to_vec(),
+            steps: after.steps,
+            visits: MapDelta::counters(&before.visits, &after.visits),
+            entries: MapDelta::counters(&before.entries, &after.entries),
+            trace_from,
+            trace: after.trace.items[trace_from..].to_vec(),
+            control: ControlDelta {
+                status,
+                termination_reason,
+                message: message.map(str::to_string),
+                question: question.map(str::to_string),
+                pending,
+            },
+            uncommitted: (before.uncommitted != after.uncommitted)
+                .then(|| after.uncommitted.clone()),
+            started_at_ms: (before.started_at_ms != after.started_at_ms)
+                .then_some(after.started_at_ms),
+            usage_total: (before.usage_total != after.usage_total)
+                .then(|| after.usage_total.clone()),
+        }
+    }
+
+    /// Applies the delta to the run it was computed from, giving the run after it.
+    /// Refuses (naming the mismatch) a run the delta does not fit: fewer frames or trace
+    /// items than it keeps, or a control whose parts contradict each other.
+    pub fn apply(&self, run: &mut RunState) -> Result<(), String> {
+        if run.stack.len() < self.frames_kept {
+            return Err(format!(
+                "the delta keeps {} frames, the run has {}",
+                self.frames_kept,
+                run.stack.len()
+            ));
+        }
+        if run.trace.len() < self.trace_from {
+            return Err(format!(
+                "the delta appends trace items at {}, the trace has {}",
+                self.trace_from,
+                run.trace.len()
+            ));
+        }
+        let c = &self.control;
+        let control = RunState::control_from_parts(
+            c.status,
+            c.termination_reason,
+            c.message.clone(),
+            c.question.clone(),
+            c.pending.clone(),
+        )?;
+        self.root.apply(&mut run.state);
+        run.stack.truncate(self.frames_kept);
+        for f in &self.frames {
+            let frame = run
+                .stack
+                .get_mut(f.index)
+                .ok_or_else(|| format!("the delta changes frame {}, which is not kept", f.index))?;
+            f.state.apply(&mut frame.state);
+        }
+        run.stack.extend(self.pushed.iter().cloned());
+        run.steps = self.steps;
+        self.visits.apply(&mut run.visits);
+        self.entries.apply(&mut run.entries);
+        run.trace.items.truncate(self.trace_from);
+        run.trace.items.extend(self.trace.iter().cloned());
+        run.control = control;
+        if let Some(u) = &self.uncommitted {
+            run.uncommitted.clone_from(u);
+        }
+        if let Some(t) = self.started_at_ms {
+            run.started_at_ms = t;
+        }
+        if let Some(u) = &self.usage_total {
+            run.usage_total.clone_from(u);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn state(v: Value) -> State {
+        match v {
+            Value::Object(m) => m,
+            _ => State::new(),
+        }
+    }
+
+    /// Applies the delta from `a` to `b` to `a` and checks it gives `b`, key order too.
+    fn round_trip(a: Value, b: Value) -> MapDelta<Value> {
+        let (a, b) = (state(a), state(b));
+        let d = MapDelta::states(&a, &b);
+        let mut out = a.clone();
+        d.apply(&mut out);
+        assert_eq!(out, b);
+        assert_eq!(
+            out.keys().collect::<Vec<_>>(),
+            b.keys().collect::<Vec<_>>(),
+            "key order"
+        );
+        d
+    }
+
+    #[test]
+    fn only_changed_keys_are_recorded() {
+        let d = round_trip(
+            json!({"big": [1, 2, 3], "n": 1, "gone": true}),
+            json!({"big": [1, 2, 3], "n": 2, "new": "x"}),
+        );
+        assert_eq!(d.removed, vec!["gone".to_string()]);
+        assert_eq!(d.set.keys().collect::<Vec<_>>(), ["n", "new"]);
+        assert!(d.whole.is_none());
+        assert!(round_trip(json!({"a": 1}), json!({"a": 1})).is_empty());
+    }
+
+    #[test]
+    fn a_reordering_removal_and_insert_cannot_express_is_stored_whole() {
+        let d = round_trip(json!({"a": 1, "b": 2}), json!({"b": 2, "a": 1}));
+        assert!(d.whole.is_some());
+        let d = round_trip(json!({"a": 1, "b": 2}), json!({"c": 0, "a": 1, "b": 2}));
+        assert!(d.whole.is_some());
+        // A changed key that moved is stored whole as well.
+        let d = round_trip(json!({"a": 1, "b": 2}), json!({"b": 2, "a": 3}));
+        assert!(d.whole.is_some());
+    }
+}

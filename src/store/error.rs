@@ -1,0 +1,153 @@
+//! What can go wrong in a run store, naming the run and what was asked.
+
+use crate::runtime::RunId;
+
+use super::StoredStatus;
+
+/// A run store refused or failed an operation.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The store URL is not one this pactgraph opens.
+    #[error("`{url}` is not a run store URL ({reason})")]
+    BadUrl {
+        /// The URL given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The database could not be opened or prepared (its folder, file or migrations).
+    #[error("cannot open the run store `{url}`: {reason}")]
+    Open {
+        /// The URL given.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// The database failed an operation.
+    #[error("run store: {operation}{} failed: {source}", run_suffix(.run_id))]
+    Database {
+        /// What was being done (`checkpoint`, `load`, ...).
+        operation: &'static str,
+        /// The run it was done for, if one.
+        run_id: Option<RunId>,
+        /// The database error.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// No run has this id, unique prefix or name.
+    #[error("no run `{key}` in the store")]
+    NotFound {
+        /// The id, prefix or name looked for.
+        key: String,
+    },
+    /// An id prefix matches several runs.
+    #[error("the prefix `{prefix}` matches {} runs: {}", .candidates.len(), list(.candidates))]
+    Ambiguous {
+        /// The prefix.
+        prefix: String,
+        /// The runs it matches, newest first.
+        candidates: Vec<RunId>,
+    },
+    /// A run with this id is already stored.
+    #[error("run {run_id} is already in the store")]
+    Exists {
+        /// The run.
+        run_id: RunId,
+    },
+    /// Another unexpired run has this name.
+    #[error("the name `{name}` is taken by run {holder}")]
+    NameTaken {
+        /// The name.
+        name: String,
+        /// The run that has it.
+        holder: RunId,
+    },
+    /// A checkpoint's sequence number is not the run's next one (a step written twice, or
+    /// one skipped); nothing was written.
+    #[error("run {run_id}: checkpoint {given} refused, the next one is {expected}")]
+    SeqMismatch {
+        /// The run.
+        run_id: RunId,
+        /// The sequence number the store expects (stored + 1).
+        expected: u64,
+        /// The one given.
+        given: u64,
+    },
+    /// The writer does not hold a current lease on the run (it lapsed, or another owner
+    /// claimed it); nothing was written.
+    #[error("run {run_id}: `{owner}` does not hold the lease{}", holder_suffix(.holder))]
+    LeaseLost {
+        /// The run.
+        run_id: RunId,
+        /// The owner that tried to write.
+        owner: String,
+        /// The owner holding an unexpired lease, if any.
+        holder: Option<String>,
+    },
+    /// Another owner holds an unexpired lease on the run.
+    #[error("run {run_id} is held by `{holder}` until {lease_expires_ms} ms")]
+    LeaseHeld {
+        /// The run.
+        run_id: RunId,
+        /// Its owner.
+        holder: String,
+        /// When the lease lapses (milliseconds since the Unix epoch).
+        lease_expires_ms: u64,
+    },
+    /// The run's status does not allow the operation (cancelling a completed run, say).
+    #[error("run {run_id} is {status}: cannot {operation}")]
+    WrongStatus {
+        /// The run.
+        run_id: RunId,
+        /// Its status.
+        status: StoredStatus,
+        /// What was asked.
+        operation: &'static str,
+    },
+    /// A stored row could not be read back (damaged or written by another version).
+    #[error("run {run_id}: stored {what} is unreadable: {reason}")]
+    Corrupt {
+        /// The run.
+        run_id: RunId,
+        /// Which row (`snapshot 12`, `step 13`, `document`, ...).
+        what: String,
+        /// Why.
+        reason: String,
+    },
+    /// A prune with no filter (it would delete every run).
+    #[error("prune needs a filter (expired, older than or status); none was given")]
+    NoPruneFilter,
+}
+
+fn run_suffix(id: &Option<RunId>) -> String {
+    id.map(|id| format!(" of run {id}")).unwrap_or_default()
+}
+
+fn holder_suffix(holder: &Option<String>) -> String {
+    holder
+        .as_ref()
+        .map(|h| format!(" (`{h}` does)"))
+        .unwrap_or_default()
+}
+
+fn list(ids: &[RunId]) -> String {
+    ids.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl StoreError {
+    /// A database error during `operation` for `run_id`.
+    pub(crate) fn db(
+        operation: &'static str,
+        run_id: Option<RunId>,
+    ) -> impl Fn(sqlx::Error) -> Self {
+        move |source| StoreError::Database {
+            operation,
+            run_id,
+            source,
+        }
+    }
+}

@@ -1,0 +1,369 @@
+//! Durable runs: the [`RunStore`] trait, its SQLite backend ([`SqliteStore`]) and a
+//! driver ([`drive`]) that steps a stored run and checkpoints every step.
+//!
+//! A store keeps each run as a row (id, name, workflow, status, lease, counters), its
+//! workflow document once per digest, one row per committed step holding the step's
+//! [`StepDelta`] (what it changed, not the whole state), and a snapshot of the whole
+//! [`RunState`] at creation, at pauses, at the end and every
+//! `snapshot_every` steps. Loading a run is its latest snapshot plus the deltas after it.
+//! `docs/spec/store.md` gives the contract.
+
+use std::future::Future;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::runtime::{RunId, RunRecord, RunState, RunStatus, TerminationReason};
+
+mod delta;
+mod driver;
+mod error;
+mod sqlite;
+
+pub use delta::{Before, ControlDelta, FrameDelta, MapDelta, StepDelta};
+pub use driver::{DriveOptions, drive};
+pub use error::StoreError;
+pub use sqlite::{Durability, SqliteOptions, SqliteStore};
+
+/// A run's status as the store shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StoredStatus {
+    /// Created, no step taken or claimed yet.
+    Queued,
+    /// Waiting on other runs (dependencies).
+    Waiting,
+    /// Being stepped by the owner of a current lease.
+    Running,
+    /// Running, but no current lease: its process died or stopped. Resumable from the
+    /// last committed step.
+    Interrupted,
+    /// Paused by `ask_clarification`.
+    AwaitingInput,
+    /// Ended normally.
+    Completed,
+    /// Ended by a guard or cancelled.
+    Stopped,
+    /// Ended by an error.
+    Failed,
+}
+
+impl StoredStatus {
+    /// The status as written in the store and in output (`awaiting_input`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoredStatus::Queued => "queued",
+            StoredStatus::Waiting => "waiting",
+            StoredStatus::Running => "running",
+            StoredStatus::Interrupted => "interrupted",
+            StoredStatus::AwaitingInput => "awaiting_input",
+            StoredStatus::Completed => "completed",
+            StoredStatus::Stopped => "stopped",
+            StoredStatus::Failed => "failed",
+        }
+    }
+
+    /// Reads a status written by [`StoredStatus::as_str`].
+    pub fn parse(text: &str) -> Option<Self> {
+        [
+            StoredStatus::Queued,
+            StoredStatus::Waiting,
+            StoredStatus::Running,
+            StoredStatus::Interrupted,
+            StoredStatus::AwaitingInput,
+            StoredStatus::Completed,
+            StoredStatus::Stopped,
+            StoredStatus::Failed,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == text)
+    }
+
+    /// The stored status of a run state (a running run is `running`).
+    pub fn of(status: RunStatus) -> Self {
+        match status {
+            RunStatus::Completed => StoredStatus::Completed,
+            RunStatus::Stopped => StoredStatus::Stopped,
+            RunStatus::Failed => StoredStatus::Failed,
+            RunStatus::AwaitingInput => StoredStatus::AwaitingInput,
+            _ => StoredStatus::Running,
+        }
+    }
+
+    /// True for `completed`, `stopped` and `failed`.
+    pub fn is_ended(self) -> bool {
+        matches!(
+            self,
+            StoredStatus::Completed | StoredStatus::Stopped | StoredStatus::Failed
+        )
+    }
+}
+
+impl std::fmt::Display for StoredStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A run's row: what listing shows, without its state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct RunInfo {
+    /// The run's id.
+    pub id: RunId,
+    /// Its name, if given.
+    pub name: Option<String>,
+    /// The workflow's name.
+    pub workflow: String,
+    /// The document's digest.
+    pub digest: String,
+    /// Its status (`interrupted` when running without a current lease).
+    pub status: StoredStatus,
+    /// Why it ended or paused.
+    pub termination_reason: Option<TerminationReason>,
+    /// Steps taken.
+    pub steps: u32,
+    /// Checkpoints applied since creation.
+    pub seq: u64,
+    /// Created (milliseconds since the Unix epoch).
+    pub created_ms: u64,
+    /// Last written.
+    pub updated_ms: u64,
+    /// When the record expires, if it does.
+    pub expires_ms: Option<u64>,
+    /// The owner of the lease, if any.
+    pub owner: Option<String>,
+    /// When the lease lapses.
+    pub lease_expires_ms: Option<u64>,
+}
+
+impl RunInfo {
+    /// True when the record has expired at `now_ms`.
+    pub fn is_expired(&self, now_ms: u64) -> bool {
+        self.expires_ms.is_some_and(|e| e <= now_ms)
+    }
+}
+
+/// A run as loaded: its row and its record (document, digest, seq and rebuilt state).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct StoredRun {
+    /// The row.
+    pub info: RunInfo,
+    /// The record, the run state rebuilt from the latest snapshot and later deltas.
+    pub record: RunRecord,
+}
+
+/// How a run is created.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CreateOptions {
+    /// A name, unique among unexpired runs.
+    pub name: Option<String>,
+    /// When the record expires (milliseconds since the Unix epoch).
+    pub expires_ms: Option<u64>,
+}
+
+impl CreateOptions {
+    /// Named `name`.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Expiring `ttl` from now.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.expires_ms = Some(now_ms().saturating_add(duration_ms(ttl)));
+        self
+    }
+
+    /// Expiring at `expires_ms`.
+    pub fn expires_at(mut self, expires_ms: u64) -> Self {
+        self.expires_ms = Some(expires_ms);
+        self
+    }
+}
+
+/// Which runs to list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunFilter {
+    /// Only runs with this status.
+    pub status: Option<StoredStatus>,
+    /// Only runs of this workflow.
+    pub workflow: Option<String>,
+    /// Expired runs too.
+    pub include_expired: bool,
+}
+
+impl RunFilter {
+    /// Runs with `status`.
+    pub fn status(mut self, status: StoredStatus) -> Self {
+        self.status = Some(status);
+        self
+    }
+    /// Runs of `workflow`.
+    pub fn workflow(mut self, workflow: impl Into<String>) -> Self {
+        self.workflow = Some(workflow.into());
+        self
+    }
+    /// Expired runs too.
+    pub fn include_expired(mut self) -> Self {
+        self.include_expired = true;
+        self
+    }
+}
+
+/// Which runs to prune (the filters given all apply; at least one is needed).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PruneFilter {
+    /// Expired runs.
+    pub expired: bool,
+    /// Runs last written longer ago than this.
+    pub older_than: Option<Duration>,
+    /// Runs with this status.
+    pub status: Option<StoredStatus>,
+    /// Count, delete nothing.
+    pub dry_run: bool,
+}
+
+impl PruneFilter {
+    /// Expired runs.
+    pub fn expired(mut self) -> Self {
+        self.expired = true;
+        self
+    }
+    /// Runs last written more than `age` ago.
+    pub fn older_than(mut self, age: Duration) -> Self {
+        self.older_than = Some(age);
+        self
+    }
+    /// Runs with `status`.
+    pub fn status(mut self, status: StoredStatus) -> Self {
+        self.status = Some(status);
+        self
+    }
+    /// Count only.
+    pub fn dry_run(mut self) -> Self {
+        self.dry_run = true;
+        self
+    }
+}
+
+/// A lease on a run: who holds it and until when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Lease {
+    /// The run.
+    pub run_id: RunId,
+    /// The owner.
+    pub owner: String,
+    /// When it lapses (milliseconds since the Unix epoch).
+    pub expires_ms: u64,
+}
+
+/// One checkpoint: a transition committed to a run, as the store writes it.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct Checkpoint<'a> {
+    /// The run's sequence number after this transition (the stored one plus one).
+    pub seq: u64,
+    /// What the transition changed.
+    pub delta: &'a StepDelta,
+    /// The run after it (written whole only when a snapshot is due).
+    pub run: &'a RunState,
+}
+
+impl<'a> Checkpoint<'a> {
+    /// Checkpoint `seq`: `delta` led to `run`.
+    pub fn new(seq: u64, delta: &'a StepDelta, run: &'a RunState) -> Self {
+        Self { seq, delta, run }
+    }
+}
+
+/// Keeps runs durably: created before their first step, checkpointed after every step,
+/// loaded to continue them. Every write is one transaction; a checkpoint is refused
+/// unless its sequence number is the next one and its writer holds the run's lease.
+pub trait RunStore: Send + Sync {
+    /// Stores a new run: its row, its document (once per digest) and a snapshot of its
+    /// state at `record.seq`. Its status is `queued` while the state is running.
+    fn create(
+        &self,
+        record: &RunRecord,
+        options: &CreateOptions,
+    ) -> impl Future<Output = Result<RunInfo, StoreError>> + Send;
+
+    /// Writes one transition of run `id` by `owner`, in one transaction: the step row,
+    /// the run row and, when due, a snapshot. Refuses ([`StoreError::SeqMismatch`],
+    /// [`StoreError::LeaseLost`]) writing nothing.
+    fn checkpoint(
+        &self,
+        id: RunId,
+        owner: &str,
+        checkpoint: Checkpoint<'_>,
+    ) -> impl Future<Output = Result<RunInfo, StoreError>> + Send;
+
+    /// Loads run `id`: its row, document and the run state as of its last checkpoint.
+    fn load(&self, id: RunId) -> impl Future<Output = Result<StoredRun, StoreError>> + Send;
+
+    /// The run's row.
+    fn info(&self, id: RunId) -> impl Future<Output = Result<RunInfo, StoreError>> + Send;
+
+    /// Runs matching `filter`, newest first.
+    fn list(
+        &self,
+        filter: &RunFilter,
+    ) -> impl Future<Output = Result<Vec<RunInfo>, StoreError>> + Send;
+
+    /// Takes the lease on run `id` for `owner` until `lease` from now. Fails with
+    /// [`StoreError::LeaseHeld`] if another owner holds an unexpired lease.
+    fn claim(
+        &self,
+        id: RunId,
+        owner: &str,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Lease, StoreError>> + Send;
+
+    /// Extends `owner`'s current lease to `lease` from now ([`StoreError::LeaseLost`] if
+    /// it has lapsed or another owner holds it).
+    fn renew(
+        &self,
+        id: RunId,
+        owner: &str,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Lease, StoreError>> + Send;
+
+    /// Gives the lease up ([`StoreError::LeaseLost`] if `owner` does not hold it).
+    fn release(
+        &self,
+        id: RunId,
+        owner: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Stops a queued, waiting, paused or interrupted run with reason `cancelled`, as one
+    /// more checkpoint. A run being stepped under a current lease, or ended, is refused
+    /// ([`StoreError::WrongStatus`]).
+    fn cancel(&self, id: RunId) -> impl Future<Output = Result<RunInfo, StoreError>> + Send;
+
+    /// Deletes the runs `filter` selects (their steps and snapshots, and documents no
+    /// run uses any more); returns how many runs.
+    fn prune(&self, filter: &PruneFilter) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// The run `key` names: a full id, a unique id prefix of 6 or more characters, or a
+    /// name (unique among unexpired runs).
+    fn find(&self, key: &str) -> impl Future<Output = Result<RunId, StoreError>> + Send;
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, duration_ms)
+}
+
+/// A duration in whole milliseconds (saturating).
+pub(crate) fn duration_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

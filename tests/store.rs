@@ -1,0 +1,731 @@
+//! The SQLite run store: fencing by sequence number and lease, storage that grows with
+//! what steps write, listing, finding, pruning, cancelling, and opening by URL. Every test
+//! uses a real database file in a temporary folder unless it says otherwise.
+#![cfg(feature = "store")]
+
+mod support;
+
+use std::time::Duration;
+
+use pactgraph::runtime::{
+    Executor, RunId, RunRecord, RunState, RunStatus, TerminationReason, TraceKind,
+};
+use pactgraph::store::{
+    Before, Checkpoint, CreateOptions, DriveOptions, PruneFilter, RunFilter, RunStore, SqliteStore,
+    StepDelta, StoreError, StoredStatus, drive,
+};
+use serde_json::{Value, json};
+use support::runtime::{builder, graph, rt};
+
+const LEASE: Duration = Duration::from_secs(60);
+
+/// A loop of `max_steps` small steps: node `tick` writes a counter-free constant to `n`
+/// each step; slice `big` is given at start and never written.
+fn ticker(max_steps: u32, workflow: &str) -> Value {
+    json!({
+        "workflow": workflow,
+        "slices": {"n": {}, "big": {}},
+        "budgets": {"max_steps": max_steps},
+        "entry": "root",
+        "supervisors": {"root": {"allow": ["tick"], "default": {"stop_global": {}}}},
+        "nodes": {"tick": {"supervisor": "root", "reads": ["n"], "writes": ["n"],
+            "triggers": [{"priority": 1, "when": true}],
+            "run": {"set": {"n": 1}}}}
+    })
+}
+
+/// A workflow that pauses at once with `ask_clarification`.
+fn asker() -> Value {
+    json!({
+        "workflow": "asker",
+        "slices": {"clarification": {}},
+        "entry": "root",
+        "supervisors": {"root": {"allow": ["x"], "default": {"ask_clarification": {"question": "which?"}}}},
+        "nodes": {"x": {"supervisor": "root", "writes": ["clarification"], "terminal": true,
+            "triggers": [{"priority": 1, "when": {"path": "/clarification", "exists": true}}],
+            "run": {"set": {"clarification": 1}}}}
+    })
+}
+
+/// An executor for `doc` and a fresh record of a run of it with `input`.
+fn setup(doc: Value, input: Value) -> (Executor, RunRecord) {
+    let g = graph(doc);
+    let document = g.to_document();
+    let ex = builder(g).build().expect("builds");
+    let run = ex.start(input).expect("starts");
+    (ex, RunRecord::new(document, run))
+}
+
+/// A store in a fresh temporary folder (kept alive by the returned guard).
+async fn store() -> (tempfile::TempDir, SqliteStore) {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let url = format!("sqlite:{}", dir.path().join("store.db").display());
+    let store = SqliteStore::open(&url).await.expect("opens");
+    (dir, store)
+}
+
+/// One step of `run`, with its delta.
+async fn step(ex: &Executor, run: &mut RunState) -> StepDelta {
+    let before = Before::of(run);
+    ex.step(run).await;
+    StepDelta::between(&before, run)
+}
+
+/// Proves sequence fencing: a checkpoint whose number is not the next one (a duplicate
+/// or a skip) is refused with `SeqMismatch` and writes nothing.
+#[test]
+fn a_duplicate_or_skipped_seq_is_refused_and_writes_nothing() {
+    rt().block_on(async {
+        let (_dir, store) = store().await;
+        let (ex, record) = setup(ticker(10, "t"), json!({}));
+        let id = record.run_id;
+        store
+            .create(&record, &CreateOptions::default())
+            .await
+            .unwrap();
+        store.claim(id, "a", LEASE).await.unwrap();
+        let mut run = record.run.clone();
+        let d1 = step(&ex, &mut run).await;
+        store
+            .checkpoint(id, "a", Checkpoint::new(1, &d1, &run))
+            .await
+            .unwrap();
+        let after_one = run.clone();
+        let d2 = step(&ex, &mut run).await;
+        for bad in [1, 3, 0] {
+            match store
+                .checkpoint(id, "a", Checkpoint::new(bad, &d2, &run))
+                .await
+            {
+                Err(StoreError::SeqMismatch {
+                    run_id,
+                    expected: 2,
+                    given,
+                }) => {
+                    assert_eq!((run_id, given), (id, bad));
+                }
+                other => panic!("seq {bad}: expected SeqMismatch, got {other:?}"),
+            }
+        }
+        let e = store
+            .checkpoint(id, "a", Checkpoint::new(3, &d2, &run))
+            .await
+            .unwrap_err();
+        assert!(
+            e.to_string().contains(&id.to_string()),
+            "the error names the run: {e}"
+        );
+        // Nothing of the refused writes is there.
+        let loaded = store.load(id).await.unwrap();
+        assert_eq!(loaded.record.seq, 1);
+        assert_eq!(loaded.record.run, after_one);
+        assert_eq!(store.storage(id).await.unwrap().steps, 1);
+        // The right number goes through.
+        store
+            .checkpoint(id, "a", Checkpoint::new(2, &d2, &run))
+            .await
+            .unwrap();
+        assert_eq!(store.load(id).await.unwrap().record.run, run);
+    });
+}
+
+/// Proves lease fencing: a claim fails while another owner holds an unexpired lease,
+/// another owner's checkpoint is refused (`LeaseLost`, nothing written), an expired lease
+/// can be claimed, and the old owner can then neither write nor renew.
+#[test]
+fn another_owners_write_is_refused_and_an_expired_lease_can_be_claimed() {
+    rt().block_on(async {
+        let (_dir, store) = store().await;
+        let (ex, record) = setup(ticker(10, "t"), json!({}));
+        let id = record.run_id;
+        store
+            .create(&record, &CreateOptions::default())
+            .await
+            .unwrap();
+        // No lease at all: a write is refused.
+        let mut run = record.run.clone();
+        let d1 = step(&ex, &mut run).await;
+        assert!(matches!(
+            store
+                .checkpoint(id, "a", Checkpoint::new(1, &d1, &run))
+                .await,
+            Err(StoreError::LeaseLost { holder: None, .. })
+        ));
+        store
+            .claim(id, "a", Duration::from_millis(200))
+            .await
+            .unwrap();
+        assert_eq!(store.info(id).await.unwrap().status, StoredStatus::Running);
+        match store.claim(id, "b", LEASE).await {
+            Err(StoreError::LeaseHeld { run_id, holder, .. }) => {
+                assert_eq!((run_id, holder.as_str()), (id, "a"));
+            }
+            other => panic!("expected LeaseHeld, got {other:?}"),
+        }
+        match store
+            .checkpoint(id, "b", Checkpoint::new(1, &d1, &run))
+            .await
+        {
+            Err(StoreError::LeaseLost { owner, holder, .. }) => {
+                assert_eq!((owner.as_str(), holder.as_deref()), ("b", Some("a")));
+            }
+            other => panic!("expected LeaseLost, got {other:?}"),
+        }
+        assert_eq!(store.info(id).await.unwrap().seq, 0, "nothing written");
+        store
+            .checkpoint(id, "a", Checkpoint::new(1, &d1, &run))
+            .await
+            .unwrap();
+        // The lease lapses: the run shows as interrupted and `b` may claim it.
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert_eq!(
+            store.info(id).await.unwrap().status,
+            StoredStatus::Interrupted
+        );
+        store.claim(id, "b", LEASE).await.unwrap();
+        let d2 = step(&ex, &mut run).await;
+        assert!(matches!(
+            store.checkpoint(id, "a", Checkpoint::new(2, &d2, &run)).await,
+            Err(StoreError::LeaseLost { holder: Some(h), .. }) if h == "b"
+        ));
+        assert!(matches!(
+            store.renew(id, "a", LEASE).await,
+            Err(StoreError::LeaseLost { .. })
+        ));
+        assert!(matches!(
+            store.release(id, "a").await,
+            Err(StoreError::LeaseLost { .. })
+        ));
+        store.renew(id, "b", LEASE).await.unwrap();
+        store
+            .checkpoint(id, "b", Checkpoint::new(2, &d2, &run))
+            .await
+            .unwrap();
+        store.release(id, "b").await.unwrap();
+        assert_eq!(store.info(id).await.unwrap().owner, None);
+    });
+}
+
+/// Proves storage grows with what steps write: a run with a 20 KB slice no step writes
+/// and 200 small steps stores less than a tenth of 200 x the slice: no delta holds the
+/// slice, a delta is under 2 KB (its trace items and counters), and one
+/// snapshot is kept (the slice once, plus the trace).
+#[test]
+fn storage_grows_with_what_steps_write_not_with_state_size() {
+    rt().block_on(async {
+        let (_dir, store) = store().await;
+        let big: Vec<String> = (0..1500).map(|i| format!("item-{i:06}")).collect();
+        let big = json!(big);
+        let big_bytes = big.to_string().len() as u64;
+        assert!(big_bytes > 20_000);
+        let (ex, record) = setup(ticker(200, "t"), json!({"big": big}));
+        let id = record.run_id;
+        store.create(&record, &CreateOptions::default()).await.unwrap();
+        let run = drive(&ex, &store, id, "a", &DriveOptions::default()).await.unwrap();
+        assert_eq!(run.steps, 200);
+        assert_eq!(run.termination_reason(), Some(TerminationReason::MaxStepsExceeded));
+        let use_ = store.storage(id).await.unwrap();
+        let info = store.info(id).await.unwrap();
+        assert_eq!(use_.steps, info.seq);
+        assert!(info.seq >= 200, "{info:?}");
+        // Older snapshots are dropped when a newer one is written.
+        assert_eq!(use_.snapshots, 1);
+        let total = use_.step_bytes + use_.snapshot_bytes;
+        eprintln!(
+            "{} steps: {} bytes of deltas ({} per step), {} bytes of snapshots; the slice is {} bytes",
+            use_.steps,
+            use_.step_bytes,
+            use_.step_bytes / use_.steps,
+            use_.snapshot_bytes,
+            big_bytes
+        );
+        assert!(use_.step_bytes / use_.steps < 2_000, "{use_:?}");
+        // The one snapshot holds the slice once plus the trace the deltas hold piecewise.
+        assert!(use_.snapshot_bytes < big_bytes + use_.step_bytes, "{use_:?}");
+        assert!(total * 10 < 200 * big_bytes, "{total} bytes for {} steps", use_.steps);
+        // No delta holds the slice.
+        for (seq, delta) in store.deltas(id).await.unwrap() {
+            assert!(!delta.root.set.contains_key("big"), "step {seq} stored the slice");
+        }
+        assert_eq!(store.load(id).await.unwrap().record.run, run);
+    });
+}
+
+/// Proves listing (newest first, filters, expired hidden unless asked), finding (full
+/// id, unique prefix, ambiguous prefix naming its candidates, names unique among
+/// unexpired runs) and pruning (counts, dry runs, documents no run uses go too).
+#[test]
+fn list_find_and_prune() {
+    rt().block_on(async {
+        let (_dir, store) = store().await;
+        let create = |doc: Value, opts: CreateOptions| {
+            let store = &store;
+            async move {
+                let (_, record) = setup(doc, json!({}));
+                store.create(&record, &opts).await.map(|i| i.id)
+            }
+        };
+        let a = create(ticker(5, "t"), CreateOptions::default().name("alpha"))
+            .await
+            .unwrap();
+        let b = create(
+            ticker(5, "t"),
+            CreateOptions::default().name("beta").expires_at(1),
+        )
+        .await
+        .unwrap();
+        let c = create(ticker(5, "other"), CreateOptions::default().ttl(LEASE))
+            .await
+            .unwrap();
+        // Newest first; the expired run only when asked.
+        let ids =
+            |v: Vec<pactgraph::store::RunInfo>| v.into_iter().map(|i| i.id).collect::<Vec<_>>();
+        assert_eq!(
+            ids(store.list(&RunFilter::default()).await.unwrap()),
+            vec![c, a]
+        );
+        assert_eq!(
+            ids(store
+                .list(&RunFilter::default().include_expired())
+                .await
+                .unwrap()),
+            vec![c, b, a]
+        );
+        assert_eq!(
+            ids(store
+                .list(&RunFilter::default().workflow("other"))
+                .await
+                .unwrap()),
+            vec![c]
+        );
+        assert_eq!(
+            ids(store
+                .list(&RunFilter::default().status(StoredStatus::Queued))
+                .await
+                .unwrap()),
+            vec![c, a]
+        );
+        assert!(
+            store
+                .list(&RunFilter::default().status(StoredStatus::Completed))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        // Finding by id, name and prefix.
+        assert_eq!(store.find(&a.to_string()).await.unwrap(), a);
+        assert_eq!(store.find(&a.to_string().to_lowercase()).await.unwrap(), a);
+        assert_eq!(store.find("alpha").await.unwrap(), a);
+        assert!(
+            matches!(store.find("beta").await, Err(StoreError::NotFound { .. })),
+            "expired names are not found"
+        );
+        assert!(matches!(
+            store.find("nobody").await,
+            Err(StoreError::NotFound { .. })
+        ));
+        // The ids share their time prefix (made in the same few ms): 6 characters match all.
+        let prefix = &a.to_string()[..6];
+        match store.find(prefix).await {
+            Err(StoreError::Ambiguous { candidates, .. }) => {
+                assert_eq!(candidates, vec![c, b, a]);
+            }
+            other => panic!("expected Ambiguous, got {other:?}"),
+        }
+        let unique = |id: RunId, others: &[RunId]| {
+            let s = id.to_string();
+            (6..=26)
+                .map(|n| s[..n].to_string())
+                .find(|p| {
+                    others
+                        .iter()
+                        .all(|o| !o.to_string().starts_with(p.as_str()))
+                })
+                .unwrap()
+        };
+        let p = unique(a, &[b, c]);
+        assert_eq!(store.find(&p).await.unwrap(), a);
+        // Names: taken while the holder is unexpired; an expired one's name is free.
+        match create(ticker(5, "t"), CreateOptions::default().name("alpha")).await {
+            Err(StoreError::NameTaken { name, holder }) => {
+                assert_eq!((name.as_str(), holder), ("alpha", a))
+            }
+            other => panic!("expected NameTaken, got {other:?}"),
+        }
+        let d = create(ticker(5, "t"), CreateOptions::default().name("beta"))
+            .await
+            .unwrap();
+        assert_eq!(store.find("beta").await.unwrap(), d);
+        // Creating the same run twice is refused.
+        let (_, record) = setup(ticker(5, "t"), json!({}));
+        store
+            .create(&record, &CreateOptions::default())
+            .await
+            .unwrap();
+        assert!(matches!(
+            store.create(&record, &CreateOptions::default()).await,
+            Err(StoreError::Exists { run_id }) if run_id == record.run_id
+        ));
+        // Pruning.
+        assert!(matches!(
+            store.prune(&PruneFilter::default()).await,
+            Err(StoreError::NoPruneFilter)
+        ));
+        assert_eq!(
+            store
+                .prune(&PruneFilter::default().expired().dry_run())
+                .await
+                .unwrap(),
+            1
+        );
+        assert_eq!(
+            store
+                .list(&RunFilter::default().include_expired())
+                .await
+                .unwrap()
+                .len(),
+            5
+        );
+        assert_eq!(
+            store
+                .prune(&PruneFilter::default().expired())
+                .await
+                .unwrap(),
+            1
+        );
+        assert!(matches!(
+            store.load(b).await,
+            Err(StoreError::NotFound { .. })
+        ));
+        assert_eq!(
+            store
+                .prune(&PruneFilter::default().expired())
+                .await
+                .unwrap(),
+            0
+        );
+        assert_eq!(
+            store
+                .prune(&PruneFilter::default().older_than(Duration::from_secs(3600)))
+                .await
+                .unwrap(),
+            0
+        );
+        assert_eq!(
+            store
+                .prune(&PruneFilter::default().status(StoredStatus::Queued))
+                .await
+                .unwrap(),
+            4
+        );
+        assert!(
+            store
+                .list(&RunFilter::default().include_expired())
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    });
+}
+
+/// Proves cancelling: a queued run and a paused run are stopped with reason `cancelled`
+/// as one more checkpoint (the reloaded state says so, its trace ends with the guard
+/// stop); an ended run and a run held under a current lease are refused.
+#[test]
+fn cancel_stops_queued_and_paused_runs_only() {
+    rt().block_on(async {
+        let (_dir, store) = store().await;
+        let (_, queued) = setup(ticker(5, "t"), json!({}));
+        store
+            .create(&queued, &CreateOptions::default())
+            .await
+            .unwrap();
+        let info = store.cancel(queued.run_id).await.unwrap();
+        assert_eq!((info.status, info.seq), (StoredStatus::Stopped, 1));
+        assert_eq!(info.termination_reason, Some(TerminationReason::Cancelled));
+        let run = store.load(queued.run_id).await.unwrap().record.run;
+        assert_eq!(run.status(), RunStatus::Stopped);
+        assert_eq!(run.termination_reason(), Some(TerminationReason::Cancelled));
+        assert_eq!(
+            run.trace.items.last().map(|i| i.kind),
+            Some(TraceKind::GuardStop)
+        );
+        assert!(matches!(
+            store.cancel(queued.run_id).await,
+            Err(StoreError::WrongStatus {
+                status: StoredStatus::Stopped,
+                ..
+            })
+        ));
+
+        let (ex, paused) = setup(asker(), json!({}));
+        store
+            .create(&paused, &CreateOptions::default())
+            .await
+            .unwrap();
+        let run = drive(&ex, &store, paused.run_id, "a", &DriveOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(run.status(), RunStatus::AwaitingInput);
+        assert_eq!(
+            store.info(paused.run_id).await.unwrap().status,
+            StoredStatus::AwaitingInput
+        );
+        assert_eq!(
+            store.cancel(paused.run_id).await.unwrap().status,
+            StoredStatus::Stopped
+        );
+
+        let (_, held) = setup(ticker(5, "t"), json!({}));
+        store
+            .create(&held, &CreateOptions::default())
+            .await
+            .unwrap();
+        store.claim(held.run_id, "a", LEASE).await.unwrap();
+        assert!(matches!(
+            store.cancel(held.run_id).await,
+            Err(StoreError::WrongStatus {
+                status: StoredStatus::Running,
+                ..
+            })
+        ));
+    });
+}
+
+/// Proves a pause and its resume go through the store: the paused run is snapshotted,
+/// the resume (answer written, trace item, deadline restarted) is checkpointed as one
+/// more transition, and the reloaded run finishes as the same run kept in memory.
+#[test]
+fn a_paused_run_resumes_through_the_store() {
+    rt().block_on(async {
+        let (_dir, store) = store().await;
+        let (ex, record) = setup(asker(), json!({}));
+        let id = record.run_id;
+        store
+            .create(&record, &CreateOptions::default())
+            .await
+            .unwrap();
+        let paused = drive(&ex, &store, id, "a", &DriveOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(paused.question(), Some("which?"));
+        let stored = store.load(id).await.unwrap();
+        assert_eq!(stored.record.run, paused);
+        // The resume, as one checkpoint.
+        store.claim(id, "a", LEASE).await.unwrap();
+        let before = Before::of(&stored.record.run);
+        let resumed = ex.resume(stored.record.run, "the blue one").unwrap();
+        let delta = StepDelta::between(&before, &resumed);
+        assert!(delta.root.set.contains_key("clarification"));
+        assert_eq!(delta.trace.last().map(|i| i.kind), Some(TraceKind::Resume));
+        let seq = stored.record.seq + 1;
+        store
+            .checkpoint(id, "a", Checkpoint::new(seq, &delta, &resumed))
+            .await
+            .unwrap();
+        store.release(id, "a").await.unwrap();
+        assert_eq!(store.load(id).await.unwrap().record.run, resumed);
+        assert_eq!(
+            store.info(id).await.unwrap().status,
+            StoredStatus::Interrupted
+        );
+        // Finished from the store, as in memory.
+        let mut expected = resumed.clone();
+        ex.run_in_place(&mut expected).await;
+        let finished = drive(&ex, &store, id, "b", &DriveOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(finished, expected);
+        assert_eq!(finished.status(), RunStatus::Completed);
+        assert_eq!(
+            store.info(id).await.unwrap().status,
+            StoredStatus::Completed
+        );
+    });
+}
+
+/// Proves `drive` renews its lease: steps of ~5 ms under a 60 ms lease run for several
+/// leases' worth of time, and every checkpoint (each fenced on a current lease) lands.
+/// Also that of two owners claiming at once exactly one gets the run.
+#[test]
+fn drive_renews_its_lease_and_claims_are_exclusive() {
+    rt().block_on(async {
+        let (_dir, store) = store().await;
+        let mut doc = ticker(40, "t");
+        doc["nodes"]["tick"]["run"] = json!({"handler": "slow"});
+        let g = graph(doc);
+        let document = g.to_document();
+        let ex = builder(g)
+            .node_handler(
+                "slow",
+                pactgraph::runtime::sync_node(|_| {
+                    std::thread::sleep(Duration::from_millis(5));
+                    let mut w = serde_json::Map::new();
+                    w.insert("n".into(), json!(1));
+                    Ok(w)
+                }),
+            )
+            .build()
+            .unwrap();
+        let record = RunRecord::new(document, ex.start(json!({})).unwrap());
+        let id = record.run_id;
+        store
+            .create(&record, &CreateOptions::default())
+            .await
+            .unwrap();
+        let (x, y) = tokio::join!(store.claim(id, "x", LEASE), store.claim(id, "y", LEASE));
+        assert!(
+            x.is_ok() != y.is_ok(),
+            "exactly one claim wins: {x:?} {y:?}"
+        );
+        let winner = if x.is_ok() { "x" } else { "y" };
+        store.release(id, winner).await.unwrap();
+
+        let t0 = std::time::Instant::now();
+        let lease = Duration::from_millis(60);
+        let run = drive(&ex, &store, id, "a", &DriveOptions::default().lease(lease))
+            .await
+            .unwrap();
+        assert!(t0.elapsed() > lease * 3, "the run outlived several leases");
+        assert_eq!(run.steps, 40);
+        assert_eq!(
+            store.info(id).await.unwrap().seq,
+            store.storage(id).await.unwrap().steps
+        );
+        assert_eq!(store.load(id).await.unwrap().record.run, run);
+    });
+}
+
+/// Proves `drive` renews its lease while an effect runs: each of 3 node calls takes
+/// 150 ms (awaiting, as an LLM call would) under a 60 ms lease, and every checkpoint lands.
+#[test]
+fn drive_renews_its_lease_during_a_long_effect() {
+    rt().block_on(async {
+        let (_dir, store) = store().await;
+        let mut doc = ticker(3, "t");
+        doc["nodes"]["tick"]["run"] = json!({"handler": "long"});
+        let g = graph(doc);
+        let document = g.to_document();
+        let ex = builder(g)
+            .node_handler("long", |_input: pactgraph::runtime::NodeInput| async {
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                let mut w = serde_json::Map::new();
+                w.insert("n".into(), json!(1));
+                Ok(w)
+            })
+            .build()
+            .unwrap();
+        let record = RunRecord::new(document, ex.start(json!({})).unwrap());
+        let id = record.run_id;
+        store
+            .create(&record, &CreateOptions::default())
+            .await
+            .unwrap();
+        let options = DriveOptions::default().lease(Duration::from_millis(60));
+        let run = drive(&ex, &store, id, "a", &options).await.unwrap();
+        assert_eq!(run.steps, 3);
+        assert_eq!(
+            run.termination_reason(),
+            Some(TerminationReason::MaxStepsExceeded)
+        );
+        assert_eq!(store.load(id).await.unwrap().record.run, run);
+    });
+}
+
+/// Proves opening by URL: the file and its folder are created, `sqlite::memory:` works,
+/// and a bad URL or an unopenable path is a clear error naming it.
+#[test]
+fn opening_by_url() {
+    rt().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a/b/store.db");
+        let url = format!("sqlite:{}", path.display());
+        let store = SqliteStore::open(&url).await.unwrap();
+        assert!(path.exists());
+        let (_, record) = setup(ticker(5, "t"), json!({}));
+        store
+            .create(&record, &CreateOptions::default())
+            .await
+            .unwrap();
+        store.close().await;
+        // Reopened (migrations already applied), the run is there.
+        let again = SqliteStore::open(&url).await.unwrap();
+        assert_eq!(again.load(record.run_id).await.unwrap().record, record);
+
+        let mem = SqliteStore::open("sqlite::memory:").await.unwrap();
+        mem.create(&record, &CreateOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(mem.load(record.run_id).await.unwrap().record, record);
+
+        for bad in ["postgres://localhost/x", "sqlite:", "file.db"] {
+            match SqliteStore::open(bad).await {
+                Err(e @ StoreError::BadUrl { .. }) => assert!(e.to_string().contains(bad), "{e}"),
+                other => panic!("{bad}: expected BadUrl, got {other:?}"),
+            }
+        }
+        let blocker = dir.path().join("file");
+        std::fs::write(&blocker, "not a folder").unwrap();
+        let url = format!("sqlite:{}", blocker.join("store.db").display());
+        match SqliteStore::open(&url).await {
+            Err(e @ StoreError::Open { .. }) => assert!(e.to_string().contains(&url), "{e}"),
+            other => panic!("expected Open, got {other:?}"),
+        }
+    });
+}
+
+/// Proves the reported `$usage` survives the store: a node that reports usage each step
+/// is driven through the store, and the run loaded back (latest snapshot plus deltas) has
+/// the same summed usage, and is equal to the run in memory.
+#[test]
+fn reported_usage_is_checkpointed_and_reloaded() {
+    rt().block_on(async {
+        let (_dir, store) = store().await;
+        let mut doc = ticker(7, "usage");
+        doc["nodes"]["tick"]["run"] = json!({"handler": "costly"});
+        let g = graph(doc);
+        let document = g.to_document();
+        let ex = builder(g)
+            .node_handler(
+                "costly",
+                pactgraph::runtime::sync_node(|_| {
+                    let mut w = serde_json::Map::new();
+                    w.insert("n".into(), json!(1));
+                    w.insert("$usage".into(), json!({"input_tokens": 3, "cost_usd": 0.5}));
+                    Ok(w)
+                }),
+            )
+            .build()
+            .unwrap();
+        let record = RunRecord::new(document, ex.start(json!({})).unwrap());
+        let id = record.run_id;
+        store
+            .create(&record, &CreateOptions::default())
+            .await
+            .unwrap();
+        // Stopped mid-run: the load replays deltas after the creation snapshot.
+        let part = drive(
+            &ex,
+            &store,
+            id,
+            "a",
+            &DriveOptions::default().max_checkpoints(4),
+        )
+        .await
+        .unwrap();
+        assert!(part.is_running());
+        assert_eq!(
+            serde_json::to_value(&part.usage_total).unwrap(),
+            json!({"input_tokens": 12, "cost_usd": 2.0})
+        );
+        assert_eq!(store.load(id).await.unwrap().record.run, part);
+        let run = drive(&ex, &store, id, "a", &DriveOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            serde_json::to_value(&run.usage_total).unwrap(),
+            json!({"input_tokens": 21, "cost_usd": 3.5})
+        );
+        assert_eq!(store.load(id).await.unwrap().record.run, run);
+    });
+}
