@@ -257,3 +257,33 @@ fn a_step_dropped_while_its_program_runs_kills_the_program_and_its_children() {
         assert!(gone, "process {pid} still runs after its step was dropped");
     }
 }
+
+/// Proves `perform` never panics on the program path either: on a tokio runtime without
+/// I/O, spawning the program panics inside tokio; the run fails with `node_failed` naming
+/// the panic instead of taking the caller down.
+#[test]
+fn a_program_that_cannot_be_spawned_fails_the_run_instead_of_panicking() {
+    let ex = builder(graph(json!({
+        "workflow": "no_io",
+        "slices": {"out": {}},
+        "entry": "root",
+        "supervisors": {"root": {"allow": ["p"]}},
+        "nodes": {"p": {"supervisor": "root", "writes": ["out"], "terminal": true,
+            "triggers": [{"priority": 1, "when": true}],
+            "run": {"exec": {"argv": ["python3", "-c", "print('{}')"], "timeout_ms": 5000}}}}
+    })))
+    .build()
+    .unwrap();
+    let no_io = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let outcome = no_io.block_on(ex.run(ex.start(json!({})).unwrap()));
+    assert_eq!(outcome.status, pactgraph::runtime::RunStatus::Failed);
+    assert_eq!(
+        outcome.termination_reason,
+        Some(pactgraph::runtime::TerminationReason::NodeFailed)
+    );
+    let message = outcome.message.unwrap();
+    assert!(message.contains("node `p` failed: panicked"), "{message}");
+}

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::executor::Executor;
-use super::guarded::{Fault, call_guarded, exec_program};
+use super::guarded::{CatchUnwind, Fault, call_guarded, exec_program};
 use super::handlers::{NodeInput, PolicyInput, SharedNode, SharedPolicy, Writes};
 use super::output::{NodeOutput, accept};
 use super::record::RunId;
@@ -158,7 +158,13 @@ impl Executor {
                 let env = ids.map(CallIds::env);
                 let env = env.as_ref().map_or(&[][..], |e| &e[..]);
                 let base = &self.plan.base_dir;
-                let out = exec_program(&spec, base, &stdin, env, limit, &self.cancel).await;
+                // A panic while running the program (say, a runtime without I/O) is a failed
+                // call, as a handler's is.
+                let run = exec_program(&spec, base, &stdin, env, limit, &self.cancel);
+                let out = match CatchUnwind(Box::pin(run)).await {
+                    Ok(out) => out,
+                    Err(panic) => Err(Fault::Failed(panic)),
+                };
                 match (kind, out) {
                     (_, Err(f)) => Err(f),
                     (EffectKind::Node, Ok(Value::Object(m))) => node_output(m.into()),

@@ -29,9 +29,9 @@ pub(crate) enum Fault {
 }
 
 /// Polls a boxed future, turning a panic into an error message.
-struct CatchUnwind<T>(BoxFuture<T>);
+pub(crate) struct CatchUnwind<'a, T>(pub(crate) Pin<Box<dyn Future<Output = T> + Send + 'a>>);
 
-impl<T> Future for CatchUnwind<T> {
+impl<T> Future for CatchUnwind<'_, T> {
     type Output = Result<T, String>;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let inner = &mut self.get_mut().0;
