@@ -331,7 +331,13 @@ fn every_item_of_a_handoff_chain_carries_its_stage() {
         .trace
         .items
         .iter()
-        .map(|i| (i.kind, i.target.as_deref().unwrap_or("-"), i.chain.clone()))
+        .map(|i| {
+            (
+                i.kind,
+                i.target.as_deref().unwrap_or("-"),
+                i.chain.as_deref().cloned(),
+            )
+        })
         .collect();
     assert_eq!(
         items,
@@ -411,7 +417,11 @@ fn a_stage_whose_input_schema_rejects_its_input_is_invalid_chain_payload() {
     assert_eq!(user_state(&s.outcome()), json!({"draft": {"title": 5}}));
     let end = s.trace.items.last().expect("an end item");
     assert_eq!(
-        (end.kind, end.termination_reason, end.chain.clone()),
+        (
+            end.kind,
+            end.termination_reason,
+            end.chain.as_deref().cloned()
+        ),
         (K::End, Some(R::InvalidChainPayload), stage("a", 1))
     );
     assert_eq!(

@@ -340,8 +340,20 @@ impl Executor {
         if !run.is_running() {
             return run.status();
         }
+        // The span costs a few hundred instructions a step even with no subscriber (more
+        // when a dependency turns on tracing's `log` bridge): take it only when wanted.
+        if !tracing::enabled!(target: "pactgraph", tracing::Level::INFO) {
+            let mut step = self.begin_step(run);
+            while let Some(effect) = step.take_effect() {
+                // Boxed so the common step without effects keeps a small future.
+                let output = Box::pin(self.perform(effect)).await;
+                self.resolve_step(run, &mut step, output);
+            }
+            return self.commit_step(run, step);
+        }
         let first = run.trace.len();
         let span = tracing::info_span!(
+            target: "pactgraph",
             "pactgraph.step",
             step = run.steps,
             depth = run.depth(),
@@ -354,26 +366,23 @@ impl Executor {
         );
         let mut step = span.in_scope(|| self.begin_step(run));
         while let Some(effect) = step.take_effect() {
-            // Boxed so the common step without effects keeps a small future.
             let output = Box::pin(self.perform(effect).instrument(span.clone())).await;
             span.in_scope(|| self.resolve_step(run, &mut step, output));
         }
         span.in_scope(|| self.commit_step(run, step));
-        if !span.is_disabled() {
-            if let Some(i) = run.trace.items.get(first) {
-                span.record("supervisor", i.supervisor.as_deref());
-                span.record("subgraph", i.subgraph.as_deref());
-                span.record("kind", tracing::field::debug(i.kind));
-                span.record("target", i.target.as_deref());
-                span.record("reason", i.reason.as_deref());
-            }
-            if let Some(r) = run.trace.items[first..]
-                .iter()
-                .rev()
-                .find_map(|i| i.termination_reason)
-            {
-                span.record("termination_reason", r.as_str());
-            }
+        if let Some(i) = run.trace.items.get(first) {
+            span.record("supervisor", i.supervisor.as_deref());
+            span.record("subgraph", i.subgraph.as_deref());
+            span.record("kind", tracing::field::debug(i.kind));
+            span.record("target", i.target.as_deref());
+            span.record("reason", i.reason.as_deref());
+        }
+        if let Some(r) = run.trace.items[first..]
+            .iter()
+            .rev()
+            .find_map(|i| i.termination_reason)
+        {
+            span.record("termination_reason", r.as_str());
         }
         run.status()
     }

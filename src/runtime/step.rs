@@ -188,8 +188,9 @@ pub(crate) enum NodeResult {
     Constant,
     /// A handler or program: its output is awaited.
     Awaiting,
-    /// A handler or program ran, taking this many microseconds.
-    Ran(Result<NodeOutput, Fault>, u64),
+    /// A handler or program ran, taking this many microseconds. Boxed: only effect steps
+    /// have it, and every step's size is moved around.
+    Ran(Box<Result<NodeOutput, Fault>>, u64),
 }
 
 /// Where control goes after the node.
@@ -294,7 +295,7 @@ impl Executor {
                         )),
                         Err(f) => Err(f),
                     };
-                    ns.result = NodeResult::Ran(writes, output.duration_us);
+                    ns.result = NodeResult::Ran(Box::new(writes), output.duration_us);
                 }
                 step.stage = Stage::Ready(planned);
             }

@@ -116,7 +116,7 @@ pub struct TraceItem {
     pub usage: Option<Box<Usage>>,
     /// Items of a step that runs a chain stage: where the stage stands in its chain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub chain: Option<Chain>,
+    pub chain: Option<Box<Chain>>,
 }
 
 impl TraceItem {

@@ -29,9 +29,10 @@ pub(crate) struct Tx<'a> {
 }
 
 impl Tx<'_> {
+    #[inline]
     fn item(&self, kind: TraceKind, supervisor: Option<Arc<str>>) -> TraceItem {
         let mut it = item(self.run, kind, supervisor, self.at_ms);
-        it.chain.clone_from(&self.chain);
+        it.chain = self.chain.clone().map(Box::new);
         it
     }
 
@@ -116,17 +117,17 @@ impl Tx<'_> {
                 let fault = Fault::Failed("was committed before its output arrived".into());
                 return self.fault(&np.id, "node", fault, Some(dispatcher));
             }
-            NodeResult::Ran(Err(fault), _) => {
-                return self.fault(&np.id, "node", fault, Some(dispatcher));
-            }
-            NodeResult::Ran(Ok(out), d) => {
-                // The cost was spent whether or not the writes pass their checks.
-                if let Some(u) = out.usage {
-                    self.run.usage_total.add_all(&u);
-                    usage = Some(Box::new(u));
+            NodeResult::Ran(ran, d) => match *ran {
+                Err(fault) => return self.fault(&np.id, "node", fault, Some(dispatcher)),
+                Ok(out) => {
+                    // The cost was spent whether or not the writes pass their checks.
+                    if let Some(u) = out.usage {
+                        self.run.usage_total.add_all(&u);
+                        usage = Some(Box::new(u));
+                    }
+                    (Cow::Owned(Value::Object(out.writes)), d)
                 }
-                (Cow::Owned(Value::Object(out.writes)), d)
-            }
+            },
             // Constant writes are checked and applied by reference.
             NodeResult::Constant => match &np.run {
                 NodeRun::Set(m) => (Cow::Borrowed(m), 0),
