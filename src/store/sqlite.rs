@@ -129,6 +129,28 @@ fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
+/// Writes the run's snapshot at `seq` and drops the older ones (a run keeps one), in the
+/// caller's transaction.
+async fn snapshot_at(
+    tx: &mut Transaction<'_, Sqlite>,
+    key: &str,
+    seq: u64,
+    state: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("INSERT INTO snapshots (run_id, seq, run_state) VALUES (?1, ?2, ?3)")
+        .bind(key)
+        .bind(to_i64(seq))
+        .bind(state)
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query("DELETE FROM snapshots WHERE run_id = ?1 AND seq < ?2")
+        .bind(key)
+        .bind(to_i64(seq))
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
 fn to_u64(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
@@ -550,19 +572,7 @@ impl RunStore for SqliteStore {
             .await
             .map_err(&db)?;
         if let Some(state) = &snapshot {
-            sqlx::query("INSERT INTO snapshots (run_id, seq, run_state) VALUES (?1, ?2, ?3)")
-                .bind(&key)
-                .bind(to_i64(seq))
-                .bind(state)
-                .execute(&mut *tx)
-                .await
-                .map_err(&db)?;
-            sqlx::query("DELETE FROM snapshots WHERE run_id = ?1 AND seq < ?2")
-                .bind(&key)
-                .bind(to_i64(seq))
-                .execute(&mut *tx)
-                .await
-                .map_err(&db)?;
+            snapshot_at(&mut tx, &key, seq, state).await.map_err(&db)?;
         }
         let row = sqlx::query(&format!("SELECT {INFO} FROM runs WHERE id = ?1"))
             .bind(&key)
@@ -843,19 +853,7 @@ impl RunStore for SqliteStore {
             .execute(&mut *tx)
             .await
             .map_err(&db)?;
-        sqlx::query("INSERT INTO snapshots (run_id, seq, run_state) VALUES (?1, ?2, ?3)")
-            .bind(&key)
-            .bind(to_i64(seq))
-            .bind(&state)
-            .execute(&mut *tx)
-            .await
-            .map_err(&db)?;
-        sqlx::query("DELETE FROM snapshots WHERE run_id = ?1 AND seq < ?2")
-            .bind(&key)
-            .bind(to_i64(seq))
-            .execute(&mut *tx)
-            .await
-            .map_err(&db)?;
+        snapshot_at(&mut tx, &key, seq, &state).await.map_err(&db)?;
         tx.commit().await.map_err(&db)?;
         self.info(id).await
     }
