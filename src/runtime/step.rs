@@ -615,11 +615,14 @@ impl Executor {
             return;
         }
         let needs_view = matches!(np.run, NodeRun::Handler(_) | NodeRun::Exec(_));
-        let view =
+        let mut view =
             (needs_view || np.input_schema.is_some()).then(|| self.view(run, &contract.reads));
-        if let (Some(schema), Some(view)) = (&np.input_schema, &view) {
-            // Checked as an object of slices; the view is a map, wrapped for the validator.
-            let input = serde_json::Value::Object(view.clone());
+        if let Some(schema) = &np.input_schema
+            && let Some(map) = view.take()
+        {
+            // Checked as an object of slices: the view is wrapped for the validator (moved,
+            // not copied) and taken back for the call.
+            let input = serde_json::Value::Object(map);
             if handed_off {
                 if let Err((at, msg)) = check_at(schema, &input) {
                     ns.result =
@@ -635,6 +638,9 @@ impl Executor {
                 ns.result = NodeResult::InputInvalid(msg);
                 step.stage = Stage::Ready(planned(Then::Node(ns)));
                 return;
+            }
+            if let serde_json::Value::Object(map) = input {
+                view = Some(map);
             }
         }
         let ids = CallIds {

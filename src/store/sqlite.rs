@@ -313,28 +313,24 @@ impl SqliteStore {
     pub async fn storage(&self, id: RunId) -> Result<RunStorage, StoreError> {
         let db = StoreError::db("measuring storage", Some(id));
         let key = id.to_string();
-        let steps = sqlx::query(
-            "SELECT COUNT(*) AS n, COALESCE(SUM(LENGTH(delta)), 0) AS bytes \
-             FROM steps WHERE run_id = ?1",
+        let row = sqlx::query(
+            "SELECT \
+               (SELECT COUNT(*) FROM steps WHERE run_id = ?1) AS steps, \
+               (SELECT COALESCE(SUM(LENGTH(delta)), 0) FROM steps WHERE run_id = ?1) AS step_bytes, \
+               (SELECT COUNT(*) FROM snapshots WHERE run_id = ?1) AS snapshots, \
+               (SELECT COALESCE(SUM(LENGTH(run_state)), 0) FROM snapshots WHERE run_id = ?1) \
+                 AS snapshot_bytes",
         )
         .bind(&key)
         .fetch_one(&self.pool)
         .await
         .map_err(&db)?;
-        let snaps = sqlx::query(
-            "SELECT COUNT(*) AS n, COALESCE(SUM(LENGTH(run_state)), 0) AS bytes \
-             FROM snapshots WHERE run_id = ?1",
-        )
-        .bind(&key)
-        .fetch_one(&self.pool)
-        .await
-        .map_err(&db)?;
-        let get = |row: &SqliteRow, col: &str| row.try_get::<i64, _>(col).map(to_u64);
+        let get = |col: &str| row.try_get::<i64, _>(col).map(to_u64).map_err(&db);
         Ok(RunStorage {
-            steps: get(&steps, "n").map_err(&db)?,
-            step_bytes: get(&steps, "bytes").map_err(&db)?,
-            snapshots: get(&snaps, "n").map_err(&db)?,
-            snapshot_bytes: get(&snaps, "bytes").map_err(&db)?,
+            steps: get("steps")?,
+            step_bytes: get("step_bytes")?,
+            snapshots: get("snapshots")?,
+            snapshot_bytes: get("snapshot_bytes")?,
         })
     }
 
