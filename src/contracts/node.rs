@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{NodeBehaviour, Trigger, strings};
+use super::{NodeBehaviour, RouterSpec, Trigger, strings};
 
 /// A unit of work: the slices it reads and writes, the supervisor that owns it, when it
 /// wants to run, and how it runs.
@@ -56,6 +56,10 @@ pub struct NodeContract {
     /// JSON Schema of the node's output (its `writes` slices as an object).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<Value>,
+    /// Makes the node a router: it names its successor in `$route`, among
+    /// `router.destinations`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router: Option<RouterSpec>,
 }
 
 impl NodeContract {
@@ -119,6 +123,11 @@ impl NodeContract {
     /// Sets the output schema.
     pub fn output_schema(mut self, schema: Value) -> Self {
         self.output_schema = Some(schema);
+        self
+    }
+    /// Makes the node a router.
+    pub fn router(mut self, spec: RouterSpec) -> Self {
+        self.router = Some(spec);
         self
     }
     /// Sets the description.

@@ -38,6 +38,8 @@ pub struct Effect {
     pub(crate) step: u32,
     pub(crate) limit: Option<Duration>,
     pub(crate) call: Call,
+    /// A router's call: its output may carry `$route` and `$message`.
+    pub(crate) router: bool,
 }
 
 /// How the effect is carried out.
@@ -145,12 +147,16 @@ impl Executor {
     pub async fn perform(&self, effect: Effect) -> EffectOutput {
         let t0 = self.timer();
         let Effect {
-            kind, limit, call, ..
+            kind,
+            limit,
+            call,
+            router,
+            ..
         } = effect;
         let result = match call {
             Call::Node(h, input) => call_guarded(|| h.0.call(input), limit, &self.cancel)
                 .await
-                .and_then(node_output),
+                .and_then(|out| node_output(out, router)),
             Call::Policy(h, input) => call_guarded(|| h.0.decide(input), limit, &self.cancel)
                 .await
                 .map(Produced::Decision),
@@ -167,7 +173,7 @@ impl Executor {
                 };
                 match (kind, out) {
                     (_, Err(f)) => Err(f),
-                    (EffectKind::Node, Ok(Value::Object(m))) => node_output(m.into()),
+                    (EffectKind::Node, Ok(Value::Object(m))) => node_output(m.into(), router),
                     (EffectKind::Node, Ok(other)) => Err(Fault::Failed(format!(
                         "printed {} instead of an object of slice writes",
                         json_kind(&other)
@@ -186,20 +192,25 @@ impl Executor {
 }
 
 /// Reads a node's output envelope; a refused one is an `invalid_output` fault.
-fn node_output(out: NodeOutput) -> Result<Produced, Fault> {
-    accept(out)
+fn node_output(out: NodeOutput, router: bool) -> Result<Produced, Fault> {
+    accept(out, router)
         .map(Produced::Node)
         .map_err(|e| Fault::InvalidOutput(format!("sent an invalid output: {e}")))
 }
 
 /// The stdin of a node program:
-/// `{"node": id, "input": {slice: value...}, "run_id": id, "step": n, "attempt": n}`.
-pub(crate) fn node_stdin(id: &str, view: Writes, ids: CallIds) -> Value {
-    json!({
+/// `{"node": id, "input": {slice: value...}, "run_id": id, "step": n, "attempt": n}`, plus
+/// `"error"` when a router runs again after an invalid route.
+pub(crate) fn node_stdin(id: &str, view: Writes, ids: CallIds, error: Option<String>) -> Value {
+    let mut stdin = json!({
         "node": id,
         "input": view,
         "run_id": ids.run_id,
         "step": ids.step,
         "attempt": ids.attempt,
-    })
+    });
+    if let (Some(e), Value::Object(m)) = (error, &mut stdin) {
+        m.insert("error".into(), Value::String(e));
+    }
+    stdin
 }

@@ -151,8 +151,12 @@ pub struct NodeInput {
     /// effects can use the three to make a repeated call (an abandoned step driven again,
     /// a retry) idempotent.
     pub run_id: RunId,
-    /// Which try of this step's call this is (1; retries will count up).
+    /// Which run of this node this is within one routing: 1, then 2, 3... when a router
+    /// runs again after an invalid `$route`.
     pub attempt: u32,
+    /// Routers run again after an invalid `$route`: what was wrong with it (a program
+    /// gets the same text as `error` on stdin). `None` otherwise.
+    pub error: Option<String>,
 }
 
 /// Where a supervisor decides: the run context handed to policies.

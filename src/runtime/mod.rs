@@ -18,6 +18,7 @@ mod guarded;
 mod handlers;
 mod output;
 mod record;
+mod route;
 mod rules;
 mod run_state;
 mod status;
@@ -26,14 +27,14 @@ mod trace;
 mod transitions;
 
 pub use builder::{Clock, ExecutorBuildError, ExecutorBuilder};
-pub use callstack::{Frame, UncommittedFrame};
+pub use callstack::{Frame, Owed, UncommittedFrame};
 pub use effects::{Effect, EffectKind, EffectOutput};
 pub use executor::{CLARIFICATION_SLICE, Executor, ResumeError, ResumeErrorKind, StartError};
 pub use handlers::{
     BoxFuture, HandlerError, NodeHandler, NodeInput, PolicyHandler, PolicyInput, RunContext,
     Writes, sync_node, sync_policy,
 };
-pub use output::{NodeOutput, USAGE_KEY, Usage};
+pub use output::{MESSAGE_KEY, NodeOutput, ROUTE_KEY, USAGE_KEY, Usage};
 pub use record::{RUN_RECORD_FORMAT, RecordError, RunId, RunIdError, RunRecord, digest_of};
 pub use run_state::{Pending, ProjectedState, RunOutcome, RunState, RunSummary, State};
 pub use status::{RunStatus, TerminationReason};

@@ -11,7 +11,7 @@ use super::callstack::{Frame, UncommittedFrame};
 use super::output::Usage;
 use super::record::RunId;
 use super::status::{RunStatus, TerminationReason};
-use super::trace::{Chain, DecisionTrace};
+use super::trace::{Chain, DecisionTrace, TraceKind};
 use crate::contracts::SYSTEM_SLICE;
 
 /// The key of the trace's projection in the `system` slice.
@@ -40,6 +40,45 @@ pub enum Pending {
         from: Arc<str>,
         /// Where `node` stands in its chain (the trace item's `chain`).
         chain: Chain,
+        /// Routers whose own `handoff` is still owed, innermost last: when this chain
+        /// completes, the last one's handoff runs instead of control returning.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        owed: Vec<Arc<str>>,
+    },
+    /// A router runs again because its last `$route` was invalid.
+    Retry {
+        /// The router.
+        node: Arc<str>,
+        /// The supervisor control returns to afterwards.
+        dispatcher: Arc<str>,
+        /// How the router was reached (`dispatch` or `handoff`), as on its first run.
+        kind: TraceKind,
+        /// The trace item's `source`, as on its first run.
+        source: Option<Arc<str>>,
+        /// Where the router stands in its chain.
+        chain: Chain,
+        /// This run's number (2 for the first retry): `attempt` on the program's stdin.
+        attempt: u32,
+        /// What was wrong with the last route: `error` on the program's stdin.
+        error: String,
+        /// As for [`Pending::Handoff`].
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        owed: Vec<Arc<str>>,
+    },
+    /// A router's destination subgraph is entered, as if the router's supervisor had
+    /// decided it.
+    Call {
+        /// The subgraph.
+        subgraph: Arc<str>,
+        /// The calling supervisor (the router's dispatcher).
+        caller: Arc<str>,
+        /// The router that named it.
+        router: Arc<str>,
+        /// Where the subgraph stands in the router's chain (the call item's `chain`).
+        chain: Chain,
+        /// As for [`Pending::Handoff`]: owed once the subgraph returns.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        owed: Vec<Arc<str>>,
     },
 }
 
@@ -48,7 +87,8 @@ impl Pending {
     pub fn supervisor(&self) -> &Arc<str> {
         match self {
             Pending::Decide { supervisor } => supervisor,
-            Pending::Handoff { dispatcher, .. } => dispatcher,
+            Pending::Handoff { dispatcher, .. } | Pending::Retry { dispatcher, .. } => dispatcher,
+            Pending::Call { caller, .. } => caller,
         }
     }
 }

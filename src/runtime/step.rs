@@ -20,9 +20,10 @@ use super::executor::{Executor, wall_ms};
 use super::guarded::Fault;
 use super::handlers::{NodeInput, PolicyInput, RunContext};
 use super::output::NodeOutput;
+use super::route::{RoutedCall, StageExtra, router_chain};
 use super::run_state::{Pending, RunState};
 use super::status::{RunStatus, TerminationReason};
-use super::trace::{Chain, TraceItem, TraceKind};
+use super::trace::{Chain, ChainTrigger, TraceItem, TraceKind};
 use crate::contracts::{RoutingDecision, StopGlobal, StopLocal, SupervisorOutput};
 
 /// A step in progress: planned from a [`RunState`], possibly waiting on an [`Effect`],
@@ -142,10 +143,12 @@ pub(crate) enum Then<'e> {
     PolicyFault { sup: Arc<str>, fault: Fault },
     /// A node runs (dispatched, handed off, or as a fallback).
     Node(NodeStep<'e>),
-    /// A subgraph is entered.
+    /// A subgraph is entered (by its caller's decision, or as a router's destination:
+    /// then with the router's chain and the handoffs owed when it returns).
     Call {
         caller: Arc<str>,
         sg: &'e SubgraphPlan,
+        routed: Option<Box<RoutedCall>>,
     },
     /// The current level ends.
     EndLevel {
@@ -173,6 +176,9 @@ pub(crate) struct NodeStep<'e> {
     pub(crate) chain: Option<Chain>,
     pub(crate) result: NodeResult,
     pub(crate) after: After<'e>,
+    /// Router runs and routed chains only (`None` on the common path): the attempt and
+    /// the routers' handoffs owed.
+    pub(crate) extra: Option<Box<StageExtra>>,
 }
 
 /// What running the node gave.
@@ -181,8 +187,8 @@ pub(crate) enum NodeResult {
     Refused(GuardStop),
     /// Its input failed its `input_schema` (the step counts).
     InputInvalid(String),
-    /// A chain stage reached through a handoff got an input its `input_schema` rejects
-    /// (the step counts).
+    /// A chain stage reached through a handoff or a router got an input its
+    /// `input_schema` rejects (the step counts).
     ChainPayloadInvalid(String),
     /// A `set` node (or one without behaviour): its writes are its constants.
     Constant,
@@ -201,6 +207,8 @@ pub(crate) enum After<'e> {
     EndLevel(&'static str),
     /// Back to the dispatching supervisor.
     Return,
+    /// The node is a router: its `$route` decides (judged at commit).
+    Route,
 }
 
 /// A trace item of `kind` at the run's current step, depth and level.
@@ -343,6 +351,7 @@ impl Executor {
                                         Some(sg) => Then::Call {
                                             caller: Arc::clone(&sp.id),
                                             sg,
+                                            routed: None,
                                         },
                                         None => Then::Mismatch(
                                             self.unknown("subgraph", &e.id),
@@ -398,6 +407,7 @@ impl Executor {
                 dispatcher,
                 from,
                 chain,
+                owed,
             } => {
                 let Some(np) = plan.nodes.get(&**node) else {
                     let msg = self.unknown("node", node);
@@ -410,14 +420,28 @@ impl Executor {
                     kind: TraceKind::Handoff,
                     source: Some(Arc::clone(from)),
                     chain: Some(chain.clone()),
+                    extra: StageExtra::owing(owed),
                 };
                 self.plan_node(run, level, None, None, target, step);
+            }
+            Pending::Retry { .. } | Pending::Call { .. } => {
+                self.plan_routed(run, level, pending, step);
             }
         }
     }
 
+    /// The node `id` (for router planning).
+    pub(super) fn node_plan(&self, id: &str) -> Option<&NodePlan> {
+        self.plan.nodes.get(id)
+    }
+
+    /// The subgraph `id` (for router planning).
+    pub(super) fn subgraph_plan(&self, id: &str) -> Option<&SubgraphPlan> {
+        self.plan.subgraphs.get(id)
+    }
+
     /// The message for an id the run state names and the workflow lacks.
-    fn unknown(&self, what: &str, id: &str) -> String {
+    pub(super) fn unknown(&self, what: &str, id: &str) -> String {
         format!(
             "the run state names {what} `{id}`, which workflow `{}` does not have (was it saved by another workflow?)",
             self.plan.graph.workflow()
@@ -453,6 +477,7 @@ impl Executor {
                 kind: TraceKind::Dispatch,
                 source: Some(Arc::clone(&sp.id)),
                 chain: None,
+                extra: None,
             }),
             None => Err(self.unknown("node", id)),
         }
@@ -481,7 +506,11 @@ impl Executor {
                 };
             }
             Action::Subgraph(id) => match plan.subgraphs.get(id.as_str()) {
-                Some(sg) => Then::Call { caller: sup, sg },
+                Some(sg) => Then::Call {
+                    caller: sup,
+                    sg,
+                    routed: None,
+                },
                 None => Then::Mismatch(self.unknown("subgraph", &id), Some(sup)),
             },
             Action::StopLocal(stop) => Then::EndLevel {
@@ -551,7 +580,7 @@ impl Executor {
 
     /// Plans a node run: where control goes after it, its gate (budgets, visits, input
     /// schema) and, for a handler or program, the effect.
-    fn plan_node<'e>(
+    pub(super) fn plan_node<'e>(
         &'e self,
         run: &RunState,
         level: Level<'e>,
@@ -567,10 +596,12 @@ impl Executor {
             kind,
             source,
             chain,
+            mut extra,
         } = target;
         let contract = np.contract(&plan.graph);
-        // A dispatched node with a `handoff` starts a chain (stage 0).
+        // A dispatched router, or node with a `handoff`, starts a chain (stage 0).
         let chain = match chain {
+            None if contract.router.is_some() => Some(router_chain(&np.id)),
             None if contract.handoff.is_some() => Some(Chain::handoff_root(Arc::clone(&np.id))),
             c => c,
         };
@@ -580,7 +611,10 @@ impl Executor {
             fallback,
             then,
         };
-        let after = if let Some(next) = &contract.handoff {
+        let after = if contract.router.is_some() {
+            // A router's own handoff is owed until its destination's chain completes.
+            After::Route
+        } else if let Some(next) = &contract.handoff {
             match plan.nodes.get(next.as_str()) {
                 Some(n) => After::Handoff(n),
                 None => {
@@ -608,7 +642,11 @@ impl Executor {
             chain,
             result: NodeResult::Constant,
             after,
+            extra: None,
         };
+        let error = extra.as_mut().and_then(|x| x.error.take());
+        let attempt = extra.as_ref().map_or(1, |x| x.attempt);
+        ns.extra = extra;
         if let Err(g) = check_node(run, plan.graph.budgets(), &np.id, contract.max_visits) {
             ns.result = NodeResult::Refused(g);
             step.stage = Stage::Ready(planned(Then::Node(ns)));
@@ -646,7 +684,7 @@ impl Executor {
         let ids = CallIds {
             run_id: run.run_id,
             step: run.steps,
-            attempt: 1,
+            attempt,
         };
         let call = match (&np.run, view) {
             (NodeRun::Handler(h), Some(view)) => Call::Node(
@@ -659,11 +697,14 @@ impl Executor {
                     step: ids.step,
                     run_id: ids.run_id,
                     attempt: ids.attempt,
+                    error,
                 },
             ),
-            (NodeRun::Exec(spec), Some(view)) => {
-                Call::Program(Arc::clone(spec), node_stdin(&np.id, view, ids), Some(ids))
-            }
+            (NodeRun::Exec(spec), Some(view)) => Call::Program(
+                Arc::clone(spec),
+                node_stdin(&np.id, view, ids, error),
+                Some(ids),
+            ),
             _ => {
                 step.stage = Stage::Ready(planned(Then::Node(ns)));
                 return;
@@ -679,6 +720,7 @@ impl Executor {
             step: run.steps,
             limit: self.call_limit(run, own),
             call,
+            router: contract.router.is_some(),
         };
         ns.result = NodeResult::Awaiting;
         step.stage = Stage::Waiting {
@@ -728,6 +770,7 @@ impl Executor {
             step: run.steps,
             limit: self.call_limit(run, own),
             call,
+            router: false,
         }
     }
 
@@ -752,7 +795,7 @@ impl Executor {
 }
 
 /// Makes the step ready with `then` (no fallback item).
-fn ready<'e>(step: &mut Step<'e>, level: Level<'e>, decision: Option<Decided>, then: Then<'e>) {
+pub(super) fn ready<'e>(step: &mut Step<'e>, level: Level<'e>, decision: Option<Decided>, then: Then<'e>) {
     step.stage = Stage::Ready(Planned {
         level,
         decision,
@@ -762,23 +805,32 @@ fn ready<'e>(step: &mut Step<'e>, level: Level<'e>, decision: Option<Decided>, t
 }
 
 /// A node about to be planned: which, for whom, reached how.
-struct NodeTarget<'e> {
-    np: &'e NodePlan,
-    dispatcher: Arc<str>,
-    kind: TraceKind,
-    source: Option<Arc<str>>,
-    /// Set for a stage reached through a handoff; a dispatched node's chain is worked out
-    /// from its contract.
-    chain: Option<Chain>,
+pub(super) struct NodeTarget<'e> {
+    pub(super) np: &'e NodePlan,
+    pub(super) dispatcher: Arc<str>,
+    pub(super) kind: TraceKind,
+    pub(super) source: Option<Arc<str>>,
+    /// Set for a stage reached through a handoff or a router; a dispatched node's chain is
+    /// worked out from its contract.
+    pub(super) chain: Option<Chain>,
+    /// Router retries and routed chains only.
+    pub(super) extra: Option<Box<StageExtra>>,
 }
 
 /// The message of `invalid_chain_payload`: the upstream stage (the node that handed
-/// off), the downstream stage, and where the input first goes wrong.
+/// off, or the router that routed), the downstream stage, and where the input first goes
+/// wrong.
 fn chain_payload_message(ns: &NodeStep<'_>, at: &str, msg: &str) -> String {
     let upstream = ns.source.as_deref().unwrap_or("?");
-    let (root, stage) = ns.chain.as_ref().map_or(("?", 0), |c| (&*c.root, c.stage));
+    let (root, stage, how) = ns.chain.as_ref().map_or(("?", 0, "handed off"), |c| {
+        let how = match c.trigger {
+            ChainTrigger::Router => "routed",
+            _ => "handed off",
+        };
+        (&*c.root, c.stage, how)
+    });
     format!(
-        "chain `{root}`: stage {} `{upstream}` handed off to stage {stage} `{}`, whose \
+        "chain `{root}`: stage {} `{upstream}` {how} to stage {stage} `{}`, whose \
          input_schema rejects the input at `{at}`: {msg}",
         stage.saturating_sub(1),
         ns.np.id

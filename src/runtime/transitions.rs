@@ -12,10 +12,11 @@ use super::builder::{NodePlan, NodeRun, SubgraphPlan, check};
 use super::callstack::{Frame, commit, pick};
 use super::executor::Executor;
 use super::guarded::Fault;
+use super::route::{Destination, Rejection, RoutedCall, next_stage};
 use super::run_state::{Control, Pending, RunState};
 use super::status::{RunStatus, TerminationReason};
 use super::step::{After, Level, NodeResult, NodeStep, Planned, Then, item};
-use super::trace::{Chain, TraceItem, TraceKind};
+use super::trace::{Chain, ChainTrigger, TraceItem, TraceKind};
 use crate::contracts::{SYSTEM_SLICE, StopGlobal, StopLocal};
 
 /// A commit in progress: the run being changed and the step's timestamp.
@@ -30,7 +31,7 @@ pub(crate) struct Tx<'a> {
 
 impl Tx<'_> {
     #[inline]
-    fn item(&self, kind: TraceKind, supervisor: Option<Arc<str>>) -> TraceItem {
+    pub(crate) fn item(&self, kind: TraceKind, supervisor: Option<Arc<str>>) -> TraceItem {
         let mut it = item(self.run, kind, supervisor, self.at_ms);
         it.chain = self.chain.clone().map(Box::new);
         it
@@ -63,7 +64,7 @@ impl Tx<'_> {
                 self.fault(&who, "the policy of supervisor", fault, Some(sup));
             }
             Then::Node(ns) => self.run_node(level, ns),
-            Then::Call { caller, sg } => self.call(sg, caller),
+            Then::Call { caller, sg, routed } => self.call(sg, caller, routed),
             Then::EndLevel { sup, stop, reason } => self.end_level(level, sup, stop, reason),
             Then::StopGlobal { sup, stop, frames } => self.stop_global(sup, stop, &frames),
             Then::Ask { sup, question } => self.pause(sup, question),
@@ -92,6 +93,7 @@ impl Tx<'_> {
             chain,
             result,
             after,
+            extra,
         } = ns;
         self.chain = chain;
         let result = match result {
@@ -100,6 +102,8 @@ impl Tx<'_> {
         };
         self.count_visit(np);
         let mut usage = None;
+        // A router's `$route` and `$message`, taken out of its output.
+        let mut routed = None;
         let (writes, duration_us): (Cow<'_, Value>, u64) = match result {
             NodeResult::Refused(_) => return,
             NodeResult::InputInvalid(msg) => {
@@ -125,6 +129,9 @@ impl Tx<'_> {
                         self.run.usage_total.add_all(&u);
                         usage = Some(Box::new(u));
                     }
+                    if matches!(after, After::Route) {
+                        routed = Some((out.route, out.message));
+                    }
                     (Cow::Owned(Value::Object(out.writes)), d)
                 }
             },
@@ -133,6 +140,22 @@ impl Tx<'_> {
                 NodeRun::Set(m) => (Cow::Borrowed(m), 0),
                 _ => (Cow::Owned(Value::Object(Map::new())), 0),
             },
+        };
+        // A router's route is judged first: a rejected one applies nothing.
+        let verdict = match after {
+            After::Route => match self.judge(np, routed) {
+                Ok(v) => Some(v),
+                Err(Rejection::Fail(reason, msg)) => return self.fail(reason, msg, Some(dispatcher)),
+                Err(Rejection::Retry(problem)) => {
+                    let mut it = self.item(kind, Some(Arc::clone(&dispatcher)));
+                    it.source.clone_from(&source);
+                    it.target = Some(Arc::clone(&np.id));
+                    it.duration_us = duration_us;
+                    it.usage = usage;
+                    return self.reject_route(np, dispatcher, kind, source, extra, it, problem);
+                }
+            },
+            _ => None,
         };
         if let Err((reason, msg)) = self.check_writes(level, np, &writes) {
             self.fail(reason, msg, Some(dispatcher));
@@ -165,19 +188,35 @@ impl Tx<'_> {
         it.target = Some(Arc::clone(&np.id));
         it.duration_us = duration_us;
         it.usage = usage;
+        let mut to = None;
+        if let Some(v) = verdict {
+            if let Some((slice, value)) = v.message {
+                self.run.level_state_mut().insert(slice, value);
+            }
+            it.reason = Some(route_reason(&v.to, extra.as_deref().map_or(1, |x| x.attempt)).into());
+            to = Some(v.to);
+        }
         self.run.trace.push(it);
+        // A routed chain that completes pays the routers' handoffs it owes first.
+        let owed = extra.as_ref().filter(|x| !x.owed.is_empty()).is_some();
         match after {
+            After::Route => {
+                if let Some(to) = to {
+                    self.follow_route(level, np, dispatcher, to, extra);
+                }
+            }
             After::Handoff(next) => {
-                let chain = self.chain.as_ref().map_or_else(
-                    || Chain::handoff_root(Arc::clone(&np.id)).next(),
-                    Chain::next,
-                );
+                let chain = next_stage(self.chain.as_ref(), &np.id, ChainTrigger::Handoff);
                 self.run.control = Control::Running(Pending::Handoff {
                     node: Arc::clone(&next.id),
                     dispatcher,
                     from: Arc::clone(&np.id),
                     chain,
+                    owed: extra.map(|x| x.owed).unwrap_or_default(),
                 });
+            }
+            After::EndLevel(_) | After::Return if owed => {
+                self.pay_owed(dispatcher, extra.map(|x| x.owed).unwrap_or_default());
             }
             After::EndLevel(what) => {
                 let stop = StopLocal {
@@ -250,9 +289,16 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// Enters subgraph `sg` for `caller`.
-    fn call(&mut self, sg: &SubgraphPlan, caller: Arc<str>) {
+    /// Enters subgraph `sg` for `caller` (as a router's destination when `routed`).
+    fn call(&mut self, sg: &SubgraphPlan, caller: Arc<str>, routed: Option<Box<RoutedCall>>) {
         let plan = &*self.ex.plan;
+        let (source, owed) = match routed {
+            Some(r) => {
+                self.chain = Some(r.owed.chain.clone());
+                (r.router, (!r.owed.routers.is_empty()).then_some(r.owed))
+            }
+            None => (Arc::clone(&caller), None),
+        };
         let id = &*sg.id;
         if let Err(g) = check_call(self.run, plan.graph.budgets(), id, sg.contract.max_reentry) {
             return self.guard_stop(g, Some(caller));
@@ -271,7 +317,7 @@ impl Tx<'_> {
             child.entry(k).or_insert(v);
         }
         let mut it = self.item(TraceKind::Call, Some(Arc::clone(&caller)));
-        it.source = Some(Arc::clone(&caller));
+        it.source = Some(source);
         it.target = Some(Arc::clone(&sg.id));
         self.run.trace.push(it);
         if let Some(schema) = &sg.input_schema
@@ -287,6 +333,7 @@ impl Tx<'_> {
             entry_step: self.run.steps,
             caller,
             state: child,
+            owed,
         });
         self.run.control = Control::Running(Pending::Decide {
             supervisor: Arc::clone(&sg.entrypoint),
@@ -296,7 +343,7 @@ impl Tx<'_> {
     /// Ends the current level: at the root the run completes with `root_reason`; in a
     /// subgraph the output is validated, the child's writes committed, the output mapped
     /// to `result_slice`, and the caller decides again (or the run ends on `should_end`).
-    fn end_level(
+    pub(crate) fn end_level(
         &mut self,
         level: Level<'_>,
         supervisor: Arc<str>,
@@ -365,6 +412,11 @@ impl Tx<'_> {
                 Some(why),
                 Some(frame.caller),
             );
+        }
+        if let Some(owed) = frame.owed {
+            // A routed subgraph returned: the handoffs its routers owe run first.
+            self.chain = Some(owed.chain);
+            return self.pay_owed(frame.caller, owed.routers);
         }
         self.run.control = Control::Running(Pending::Decide {
             supervisor: frame.caller,
@@ -445,7 +497,7 @@ impl Tx<'_> {
     }
 
     /// The run failed (status `failed`).
-    fn fail(&mut self, reason: TerminationReason, message: String, supervisor: Option<Arc<str>>) {
+    pub(crate) fn fail(&mut self, reason: TerminationReason, message: String, supervisor: Option<Arc<str>>) {
         self.finish(RunStatus::Failed, reason, Some(message), supervisor);
     }
 
@@ -535,5 +587,19 @@ impl Executor {
             view.insert(SYSTEM_SLICE.into(), self.system_value(run));
         }
         view
+    }
+}
+
+/// The `reason` of an accepted router run's item: where it routed.
+fn route_reason(to: &Destination<'_>, attempt: u32) -> String {
+    let what = match to {
+        Destination::Answer => "answered ($route: null)".to_string(),
+        Destination::Node(n) => format!("$route: {}", n.id),
+        Destination::Subgraph(sg) => format!("$route: {}", sg.id),
+    };
+    if attempt > 1 {
+        format!("{what} (attempt {attempt})")
+    } else {
+        what
     }
 }
