@@ -43,16 +43,23 @@ pub enum EdgeKind {
     },
     /// Node to the node it hands off to.
     Handoff,
+    /// Router to one of its destinations: a node, or (for a subgraph destination) the
+    /// subgraph's entrypoint supervisor.
+    Route {
+        /// The subgraph entered, for a subgraph destination.
+        subgraph: Option<String>,
+    },
 }
 
 impl EdgeKind {
-    /// `dispatch`, `return`, `call` or `handoff`.
+    /// `dispatch`, `return`, `call`, `handoff` or `route`.
     pub fn name(&self) -> &'static str {
         match self {
             EdgeKind::Dispatch => "dispatch",
             EdgeKind::Return => "return",
             EdgeKind::Call { .. } => "call",
             EdgeKind::Handoff => "handoff",
+            EdgeKind::Route { .. } => "route",
         }
     }
 }

@@ -252,7 +252,11 @@ pub fn accept(output: NodeOutput, router: bool) -> Result<NodeOutput, String> {
         ));
     }
     if !router && (route.is_some() || message.is_some()) {
-        let key = if route.is_some() { ROUTE_KEY } else { MESSAGE_KEY };
+        let key = if route.is_some() {
+            ROUTE_KEY
+        } else {
+            MESSAGE_KEY
+        };
         return Err(format!(
             "`{key}` may be sent only by a router node, and this node is not one"
         ));

@@ -144,10 +144,9 @@ impl Executor {
                             },
                         })),
                     },
-                    None => Then::Mismatch(
-                        self.unknown("subgraph", subgraph),
-                        Some(Arc::clone(caller)),
-                    ),
+                    None => {
+                        Then::Mismatch(self.unknown("subgraph", subgraph), Some(Arc::clone(caller)))
+                    }
                 };
                 ready(step, level, None, then);
             }

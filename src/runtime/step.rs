@@ -795,7 +795,12 @@ impl Executor {
 }
 
 /// Makes the step ready with `then` (no fallback item).
-pub(super) fn ready<'e>(step: &mut Step<'e>, level: Level<'e>, decision: Option<Decided>, then: Then<'e>) {
+pub(super) fn ready<'e>(
+    step: &mut Step<'e>,
+    level: Level<'e>,
+    decision: Option<Decided>,
+    then: Then<'e>,
+) {
     step.stage = Stage::Ready(Planned {
         level,
         decision,

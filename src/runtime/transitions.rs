@@ -145,7 +145,9 @@ impl Tx<'_> {
         let verdict = match after {
             After::Route => match self.judge(np, routed) {
                 Ok(v) => Some(v),
-                Err(Rejection::Fail(reason, msg)) => return self.fail(reason, msg, Some(dispatcher)),
+                Err(Rejection::Fail(reason, msg)) => {
+                    return self.fail(reason, msg, Some(dispatcher));
+                }
                 Err(Rejection::Retry(problem)) => {
                     let mut it = self.item(kind, Some(Arc::clone(&dispatcher)));
                     it.source.clone_from(&source);
@@ -497,7 +499,12 @@ impl Tx<'_> {
     }
 
     /// The run failed (status `failed`).
-    pub(crate) fn fail(&mut self, reason: TerminationReason, message: String, supervisor: Option<Arc<str>>) {
+    pub(crate) fn fail(
+        &mut self,
+        reason: TerminationReason,
+        message: String,
+        supervisor: Option<Arc<str>>,
+    ) {
         self.finish(RunStatus::Failed, reason, Some(message), supervisor);
     }
 

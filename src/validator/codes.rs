@@ -9,8 +9,8 @@ use super::Severity;
 /// A stable diagnostic code, shown as `PG` and four digits. Families by hundreds:
 /// `PG00xx` documents and references, `PG01xx` the slices the runtime writes, `PG02xx` boundaries,
 /// `PG03xx` allowlists, `PG04xx` membership, `PG05xx` reachability, `PG06xx` exits,
-/// `PG07xx` recursion, `PG08xx` handoffs, `PG09xx` schemas, `PG10xx` budgets and
-/// `PG11xx` information.
+/// `PG07xx` recursion, `PG08xx` handoffs, `PG09xx` schemas, `PG10xx` budgets,
+/// `PG11xx` information and `PG12xx` routers.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Code(pub u16);
 
@@ -125,6 +125,23 @@ codes! {
     SHARED_WRITE = 1101, Info, "slice written by several nodes";
     /// A slice is written but never read.
     WRITE_ONLY = 1102, Info, "slice written but never read";
+    /// A router declares no destination.
+    ROUTER_NO_DESTINATIONS = 1201, Error, "router without destinations";
+    /// A router names the same destination twice.
+    ROUTER_DUPLICATE_DESTINATION = 1202, Error, "duplicate router destination";
+    /// A router names itself as a destination.
+    ROUTER_SELF_DESTINATION = 1203, Error, "router routes to itself";
+    /// A router's destination node is owned at another level.
+    ROUTER_OTHER_LEVEL = 1204, Error, "router destination at another level";
+    /// A router's `message_slice` is not a declared slice (or is `system`).
+    ROUTER_MESSAGE_SLICE = 1205, Error, "undeclared router message slice";
+    /// A router's destination does not read its `message_slice`.
+    ROUTER_MESSAGE_UNREAD = 1206, Warning, "router message not read by a destination";
+    /// A router is `terminal` (it names its successor; `may_answer` lets it end its level).
+    ROUTER_TERMINAL = 1207, Error, "terminal router";
+    /// Routers and handoffs form a cycle that no supervisor decision or `max_visits`
+    /// bounds.
+    ROUTER_CYCLE = 1208, Error, "unbounded router cycle";
 }
 
 impl fmt::Display for Code {
