@@ -565,3 +565,86 @@ fn nested_routers_pay_their_handoffs_innermost_first() {
         assert_eq!(h1.source.as_deref(), Some("r1"));
     }
 }
+
+/// Like [`run_state`], on a runtime with I/O (for `exec` nodes).
+fn run_programs(ex: &Executor, input: Value) -> RunState {
+    let mut state = ex.start(input).expect("the input is valid");
+    let io = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    io.block_on(ex.run_in_place(&mut state));
+    state
+}
+
+#[test]
+fn a_python_router_gets_the_error_and_attempt_on_stdin_and_in_its_environment() {
+    // Attempt 1 names an unknown destination; attempt 2 routes to `a` and keeps what it
+    // was told in `pick`.
+    let program = r#"
+import json, os, sys
+m = json.load(sys.stdin)
+if m["attempt"] == 1:
+    json.dump({"$route": "nowhere"}, sys.stdout)
+else:
+    json.dump({"pick": {"error": m.get("error"), "attempt": m["attempt"],
+                        "env": os.environ["PACTGRAPH_ATTEMPT"]},
+               "$route": "a"}, sys.stdout)
+"#;
+    let g = graph(routed(
+        json!({"destinations": ["a", "sub"]}),
+        json!({"exec": {"argv": ["python3", "-c", program], "timeout_ms": 10000}}),
+    ));
+    let ex = builder(g)
+        .node_handler("work", |_| async { Ok::<_, HandlerError>(writes(&[])) })
+        .build()
+        .expect("builds");
+    let s = run_programs(&ex, json!({}));
+    assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
+    let pick = &user_state(&s.outcome())["pick"];
+    assert_eq!(pick["attempt"], 2);
+    assert_eq!(pick["env"], "2");
+    let error = pick["error"]
+        .as_str()
+        .expect("the error reached the program");
+    assert!(
+        error.contains("\"nowhere\" (no node or subgraph)"),
+        "{error}"
+    );
+    assert_eq!(user_state(&s.outcome())["done"], "a");
+}
+
+#[test]
+fn the_shipped_router_triage_runs_end_to_end() {
+    let g = support::runtime::graph_file("examples/workflows/router_triage.json");
+    let ex = builder(g)
+        .base_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/workflows"))
+        .build()
+        .expect("builds");
+    for (text, label, note) in [
+        (
+            "I was charged twice for my invoice",
+            "billing",
+            "Billing question: answer from the refund policy.",
+        ),
+        (
+            "The export button crashes the app",
+            "technical",
+            "Not billing: investigate before answering.",
+        ),
+    ] {
+        let s = run_programs(&ex, json!({"ticket": {"text": text}}));
+        assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
+        assert_eq!(s.termination_reason(), Some(R::Terminal));
+        let state = user_state(&s.outcome());
+        assert_eq!(state["triage"]["label"], label);
+        assert_eq!(
+            state["route_note"],
+            json!({"router": "triage", "message": note})
+        );
+        assert!(state["answer"]["text"].is_string());
+        assert_eq!(state["closed"], true);
+        let close = items_of(&s, "close")[0];
+        assert_eq!(close.source.as_deref(), Some("triage"));
+    }
+}
