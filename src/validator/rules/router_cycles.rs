@@ -29,8 +29,9 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         if let Some(t) = n.handoff.as_deref().and_then(|t| ctx.reg.node_index(t)) {
             moves.add_edge(from, NodeIndex::new(t), false);
         }
+        // A router naming itself is `PG1203`'s.
         for d in n.router.iter().flat_map(|r| &r.destinations) {
-            if let Some(t) = ctx.reg.node_index(d) {
+            if let Some(t) = ctx.reg.node_index(d).filter(|&t| t != i) {
                 moves.add_edge(from, NodeIndex::new(t), true);
             }
         }
