@@ -83,6 +83,18 @@ pub(crate) const ALL: &[Rule] = &[
         check: terminal_handoff::check,
     },
     Rule {
+        name: "schemas",
+        check: schemas::check,
+    },
+    Rule {
+        name: "budgets",
+        check: budgets::check,
+    },
+    Rule {
+        name: "info",
+        check: info::check,
+    },
+    Rule {
         name: "router_destinations",
         check: router_destinations::check,
     },
@@ -97,18 +109,6 @@ pub(crate) const ALL: &[Rule] = &[
     Rule {
         name: "router_cycles",
         check: router_cycles::check,
-    },
-    Rule {
-        name: "schemas",
-        check: schemas::check,
-    },
-    Rule {
-        name: "budgets",
-        check: budgets::check,
-    },
-    Rule {
-        name: "info",
-        check: info::check,
     },
 ];
 
