@@ -85,7 +85,7 @@ fn usage_is_kept_on_the_node_item_and_summed_per_run() {
     let s = run_state(&ex, json!({}));
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
     assert_eq!(user_state(&s.outcome()), json!({"a": 1, "b": 2}));
-    let usage = |node| serde_json::to_value(&node_item(&s, node).usage).expect("plain data");
+    let usage = |node| serde_json::to_value(node_item(&s, node).usage()).expect("plain data");
     assert_eq!(usage("na"), json!({"input_tokens": 10, "cost_usd": 0.5}));
     assert_eq!(usage("nb"), json!({"input_tokens": 5, "output_tokens": 3}));
     assert_eq!(
@@ -212,7 +212,7 @@ fn a_step_refused_after_its_usage_keeps_the_cost_but_not_the_writes() {
     let end = s.trace.items.last().expect("an end item");
     assert_eq!(end.kind, K::End);
     assert_eq!(
-        end.usage.as_deref().and_then(|u| u.get("output_tokens")),
+        end.usage().and_then(|u| u.get("output_tokens")),
         Some(&7.into())
     );
 }
@@ -247,7 +247,7 @@ fn node_programs_get_run_id_step_and_attempt_on_stdin_and_in_the_environment() {
         json!({"PACTGRAPH_RUN_ID": id, "PACTGRAPH_STEP": "1", "PACTGRAPH_ATTEMPT": "1"})
     );
     assert_eq!(s.usage_total.get("input_tokens"), Some(&4.into()));
-    assert!(node_item(&s, "nb").usage.is_some());
+    assert!(node_item(&s, "nb").usage().is_some());
 }
 
 #[test]
@@ -335,7 +335,7 @@ fn every_item_of_a_handoff_chain_carries_its_stage() {
             (
                 i.kind,
                 i.target.as_deref().unwrap_or("-"),
-                i.chain.as_deref().cloned(),
+                i.chain().cloned(),
             )
         })
         .collect();
@@ -369,7 +369,7 @@ fn a_node_without_handoff_is_no_chain() {
     let ex = builder(graph(doc)).build().expect("builds");
     let s = run_state(&ex, json!({}));
     assert_eq!(s.status(), RunStatus::Completed);
-    assert!(s.trace.items.iter().all(|i| i.chain.is_none()));
+    assert!(s.trace.items.iter().all(|i| i.chain().is_none()));
     assert!(
         s.trace
             .items
@@ -417,11 +417,7 @@ fn a_stage_whose_input_schema_rejects_its_input_is_invalid_chain_payload() {
     assert_eq!(user_state(&s.outcome()), json!({"draft": {"title": 5}}));
     let end = s.trace.items.last().expect("an end item");
     assert_eq!(
-        (
-            end.kind,
-            end.termination_reason,
-            end.chain.as_deref().cloned()
-        ),
+        (end.kind, end.termination_reason, end.chain().cloned()),
         (K::End, Some(R::InvalidChainPayload), stage("a", 1))
     );
     assert_eq!(

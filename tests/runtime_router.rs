@@ -100,12 +100,12 @@ fn items_of<'a>(s: &'a RunState, node: &str) -> Vec<&'a TraceItem> {
         .collect()
 }
 
-fn chain(root: &str, stage: u32, trigger: ChainTrigger) -> Option<Box<Chain>> {
-    Some(Box::new(Chain {
+fn chain(root: &str, stage: u32, trigger: ChainTrigger) -> Option<Chain> {
+    Some(Chain {
         root: root.into(),
         stage,
         trigger,
-    }))
+    })
 }
 
 #[test]
@@ -154,12 +154,15 @@ fn an_unknown_destination_then_a_valid_one_retries_once_with_the_error() {
         runs[0].reason
     );
     assert_eq!(runs[1].reason.as_deref(), Some("$route: b (attempt 2)"));
-    assert_eq!(runs[1].chain, chain("r", 0, ChainTrigger::Router));
+    assert_eq!(
+        runs[1].chain().cloned(),
+        chain("r", 0, ChainTrigger::Router)
+    );
     let b = items_of(&s, "b");
     assert_eq!(b.len(), 1);
     assert_eq!(b[0].kind, K::Handoff);
     assert_eq!(b[0].source.as_deref(), Some("r"));
-    assert_eq!(b[0].chain, chain("r", 1, ChainTrigger::Router));
+    assert_eq!(b[0].chain().cloned(), chain("r", 1, ChainTrigger::Router));
     assert_eq!(s.steps, 3);
     assert_eq!(s.visits.get("r"), Some(&2));
     // Saved and loaded between every two steps, the run ends the same.
@@ -313,7 +316,7 @@ fn a_destination_subgraph_is_called_with_its_boundary_and_schemas() {
     assert_eq!(call.supervisor.as_deref(), Some("root"));
     assert_eq!(call.source.as_deref(), Some("r"));
     assert_eq!(call.target.as_deref(), Some("sub"));
-    assert_eq!(call.chain, chain("r", 1, ChainTrigger::Router));
+    assert_eq!(call.chain().cloned(), chain("r", 1, ChainTrigger::Router));
     assert_eq!(s.entries.get("sub"), Some(&1));
     // After the return the router's supervisor decides again (and stops: `done` exists).
     let kinds: Vec<K> = s.trace.items.iter().map(|i| i.kind).collect();
@@ -375,12 +378,12 @@ fn the_routers_own_handoff_runs_after_the_destination_chain() {
     let ex = scripted(builder(g), vec![json!({"$route": "a"})], &Seen::default());
     let s = run_state(&ex, json!({}));
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
-    let order: Vec<(&str, Option<Box<Chain>>)> = s
+    let order: Vec<(&str, Option<Chain>)> = s
         .trace
         .items
         .iter()
         .filter(|i| matches!(i.kind, K::Dispatch | K::Handoff))
-        .map(|i| (i.target.as_deref().unwrap_or_default(), i.chain.clone()))
+        .map(|i| (i.target.as_deref().unwrap_or_default(), i.chain().cloned()))
         .collect();
     assert_eq!(
         order,
@@ -429,7 +432,7 @@ fn the_routers_own_handoff_runs_after_the_destination_chain() {
         ]
     );
     assert_eq!(
-        items_of(&s, "h")[0].chain,
+        items_of(&s, "h")[0].chain().cloned(),
         chain("r", 2, ChainTrigger::Handoff)
     );
     assert_eq!(user_state(&s.outcome())["after"], "h ran");

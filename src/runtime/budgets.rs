@@ -4,6 +4,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::run_state::RunState;
 use super::status::TerminationReason;
+use super::trace::MAX_TRACE_DEPTH;
 use crate::contracts::Budgets;
 
 /// A guard tripped: the run stops with this reason and message.
@@ -87,12 +88,21 @@ pub(crate) fn check_call(
 ) -> Result<(), GuardStop> {
     check_steps(run, budgets, "entering subgraph", id)?;
     let depth = u64::from(run.depth()) + 1;
-    if depth > u64::from(budgets.max_depth) {
+    // The trace records depths as `u16`: a larger `max_depth` is capped there.
+    let max_depth = budgets.max_depth.min(MAX_TRACE_DEPTH);
+    if depth > u64::from(max_depth) {
+        let capped = if max_depth < budgets.max_depth {
+            format!(
+                " (max_depth {} is capped at {MAX_TRACE_DEPTH})",
+                budgets.max_depth
+            )
+        } else {
+            String::new()
+        };
         return Err(GuardStop::new(
             TerminationReason::MaxDepthExceeded,
             format!(
-                "entering subgraph `{id}` would reach depth {depth} but max_depth is {}",
-                budgets.max_depth
+                "entering subgraph `{id}` would reach depth {depth} but max_depth is {max_depth}{capped}"
             ),
         ));
     }
@@ -105,4 +115,55 @@ pub(crate) fn check_call(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::contracts::WorkflowDocument;
+    use crate::graph::GraphBuilder;
+    use crate::runtime::{Executor, Frame};
+    use crate::validator::ValidGraph;
+
+    fn run() -> RunState {
+        let doc = WorkflowDocument::from_value(json!({
+            "workflow": "w", "slices": {"answer": {}}, "entry": "root",
+            "supervisors": {"root": {"allow": ["reply"]}},
+            "nodes": {"reply": {"supervisor": "root", "writes": ["answer"], "terminal": true,
+                "triggers": [{"priority": 1, "when": true}],
+                "run": {"set": {"answer": "hi"}}}}
+        }))
+        .expect("a valid document");
+        let graph = GraphBuilder::from_document(doc).build().expect("resolves");
+        let ex = Executor::builder(ValidGraph::new(graph).expect("valid"))
+            .build()
+            .expect("builds");
+        ex.start(json!({})).expect("starts")
+    }
+
+    /// Trace items record depths as `u16`: a `max_depth` above that is capped, and a call
+    /// past the cap is a depth guard stop that says so, never a wrapped depth.
+    #[test]
+    fn max_depth_is_capped_where_trace_depths_end() {
+        let mut run = run();
+        let frame = |d: u32| Frame {
+            subgraph_id: Arc::from("s"),
+            depth: d,
+            entry_step: 0,
+            caller: Arc::from("root"),
+            state: Default::default(),
+            owed: None,
+        };
+        run.stack = (1..=MAX_TRACE_DEPTH).map(frame).collect();
+        let budgets = Budgets::default().max_depth(u32::MAX);
+        let stop = check_call(&run, &budgets, "s", Some(u32::MAX)).expect_err("past the cap");
+        assert_eq!(stop.reason, TerminationReason::MaxDepthExceeded);
+        assert!(stop.message.contains("capped at 65535"), "{}", stop.message);
+        run.stack.pop();
+        assert!(check_call(&run, &budgets, "s", Some(u32::MAX)).is_ok());
+    }
 }

@@ -39,4 +39,6 @@ pub use record::{RUN_RECORD_FORMAT, RecordError, RunId, RunIdError, RunRecord, d
 pub use run_state::{Pending, ProjectedState, RunOutcome, RunState, RunSummary, State};
 pub use status::{RunStatus, TerminationReason};
 pub use step::Step;
-pub use trace::{Chain, ChainTrigger, DecisionTrace, TraceItem, TraceKind};
+pub use trace::{
+    Chain, ChainTrigger, DecisionTrace, ItemDetail, MAX_TRACE_DEPTH, TraceItem, TraceKind,
+};

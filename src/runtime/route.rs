@@ -22,7 +22,7 @@ use super::output::{MESSAGE_KEY, ROUTE_KEY};
 use super::run_state::{Control, Pending, RunState};
 use super::status::TerminationReason;
 use super::step::{Level, NodeTarget, Step, Then, ready};
-use super::trace::{Chain, ChainTrigger, TraceItem, TraceKind};
+use super::trace::{Chain, ChainTrigger, TraceKind};
 use super::transitions::Tx;
 use crate::contracts::condition::json_kind;
 use crate::contracts::{RouterSpec, StopLocal};
@@ -297,9 +297,8 @@ impl Tx<'_> {
         Ok(Verdict { to, message })
     }
 
-    /// Records a rejected router run (nothing applied) and runs the router again, or
-    /// fails the run with `invalid_route` when no retry is left.
-    #[allow(clippy::too_many_arguments)]
+    /// Notes a rejected router run on its item (the trace's last, nothing applied) and
+    /// runs the router again, or fails the run with `invalid_route` when no retry is left.
     pub(crate) fn reject_route(
         &mut self,
         np: &NodePlan,
@@ -307,7 +306,6 @@ impl Tx<'_> {
         kind: TraceKind,
         source: Option<Arc<str>>,
         extra: Option<Box<StageExtra>>,
-        mut item: TraceItem,
         problem: String,
     ) {
         let plan = &*self.ex.plan;
@@ -318,8 +316,9 @@ impl Tx<'_> {
             .map_or(0, |r| r.retries);
         let extra = extra.map(|x| *x).unwrap_or_default();
         let attempt = extra.attempt.max(1);
-        item.reason = Some(format!("invalid route (attempt {attempt}): {problem}").into());
-        self.run.trace.push(item);
+        if let Some(item) = self.run.trace.items.last_mut() {
+            item.reason = Some(format!("invalid route (attempt {attempt}): {problem}").into());
+        }
         if attempt <= retries {
             let chain = self.chain.clone().unwrap_or_else(|| router_chain(&np.id));
             self.run.control = Control::Running(Pending::Retry {

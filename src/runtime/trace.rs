@@ -81,66 +81,290 @@ impl Chain {
     }
 }
 
+/// The largest call depth a trace item records (and so the deepest a run may call):
+/// `max_depth` above it is capped here, and a call past it stops the run with
+/// `max_depth_exceeded` like any other depth guard.
+pub const MAX_TRACE_DEPTH: u32 = u16::MAX as u32;
+
 /// One entry of the trace. Ids are shared strings: every item naming the same node,
 /// supervisor or subgraph points at one allocation, and a rule's reason is built once per
 /// executor, so recording an item allocates nothing in the common case.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+///
+/// An item is kept at 128 bytes, the most the compiler copies inline: what only some
+/// items carry (a node run's `usage`, a chain stage) sits in one boxed [`ItemDetail`], and
+/// the depth is a `u16` (see [`MAX_TRACE_DEPTH`]). Its JSON form is flat: `usage` and
+/// `chain` are keys of the item, present when set.
+#[derive(Debug, Clone, PartialEq)]
 pub struct TraceItem {
     /// Steps taken when the item was recorded.
     pub step: u32,
     /// Call depth (0 at the root).
-    pub depth: u32,
+    pub depth: u16,
+    /// What happened.
+    pub kind: TraceKind,
+    /// Set on items that end a level or the run.
+    pub termination_reason: Option<TerminationReason>,
     /// The supervisor deciding, or in whose level the transition happened.
     pub supervisor: Option<Arc<str>>,
     /// The subgraph of the current level (`None` at the root).
     pub subgraph: Option<Arc<str>>,
-    /// What happened.
-    pub kind: TraceKind,
     /// The vertex the transition leaves (see [`TraceKind`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<Arc<str>>,
     /// The node, subgraph or decision kind chosen.
     pub target: Option<Arc<str>>,
     /// Why: the winning rule, the original choice of a fallback, an error message.
     pub reason: Option<Arc<str>>,
-    /// Set on items that end a level or the run.
-    pub termination_reason: Option<TerminationReason>,
     /// Rule-based supervisors: the candidates whose triggers matched, best first.
-    #[serde(default, skip_serializing_if = "no_candidates")]
     pub candidates: Arc<[Arc<str>]>,
     /// Milliseconds since the Unix epoch when recorded (0 when timing is stripped).
-    #[serde(default)]
     pub at_ms: u64,
     /// How long the step took, in microseconds (0 for instantaneous items).
-    #[serde(default)]
     pub duration_us: u64,
+    /// What only some items carry (`None` when neither part is set).
+    pub detail: Option<Box<ItemDetail>>,
+}
+
+/// The parts of a [`TraceItem`] that only some items carry.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ItemDetail {
     /// Node runs: what the step cost, as the node reported it in `$usage`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Box<Usage>>,
+    pub usage: Option<Usage>,
     /// Items of a step that runs a chain stage: where the stage stands in its chain.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub chain: Option<Box<Chain>>,
+    pub chain: Option<Chain>,
 }
 
 impl TraceItem {
-    /// An item of `kind` at `step` and `depth`, everything else empty.
+    /// An item of `kind` at `step` and `depth` (capped at [`MAX_TRACE_DEPTH`]), everything
+    /// else empty.
     pub fn new(kind: TraceKind, step: u32, depth: u32) -> Self {
         Self {
             step,
-            depth,
+            depth: trace_depth(depth),
+            kind,
+            termination_reason: None,
             supervisor: None,
             subgraph: None,
-            kind,
             source: None,
             target: None,
             reason: None,
-            termination_reason: None,
             candidates: Arc::default(),
             at_ms: 0,
             duration_us: 0,
-            usage: None,
-            chain: None,
+            detail: None,
         }
+    }
+
+    /// What the node run cost, if it reported it.
+    pub fn usage(&self) -> Option<&Usage> {
+        self.detail.as_ref().and_then(|d| d.usage.as_ref())
+    }
+
+    /// The chain stage the item belongs to, if any.
+    pub fn chain(&self) -> Option<&Chain> {
+        self.detail.as_ref().and_then(|d| d.chain.as_ref())
+    }
+
+    /// Sets (or clears) the item's usage.
+    pub fn set_usage(&mut self, usage: Option<Usage>) {
+        self.detail_mut().usage = usage;
+        self.tidy_detail();
+    }
+
+    /// Sets (or clears) the item's chain stage.
+    pub fn set_chain(&mut self, chain: Option<Chain>) {
+        self.detail_mut().chain = chain;
+        self.tidy_detail();
+    }
+
+    fn detail_mut(&mut self) -> &mut ItemDetail {
+        self.detail.get_or_insert_with(Box::default)
+    }
+
+    fn tidy_detail(&mut self) {
+        if self
+            .detail
+            .as_ref()
+            .is_some_and(|d| d.usage.is_none() && d.chain.is_none())
+        {
+            self.detail = None;
+        }
+    }
+}
+
+/// `depth` as a trace item records it: capped at [`MAX_TRACE_DEPTH`] (the depth guard
+/// stops a run before it gets there).
+pub(crate) fn trace_depth(depth: u32) -> u16 {
+    u16::try_from(depth).unwrap_or(u16::MAX)
+}
+
+/// The JSON form of a trace item, borrowed for writing: the fields in their documented
+/// order, `usage` and `chain` flat.
+#[derive(Serialize)]
+struct ItemOut<'a> {
+    step: u32,
+    depth: u16,
+    supervisor: &'a Option<Arc<str>>,
+    subgraph: &'a Option<Arc<str>>,
+    kind: TraceKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: &'a Option<Arc<str>>,
+    target: &'a Option<Arc<str>>,
+    reason: &'a Option<Arc<str>>,
+    termination_reason: Option<TerminationReason>,
+    #[serde(skip_serializing_if = "no_candidates")]
+    candidates: &'a Arc<[Arc<str>]>,
+    at_ms: u64,
+    duration_us: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<&'a Usage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    chain: Option<&'a Chain>,
+}
+
+/// The JSON form of a trace item, for reading (and for its schema).
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename = "TraceItem")]
+struct ItemIn {
+    /// Steps taken when the item was recorded.
+    step: u32,
+    /// Call depth (0 at the root).
+    depth: u16,
+    /// The supervisor deciding, or in whose level the transition happened.
+    supervisor: Option<Arc<str>>,
+    /// The subgraph of the current level (`None` at the root).
+    subgraph: Option<Arc<str>>,
+    /// What happened.
+    kind: TraceKind,
+    /// The vertex the transition leaves.
+    #[serde(default)]
+    source: Option<Arc<str>>,
+    /// The node, subgraph or decision kind chosen.
+    target: Option<Arc<str>>,
+    /// Why: the winning rule, the original choice of a fallback, an error message.
+    reason: Option<Arc<str>>,
+    /// Set on items that end a level or the run.
+    termination_reason: Option<TerminationReason>,
+    /// Rule-based supervisors: the candidates whose triggers matched, best first.
+    #[serde(default)]
+    candidates: Arc<[Arc<str>]>,
+    /// Milliseconds since the Unix epoch when recorded (0 when timing is stripped).
+    #[serde(default)]
+    at_ms: u64,
+    /// How long the step took, in microseconds (0 for instantaneous items).
+    #[serde(default)]
+    duration_us: u64,
+    /// Node runs: what the step cost, as the node reported it in `$usage`.
+    #[serde(default)]
+    usage: Option<Usage>,
+    /// Items of a step that runs a chain stage: where the stage stands in its chain.
+    #[serde(default)]
+    chain: Option<Chain>,
+}
+
+impl Serialize for TraceItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        ItemOut {
+            step: self.step,
+            depth: self.depth,
+            supervisor: &self.supervisor,
+            subgraph: &self.subgraph,
+            kind: self.kind,
+            source: &self.source,
+            target: &self.target,
+            reason: &self.reason,
+            termination_reason: self.termination_reason,
+            candidates: &self.candidates,
+            at_ms: self.at_ms,
+            duration_us: self.duration_us,
+            usage: self.usage(),
+            chain: self.chain(),
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for TraceItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let i = ItemIn::deserialize(d)?;
+        let detail = (i.usage.is_some() || i.chain.is_some()).then(|| {
+            Box::new(ItemDetail {
+                usage: i.usage,
+                chain: i.chain,
+            })
+        });
+        Ok(Self {
+            step: i.step,
+            depth: i.depth,
+            kind: i.kind,
+            termination_reason: i.termination_reason,
+            supervisor: i.supervisor,
+            subgraph: i.subgraph,
+            source: i.source,
+            target: i.target,
+            reason: i.reason,
+            candidates: i.candidates,
+            at_ms: i.at_ms,
+            duration_us: i.duration_us,
+            detail,
+        })
+    }
+}
+
+impl JsonSchema for TraceItem {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        ItemIn::schema_name()
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        ItemIn::json_schema(generator)
+    }
+}
+
+#[cfg(test)]
+mod layout {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::{Chain, TraceItem, TraceKind};
+    use crate::runtime::Usage;
+
+    /// The JSON form is flat (`usage` and `chain` are keys of the item, in the documented
+    /// order, absent when unset) and reads back to an equal item; an item whose detail is
+    /// empty reads back without one.
+    #[test]
+    fn an_item_with_detail_round_trips_through_flat_json() {
+        let mut it = TraceItem::new(TraceKind::Dispatch, 3, 1);
+        it.target = Some(Arc::from("n"));
+        let usage: Usage = serde_json::from_value(json!({"input_tokens": 4})).expect("usage");
+        it.set_usage(Some(usage));
+        it.set_chain(Some(Chain::handoff_root(Arc::from("n"))));
+        let v = serde_json::to_value(&it).expect("plain data");
+        let keys: Vec<&str> = v
+            .as_object()
+            .expect("object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys[keys.len() - 2..], ["usage", "chain"]);
+        assert_eq!(
+            v["chain"],
+            json!({"root": "n", "stage": 0, "trigger": "handoff"})
+        );
+        let back: TraceItem = serde_json::from_value(v).expect("reads back");
+        assert_eq!(back, it);
+        it.set_usage(None);
+        it.set_chain(None);
+        assert!(it.detail.is_none(), "an emptied detail is dropped");
+        let v = serde_json::to_value(&it).expect("plain data");
+        assert!(v.get("usage").is_none() && v.get("chain").is_none());
+        assert_eq!(serde_json::from_value::<TraceItem>(v).expect("reads"), it);
+    }
+
+    /// Past 128 bytes every item is copied with a `memcpy` call instead of inline moves,
+    /// which cost the loop step about 6% (docs/performance.md).
+    #[test]
+    fn a_trace_item_is_128_bytes_at_most() {
+        assert!(std::mem::size_of::<TraceItem>() <= 128);
     }
 }
 

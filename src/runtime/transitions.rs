@@ -12,11 +12,12 @@ use super::builder::{NodePlan, NodeRun, SubgraphPlan, check};
 use super::callstack::{Frame, commit, pick};
 use super::executor::Executor;
 use super::guarded::Fault;
+use super::output::Usage;
 use super::route::{Destination, Rejection, RoutedCall, next_stage};
 use super::run_state::{Control, Pending, RunState};
 use super::status::{RunStatus, TerminationReason};
-use super::step::{After, Level, NodeResult, NodeStep, Planned, Then, item};
-use super::trace::{Chain, ChainTrigger, TraceItem, TraceKind};
+use super::step::{After, Level, NodeResult, NodeStep, Planned, Then};
+use super::trace::{Chain, ChainTrigger, TraceItem, TraceKind, trace_depth};
 use crate::contracts::{SYSTEM_SLICE, StopGlobal, StopLocal};
 
 /// A commit in progress: the run being changed and the step's timestamp.
@@ -30,10 +31,40 @@ pub(crate) struct Tx<'a> {
 }
 
 impl Tx<'_> {
-    #[inline]
-    pub(crate) fn item(&self, kind: TraceKind, supervisor: Option<Arc<str>>) -> TraceItem {
-        let mut it = item(self.run, kind, supervisor, self.at_ms);
-        it.chain = self.chain.clone().map(Box::new);
+    /// Appends an item of `kind` at the run's current step, depth and level (carrying the
+    /// step's chain stage) and hands it back to be filled in. The item is built in place
+    /// in the trace: a trace item is larger than what the compiler copies inline, so
+    /// building it on the stack and pushing it would cost a `memcpy` per item.
+    #[inline(always)]
+    pub(crate) fn record(
+        &mut self,
+        kind: TraceKind,
+        supervisor: Option<Arc<str>>,
+    ) -> &mut TraceItem {
+        let run = &mut *self.run;
+        run.trace.items.push(TraceItem {
+            step: run.steps,
+            depth: trace_depth(run.depth()),
+            supervisor,
+            subgraph: run.stack.last().map(|f| Arc::clone(&f.subgraph_id)),
+            kind,
+            source: None,
+            target: None,
+            reason: None,
+            termination_reason: None,
+            candidates: Arc::default(),
+            at_ms: self.at_ms,
+            duration_us: 0,
+            detail: None,
+        });
+        let it = run
+            .trace
+            .items
+            .last_mut()
+            .expect("an item was pushed on the line above");
+        if let Some(chain) = &self.chain {
+            attach_chain(it, chain);
+        }
         it
     }
 
@@ -46,12 +77,11 @@ impl Tx<'_> {
             then,
         } = planned;
         if let Some(d) = decision {
-            let mut it = self.item(TraceKind::Decision, Some(d.supervisor));
+            let it = self.record(TraceKind::Decision, Some(d.supervisor));
             it.target = Some(d.target);
             it.reason = d.reason;
             it.candidates = d.candidates;
             it.duration_us = d.duration_us;
-            self.run.trace.push(it);
         }
         if let Some(it) = fallback {
             self.run.trace.push(*it);
@@ -127,7 +157,7 @@ impl Tx<'_> {
                     // The cost was spent whether or not the writes pass their checks.
                     if let Some(u) = out.usage {
                         self.run.usage_total.add_all(&u);
-                        usage = Some(Box::new(u));
+                        usage = Some(u);
                     }
                     if matches!(after, After::Route) {
                         routed = Some((out.route, out.message));
@@ -149,12 +179,14 @@ impl Tx<'_> {
                     return self.fail(reason, msg, Some(dispatcher));
                 }
                 Err(Rejection::Retry(problem)) => {
-                    let mut it = self.item(kind, Some(Arc::clone(&dispatcher)));
+                    let it = self.record(kind, Some(Arc::clone(&dispatcher)));
                     it.source.clone_from(&source);
                     it.target = Some(Arc::clone(&np.id));
                     it.duration_us = duration_us;
-                    it.usage = usage;
-                    return self.reject_route(np, dispatcher, kind, source, extra, it, problem);
+                    if let Some(u) = usage {
+                        attach_usage(it, u);
+                    }
+                    return self.reject_route(np, dispatcher, kind, source, extra, problem);
                 }
             },
             _ => None,
@@ -162,8 +194,10 @@ impl Tx<'_> {
         if let Err((reason, msg)) = self.check_writes(level, np, &writes) {
             self.fail(reason, msg, Some(dispatcher));
             // The failure's item is the node run's: it carries what the run cost.
-            if let Some(it) = self.run.trace.items.last_mut() {
-                it.usage = usage;
+            if let Some(it) = self.run.trace.items.last_mut()
+                && let Some(u) = usage
+            {
+                attach_usage(it, u);
             }
             return;
         }
@@ -185,20 +219,23 @@ impl Tx<'_> {
             }
             _ => {}
         }
-        let mut it = self.item(kind, Some(Arc::clone(&dispatcher)));
+        let it = self.record(kind, Some(Arc::clone(&dispatcher)));
         it.source = source;
         it.target = Some(Arc::clone(&np.id));
         it.duration_us = duration_us;
-        it.usage = usage;
-        let mut to = None;
+        if let Some(u) = usage {
+            attach_usage(it, u);
+        }
+        let (mut to, mut message) = (None, None);
         if let Some(v) = verdict {
-            if let Some((slice, value)) = v.message {
-                self.run.level_state_mut().insert(slice, value);
-            }
-            it.reason = Some(route_reason(&v.to, extra.as_deref().map_or(1, |x| x.attempt)).into());
+            let attempt = extra.as_deref().map_or(1, |x| x.attempt);
+            it.reason = Some(route_reason(&v.to, attempt).into());
+            message = v.message;
             to = Some(v.to);
         }
-        self.run.trace.push(it);
+        if let Some((slice, value)) = message {
+            self.run.level_state_mut().insert(slice, value);
+        }
         // A routed chain that completes pays the routers' handoffs it owes first.
         let owed = extra.as_ref().filter(|x| !x.owed.is_empty()).is_some();
         match after {
@@ -228,10 +265,9 @@ impl Tx<'_> {
                 self.end_level(level, dispatcher, stop, TerminationReason::Terminal);
             }
             After::Return => {
-                let mut it = self.item(TraceKind::Return, Some(Arc::clone(&dispatcher)));
+                let it = self.record(TraceKind::Return, Some(Arc::clone(&dispatcher)));
                 it.source = Some(Arc::clone(&np.id));
                 it.target = Some(Arc::clone(&dispatcher));
-                self.run.trace.push(it);
                 self.run.control = Control::Running(Pending::Decide {
                     supervisor: dispatcher,
                 });
@@ -318,10 +354,9 @@ impl Tx<'_> {
         for (k, v) in pick(level, &sg.contract.writes) {
             child.entry(k).or_insert(v);
         }
-        let mut it = self.item(TraceKind::Call, Some(Arc::clone(&caller)));
+        let it = self.record(TraceKind::Call, Some(Arc::clone(&caller)));
         it.source = Some(source);
         it.target = Some(Arc::clone(&sg.id));
-        self.run.trace.push(it);
         if let Some(schema) = &sg.input_schema
             && let Err(msg) = check(schema, &Value::Object(input))
         {
@@ -397,12 +432,11 @@ impl Tx<'_> {
         if let Some(slice) = &sg.contract.result_slice {
             parent.insert(slice.clone(), output);
         }
-        let mut it = self.item(TraceKind::Return, Some(Arc::clone(&frame.caller)));
+        let it = self.record(TraceKind::Return, Some(Arc::clone(&frame.caller)));
         it.source = Some(Arc::clone(&frame.subgraph_id));
         it.target = Some(Arc::clone(&frame.caller));
         it.reason = stop.reason.map(Into::into);
         it.termination_reason = Some(root_reason);
-        self.run.trace.push(it);
         if stop.should_end && caller.contract.honor_should_end {
             let why = format!(
                 "subgraph `{}` asked to end the run (should_end)",
@@ -437,11 +471,10 @@ impl Tx<'_> {
                 &frame.state,
                 &sg.contract.writes,
             );
-            let mut it = self.item(TraceKind::Return, Some(Arc::clone(&frame.caller)));
+            let it = self.record(TraceKind::Return, Some(Arc::clone(&frame.caller)));
             it.source = Some(frame.subgraph_id);
             it.target = Some(frame.caller);
             it.termination_reason = Some(TerminationReason::StopGlobal);
-            self.run.trace.push(it);
         }
         self.finish(
             RunStatus::Completed,
@@ -453,11 +486,10 @@ impl Tx<'_> {
 
     /// Pauses for an answer; the same supervisor decides again after `resume`.
     fn pause(&mut self, supervisor: Arc<str>, question: String) {
-        let mut it = self.item(TraceKind::Pause, Some(Arc::clone(&supervisor)));
+        let it = self.record(TraceKind::Pause, Some(Arc::clone(&supervisor)));
         it.target = Some("ask_clarification".into());
         it.reason = Some(question.as_str().into());
         it.termination_reason = Some(TerminationReason::AwaitingInput);
-        self.run.trace.push(it);
         self.run.control = Control::AwaitingInput {
             question,
             supervisor,
@@ -521,11 +553,10 @@ impl Tx<'_> {
         } else {
             TraceKind::End
         };
-        let mut it = self.item(kind, supervisor);
+        let it = self.record(kind, supervisor);
         it.target = Some(status.to_string().into());
         it.reason = message.as_deref().map(Into::into);
         it.termination_reason = Some(reason);
-        self.run.trace.push(it);
         self.run.control = Control::Ended {
             status,
             reason,
@@ -595,6 +626,20 @@ impl Executor {
         }
         view
     }
+}
+
+/// Marks an item as part of a chain stage (off the common path: most items are not).
+#[cold]
+#[inline(never)]
+fn attach_chain(item: &mut TraceItem, chain: &Chain) {
+    item.set_chain(Some(chain.clone()));
+}
+
+/// Records what a node run cost on its item (off the common path).
+#[cold]
+#[inline(never)]
+fn attach_usage(item: &mut TraceItem, usage: Usage) {
+    item.set_usage(Some(usage));
 }
 
 /// The `reason` of an accepted router run's item: where it routed.

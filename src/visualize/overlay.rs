@@ -183,8 +183,7 @@ pub(crate) fn overlay(g: &CompiledGraph, trace: &DecisionTrace) -> Overlay {
                 mark(&mut o, Some(t));
                 // A stage a router named is drawn on the router's route edge.
                 let routed = item
-                    .chain
-                    .as_ref()
+                    .chain()
                     .is_some_and(|c| c.trigger == ChainTrigger::Router && c.stage > 0)
                     && item.kind == TraceKind::Handoff;
                 let hit = if routed {
