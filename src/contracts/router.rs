@@ -78,3 +78,49 @@ impl RouterSpec {
         self.destinations.iter().any(|d| d == id)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contracts::{DocumentFormat, WorkflowDocument};
+
+    const YAML: &str = "workflow: w
+slices: {note: {}}
+entry: s
+supervisors: {s: {allow: [r]}}
+nodes:
+  r: {supervisor: s, router: {destinations: [a, g], message_slice: note}}
+  a: {supervisor: s}
+";
+
+    #[test]
+    fn reads_from_json_and_yaml_with_defaults() {
+        let (doc, _) = WorkflowDocument::parse(YAML, DocumentFormat::Yaml).expect("valid YAML");
+        let r = doc.nodes["r"].router.clone().expect("a router");
+        assert_eq!(r, RouterSpec::new(["a", "g"]).message_slice("note"));
+        assert_eq!((r.may_answer, r.retries), (false, 1));
+        let json = serde_json::to_value(&doc).expect("serializes");
+        assert_eq!(
+            json["nodes"]["r"]["router"],
+            serde_json::json!({"destinations": ["a", "g"], "message_slice": "note", "retries": 1})
+        );
+        let back = WorkflowDocument::from_value(json).expect("reads back");
+        assert_eq!(back.nodes["r"].router, Some(r));
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_and_the_schema_shows_it() {
+        let bad = YAML.replace("message_slice: note", "mesage_slice: note");
+        let e = WorkflowDocument::parse(&bad, DocumentFormat::Yaml).expect_err("a typo");
+        assert!(e.to_string().contains("mesage_slice"), "{e}");
+        let schema = serde_json::to_value(crate::contracts::document_schema()).expect("json");
+        let defs = schema.get("$defs").expect("definitions");
+        for field in ["destinations", "message_slice", "may_answer", "retries"] {
+            assert!(
+                defs["RouterSpec"]["properties"].get(field).is_some(),
+                "{field} missing"
+            );
+        }
+        assert!(defs["NodeContract"]["properties"].get("router").is_some());
+    }
+}

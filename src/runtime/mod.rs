@@ -25,6 +25,7 @@ mod status;
 mod step;
 mod trace;
 mod transitions;
+mod views;
 
 pub use builder::{Clock, ExecutorBuildError, ExecutorBuilder};
 pub use callstack::{Frame, Owed, UncommittedFrame};

@@ -418,3 +418,17 @@ impl Tx<'_> {
         });
     }
 }
+
+/// The `reason` of an accepted router run's item: where it routed.
+pub(crate) fn route_reason(to: &Destination<'_>, attempt: u32) -> String {
+    let what = match to {
+        Destination::Answer => "answered ($route: null)".to_string(),
+        Destination::Node(n) => format!("$route: {}", n.id),
+        Destination::Subgraph(sg) => format!("$route: {}", sg.id),
+    };
+    if attempt > 1 {
+        format!("{what} (attempt {attempt})")
+    } else {
+        what
+    }
+}

@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::budgets::{GuardStop, check_call};
 use super::builder::{NodePlan, NodeRun, SubgraphPlan, check};
@@ -13,7 +13,7 @@ use super::callstack::{Frame, commit, pick};
 use super::executor::Executor;
 use super::guarded::Fault;
 use super::output::Usage;
-use super::route::{Destination, Rejection, RoutedCall, next_stage};
+use super::route::{Rejection, RoutedCall, next_stage, route_reason};
 use super::run_state::{Control, Pending, RunState};
 use super::status::{RunStatus, TerminationReason};
 use super::step::{After, Level, NodeResult, NodeStep, Planned, Then};
@@ -570,64 +570,6 @@ impl Tx<'_> {
     }
 }
 
-impl Executor {
-    /// The `system` slice as nodes and policies read it: with `decision_trace` built fresh
-    /// when the trace belongs in the state.
-    pub(super) fn system_value(&self, run: &RunState) -> Value {
-        let mut system = self.system_map(run);
-        if self.plan.trace_in_state {
-            system.insert(super::run_state::DECISION_TRACE.into(), json!(run.trace));
-        }
-        Value::Object(system)
-    }
-
-    /// The `system` slice as the root state keeps it: `budgets`, `call_stack` and `steps`,
-    /// never `decision_trace` (a projection of `run.trace`).
-    fn system_map(&self, run: &RunState) -> Map<String, Value> {
-        let stack: Vec<Value> = run
-            .stack
-            .iter()
-            .map(|f| json!({"subgraph_id": f.subgraph_id, "depth": f.depth, "entry_step": f.entry_step, "caller": f.caller}))
-            .collect();
-        let mut system = match run.state.get(SYSTEM_SLICE) {
-            Some(Value::Object(m)) => m.clone(),
-            _ => Map::new(),
-        };
-        system.insert("budgets".into(), json!(self.plan.graph.budgets()));
-        system.insert("call_stack".into(), Value::Array(stack));
-        system.insert("steps".into(), json!(run.steps));
-        system.shift_remove(super::run_state::DECISION_TRACE);
-        system
-    }
-
-    /// Writes `system` into the root state (at start, pause and end), and records whether
-    /// the trace is projected into it.
-    pub(super) fn sync_system(&self, run: &mut RunState) {
-        run.trace_in_state = self.plan.trace_in_state;
-        let system = Value::Object(self.system_map(run));
-        run.state.insert(SYSTEM_SLICE.into(), system);
-    }
-
-    /// The read view of a node: its `reads` slices present at its level. `system` is
-    /// built fresh from the run.
-    pub(super) fn view(&self, run: &RunState, reads: &[String]) -> Map<String, Value> {
-        let mut view = pick(run.level_state(), reads);
-        if reads.iter().any(|r| r == SYSTEM_SLICE) {
-            view.insert(SYSTEM_SLICE.into(), self.system_value(run));
-        }
-        view
-    }
-
-    /// The state a policy sees: the current level's slices, with `system` fresh at the root.
-    pub(super) fn policy_view(&self, run: &RunState) -> Map<String, Value> {
-        let mut view = run.level_state().clone();
-        if run.stack.is_empty() && view.contains_key(SYSTEM_SLICE) {
-            view.insert(SYSTEM_SLICE.into(), self.system_value(run));
-        }
-        view
-    }
-}
-
 /// Marks an item as part of a chain stage (off the common path: most items are not).
 #[cold]
 #[inline(never)]
@@ -640,18 +582,4 @@ fn attach_chain(item: &mut TraceItem, chain: &Chain) {
 #[inline(never)]
 fn attach_usage(item: &mut TraceItem, usage: Usage) {
     item.set_usage(Some(usage));
-}
-
-/// The `reason` of an accepted router run's item: where it routed.
-fn route_reason(to: &Destination<'_>, attempt: u32) -> String {
-    let what = match to {
-        Destination::Answer => "answered ($route: null)".to_string(),
-        Destination::Node(n) => format!("$route: {}", n.id),
-        Destination::Subgraph(sg) => format!("$route: {}", sg.id),
-    };
-    if attempt > 1 {
-        format!("{what} (attempt {attempt})")
-    } else {
-        what
-    }
 }
