@@ -107,7 +107,7 @@ impl Executor {
                 error,
                 owed,
             } => {
-                let Some(np) = self.node_plan(node) else {
+                let Some(np) = self.plan.nodes.get(&**node) else {
                     let then = Then::Mismatch(self.unknown("node", node), Some(dispatcher.clone()));
                     return ready(step, level, None, then);
                 };
@@ -132,7 +132,7 @@ impl Executor {
                 chain,
                 owed,
             } => {
-                let then = match self.subgraph_plan(subgraph) {
+                let then = match self.plan.subgraphs.get(&**subgraph) {
                     Some(sg) => Then::Call {
                         caller: Arc::clone(caller),
                         sg,

@@ -430,16 +430,6 @@ impl Executor {
         }
     }
 
-    /// The node `id` (for router planning).
-    pub(super) fn node_plan(&self, id: &str) -> Option<&NodePlan> {
-        self.plan.nodes.get(id)
-    }
-
-    /// The subgraph `id` (for router planning).
-    pub(super) fn subgraph_plan(&self, id: &str) -> Option<&SubgraphPlan> {
-        self.plan.subgraphs.get(id)
-    }
-
     /// The message for an id the run state names and the workflow lacks.
     pub(super) fn unknown(&self, what: &str, id: &str) -> String {
         format!(
