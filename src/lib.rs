@@ -20,7 +20,7 @@ pub mod visualize;
 
 pub use contracts::{
     Budgets, Condition, NodeBehaviour, NodeContract, RoutingDecision, SliceDecl, SubgraphContract,
-    SupervisorContract, Trigger, WorkflowDocument,
+    SupervisorContract, Trigger, WorkflowDocument, RetryOn, RetryPolicy,
 };
 pub use graph::{CompiledGraph, GraphBuilder, Registry};
 

@@ -37,11 +37,14 @@ pub struct Effect {
     pub(crate) id: Arc<str>,
     pub(crate) step: u32,
     pub(crate) limit: Option<Duration>,
+    /// How long to wait before calling (a retry's backoff; zero otherwise).
+    pub(crate) delay: Duration,
     pub(crate) call: Call,
 }
 
-/// How the effect is carried out.
-#[derive(Debug)]
+/// How the effect is carried out. Cloned only for a node with a retry policy (the next
+/// attempt's call).
+#[derive(Debug, Clone)]
 pub(crate) enum Call {
     /// A node handler registered from Rust.
     Node(SharedNode, NodeInput),
@@ -72,6 +75,34 @@ impl CallIds {
     }
 }
 
+impl Call {
+    /// The attempt a node call is (1 for the first); `None` for a policy call.
+    pub(crate) fn attempt(&self) -> Option<u32> {
+        match self {
+            Call::Node(_, input) => Some(input.attempt),
+            Call::Program(_, _, ids) => ids.map(|i| i.attempt),
+            Call::Policy(..) => None,
+        }
+    }
+
+    /// Makes a node call attempt `n`: in the handler's input, or in the program's stdin
+    /// and environment.
+    pub(crate) fn set_attempt(&mut self, n: u32) {
+        match self {
+            Call::Node(_, input) => input.attempt = n,
+            Call::Program(_, stdin, ids) => {
+                if let Some(ids) = ids {
+                    ids.attempt = n;
+                    if let Some(m) = stdin.as_object_mut() {
+                        m.insert("attempt".into(), n.into());
+                    }
+                }
+            }
+            Call::Policy(..) => {}
+        }
+    }
+}
+
 impl Effect {
     /// A node run or a policy call.
     pub fn kind(&self) -> EffectKind {
@@ -92,6 +123,17 @@ impl Effect {
     pub fn time_limit(&self) -> Option<Duration> {
         self.limit
     }
+
+    /// Which attempt of its step's node call it is (1 for the first; later ones come from
+    /// the node's `retry` policy). Always 1 for a policy call.
+    pub fn attempt(&self) -> u32 {
+        self.call.attempt().unwrap_or(1)
+    }
+
+    /// How long [`Executor::perform`] waits before calling (a retry's backoff).
+    pub fn delay(&self) -> Duration {
+        self.delay
+    }
 }
 
 /// What an effect produced, fed back to its step.
@@ -100,6 +142,8 @@ pub struct EffectOutput {
     pub(crate) result: Result<Produced, Fault>,
     /// Microseconds the call took (0 with a frozen clock).
     pub(crate) duration_us: u64,
+    /// The attempt the call was (see [`Effect::attempt`]).
+    pub(crate) attempt: u32,
 }
 
 /// A successful effect's value.
@@ -121,7 +165,12 @@ impl EffectOutput {
     pub fn error(&self) -> Option<String> {
         match &self.result {
             Ok(_) => None,
-            Err(Fault::Failed(m) | Fault::Timeout(m) | Fault::InvalidOutput(m)) => Some(m.clone()),
+            Err(
+                Fault::Failed(m)
+                | Fault::Permanent(m)
+                | Fault::Timeout(m)
+                | Fault::InvalidOutput(m),
+            ) => Some(m.clone()),
             Err(Fault::Cancelled) => Some("cancelled".into()),
         }
     }
@@ -129,6 +178,11 @@ impl EffectOutput {
     /// How long the call took, in microseconds (0 with a frozen clock).
     pub fn duration_us(&self) -> u64 {
         self.duration_us
+    }
+
+    /// The attempt the call was.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
     }
 }
 
@@ -140,13 +194,28 @@ impl Executor {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: dropping the future aborts the handler at its next await point and
-    /// kills a running program; the run is untouched (effects never change it).
+    /// Cancel safe: dropping the future aborts the handler at its next await point (or
+    /// the backoff wait before it) and kills a running program; the run is untouched
+    /// (effects never change it).
     pub async fn perform(&self, effect: Effect) -> EffectOutput {
-        let t0 = self.timer();
+        let attempt = effect.attempt();
         let Effect {
-            kind, limit, call, ..
+            kind,
+            limit,
+            delay,
+            call,
+            ..
         } = effect;
+        if !delay.is_zero() {
+            tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => {
+                    return EffectOutput { result: Err(Fault::Cancelled), duration_us: 0, attempt };
+                }
+                _ = tokio::time::sleep(delay) => {}
+            }
+        }
+        let t0 = self.timer();
         let result = match call {
             Call::Node(h, input) => call_guarded(|| h.0.call(input), limit, &self.cancel)
                 .await
@@ -181,6 +250,7 @@ impl Executor {
         EffectOutput {
             result,
             duration_us: Self::elapsed(t0),
+            attempt,
         }
     }
 }

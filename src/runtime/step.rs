@@ -9,6 +9,7 @@
 //! [`Executor::commit_step`] itself.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::budgets::{GuardStop, check_clock, check_node};
 use super::builder::{
@@ -23,7 +24,7 @@ use super::output::NodeOutput;
 use super::run_state::{Pending, RunState};
 use super::status::{RunStatus, TerminationReason};
 use super::trace::{Chain, TraceItem, TraceKind};
-use crate::contracts::{RoutingDecision, StopGlobal, StopLocal, SupervisorOutput};
+use crate::contracts::{RetryPolicy, RoutingDecision, StopGlobal, StopLocal, SupervisorOutput};
 
 /// A step in progress: planned from a [`RunState`], possibly waiting on an [`Effect`],
 /// then committed to that same run. Borrows the executor, not the run.
@@ -99,8 +100,40 @@ pub(crate) enum Awaiting<'e> {
         sp: &'e SupervisorPlan,
         level: Level<'e>,
     },
-    /// A node's writes: the plan is complete but for [`NodeStep::result`].
-    Node(Planned<'e>),
+    /// A node's writes: the plan is complete but for [`NodeStep::result`]. A node with a
+    /// retry policy keeps what it needs to try again.
+    Node(Planned<'e>, Option<Box<Retrying<'e>>>),
+}
+
+/// A node call under a retry policy: the policy, the call to repeat and the attempts
+/// that failed so far.
+pub(crate) struct Retrying<'e> {
+    pub(crate) policy: &'e RetryPolicy,
+    /// The node's own time limit (a program's `timeout_ms`), for each attempt's limit.
+    pub(crate) own_limit: Option<u64>,
+    /// The call as first planned (its attempt number is set for each try).
+    pub(crate) call: Call,
+    /// Attempts made in this step so far.
+    pub(crate) tried: u32,
+    pub(crate) failed: Vec<FailedAttempt>,
+}
+
+/// An attempt of a node call that failed and was tried again (traced as `retry`).
+#[derive(Debug)]
+pub(crate) struct FailedAttempt {
+    pub(crate) attempt: u32,
+    pub(crate) kind: &'static str,
+    pub(crate) message: String,
+    pub(crate) duration_us: u64,
+    /// The wait before the next attempt.
+    pub(crate) backoff_ms: u64,
+}
+
+/// What running a node gave: its output or failure, and the attempts that failed before
+/// (empty without a retry policy).
+pub(crate) struct Ran {
+    pub(crate) result: Result<NodeOutput, Fault>,
+    pub(crate) failed: Vec<FailedAttempt>,
 }
 
 /// The current level, resolved: the subgraph of the innermost open frame and the
@@ -190,7 +223,7 @@ pub(crate) enum NodeResult {
     Awaiting,
     /// A handler or program ran, taking this many microseconds. Boxed: only effect steps
     /// have it, and every step's size is moved around.
-    Ran(Box<Result<NodeOutput, Fault>>, u64),
+    Ran(Box<Ran>, u64),
 }
 
 /// Where control goes after the node.
@@ -284,7 +317,7 @@ impl Executor {
                 }
             },
             Stage::Waiting {
-                then: Awaiting::Node(mut planned),
+                then: Awaiting::Node(mut planned, mut retrying),
                 ..
             } => {
                 if let Then::Node(ns) = &mut planned.then {
@@ -295,7 +328,25 @@ impl Executor {
                         )),
                         Err(f) => Err(f),
                     };
-                    ns.result = NodeResult::Ran(Box::new(writes), output.duration_us);
+                    let (attempt, duration_us) = (output.attempt, output.duration_us);
+                    if let (Err(fault), Some(r)) = (&writes, retrying.as_deref_mut())
+                        && let Some(effect) =
+                            self.retry_effect(run, &ns.np.id, r, fault, attempt, duration_us)
+                    {
+                        step.stage = Stage::Waiting {
+                            effect: Some(Box::new(effect)),
+                            then: Awaiting::Node(planned, retrying),
+                        };
+                        return;
+                    }
+                    let failed = retrying.map(|r| r.failed).unwrap_or_default();
+                    ns.result = NodeResult::Ran(
+                        Box::new(Ran {
+                            result: writes,
+                            failed,
+                        }),
+                        duration_us,
+                    );
                 }
                 step.stage = Stage::Ready(planned);
             }
@@ -673,17 +724,31 @@ impl Executor {
             NodeRun::Exec(spec) => spec.timeout_ms,
             _ => None,
         };
+        let retrying = contract
+            .retry
+            .as_ref()
+            .filter(|p| p.max_attempts > 1)
+            .map(|policy| {
+                Box::new(Retrying {
+                    policy,
+                    own_limit: own,
+                    call: call.clone(),
+                    tried: 1,
+                    failed: Vec::new(),
+                })
+            });
         let effect = Effect {
             kind: EffectKind::Node,
             id: Arc::clone(&np.id),
             step: run.steps,
             limit: self.call_limit(run, own),
+            delay: Duration::ZERO,
             call,
         };
         ns.result = NodeResult::Awaiting;
         step.stage = Stage::Waiting {
             effect: Some(Box::new(effect)),
-            then: Awaiting::Node(planned(Then::Node(ns))),
+            then: Awaiting::Node(planned(Then::Node(ns)), retrying),
         };
     }
 
@@ -727,8 +792,53 @@ impl Executor {
             id: Arc::clone(&sp.id),
             step: run.steps,
             limit: self.call_limit(run, own),
+            delay: Duration::ZERO,
             call,
         }
+    }
+
+    /// The next attempt of a node call that failed with `fault`, if its retry policy
+    /// covers the failure and has attempts left (and the run has time left). Notes the
+    /// failed attempt in `r`.
+    fn retry_effect(
+        &self,
+        run: &RunState,
+        node: &Arc<str>,
+        r: &mut Retrying<'_>,
+        fault: &Fault,
+        attempt: u32,
+        duration_us: u64,
+    ) -> Option<Effect> {
+        if r.tried >= r.policy.max_attempts || !fault.is_retried_by(r.policy) {
+            return None;
+        }
+        let limit = self.call_limit(run, r.own_limit);
+        if limit.is_some_and(|l| l.is_zero()) {
+            return None;
+        }
+        // The attempt that failed is the one the driver performed (a store may have
+        // started the step at a higher attempt after a crash).
+        let attempt = attempt.max(1);
+        let backoff_ms = r.policy.backoff_before(r.tried + 1);
+        let (kind, message) = fault.describe();
+        r.failed.push(FailedAttempt {
+            attempt,
+            kind,
+            message: message.to_string(),
+            duration_us,
+            backoff_ms,
+        });
+        r.tried += 1;
+        let mut call = r.call.clone();
+        call.set_attempt(attempt.saturating_add(1));
+        Some(Effect {
+            kind: EffectKind::Node,
+            id: Arc::clone(node),
+            step: run.steps,
+            limit,
+            delay: Duration::from_millis(backoff_ms),
+            call,
+        })
     }
 
     /// Commits a step to the run it was planned on: records its trace items and applies

@@ -34,6 +34,9 @@ pub enum TraceKind {
     Resume,
     /// The run ended.
     End,
+    /// An attempt of a node call failed and its `retry` policy tries it again (`target`
+    /// the node, `reason` the attempt, what failed and the wait before the next one).
+    Retry,
 }
 
 /// How a chain stage was reached.

@@ -171,6 +171,8 @@ pub(crate) fn overlay(g: &CompiledGraph, trace: &DecisionTrace) -> Overlay {
             TraceKind::Decision | TraceKind::Pause | TraceKind::Resume | TraceKind::End => {
                 mark(&mut o, item.supervisor.as_deref());
             }
+            // A failed attempt moves nothing: the node's own item draws the edge.
+            TraceKind::Retry => mark(&mut o, target),
             TraceKind::Dispatch | TraceKind::Handoff => {
                 let (Some(s), Some(t)) = (source, target) else {
                     o.unmatched += 1;

@@ -15,6 +15,7 @@ mod schema_fit;
 mod schemas;
 mod slice_names;
 mod system;
+mod retry;
 mod terminal_handoff;
 
 use super::{Context, Diagnostic};
@@ -85,6 +86,10 @@ pub(crate) const ALL: &[Rule] = &[
     Rule {
         name: "budgets",
         check: budgets::check,
+    },
+    Rule {
+        name: "retry",
+        check: retry::check,
     },
     Rule {
         name: "info",
