@@ -187,7 +187,11 @@ fn waits_double_between_attempts() {
     let s = run_to_end(&ex, json!({}));
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
     // 40 + 80 + 160 ms of waits: a lower bound only (this is not a timing benchmark).
-    assert!(t0.elapsed() >= Duration::from_millis(280), "{:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() >= Duration::from_millis(280),
+        "{:?}",
+        t0.elapsed()
+    );
     let waits: Vec<String> = retry_items(&s)
         .into_iter()
         .map(|(_, r)| r.rsplit(" in ").next().unwrap_or_default().to_string())

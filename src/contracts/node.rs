@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{NodeBehaviour, RetryPolicy, Trigger, strings};
+use super::{Advisors, NodeBehaviour, RetryPolicy, Trigger, strings};
 
 /// A unit of work: the slices it reads and writes, the supervisor that owns it, when it
 /// wants to run, and how it runs.
@@ -59,6 +59,9 @@ pub struct NodeContract {
     /// How a failed run of the node is tried again (none by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetryPolicy>,
+    /// Nodes run concurrently before this one, their outputs collected as advice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advisors: Option<Advisors>,
 }
 
 impl NodeContract {
@@ -127,6 +130,11 @@ impl NodeContract {
     /// Sets the retry policy.
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         self.retry = Some(policy);
+        self
+    }
+    /// Sets the advisors.
+    pub fn advisors(mut self, advisors: Advisors) -> Self {
+        self.advisors = Some(advisors);
         self
     }
     /// Sets the description.

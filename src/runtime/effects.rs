@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::advisors::{Member, Report};
 use super::executor::Executor;
 use super::guarded::{CatchUnwind, Fault, call_guarded, exec_program};
 use super::handlers::{NodeInput, PolicyInput, SharedNode, SharedPolicy, Writes};
@@ -27,6 +28,8 @@ pub enum EffectKind {
     Node,
     /// A supervisor's policy (handler or program); its output is a routing decision.
     Policy,
+    /// A primary node's advisors, all at once; its output is their reports.
+    Fork,
 }
 
 /// One call a step waits on. Carries its input, so performing it needs nothing from the
@@ -53,6 +56,8 @@ pub(crate) enum Call {
     /// A program, with its stdin and, for a node's program, the ids of the call (set in
     /// its environment).
     Program(Arc<ExecSpec>, Value, Option<CallIds>),
+    /// A primary's advisors, run concurrently (see [`super::advisors`]).
+    Fork(Vec<Member>),
 }
 
 /// Which call of which run a node call is: what a program with side effects needs to make
@@ -81,7 +86,7 @@ impl Call {
         match self {
             Call::Node(_, input) => Some(input.attempt),
             Call::Program(_, _, ids) => ids.map(|i| i.attempt),
-            Call::Policy(..) => None,
+            Call::Policy(..) | Call::Fork(_) => None,
         }
     }
 
@@ -98,7 +103,7 @@ impl Call {
                     }
                 }
             }
-            Call::Policy(..) => {}
+            Call::Policy(..) | Call::Fork(_) => {}
         }
     }
 }
@@ -153,6 +158,8 @@ pub(crate) enum Produced {
     Node(NodeOutput),
     /// A policy's decision.
     Decision(SupervisorOutput),
+    /// Advisors' reports, in `members` order.
+    Reports(Vec<Report>),
 }
 
 impl EffectOutput {
@@ -216,36 +223,20 @@ impl Executor {
             }
         }
         let t0 = self.timer();
-        let result = match call {
-            Call::Node(h, input) => call_guarded(|| h.0.call(input), limit, &self.cancel)
-                .await
-                .and_then(node_output),
-            Call::Policy(h, input) => call_guarded(|| h.0.decide(input), limit, &self.cancel)
+        let result = match (kind, call) {
+            (_, Call::Policy(h, input)) => call_guarded(|| h.0.decide(input), limit, &self.cancel)
                 .await
                 .map(Produced::Decision),
-            Call::Program(spec, stdin, ids) => {
-                let env = ids.map(CallIds::env);
-                let env = env.as_ref().map_or(&[][..], |e| &e[..]);
-                let base = &self.plan.base_dir;
-                // A panic while running the program (say, a runtime without I/O) is a failed
-                // call, as a handler's is.
-                let run = exec_program(&spec, base, &stdin, env, limit, &self.cancel);
-                let out = match CatchUnwind(Box::pin(run)).await {
-                    Ok(out) => out,
-                    Err(panic) => Err(Fault::Failed(panic)),
-                };
-                match (kind, out) {
-                    (_, Err(f)) => Err(f),
-                    (EffectKind::Node, Ok(Value::Object(m))) => node_output(m.into()),
-                    (EffectKind::Node, Ok(other)) => Err(Fault::Failed(format!(
-                        "printed {} instead of an object of slice writes",
-                        json_kind(&other)
-                    ))),
-                    (EffectKind::Policy, Ok(v)) => serde_json::from_value::<SupervisorOutput>(v)
+            (_, Call::Fork(members)) => Ok(Produced::Reports(self.join_members(members).await)),
+            (EffectKind::Policy, Call::Program(spec, stdin, _)) => self
+                .program(&spec, &stdin, None, limit)
+                .await
+                .and_then(|v| {
+                    serde_json::from_value::<SupervisorOutput>(v)
                         .map(Produced::Decision)
-                        .map_err(|e| Fault::Failed(format!("printed an invalid decision: {e}"))),
-                }
-            }
+                        .map_err(|e| Fault::Failed(format!("printed an invalid decision: {e}")))
+                }),
+            (_, call) => self.call_node(limit, call).await.map(Produced::Node),
         };
         EffectOutput {
             result,
@@ -255,11 +246,57 @@ impl Executor {
     }
 }
 
+impl Executor {
+    /// Calls a node's handler or runs its program under `limit` and the run's
+    /// cancellation, and reads its output envelope.
+    pub(crate) async fn call_node(
+        &self,
+        limit: Option<Duration>,
+        call: Call,
+    ) -> Result<NodeOutput, Fault> {
+        match call {
+            Call::Node(h, input) => call_guarded(|| h.0.call(input), limit, &self.cancel)
+                .await
+                .and_then(node_output),
+            Call::Program(spec, stdin, ids) => {
+                match self.program(&spec, &stdin, ids, limit).await {
+                    Ok(Value::Object(m)) => node_output(m.into()),
+                    Ok(other) => Err(Fault::Failed(format!(
+                        "printed {} instead of an object of slice writes",
+                        json_kind(&other)
+                    ))),
+                    Err(f) => Err(f),
+                }
+            }
+            Call::Policy(..) | Call::Fork(_) => Err(Fault::Failed(
+                "was given a call that is not a node's".into(),
+            )),
+        }
+    }
+
+    /// Runs a program (a node's, with its call ids in the environment, or a policy's) and
+    /// returns the JSON it printed. A panic while running it (say, a runtime without I/O)
+    /// is a failed call, as a handler's is.
+    async fn program(
+        &self,
+        spec: &ExecSpec,
+        stdin: &Value,
+        ids: Option<CallIds>,
+        limit: Option<Duration>,
+    ) -> Result<Value, Fault> {
+        let env = ids.map(CallIds::env);
+        let env = env.as_ref().map_or(&[][..], |e| &e[..]);
+        let run = exec_program(spec, &self.plan.base_dir, stdin, env, limit, &self.cancel);
+        match CatchUnwind(Box::pin(run)).await {
+            Ok(out) => out,
+            Err(panic) => Err(Fault::Failed(panic)),
+        }
+    }
+}
+
 /// Reads a node's output envelope; a refused one is an `invalid_output` fault.
-fn node_output(out: NodeOutput) -> Result<Produced, Fault> {
-    accept(out)
-        .map(Produced::Node)
-        .map_err(|e| Fault::InvalidOutput(format!("sent an invalid output: {e}")))
+fn node_output(out: NodeOutput) -> Result<NodeOutput, Fault> {
+    accept(out).map_err(|e| Fault::InvalidOutput(format!("sent an invalid output: {e}")))
 }
 
 /// The stdin of a node program:

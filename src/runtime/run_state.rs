@@ -11,7 +11,7 @@ use super::callstack::{Frame, UncommittedFrame};
 use super::output::Usage;
 use super::record::RunId;
 use super::status::{RunStatus, TerminationReason};
-use super::trace::{Chain, DecisionTrace};
+use super::trace::{Chain, DecisionTrace, TraceKind};
 use crate::contracts::SYSTEM_SLICE;
 
 /// The key of the trace's projection in the `system` slice.
@@ -41,6 +41,22 @@ pub enum Pending {
         /// Where `node` stands in its chain (the trace item's `chain`).
         chain: Chain,
     },
+    /// A node whose advisors have reported runs next (the reports are in its advice
+    /// slice); it is reached as it was when the advisors started.
+    Advised {
+        /// The node to run (the primary).
+        node: Arc<str>,
+        /// The supervisor control returns to afterwards.
+        dispatcher: Arc<str>,
+        /// How it was reached: `dispatch` or `handoff`.
+        kind: TraceKind,
+        /// The node that handed off to it, if any (the trace item's `source`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<Arc<str>>,
+        /// Where it stands in a chain, if it does.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        chain: Option<Chain>,
+    },
 }
 
 impl Pending {
@@ -48,7 +64,7 @@ impl Pending {
     pub fn supervisor(&self) -> &Arc<str> {
         match self {
             Pending::Decide { supervisor } => supervisor,
-            Pending::Handoff { dispatcher, .. } => dispatcher,
+            Pending::Handoff { dispatcher, .. } | Pending::Advised { dispatcher, .. } => dispatcher,
         }
     }
 }

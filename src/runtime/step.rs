@@ -11,6 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::advisors::Report;
 use super::budgets::{GuardStop, check_clock, check_node};
 use super::builder::{
     Clock, NodePlan, NodeRun, PolicyRun, SubgraphPlan, SupervisorPlan, check, check_at,
@@ -24,7 +25,9 @@ use super::output::NodeOutput;
 use super::run_state::{Pending, RunState};
 use super::status::{RunStatus, TerminationReason};
 use super::trace::{Chain, TraceItem, TraceKind};
-use crate::contracts::{RetryPolicy, RoutingDecision, StopGlobal, StopLocal, SupervisorOutput};
+use crate::contracts::{
+    Advisors, RetryPolicy, RoutingDecision, StopGlobal, StopLocal, SupervisorOutput,
+};
 
 /// A step in progress: planned from a [`RunState`], possibly waiting on an [`Effect`],
 /// then committed to that same run. Borrows the executor, not the run.
@@ -103,6 +106,8 @@ pub(crate) enum Awaiting<'e> {
     /// A node's writes: the plan is complete but for [`NodeStep::result`]. A node with a
     /// retry policy keeps what it needs to try again.
     Node(Planned<'e>, Option<Box<Retrying<'e>>>),
+    /// A primary's advisors' reports: the plan is complete but for [`ForkStep::reports`].
+    Fork(Planned<'e>),
 }
 
 /// A node call under a retry policy: the policy, the call to repeat and the attempts
@@ -175,6 +180,8 @@ pub(crate) enum Then<'e> {
     PolicyFault { sup: Arc<str>, fault: Fault },
     /// A node runs (dispatched, handed off, or as a fallback).
     Node(NodeStep<'e>),
+    /// A node's advisors run (the node itself runs in the next step).
+    Fork(ForkStep<'e>),
     /// A subgraph is entered.
     Call {
         caller: Arc<str>,
@@ -206,6 +213,18 @@ pub(crate) struct NodeStep<'e> {
     pub(crate) chain: Option<Chain>,
     pub(crate) result: NodeResult,
     pub(crate) after: After<'e>,
+}
+
+/// A primary's advisors, planned: the primary, how it was reached, and the reports once
+/// the fork effect has been performed.
+pub(crate) struct ForkStep<'e> {
+    pub(crate) np: &'e NodePlan,
+    pub(crate) spec: &'e Advisors,
+    pub(crate) dispatcher: Arc<str>,
+    pub(crate) kind: TraceKind,
+    pub(crate) source: Option<Arc<str>>,
+    pub(crate) chain: Option<Chain>,
+    pub(crate) reports: Vec<Report>,
 }
 
 /// What running the node gave.
@@ -305,7 +324,7 @@ impl Executor {
                     let action = resolve(out, &sp.contract, self.plan.graph.registry());
                     self.plan_action(run, level, sp, action, decided, step);
                 }
-                Ok(Produced::Node(_)) => {
+                Ok(Produced::Node(_) | Produced::Reports(_)) => {
                     let fault =
                         Fault::Failed("was given a node's output instead of a decision".into());
                     let sup = Arc::clone(&sp.id);
@@ -323,8 +342,8 @@ impl Executor {
                 if let Then::Node(ns) = &mut planned.then {
                     let writes = match output.result {
                         Ok(Produced::Node(out)) => Ok(out),
-                        Ok(Produced::Decision(_)) => Err(Fault::Failed(
-                            "was given a policy's decision instead of its writes".into(),
+                        Ok(Produced::Decision(_) | Produced::Reports(_)) => Err(Fault::Failed(
+                            "was given something other than its writes".into(),
                         )),
                         Err(f) => Err(f),
                     };
@@ -347,6 +366,17 @@ impl Executor {
                         }),
                         duration_us,
                     );
+                }
+                step.stage = Stage::Ready(planned);
+            }
+            Stage::Waiting {
+                then: Awaiting::Fork(mut planned),
+                ..
+            } => {
+                if let Then::Fork(fs) = &mut planned.then
+                    && let Ok(Produced::Reports(r)) = output.result
+                {
+                    fs.reports = r;
                 }
                 step.stage = Stage::Ready(planned);
             }
@@ -461,6 +491,29 @@ impl Executor {
                     kind: TraceKind::Handoff,
                     source: Some(Arc::clone(from)),
                     chain: Some(chain.clone()),
+                    advised: false,
+                };
+                self.plan_node(run, level, None, None, target, step);
+            }
+            Pending::Advised {
+                node,
+                dispatcher,
+                kind,
+                from,
+                chain,
+            } => {
+                let Some(np) = plan.nodes.get(&**node) else {
+                    let msg = self.unknown("node", node);
+                    let sup = Some(Arc::clone(dispatcher));
+                    return ready(step, level, None, Then::Mismatch(msg, sup));
+                };
+                let target = NodeTarget {
+                    np,
+                    dispatcher: Arc::clone(dispatcher),
+                    kind: *kind,
+                    source: from.clone(),
+                    chain: chain.clone(),
+                    advised: true,
                 };
                 self.plan_node(run, level, None, None, target, step);
             }
@@ -504,6 +557,7 @@ impl Executor {
                 kind: TraceKind::Dispatch,
                 source: Some(Arc::clone(&sp.id)),
                 chain: None,
+                advised: false,
             }),
             None => Err(self.unknown("node", id)),
         }
@@ -618,8 +672,50 @@ impl Executor {
             kind,
             source,
             chain,
+            advised,
         } = target;
         let contract = np.contract(&plan.graph);
+        if let (Some(spec), false) = (&contract.advisors, advised) {
+            let planned = Planned {
+                level,
+                decision,
+                fallback,
+                then: Then::Fork(ForkStep {
+                    np,
+                    spec,
+                    dispatcher,
+                    kind,
+                    source,
+                    chain,
+                    reports: Vec::new(),
+                }),
+            };
+            step.stage = match self.fork_effect(run, np, spec) {
+                Ok(effect) => Stage::Waiting {
+                    effect: Some(Box::new(effect)),
+                    then: Awaiting::Fork(planned),
+                },
+                Err(g) => {
+                    let Planned {
+                        level,
+                        decision,
+                        fallback,
+                        then,
+                    } = planned;
+                    let sup = match then {
+                        Then::Fork(fs) => Some(fs.dispatcher),
+                        _ => None,
+                    };
+                    Stage::Ready(Planned {
+                        level,
+                        decision,
+                        fallback,
+                        then: Then::Guard(g, sup),
+                    })
+                }
+            };
+            return;
+        }
         // A dispatched node with a `handoff` starts a chain (stage 0).
         let chain = match chain {
             None if contract.handoff.is_some() => Some(Chain::handoff_root(Arc::clone(&np.id))),
@@ -880,6 +976,8 @@ struct NodeTarget<'e> {
     /// Set for a stage reached through a handoff; a dispatched node's chain is worked out
     /// from its contract.
     chain: Option<Chain>,
+    /// Its advisors have reported already (it was pending as `Advised`).
+    advised: bool,
 }
 
 /// The message of `invalid_chain_payload`: the upstream stage (the node that handed

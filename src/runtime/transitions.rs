@@ -35,7 +35,11 @@ impl Tx<'_> {
     /// in the trace: a trace item is larger than what the compiler copies inline, so
     /// building it on the stack and pushing it would cost a `memcpy` per item.
     #[inline(always)]
-    fn record(&mut self, kind: TraceKind, supervisor: Option<Arc<str>>) -> &mut TraceItem {
+    pub(crate) fn record(
+        &mut self,
+        kind: TraceKind,
+        supervisor: Option<Arc<str>>,
+    ) -> &mut TraceItem {
         let run = &mut *self.run;
         run.trace.items.push(TraceItem {
             step: run.steps,
@@ -89,6 +93,7 @@ impl Tx<'_> {
                 self.fault(&who, "the policy of supervisor", fault, Some(sup));
             }
             Then::Node(ns) => self.run_node(level, ns),
+            Then::Fork(fs) => self.fork(fs),
             Then::Call { caller, sg } => self.call(sg, caller),
             Then::EndLevel { sup, stop, reason } => self.end_level(level, sup, stop, reason),
             Then::StopGlobal { sup, stop, frames } => self.stop_global(sup, stop, &frames),
@@ -599,6 +604,6 @@ fn attach_chain(item: &mut TraceItem, chain: &Chain) {
 /// Records what a node run cost on its item (off the common path).
 #[cold]
 #[inline(never)]
-fn attach_usage(item: &mut TraceItem, usage: Usage) {
+pub(crate) fn attach_usage(item: &mut TraceItem, usage: Usage) {
     item.set_usage(Some(usage));
 }

@@ -11,11 +11,11 @@ mod membership;
 mod reachability;
 mod recursion;
 mod references;
+mod retry;
 mod schema_fit;
 mod schemas;
 mod slice_names;
 mod system;
-mod retry;
 mod terminal_handoff;
 
 use super::{Context, Diagnostic};

@@ -31,7 +31,10 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                 "`retry.max_attempts` is 1: the first attempt is the only one",
             ))
         } else if matches!(n.run, None | Some(NodeBehaviour::Set(_))) {
-            Some(("", "it runs no handler or program (no `run`, or `set`), so it cannot fail"))
+            Some((
+                "",
+                "it runs no handler or program (no `run`, or `set`), so it cannot fail",
+            ))
         } else {
             None
         };
@@ -88,8 +91,16 @@ mod tests {
     #[test]
     fn policies_that_never_retry_are_warnings() {
         let cases = [
-            (json!({"max_attempts": 3, "on": []}), exec(), "/nodes/work/retry/on"),
-            (json!({"max_attempts": 1}), exec(), "/nodes/work/retry/max_attempts"),
+            (
+                json!({"max_attempts": 3, "on": []}),
+                exec(),
+                "/nodes/work/retry/on",
+            ),
+            (
+                json!({"max_attempts": 1}),
+                exec(),
+                "/nodes/work/retry/max_attempts",
+            ),
             (
                 json!({"max_attempts": 2}),
                 json!({"set": {"out": 1}}),
