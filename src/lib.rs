@@ -19,8 +19,8 @@ pub mod validator;
 pub mod visualize;
 
 pub use contracts::{
-    Budgets, Condition, NodeBehaviour, NodeContract, RoutingDecision, SliceDecl, SubgraphContract,
-    SupervisorContract, Trigger, WorkflowDocument,
+    Advisors, Budgets, Condition, NodeBehaviour, NodeContract, RetryOn, RetryPolicy,
+    RoutingDecision, SliceDecl, SubgraphContract, SupervisorContract, Trigger, WorkflowDocument,
 };
 pub use graph::{CompiledGraph, GraphBuilder, Registry};
 

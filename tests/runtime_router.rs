@@ -63,8 +63,8 @@ fn routed(router: Value, run: Value) -> Value {
     })
 }
 
-/// What the router handler saw, per call: `(attempt, error)`.
-type Seen = Arc<Mutex<Vec<(u32, Option<String>)>>>;
+/// What the router handler saw, per call: `(step, attempt, error)`.
+type Seen = Arc<Mutex<Vec<(u32, u32, Option<String>)>>>;
 
 /// A router handler answering with `outputs` in order (the last one repeated), recording
 /// what it was given.
@@ -76,7 +76,7 @@ fn scripted(ex: pactgraph::runtime::ExecutorBuilder, outputs: Vec<Value>, seen: 
         let outputs = Arc::clone(&outputs);
         async move {
             let mut s = seen.lock().expect("not poisoned");
-            s.push((input.attempt, input.error.clone()));
+            s.push((input.step, input.attempt, input.error.clone()));
             let i = (s.len() - 1).min(outputs.len() - 1);
             match &outputs[i] {
                 Value::Object(m) => Ok::<_, HandlerError>(m.clone()),
@@ -135,9 +135,10 @@ fn an_unknown_destination_then_a_valid_one_retries_once_with_the_error() {
     );
     let seen = seen.lock().expect("not poisoned").clone();
     assert_eq!(seen.len(), 2);
-    assert_eq!(seen[0], (1, None));
-    assert_eq!(seen[1].0, 2);
-    let error = seen[1].1.as_deref().expect("the error reached the router");
+    // Each run of the router is a step of its own (attempt 1 of that step's call).
+    assert_eq!(seen[0], (0, 1, None));
+    assert_eq!((seen[1].0, seen[1].1), (1, 1));
+    let error = seen[1].2.as_deref().expect("the error reached the router");
     assert!(
         error.contains("\"nowhere\"") && error.contains("not one of the destinations"),
         "{error}"
@@ -149,11 +150,11 @@ fn an_unknown_destination_then_a_valid_one_retries_once_with_the_error() {
         runs[0]
             .reason
             .as_deref()
-            .is_some_and(|r| r.starts_with("invalid route (attempt 1): ")),
+            .is_some_and(|r| r.starts_with("invalid route (router run 1): ")),
         "{:?}",
         runs[0].reason
     );
-    assert_eq!(runs[1].reason.as_deref(), Some("$route: b (attempt 2)"));
+    assert_eq!(runs[1].reason.as_deref(), Some("$route: b (router run 2)"));
     assert_eq!(
         runs[1].chain().cloned(),
         chain("r", 0, ChainTrigger::Router)
@@ -187,7 +188,7 @@ fn a_router_that_never_routes_fails_with_invalid_route_and_applies_nothing() {
     assert_eq!(s.termination_reason(), Some(R::InvalidRoute));
     let msg = s.message().expect("a message");
     assert!(
-        msg.contains("router `r` gave no valid route in 3 attempts") && msg.contains("\"b\""),
+        msg.contains("router `r` gave no valid route in 3 runs") && msg.contains("\"b\""),
         "{msg}"
     );
     assert_eq!(user_state(&s.outcome()), json!({"request": {}}));
@@ -227,7 +228,7 @@ fn malformed_routes_are_retried_like_unknown_ones() {
         let s = run_state(&ex, json!({}));
         assert_eq!(s.termination_reason(), Some(R::InvalidRoute));
         let msg = s.message().expect("a message");
-        assert!(msg.contains("in 1 attempt;") && msg.contains(says), "{msg}");
+        assert!(msg.contains("in 1 run;") && msg.contains(says), "{msg}");
     }
 }
 
@@ -581,17 +582,17 @@ fn run_programs(ex: &Executor, input: Value) -> RunState {
 }
 
 #[test]
-fn a_python_router_gets_the_error_and_attempt_on_stdin_and_in_its_environment() {
-    // Attempt 1 names an unknown destination; attempt 2 routes to `a` and keeps what it
-    // was told in `pick`.
+fn a_python_router_gets_the_error_on_stdin() {
+    // The first run names an unknown destination; the second, told why on stdin, routes
+    // to `a` and keeps what it was told in `pick`.
     let program = r#"
 import json, os, sys
 m = json.load(sys.stdin)
-if m["attempt"] == 1:
+if "error" not in m:
     json.dump({"$route": "nowhere"}, sys.stdout)
 else:
-    json.dump({"pick": {"error": m.get("error"), "attempt": m["attempt"],
-                        "env": os.environ["PACTGRAPH_ATTEMPT"]},
+    json.dump({"pick": {"error": m["error"], "attempt": m["attempt"], "step": m["step"],
+                        "env": os.environ["PACTGRAPH_STEP"]},
                "$route": "a"}, sys.stdout)
 "#;
     let g = graph(routed(
@@ -605,8 +606,10 @@ else:
     let s = run_programs(&ex, json!({}));
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
     let pick = &user_state(&s.outcome())["pick"];
-    assert_eq!(pick["attempt"], 2);
-    assert_eq!(pick["env"], "2");
+    // A new step, whose call is its first attempt.
+    assert_eq!(pick["attempt"], 1);
+    assert_eq!(pick["step"], 1);
+    assert_eq!(pick["env"], "1");
     let error = pick["error"]
         .as_str()
         .expect("the error reached the program");
@@ -650,4 +653,59 @@ fn the_shipped_router_triage_runs_end_to_end() {
         let close = items_of(&s, "close")[0];
         assert_eq!(close.source.as_deref(), Some("triage"));
     }
+}
+
+#[test]
+fn a_destination_with_advisors_keeps_the_owed_handoff_and_a_retried_router_skips_its_advisors() {
+    let doc = json!({
+        "workflow": "advised_route",
+        "slices": {"advice": {}, "done": {}, "after": {}, "scratch": {}},
+        "entry": "root",
+        "supervisors": {"root": {"allow": ["r"], "default": {"stop_global": {}}}},
+        "nodes": {
+            "r": {"supervisor": "root", "reads": ["advice"],
+                  "triggers": [{"when": {"path": "/done", "exists": false}}],
+                  "router": {"destinations": ["d"]}, "handoff": "h",
+                  "advisors": {"members": ["m"], "slice": "advice"},
+                  "run": {"handler": "router"}},
+            "d": {"supervisor": "root", "reads": ["advice"], "writes": ["done"],
+                  "advisors": {"members": ["m"], "slice": "advice"},
+                  "run": {"set": {"done": true}}},
+            "m": {"supervisor": "root", "writes": ["scratch"], "run": {"set": {"scratch": 1}}},
+            "h": {"supervisor": "root", "writes": ["after"], "run": {"set": {"after": true}}}
+        }
+    });
+    let seen = Seen::default();
+    let ex = scripted(
+        builder(graph(doc)),
+        vec![json!({"$route": "zzz"}), json!({"$route": "d"})],
+        &seen,
+    );
+    let s = run_state(&ex, json!({}));
+    assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
+    assert_eq!(user_state(&s.outcome())["after"], true);
+    let kinds: Vec<(K, &str)> = s
+        .trace
+        .items
+        .iter()
+        .filter(|i| !matches!(i.kind, K::Decision | K::Advisor | K::End))
+        .map(|i| (i.kind, i.target.as_deref().unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (K::Fork, "r"),
+            (K::Join, "r"),
+            (K::Dispatch, "r"),
+            // The router runs again without its advisors.
+            (K::Dispatch, "r"),
+            (K::Fork, "d"),
+            (K::Join, "d"),
+            (K::Handoff, "d"),
+            // `d` ran after its advisors, and the router's handoff was still owed.
+            (K::Handoff, "h"),
+            (K::Return, "root"),
+        ]
+    );
+    assert_eq!(seen.lock().expect("not poisoned").len(), 2);
 }

@@ -225,6 +225,7 @@ fn show_progress(run: &RunState) {
     let what = match run.pending() {
         Some(Pending::Decide { supervisor }) => format!("{supervisor} decides"),
         Some(Pending::Handoff { node, .. }) => format!("handoff to {node}"),
+        Some(Pending::Advised { node, .. }) => format!("advised node {node}"),
         _ => String::new(),
     };
     let level = run.current_subgraph().unwrap_or("root");

@@ -4,6 +4,7 @@
 //! builder methods for writing contracts in Rust. Both entry points (Rust code and a
 //! JSON/YAML document) produce the same types.
 
+mod advisors;
 mod behaviour;
 mod budgets;
 pub(crate) mod compiled_condition;
@@ -13,12 +14,14 @@ mod document;
 pub(crate) mod load;
 mod node;
 pub(crate) mod pointer;
+mod retry;
 mod router;
 mod schema;
 mod slice;
 mod subgraph;
 mod supervisor;
 
+pub use advisors::Advisors;
 pub use behaviour::{ExecSpec, NodeBehaviour, SupervisorPolicy};
 pub use budgets::Budgets;
 pub use condition::{Condition, Trigger, json_equal, slice_of_path};
@@ -27,6 +30,7 @@ pub use document::{DocumentFormat, WorkflowDocument};
 pub use load::{LoadError, MAX_ALIAS_BYTES, MAX_ALIAS_NODES, MAX_DEPTH};
 pub use node::NodeContract;
 pub use pointer::{SourceMap, Span};
+pub use retry::{RetryOn, RetryPolicy};
 pub use router::RouterSpec;
 pub use schema::document_schema;
 pub use slice::{SYSTEM_SLICE, SliceDecl};

@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{NodeBehaviour, RouterSpec, Trigger, strings};
+use super::{Advisors, NodeBehaviour, RetryPolicy, RouterSpec, Trigger, strings};
 
 /// A unit of work: the slices it reads and writes, the supervisor that owns it, when it
 /// wants to run, and how it runs.
@@ -56,6 +56,12 @@ pub struct NodeContract {
     /// JSON Schema of the node's output (its `writes` slices as an object).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<Value>,
+    /// How a failed run of the node is tried again (none by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryPolicy>,
+    /// Nodes run concurrently before this one, their outputs collected as advice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advisors: Option<Advisors>,
     /// Makes the node a router: it names its successor in `$route`, among
     /// `router.destinations`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -123,6 +129,16 @@ impl NodeContract {
     /// Sets the output schema.
     pub fn output_schema(mut self, schema: Value) -> Self {
         self.output_schema = Some(schema);
+        self
+    }
+    /// Sets the retry policy.
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = Some(policy);
+        self
+    }
+    /// Sets the advisors.
+    pub fn advisors(mut self, advisors: Advisors) -> Self {
+        self.advisors = Some(advisors);
         self
     }
     /// Makes the node a router.

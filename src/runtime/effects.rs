@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::advisors::{Member, Report};
 use super::executor::Executor;
 use super::guarded::{CatchUnwind, Fault, call_guarded, exec_program};
 use super::handlers::{NodeInput, PolicyInput, SharedNode, SharedPolicy, Writes};
@@ -27,6 +28,8 @@ pub enum EffectKind {
     Node,
     /// A supervisor's policy (handler or program); its output is a routing decision.
     Policy,
+    /// A primary node's advisors, all at once; its output is their reports.
+    Fork,
 }
 
 /// One call a step waits on. Carries its input, so performing it needs nothing from the
@@ -37,13 +40,16 @@ pub struct Effect {
     pub(crate) id: Arc<str>,
     pub(crate) step: u32,
     pub(crate) limit: Option<Duration>,
+    /// How long to wait before calling (a retry's backoff; zero otherwise).
+    pub(crate) delay: Duration,
     pub(crate) call: Call,
     /// A router's call: its output may carry `$route` and `$message`.
     pub(crate) router: bool,
 }
 
-/// How the effect is carried out.
-#[derive(Debug)]
+/// How the effect is carried out. Cloned only for a node with a retry policy (the next
+/// attempt's call).
+#[derive(Debug, Clone)]
 pub(crate) enum Call {
     /// A node handler registered from Rust.
     Node(SharedNode, NodeInput),
@@ -52,6 +58,8 @@ pub(crate) enum Call {
     /// A program, with its stdin and, for a node's program, the ids of the call (set in
     /// its environment).
     Program(Arc<ExecSpec>, Value, Option<CallIds>),
+    /// A primary's advisors, run concurrently (see [`super::advisors`]).
+    Fork(Vec<Member>),
 }
 
 /// Which call of which run a node call is: what a program with side effects needs to make
@@ -71,6 +79,34 @@ impl CallIds {
             ("PACTGRAPH_STEP", self.step.to_string()),
             ("PACTGRAPH_ATTEMPT", self.attempt.to_string()),
         ]
+    }
+}
+
+impl Call {
+    /// The attempt a node call is (1 for the first); `None` for a policy call.
+    pub(crate) fn attempt(&self) -> Option<u32> {
+        match self {
+            Call::Node(_, input) => Some(input.attempt),
+            Call::Program(_, _, ids) => ids.map(|i| i.attempt),
+            Call::Policy(..) | Call::Fork(_) => None,
+        }
+    }
+
+    /// Makes a node call attempt `n`: in the handler's input, or in the program's stdin
+    /// and environment.
+    pub(crate) fn set_attempt(&mut self, n: u32) {
+        match self {
+            Call::Node(_, input) => input.attempt = n,
+            Call::Program(_, stdin, ids) => {
+                if let Some(ids) = ids {
+                    ids.attempt = n;
+                    if let Some(m) = stdin.as_object_mut() {
+                        m.insert("attempt".into(), n.into());
+                    }
+                }
+            }
+            Call::Policy(..) | Call::Fork(_) => {}
+        }
     }
 }
 
@@ -94,6 +130,17 @@ impl Effect {
     pub fn time_limit(&self) -> Option<Duration> {
         self.limit
     }
+
+    /// Which attempt of its step's node call it is (1 for the first; later ones come from
+    /// the node's `retry` policy). Always 1 for a policy call.
+    pub fn attempt(&self) -> u32 {
+        self.call.attempt().unwrap_or(1)
+    }
+
+    /// How long [`Executor::perform`] waits before calling (a retry's backoff).
+    pub fn delay(&self) -> Duration {
+        self.delay
+    }
 }
 
 /// What an effect produced, fed back to its step.
@@ -102,6 +149,8 @@ pub struct EffectOutput {
     pub(crate) result: Result<Produced, Fault>,
     /// Microseconds the call took (0 with a frozen clock).
     pub(crate) duration_us: u64,
+    /// The attempt the call was (see [`Effect::attempt`]).
+    pub(crate) attempt: u32,
 }
 
 /// A successful effect's value.
@@ -111,6 +160,8 @@ pub(crate) enum Produced {
     Node(NodeOutput),
     /// A policy's decision.
     Decision(SupervisorOutput),
+    /// Advisors' reports, in `members` order.
+    Reports(Vec<Report>),
 }
 
 impl EffectOutput {
@@ -123,7 +174,12 @@ impl EffectOutput {
     pub fn error(&self) -> Option<String> {
         match &self.result {
             Ok(_) => None,
-            Err(Fault::Failed(m) | Fault::Timeout(m) | Fault::InvalidOutput(m)) => Some(m.clone()),
+            Err(
+                Fault::Failed(m)
+                | Fault::Permanent(m)
+                | Fault::Timeout(m)
+                | Fault::InvalidOutput(m),
+            ) => Some(m.clone()),
             Err(Fault::Cancelled) => Some("cancelled".into()),
         }
     }
@@ -131,6 +187,11 @@ impl EffectOutput {
     /// How long the call took, in microseconds (0 with a frozen clock).
     pub fn duration_us(&self) -> u64 {
         self.duration_us
+    }
+
+    /// The attempt the call was.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
     }
 }
 
@@ -142,60 +203,108 @@ impl Executor {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: dropping the future aborts the handler at its next await point and
-    /// kills a running program; the run is untouched (effects never change it).
+    /// Cancel safe: dropping the future aborts the handler at its next await point (or
+    /// the backoff wait before it) and kills a running program; the run is untouched
+    /// (effects never change it).
     pub async fn perform(&self, effect: Effect) -> EffectOutput {
-        let t0 = self.timer();
+        let attempt = effect.attempt();
         let Effect {
             kind,
             limit,
+            delay,
             call,
             router,
             ..
         } = effect;
-        let result = match call {
-            Call::Node(h, input) => call_guarded(|| h.0.call(input), limit, &self.cancel)
-                .await
-                .and_then(|out| node_output(out, router)),
-            Call::Policy(h, input) => call_guarded(|| h.0.decide(input), limit, &self.cancel)
+        if !delay.is_zero() {
+            tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => {
+                    return EffectOutput { result: Err(Fault::Cancelled), duration_us: 0, attempt };
+                }
+                _ = tokio::time::sleep(delay) => {}
+            }
+        }
+        let t0 = self.timer();
+        let result = match (kind, call) {
+            (_, Call::Policy(h, input)) => call_guarded(|| h.0.decide(input), limit, &self.cancel)
                 .await
                 .map(Produced::Decision),
-            Call::Program(spec, stdin, ids) => {
-                let env = ids.map(CallIds::env);
-                let env = env.as_ref().map_or(&[][..], |e| &e[..]);
-                let base = &self.plan.base_dir;
-                // A panic while running the program (say, a runtime without I/O) is a failed
-                // call, as a handler's is.
-                let run = exec_program(&spec, base, &stdin, env, limit, &self.cancel);
-                let out = match CatchUnwind(Box::pin(run)).await {
-                    Ok(out) => out,
-                    Err(panic) => Err(Fault::Failed(panic)),
-                };
-                match (kind, out) {
-                    (_, Err(f)) => Err(f),
-                    (EffectKind::Node, Ok(Value::Object(m))) => node_output(m.into(), router),
-                    (EffectKind::Node, Ok(other)) => Err(Fault::Failed(format!(
-                        "printed {} instead of an object of slice writes",
-                        json_kind(&other)
-                    ))),
-                    (EffectKind::Policy, Ok(v)) => serde_json::from_value::<SupervisorOutput>(v)
+            (_, Call::Fork(members)) => Ok(Produced::Reports(self.join_members(members).await)),
+            (EffectKind::Policy, Call::Program(spec, stdin, _)) => self
+                .program(&spec, &stdin, None, limit)
+                .await
+                .and_then(|v| {
+                    serde_json::from_value::<SupervisorOutput>(v)
                         .map(Produced::Decision)
-                        .map_err(|e| Fault::Failed(format!("printed an invalid decision: {e}"))),
-                }
-            }
+                        .map_err(|e| Fault::Failed(format!("printed an invalid decision: {e}")))
+                }),
+            (_, call) => self
+                .call_node(limit, call, router)
+                .await
+                .map(Produced::Node),
         };
         EffectOutput {
             result,
             duration_us: Self::elapsed(t0),
+            attempt,
+        }
+    }
+}
+
+impl Executor {
+    /// Calls a node's handler or runs its program under `limit` and the run's
+    /// cancellation, and reads its output envelope (`router`: as a router's, which may
+    /// carry `$route` and `$message`).
+    pub(crate) async fn call_node(
+        &self,
+        limit: Option<Duration>,
+        call: Call,
+        router: bool,
+    ) -> Result<NodeOutput, Fault> {
+        match call {
+            Call::Node(h, input) => call_guarded(|| h.0.call(input), limit, &self.cancel)
+                .await
+                .and_then(|out| node_output(out, router)),
+            Call::Program(spec, stdin, ids) => {
+                match self.program(&spec, &stdin, ids, limit).await {
+                    Ok(Value::Object(m)) => node_output(m.into(), router),
+                    Ok(other) => Err(Fault::Failed(format!(
+                        "printed {} instead of an object of slice writes",
+                        json_kind(&other)
+                    ))),
+                    Err(f) => Err(f),
+                }
+            }
+            Call::Policy(..) | Call::Fork(_) => Err(Fault::Failed(
+                "was given a call that is not a node's".into(),
+            )),
+        }
+    }
+
+    /// Runs a program (a node's, with its call ids in the environment, or a policy's) and
+    /// returns the JSON it printed. A panic while running it (say, a runtime without I/O)
+    /// is a failed call, as a handler's is.
+    async fn program(
+        &self,
+        spec: &ExecSpec,
+        stdin: &Value,
+        ids: Option<CallIds>,
+        limit: Option<Duration>,
+    ) -> Result<Value, Fault> {
+        let env = ids.map(CallIds::env);
+        let env = env.as_ref().map_or(&[][..], |e| &e[..]);
+        let run = exec_program(spec, &self.plan.base_dir, stdin, env, limit, &self.cancel);
+        match CatchUnwind(Box::pin(run)).await {
+            Ok(out) => out,
+            Err(panic) => Err(Fault::Failed(panic)),
         }
     }
 }
 
 /// Reads a node's output envelope; a refused one is an `invalid_output` fault.
-fn node_output(out: NodeOutput, router: bool) -> Result<Produced, Fault> {
-    accept(out, router)
-        .map(Produced::Node)
-        .map_err(|e| Fault::InvalidOutput(format!("sent an invalid output: {e}")))
+fn node_output(out: NodeOutput, router: bool) -> Result<NodeOutput, Fault> {
+    accept(out, router).map_err(|e| Fault::InvalidOutput(format!("sent an invalid output: {e}")))
 }
 
 /// The stdin of a node program:

@@ -13,13 +13,16 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::handlers::{BoxFuture, HandlerError};
-use crate::contracts::ExecSpec;
+use crate::contracts::{ExecSpec, RetryOn, RetryPolicy};
 
 /// Why a handler call did not produce a value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Fault {
     /// It returned an error, panicked or produced garbage (`node_failed`).
     Failed(String),
+    /// It returned an error marked permanent ([`HandlerError::permanent`]): like
+    /// `Failed`, but no retry policy tries it again.
+    Permanent(String),
     /// It ran past its time limit (`timeout`).
     Timeout(String),
     /// The run was cancelled while it ran (`cancelled`).
@@ -30,6 +33,29 @@ pub(crate) enum Fault {
 
 /// Polls a boxed future, turning a panic into an error message.
 pub(crate) struct CatchUnwind<'a, T>(pub(crate) Pin<Box<dyn Future<Output = T> + Send + 'a>>);
+
+impl Fault {
+    /// Whether `policy` retries this failure.
+    pub(crate) fn is_retried_by(&self, policy: &RetryPolicy) -> bool {
+        let kind = match self {
+            Fault::Failed(_) => RetryOn::Failed,
+            Fault::Timeout(_) => RetryOn::Timeout,
+            Fault::InvalidOutput(_) => RetryOn::InvalidOutput,
+            Fault::Permanent(_) | Fault::Cancelled => return false,
+        };
+        policy.on.contains(&kind)
+    }
+
+    /// The failure in words, and its kind as the trace names it.
+    pub(crate) fn describe(&self) -> (&'static str, &str) {
+        match self {
+            Fault::Failed(m) | Fault::Permanent(m) => ("failed", m),
+            Fault::Timeout(m) => ("timeout", m),
+            Fault::InvalidOutput(m) => ("invalid_output", m),
+            Fault::Cancelled => ("cancelled", "the run was cancelled"),
+        }
+    }
+}
 
 impl<T> Future for CatchUnwind<'_, T> {
     type Output = Result<T, String>;
@@ -79,7 +105,8 @@ pub(crate) async fn call_guarded<T>(
     };
     let settle = |r: Result<Result<Result<T, HandlerError>, String>, Fault>| match r? {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(Fault::Failed(e.describe())),
+        Ok(Err(e)) if e.is_retryable() => Err(Fault::Failed(e.describe())),
+        Ok(Err(e)) => Err(Fault::Permanent(e.describe())),
         Err(panic) => Err(Fault::Failed(panic)),
     };
     if cancel.is_cancelled() {

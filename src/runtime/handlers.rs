@@ -151,11 +151,11 @@ pub struct NodeInput {
     /// effects can use the three to make a repeated call (an abandoned step driven again,
     /// a retry) idempotent.
     pub run_id: RunId,
-    /// Which run of this node this is within one routing: 1, then 2, 3... when a router
-    /// runs again after an invalid `$route`.
+    /// Which try of this step's call this is (1; retries will count up).
     pub attempt: u32,
-    /// Routers run again after an invalid `$route`: what was wrong with it (a program
-    /// gets the same text as `error` on stdin). `None` otherwise.
+    /// A router run again after an invalid `$route` (a new step, attempt 1 again): what
+    /// was wrong with it (a program gets the same text as `error` on stdin). `None`
+    /// otherwise.
     pub error: Option<String>,
 }
 

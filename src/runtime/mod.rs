@@ -7,6 +7,7 @@
 //! synchronous transition ([`Step`]); the executor's `docs/spec/runtime.md` gives the
 //! semantics.
 
+mod advisors;
 mod budgets;
 mod builder;
 mod callstack;

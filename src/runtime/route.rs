@@ -30,8 +30,8 @@ use crate::contracts::{RouterSpec, StopLocal};
 /// What a router run or a routed chain stage carries besides an ordinary node step.
 #[derive(Debug, Default)]
 pub(crate) struct StageExtra {
-    /// Which run of the router this is (1, then 2... on retries).
-    pub(crate) attempt: u32,
+    /// Which run of the router this is in one routing (1, then 2... on retries).
+    pub(crate) run: u32,
     /// What was wrong with the previous route (for the router's input; taken at planning).
     pub(crate) error: Option<String>,
     /// Routers whose own `handoff` is owed, innermost last.
@@ -44,7 +44,7 @@ impl StageExtra {
     pub(crate) fn owing(owed: &[Arc<str>]) -> Option<Box<Self>> {
         (!owed.is_empty()).then(|| {
             Box::new(Self {
-                attempt: 1,
+                run: 1,
                 error: None,
                 owed: owed.to_vec(),
             })
@@ -103,7 +103,7 @@ impl Executor {
                 kind,
                 source,
                 chain,
-                attempt,
+                run: n,
                 error,
                 owed,
             } => {
@@ -118,10 +118,12 @@ impl Executor {
                     source: source.clone(),
                     chain: Some(chain.clone()),
                     extra: Some(Box::new(StageExtra {
-                        attempt: *attempt,
+                        run: *n,
                         error: Some(error.clone()),
                         owed: owed.clone(),
                     })),
+                    // The router runs again, not its advisors: their advice stands.
+                    advised: true,
                 };
                 self.plan_node(run, level, None, None, target, step);
             }
@@ -151,7 +153,7 @@ impl Executor {
                 ready(step, level, None, then);
             }
             // Planned in `step.rs`.
-            Pending::Decide { .. } | Pending::Handoff { .. } => {}
+            Pending::Decide { .. } | Pending::Handoff { .. } | Pending::Advised { .. } => {}
         }
     }
 }
@@ -315,11 +317,11 @@ impl Tx<'_> {
             .as_ref()
             .map_or(0, |r| r.retries);
         let extra = extra.map(|x| *x).unwrap_or_default();
-        let attempt = extra.attempt.max(1);
+        let n = extra.run.max(1);
         if let Some(item) = self.run.trace.items.last_mut() {
-            item.reason = Some(format!("invalid route (attempt {attempt}): {problem}").into());
+            item.reason = Some(format!("invalid route (router run {n}): {problem}").into());
         }
-        if attempt <= retries {
+        if n <= retries {
             let chain = self.chain.clone().unwrap_or_else(|| router_chain(&np.id));
             self.run.control = Control::Running(Pending::Retry {
                 node: Arc::clone(&np.id),
@@ -327,16 +329,16 @@ impl Tx<'_> {
                 kind,
                 source,
                 chain,
-                attempt: attempt + 1,
+                run: n + 1,
                 error: problem,
                 owed: extra.owed,
             });
             return;
         }
         let msg = format!(
-            "router `{}` gave no valid route in {attempt} attempt{}; the last: {problem}",
+            "router `{}` gave no valid route in {n} run{}; the last: {problem}",
             np.id,
-            if attempt == 1 { "" } else { "s" }
+            if n == 1 { "" } else { "s" }
         );
         self.fail(TerminationReason::InvalidRoute, msg, Some(dispatcher));
     }
@@ -420,14 +422,14 @@ impl Tx<'_> {
 }
 
 /// The `reason` of an accepted router run's item: where it routed.
-pub(crate) fn route_reason(to: &Destination<'_>, attempt: u32) -> String {
+pub(crate) fn route_reason(to: &Destination<'_>, run: u32) -> String {
     let what = match to {
         Destination::Answer => "answered ($route: null)".to_string(),
         Destination::Node(n) => format!("$route: {}", n.id),
         Destination::Subgraph(sg) => format!("$route: {}", sg.id),
     };
-    if attempt > 1 {
-        format!("{what} (attempt {attempt})")
+    if run > 1 {
+        format!("{what} (router run {run})")
     } else {
         what
     }

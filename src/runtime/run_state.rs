@@ -57,8 +57,9 @@ pub enum Pending {
         source: Option<Arc<str>>,
         /// Where the router stands in its chain.
         chain: Chain,
-        /// This run's number (2 for the first retry): `attempt` on the program's stdin.
-        attempt: u32,
+        /// The router's run number in this routing (2 for the first retry; its call is
+        /// attempt 1 of a new step).
+        run: u32,
         /// What was wrong with the last route: `error` on the program's stdin.
         error: String,
         /// As for [`Pending::Handoff`].
@@ -80,6 +81,25 @@ pub enum Pending {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         owed: Vec<Arc<str>>,
     },
+    /// A node whose advisors have reported runs next (the reports are in its advice
+    /// slice); it is reached as it was when the advisors started.
+    Advised {
+        /// The node to run (the primary).
+        node: Arc<str>,
+        /// The supervisor control returns to afterwards.
+        dispatcher: Arc<str>,
+        /// How it was reached: `dispatch` or `handoff`.
+        kind: TraceKind,
+        /// The node that handed off to it, if any (the trace item's `source`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<Arc<str>>,
+        /// Where it stands in a chain, if it does.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        chain: Option<Chain>,
+        /// As for [`Pending::Handoff`].
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        owed: Vec<Arc<str>>,
+    },
 }
 
 impl Pending {
@@ -87,7 +107,9 @@ impl Pending {
     pub fn supervisor(&self) -> &Arc<str> {
         match self {
             Pending::Decide { supervisor } => supervisor,
-            Pending::Handoff { dispatcher, .. } | Pending::Retry { dispatcher, .. } => dispatcher,
+            Pending::Handoff { dispatcher, .. }
+            | Pending::Retry { dispatcher, .. }
+            | Pending::Advised { dispatcher, .. } => dispatcher,
             Pending::Call { caller, .. } => caller,
         }
     }

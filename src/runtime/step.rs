@@ -9,7 +9,9 @@
 //! [`Executor::commit_step`] itself.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use super::advisors::Report;
 use super::budgets::{GuardStop, check_clock, check_node};
 use super::builder::{
     Clock, NodePlan, NodeRun, PolicyRun, SubgraphPlan, SupervisorPlan, check, check_at,
@@ -24,7 +26,9 @@ use super::route::{RoutedCall, StageExtra, router_chain};
 use super::run_state::{Pending, RunState};
 use super::status::{RunStatus, TerminationReason};
 use super::trace::{Chain, ChainTrigger, TraceItem, TraceKind};
-use crate::contracts::{RoutingDecision, StopGlobal, StopLocal, SupervisorOutput};
+use crate::contracts::{
+    Advisors, RetryPolicy, RoutingDecision, StopGlobal, StopLocal, SupervisorOutput,
+};
 
 /// A step in progress: planned from a [`RunState`], possibly waiting on an [`Effect`],
 /// then committed to that same run. Borrows the executor, not the run.
@@ -100,8 +104,42 @@ pub(crate) enum Awaiting<'e> {
         sp: &'e SupervisorPlan,
         level: Level<'e>,
     },
-    /// A node's writes: the plan is complete but for [`NodeStep::result`].
-    Node(Planned<'e>),
+    /// A node's writes: the plan is complete but for [`NodeStep::result`]. A node with a
+    /// retry policy keeps what it needs to try again.
+    Node(Planned<'e>, Option<Box<Retrying<'e>>>),
+    /// A primary's advisors' reports: the plan is complete but for [`ForkStep::reports`].
+    Fork(Planned<'e>),
+}
+
+/// A node call under a retry policy: the policy, the call to repeat and the attempts
+/// that failed so far.
+pub(crate) struct Retrying<'e> {
+    pub(crate) policy: &'e RetryPolicy,
+    /// The node's own time limit (a program's `timeout_ms`), for each attempt's limit.
+    pub(crate) own_limit: Option<u64>,
+    /// The call as first planned (its attempt number is set for each try).
+    pub(crate) call: Call,
+    /// Attempts made in this step so far.
+    pub(crate) tried: u32,
+    pub(crate) failed: Vec<FailedAttempt>,
+}
+
+/// An attempt of a node call that failed and was tried again (traced as `retry`).
+#[derive(Debug)]
+pub(crate) struct FailedAttempt {
+    pub(crate) attempt: u32,
+    pub(crate) kind: &'static str,
+    pub(crate) message: String,
+    pub(crate) duration_us: u64,
+    /// The wait before the next attempt.
+    pub(crate) backoff_ms: u64,
+}
+
+/// What running a node gave: its output or failure, and the attempts that failed before
+/// (empty without a retry policy).
+pub(crate) struct Ran {
+    pub(crate) result: Result<NodeOutput, Fault>,
+    pub(crate) failed: Vec<FailedAttempt>,
 }
 
 /// The current level, resolved: the subgraph of the innermost open frame and the
@@ -143,6 +181,8 @@ pub(crate) enum Then<'e> {
     PolicyFault { sup: Arc<str>, fault: Fault },
     /// A node runs (dispatched, handed off, or as a fallback).
     Node(NodeStep<'e>),
+    /// A node's advisors run (the node itself runs in the next step).
+    Fork(ForkStep<'e>),
     /// A subgraph is entered (by its caller's decision, or as a router's destination:
     /// then with the router's chain and the handoffs owed when it returns).
     Call {
@@ -181,6 +221,20 @@ pub(crate) struct NodeStep<'e> {
     pub(crate) extra: Option<Box<StageExtra>>,
 }
 
+/// A primary's advisors, planned: the primary, how it was reached, and the reports once
+/// the fork effect has been performed.
+pub(crate) struct ForkStep<'e> {
+    pub(crate) np: &'e NodePlan,
+    pub(crate) spec: &'e Advisors,
+    pub(crate) dispatcher: Arc<str>,
+    pub(crate) kind: TraceKind,
+    pub(crate) source: Option<Arc<str>>,
+    pub(crate) chain: Option<Chain>,
+    pub(crate) reports: Vec<Report>,
+    /// Routers whose own handoff is owed (see [`Pending::Handoff`]), kept for the primary.
+    pub(crate) owed: Vec<Arc<str>>,
+}
+
 /// What running the node gave.
 pub(crate) enum NodeResult {
     /// A budget or `max_visits` refused it: nothing ran, no step counted.
@@ -196,7 +250,7 @@ pub(crate) enum NodeResult {
     Awaiting,
     /// A handler or program ran, taking this many microseconds. Boxed: only effect steps
     /// have it, and every step's size is moved around.
-    Ran(Box<Result<NodeOutput, Fault>>, u64),
+    Ran(Box<Ran>, u64),
 }
 
 /// Where control goes after the node.
@@ -280,7 +334,7 @@ impl Executor {
                     let action = resolve(out, &sp.contract, self.plan.graph.registry());
                     self.plan_action(run, level, sp, action, decided, step);
                 }
-                Ok(Produced::Node(_)) => {
+                Ok(Produced::Node(_) | Produced::Reports(_)) => {
                     let fault =
                         Fault::Failed("was given a node's output instead of a decision".into());
                     let sup = Arc::clone(&sp.id);
@@ -292,18 +346,47 @@ impl Executor {
                 }
             },
             Stage::Waiting {
-                then: Awaiting::Node(mut planned),
+                then: Awaiting::Node(mut planned, mut retrying),
                 ..
             } => {
                 if let Then::Node(ns) = &mut planned.then {
                     let writes = match output.result {
                         Ok(Produced::Node(out)) => Ok(out),
-                        Ok(Produced::Decision(_)) => Err(Fault::Failed(
-                            "was given a policy's decision instead of its writes".into(),
+                        Ok(Produced::Decision(_) | Produced::Reports(_)) => Err(Fault::Failed(
+                            "was given something other than its writes".into(),
                         )),
                         Err(f) => Err(f),
                     };
-                    ns.result = NodeResult::Ran(Box::new(writes), output.duration_us);
+                    let (attempt, duration_us) = (output.attempt, output.duration_us);
+                    if let (Err(fault), Some(r)) = (&writes, retrying.as_deref_mut())
+                        && let Some(effect) =
+                            self.retry_effect(run, &ns.np.id, r, fault, attempt, duration_us)
+                    {
+                        step.stage = Stage::Waiting {
+                            effect: Some(Box::new(effect)),
+                            then: Awaiting::Node(planned, retrying),
+                        };
+                        return;
+                    }
+                    let failed = retrying.map(|r| r.failed).unwrap_or_default();
+                    ns.result = NodeResult::Ran(
+                        Box::new(Ran {
+                            result: writes,
+                            failed,
+                        }),
+                        duration_us,
+                    );
+                }
+                step.stage = Stage::Ready(planned);
+            }
+            Stage::Waiting {
+                then: Awaiting::Fork(mut planned),
+                ..
+            } => {
+                if let Then::Fork(fs) = &mut planned.then
+                    && let Ok(Produced::Reports(r)) = output.result
+                {
+                    fs.reports = r;
                 }
                 step.stage = Stage::Ready(planned);
             }
@@ -421,6 +504,31 @@ impl Executor {
                     source: Some(Arc::clone(from)),
                     chain: Some(chain.clone()),
                     extra: StageExtra::owing(owed),
+                    advised: false,
+                };
+                self.plan_node(run, level, None, None, target, step);
+            }
+            Pending::Advised {
+                node,
+                dispatcher,
+                kind,
+                from,
+                chain,
+                owed,
+            } => {
+                let Some(np) = plan.nodes.get(&**node) else {
+                    let msg = self.unknown("node", node);
+                    let sup = Some(Arc::clone(dispatcher));
+                    return ready(step, level, None, Then::Mismatch(msg, sup));
+                };
+                let target = NodeTarget {
+                    np,
+                    dispatcher: Arc::clone(dispatcher),
+                    kind: *kind,
+                    source: from.clone(),
+                    chain: chain.clone(),
+                    extra: StageExtra::owing(owed),
+                    advised: true,
                 };
                 self.plan_node(run, level, None, None, target, step);
             }
@@ -468,6 +576,7 @@ impl Executor {
                 source: Some(Arc::clone(&sp.id)),
                 chain: None,
                 extra: None,
+                advised: false,
             }),
             None => Err(self.unknown("node", id)),
         }
@@ -587,8 +696,51 @@ impl Executor {
             source,
             chain,
             mut extra,
+            advised,
         } = target;
         let contract = np.contract(&plan.graph);
+        if let (Some(spec), false) = (&contract.advisors, advised) {
+            let planned = Planned {
+                level,
+                decision,
+                fallback,
+                then: Then::Fork(ForkStep {
+                    np,
+                    spec,
+                    dispatcher,
+                    kind,
+                    source,
+                    chain,
+                    reports: Vec::new(),
+                    owed: extra.map(|x| x.owed).unwrap_or_default(),
+                }),
+            };
+            step.stage = match self.fork_effect(run, np, spec) {
+                Ok(effect) => Stage::Waiting {
+                    effect: Some(Box::new(effect)),
+                    then: Awaiting::Fork(planned),
+                },
+                Err(g) => {
+                    let Planned {
+                        level,
+                        decision,
+                        fallback,
+                        then,
+                    } = planned;
+                    let sup = match then {
+                        Then::Fork(fs) => Some(fs.dispatcher),
+                        _ => None,
+                    };
+                    Stage::Ready(Planned {
+                        level,
+                        decision,
+                        fallback,
+                        then: Then::Guard(g, sup),
+                    })
+                }
+            };
+            return;
+        }
         // A dispatched router, or node with a `handoff`, starts a chain (stage 0).
         let chain = match chain {
             None if contract.router.is_some() => Some(router_chain(&np.id)),
@@ -635,7 +787,6 @@ impl Executor {
             extra: None,
         };
         let error = extra.as_mut().and_then(|x| x.error.take());
-        let attempt = extra.as_ref().map_or(1, |x| x.attempt);
         ns.extra = extra;
         if let Err(g) = check_node(run, plan.graph.budgets(), &np.id, contract.max_visits) {
             ns.result = NodeResult::Refused(g);
@@ -674,7 +825,7 @@ impl Executor {
         let ids = CallIds {
             run_id: run.run_id,
             step: run.steps,
-            attempt,
+            attempt: 1,
         };
         let call = match (&np.run, view) {
             (NodeRun::Handler(h), Some(view)) => Call::Node(
@@ -704,18 +855,32 @@ impl Executor {
             NodeRun::Exec(spec) => spec.timeout_ms,
             _ => None,
         };
+        let retrying = contract
+            .retry
+            .as_ref()
+            .filter(|p| p.max_attempts > 1)
+            .map(|policy| {
+                Box::new(Retrying {
+                    policy,
+                    own_limit: own,
+                    call: call.clone(),
+                    tried: 1,
+                    failed: Vec::new(),
+                })
+            });
         let effect = Effect {
             kind: EffectKind::Node,
             id: Arc::clone(&np.id),
             step: run.steps,
             limit: self.call_limit(run, own),
+            delay: Duration::ZERO,
             call,
             router: contract.router.is_some(),
         };
         ns.result = NodeResult::Awaiting;
         step.stage = Stage::Waiting {
             effect: Some(Box::new(effect)),
-            then: Awaiting::Node(planned(Then::Node(ns))),
+            then: Awaiting::Node(planned(Then::Node(ns)), retrying),
         };
     }
 
@@ -759,9 +924,60 @@ impl Executor {
             id: Arc::clone(&sp.id),
             step: run.steps,
             limit: self.call_limit(run, own),
+            delay: Duration::ZERO,
             call,
             router: false,
         }
+    }
+
+    /// The next attempt of a node call that failed with `fault`, if its retry policy
+    /// covers the failure and has attempts left (and the run has time left). Notes the
+    /// failed attempt in `r`.
+    fn retry_effect(
+        &self,
+        run: &RunState,
+        node: &Arc<str>,
+        r: &mut Retrying<'_>,
+        fault: &Fault,
+        attempt: u32,
+        duration_us: u64,
+    ) -> Option<Effect> {
+        if r.tried >= r.policy.max_attempts || !fault.is_retried_by(r.policy) {
+            return None;
+        }
+        let limit = self.call_limit(run, r.own_limit);
+        if limit.is_some_and(|l| l.is_zero()) {
+            return None;
+        }
+        // The attempt that failed is the one the driver performed (a store may have
+        // started the step at a higher attempt after a crash).
+        let attempt = attempt.max(1);
+        let backoff_ms = r.policy.backoff_before(r.tried + 1);
+        let (kind, message) = fault.describe();
+        r.failed.push(FailedAttempt {
+            attempt,
+            kind,
+            message: message.to_string(),
+            duration_us,
+            backoff_ms,
+        });
+        r.tried += 1;
+        let mut call = r.call.clone();
+        call.set_attempt(attempt.saturating_add(1));
+        let router = self
+            .plan
+            .nodes
+            .get(&**node)
+            .is_some_and(|np| np.contract(&self.plan.graph).router.is_some());
+        Some(Effect {
+            kind: EffectKind::Node,
+            id: Arc::clone(node),
+            step: run.steps,
+            limit,
+            delay: Duration::from_millis(backoff_ms),
+            call,
+            router,
+        })
     }
 
     /// Commits a step to the run it was planned on: records its trace items and applies
@@ -810,6 +1026,9 @@ pub(super) struct NodeTarget<'e> {
     pub(super) chain: Option<Chain>,
     /// Router retries and routed chains only.
     pub(super) extra: Option<Box<StageExtra>>,
+    /// Its advisors have reported already (it was pending as `Advised`, or it is a
+    /// router run again: its advice stands).
+    pub(super) advised: bool,
 }
 
 /// The message of `invalid_chain_payload`: the upstream stage (the node that handed

@@ -34,6 +34,16 @@ pub enum TraceKind {
     Resume,
     /// The run ended.
     End,
+    /// An attempt of a node call failed and its `retry` policy tries it again (`target`
+    /// the node, `reason` the attempt, what failed and the wait before the next one).
+    Retry,
+    /// A primary's advisors start (`target` the primary, `reason` the members).
+    Fork,
+    /// One advisor's report (`source` the primary, `target` the advisor, `reason` its
+    /// status and error, `duration_us` its time).
+    Advisor,
+    /// Every advisor has reported (`target` the primary, `reason` the tally).
+    Join,
 }
 
 /// How a chain stage was reached.

@@ -12,11 +12,11 @@ use super::builder::{NodePlan, NodeRun, SubgraphPlan, check};
 use super::callstack::{Frame, commit, pick};
 use super::executor::Executor;
 use super::guarded::Fault;
-use super::output::Usage;
+use super::output::{NodeOutput, Usage};
 use super::route::{Rejection, RoutedCall, next_stage, route_reason};
 use super::run_state::{Control, Pending, RunState};
 use super::status::{RunStatus, TerminationReason};
-use super::step::{After, Level, NodeResult, NodeStep, Planned, Then};
+use super::step::{After, Level, NodeResult, NodeStep, Planned, Ran, Then};
 use super::trace::{Chain, ChainTrigger, TraceItem, TraceKind, trace_depth};
 use crate::contracts::{SYSTEM_SLICE, StopGlobal, StopLocal};
 
@@ -94,6 +94,7 @@ impl Tx<'_> {
                 self.fault(&who, "the policy of supervisor", fault, Some(sup));
             }
             Then::Node(ns) => self.run_node(level, ns),
+            Then::Fork(fs) => self.fork(fs),
             Then::Call { caller, sg, routed } => self.call(sg, caller, routed),
             Then::EndLevel { sup, stop, reason } => self.end_level(level, sup, stop, reason),
             Then::StopGlobal { sup, stop, frames } => self.stop_global(sup, stop, &frames),
@@ -151,7 +152,7 @@ impl Tx<'_> {
                 let fault = Fault::Failed("was committed before its output arrived".into());
                 return self.fault(&np.id, "node", fault, Some(dispatcher));
             }
-            NodeResult::Ran(ran, d) => match *ran {
+            NodeResult::Ran(ran, d) => match self.retried(*ran, np, &dispatcher) {
                 Err(fault) => return self.fault(&np.id, "node", fault, Some(dispatcher)),
                 Ok(out) => {
                     // The cost was spent whether or not the writes pass their checks.
@@ -228,8 +229,8 @@ impl Tx<'_> {
         }
         let (mut to, mut message) = (None, None);
         if let Some(v) = verdict {
-            let attempt = extra.as_deref().map_or(1, |x| x.attempt);
-            it.reason = Some(route_reason(&v.to, attempt).into());
+            let run = extra.as_deref().map_or(1, |x| x.run);
+            it.reason = Some(route_reason(&v.to, run).into());
             message = v.message;
             to = Some(v.to);
         }
@@ -500,7 +501,7 @@ impl Tx<'_> {
     /// Maps a handler fault to the run's end.
     fn fault(&mut self, who: &str, what: &str, fault: Fault, sup: Option<Arc<str>>) {
         match fault {
-            Fault::Failed(m) => {
+            Fault::Failed(m) | Fault::Permanent(m) => {
                 let msg = format!("{what} `{who}` failed: {m}");
                 self.fail(TerminationReason::NodeFailed, msg, sup);
             }
@@ -523,6 +524,34 @@ impl Tx<'_> {
                 self.fail(TerminationReason::InvalidOutput, msg, sup);
             }
         }
+    }
+
+    /// Records a `retry` item for each attempt of the node call that failed and was
+    /// tried again, and hands back the last attempt's result.
+    fn retried(
+        &mut self,
+        ran: Ran,
+        np: &NodePlan,
+        dispatcher: &Arc<str>,
+    ) -> Result<NodeOutput, Fault> {
+        let Ran { result, failed } = ran;
+        for f in failed {
+            let it = self.record(TraceKind::Retry, Some(Arc::clone(dispatcher)));
+            it.target = Some(Arc::clone(&np.id));
+            it.duration_us = f.duration_us;
+            it.reason = Some(
+                format!(
+                    "attempt {} failed ({}): {}; attempt {} in {} ms",
+                    f.attempt,
+                    f.kind,
+                    f.message,
+                    f.attempt.saturating_add(1),
+                    f.backoff_ms
+                )
+                .into(),
+            );
+        }
+        result
     }
 
     /// A guard stopped the run (status `stopped`).
@@ -580,6 +609,6 @@ fn attach_chain(item: &mut TraceItem, chain: &Chain) {
 /// Records what a node run cost on its item (off the common path).
 #[cold]
 #[inline(never)]
-fn attach_usage(item: &mut TraceItem, usage: Usage) {
+pub(crate) fn attach_usage(item: &mut TraceItem, usage: Usage) {
     item.set_usage(Some(usage));
 }

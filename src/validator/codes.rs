@@ -121,6 +121,11 @@ codes! {
     ZERO_REENTRY = 1003, Error, "max_reentry is 0";
     /// A budget or limit is absurdly large, or a timeout or `max_visits` is 0.
     ABSURD_BUDGET = 1004, Warning, "absurd budget";
+    /// A node's `retry` policy can never run an attempt (`max_attempts: 0`).
+    ZERO_ATTEMPTS = 1005, Error, "retry with max_attempts 0";
+    /// A node's `retry` policy never retries (`on: []`, `max_attempts: 1`, or a node that
+    /// cannot fail: no handler or program).
+    RETRY_NEVER = 1006, Warning, "retry that never retries";
     /// A slice is written by several nodes.
     SHARED_WRITE = 1101, Info, "slice written by several nodes";
     /// A slice is written but never read.

@@ -174,6 +174,11 @@ pub(crate) fn overlay(g: &CompiledGraph, trace: &DecisionTrace) -> Overlay {
             TraceKind::Decision | TraceKind::Pause | TraceKind::Resume | TraceKind::End => {
                 mark(&mut o, item.supervisor.as_deref());
             }
+            // A failed attempt moves nothing: the node's own item draws the edge. A fork
+            // and its join happen at the primary.
+            TraceKind::Retry | TraceKind::Fork | TraceKind::Join | TraceKind::Advisor => {
+                mark(&mut o, target)
+            }
             TraceKind::Dispatch | TraceKind::Handoff => {
                 let (Some(s), Some(t)) = (source, target) else {
                     o.unmatched += 1;

@@ -11,6 +11,7 @@ mod membership;
 mod reachability;
 mod recursion;
 mod references;
+mod retry;
 mod router_cycles;
 mod router_destinations;
 mod router_message;
@@ -89,6 +90,10 @@ pub(crate) const ALL: &[Rule] = &[
     Rule {
         name: "budgets",
         check: budgets::check,
+    },
+    Rule {
+        name: "retry",
+        check: retry::check,
     },
     Rule {
         name: "info",
