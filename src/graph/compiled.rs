@@ -43,16 +43,20 @@ pub enum EdgeKind {
     },
     /// Node to the node it hands off to.
     Handoff,
+    /// A primary node to one of its advisors (they run before it; pictures draw the edge
+    /// the other way, the advice flowing in).
+    Advice,
 }
 
 impl EdgeKind {
-    /// `dispatch`, `return`, `call` or `handoff`.
+    /// `dispatch`, `return`, `call`, `handoff` or `advice`.
     pub fn name(&self) -> &'static str {
         match self {
             EdgeKind::Dispatch => "dispatch",
             EdgeKind::Return => "return",
             EdgeKind::Call { .. } => "call",
             EdgeKind::Handoff => "handoff",
+            EdgeKind::Advice => "advice",
         }
     }
 }

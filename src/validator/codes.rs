@@ -111,6 +111,14 @@ codes! {
     TERMINAL_HANDOFF = 804, Error, "terminal node with a handoff";
     /// The hop-fit proof cannot decide whether a handoff's schemas fit.
     HANDOFF_SCHEMA_UNDECIDED = 805, Info, "handoff fit not decided";
+    /// An advisor is missing, not a node, the primary itself, or listed twice.
+    BAD_ADVISOR = 820, Error, "invalid advisor";
+    /// An advisor has `terminal`, `handoff`, `router`, `team` or `advisors` of its own.
+    ADVISOR_WITH_PATTERN = 821, Error, "advisor with a pattern of its own";
+    /// The advice slice is not declared, or the primary does not read it.
+    BAD_ADVICE_SLICE = 822, Error, "advice slice not declared or not read";
+    /// `advisors.members` is empty.
+    NO_ADVISORS = 823, Warning, "advisors without members";
     /// A JSON Schema does not compile.
     BAD_SCHEMA = 901, Error, "invalid JSON Schema";
     /// `max_steps` is 0.

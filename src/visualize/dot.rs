@@ -235,6 +235,7 @@ fn write_edge(
         Drawn::Handoff => ("bold", None, None, None),
         Drawn::Call => ("dotted", None, Some("1.5"), Some("call")),
         Drawn::Fallback => ("dashed", Some(FALLBACK), None, Some("fallback")),
+        Drawn::Advice => ("dashed", None, None, Some("advice")),
     };
     match (taken, fell_back) {
         (_, true) => {

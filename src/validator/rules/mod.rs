@@ -1,5 +1,6 @@
 //! One rule per file, run in the order of [`ALL`].
 
+mod advisors;
 mod allowlist;
 mod boundary;
 mod budgets;
@@ -78,6 +79,10 @@ pub(crate) const ALL: &[Rule] = &[
     Rule {
         name: "terminal_handoff",
         check: terminal_handoff::check,
+    },
+    Rule {
+        name: "advisors",
+        check: advisors::check,
     },
     Rule {
         name: "schemas",
