@@ -59,13 +59,9 @@ fn advised(members: &[(&str, Value)], timeout_ms: Option<u64>, max_steps: u32) -
 }
 
 /// The primary answers with what it was given: the number of reports and the tagged text.
-fn primary(
-    input: NodeInput,
-) -> impl Future<Output = Result<pactgraph::runtime::Writes, HandlerError>> {
-    async move {
-        let advice = input.view.get("advice").cloned().unwrap_or(Value::Null);
-        Ok(writes(&[("answer", json!({"saw": advice}))]))
-    }
+async fn primary(input: NodeInput) -> Result<pactgraph::runtime::Writes, HandlerError> {
+    let advice = input.view.get("advice").cloned().unwrap_or(Value::Null);
+    Ok(writes(&[("answer", json!({"saw": advice}))]))
 }
 
 #[test]
