@@ -394,6 +394,15 @@ impl GraphBuilder {
             {
                 graph.add_edge(from, index[&n.supervisor], EdgeKind::Return);
             }
+            // Advisors: the validator names members that are not nodes (PG0820).
+            for m in n.advisors.iter().flat_map(|a| &a.members) {
+                if let Some(&to) = index.get(m.as_str())
+                    && reg.get_node(m).is_some()
+                    && *m != n.id
+                {
+                    graph.add_edge(from, to, EdgeKind::Advice);
+                }
+            }
         }
 
         nest_clusters(&mut clusters, &supervisor_cluster, reg);

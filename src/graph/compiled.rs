@@ -49,10 +49,13 @@ pub enum EdgeKind {
         /// The subgraph entered, for a subgraph destination.
         subgraph: Option<String>,
     },
+    /// A primary node to one of its advisors (they run before it; pictures draw the edge
+    /// the other way, the advice flowing in).
+    Advice,
 }
 
 impl EdgeKind {
-    /// `dispatch`, `return`, `call`, `handoff` or `route`.
+    /// `dispatch`, `return`, `call`, `handoff`, `route` or `advice`.
     pub fn name(&self) -> &'static str {
         match self {
             EdgeKind::Dispatch => "dispatch",
@@ -60,6 +63,7 @@ impl EdgeKind {
             EdgeKind::Call { .. } => "call",
             EdgeKind::Handoff => "handoff",
             EdgeKind::Route { .. } => "route",
+            EdgeKind::Advice => "advice",
         }
     }
 }

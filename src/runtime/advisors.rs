@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::budgets::GuardStop;
@@ -245,50 +245,53 @@ pub(crate) fn nonce(run_id: RunId, step: u32, position: usize) -> String {
 }
 
 /// The advice slice's value: `{"primary", "reports", "tagged"}` (brief §5.4). `request` is
-/// the primary's read view without the advice slice.
+/// the primary's read view without the advice slice. The reports' outputs move into it.
 pub(crate) fn advice(
     run_id: RunId,
     step: u32,
     primary: &str,
     request: &Map<String, Value>,
-    reports: &[Report],
+    reports: Vec<Report>,
 ) -> Value {
-    let compact = |v: &Value| serde_json::to_string(v).expect("JSON values serialize");
+    use std::fmt::Write as _;
+    let compact = |m: &Map<String, Value>| serde_json::to_string(m).expect("JSON values serialize");
     let n0 = nonce(run_id, step, 0);
     let mut tagged = format!(
         "<original_user_request__{n0}>\n{}\n</original_user_request__{n0}>",
-        compact(&Value::Object(request.clone()))
+        compact(request)
     );
     let mut listed = Vec::with_capacity(reports.len());
-    for (i, r) in reports.iter().enumerate() {
+    for (i, r) in reports.into_iter().enumerate() {
         let n = nonce(run_id, step, i + 1);
-        let body = match (&r.output, &r.error) {
-            (Some(out), _) => compact(&Value::Object(out.clone())),
-            (None, error) => format!(
-                "Advisor `{}` failed: {}. No advice is available from it.",
-                r.advisor,
-                error
-                    .as_deref()
-                    .unwrap_or("it gave no output")
-                    .trim_end_matches('.')
-            ),
-        };
-        tagged.push_str(&format!(
-            "\n<advisory__{n} agent=\"{}\">\n{body}\n</advisory__{n}>",
-            r.advisor
-        ));
-        let mut report = json!({
-            "advisor": &*r.advisor,
-            "status": r.status.as_str(),
-            "output": r.output,
-        });
-        if let Some(e) = &r.error {
-            report["error"] = e.as_str().into();
+        let agent = &*r.advisor;
+        let _ = write!(tagged, "\n<advisory__{n} agent=\"{agent}\">\n");
+        match (&r.output, &r.error) {
+            (Some(out), _) => tagged.push_str(&compact(out)),
+            (None, error) => {
+                let why = error.as_deref().unwrap_or("it gave no output");
+                let _ = write!(
+                    tagged,
+                    "Advisor `{agent}` failed: {}. No advice is available from it.",
+                    why.trim_end_matches('.')
+                );
+            }
         }
-        report["duration_ms"] = (r.duration_us / 1000).into();
-        listed.push(report);
+        let _ = write!(tagged, "\n</advisory__{n}>");
+        let mut report = Map::with_capacity(5);
+        report.insert("advisor".into(), agent.into());
+        report.insert("status".into(), r.status.as_str().into());
+        report.insert("output".into(), r.output.map_or(Value::Null, Value::Object));
+        if let Some(e) = r.error {
+            report.insert("error".into(), e.into());
+        }
+        report.insert("duration_ms".into(), (r.duration_us / 1000).into());
+        listed.push(Value::Object(report));
     }
-    json!({"primary": primary, "reports": listed, "tagged": tagged})
+    let mut out = Map::with_capacity(3);
+    out.insert("primary".into(), primary.into());
+    out.insert("reports".into(), Value::Array(listed));
+    out.insert("tagged".into(), tagged.into());
+    Value::Object(out)
 }
 
 impl Tx<'_> {
@@ -369,7 +372,7 @@ impl Tx<'_> {
             .cloned()
             .collect();
         let request = self.ex.view(self.run, &reads);
-        let value = advice(self.run.run_id, base, &np.id, &request, &reports);
+        let value = advice(self.run.run_id, base, &np.id, &request, reports);
         self.run.level_state_mut().insert(spec.slice.clone(), value);
         self.run.control = Control::Running(Pending::Advised {
             node: Arc::clone(&np.id),

@@ -236,6 +236,7 @@ fn write_edge(
         Drawn::Call => ("dotted", None, Some("1.5"), Some("call")),
         Drawn::Fallback => ("dashed", Some(FALLBACK), None, Some("fallback")),
         Drawn::Route => ("bold", None, None, Some("route")),
+        Drawn::Advice => ("dashed", None, None, Some("advice")),
     };
     match (taken, fell_back) {
         (_, true) => {

@@ -148,6 +148,7 @@ pub fn write_mermaid<W: Write>(
             Drawn::Call => ("-.->", Some("call")),
             Drawn::Fallback => ("-.->", Some("fallback")),
             Drawn::Route => ("==>", Some("route")),
+            Drawn::Advice => ("-.->", Some("advice")),
         };
         match &ov {
             Some(o) => {

@@ -22,6 +22,8 @@ pub(crate) enum Drawn {
     Fallback,
     /// Router to a destination (a node, or a subgraph's entrypoint).
     Route,
+    /// An advisor to its primary (the advice flowing in).
+    Advice,
 }
 
 /// One edge as drawn: the compiled graph's edges in order, then one fallback edge per
@@ -47,6 +49,13 @@ pub(crate) fn drawn_edges(g: &CompiledGraph) -> impl Iterator<Item = EdgeView<'_
             EdgeKind::Handoff => (Drawn::Handoff, None),
             EdgeKind::Call { subgraph } => (Drawn::Call, Some(subgraph.as_str())),
             EdgeKind::Route { subgraph } => (Drawn::Route, subgraph.as_deref()),
+            EdgeKind::Advice => (Drawn::Advice, None),
+        };
+        // The graph's advice edge goes primary -> advisor; it is drawn advisor -> primary.
+        let (from, to) = if kind == Drawn::Advice {
+            (to, from)
+        } else {
+            (from, to)
         };
         let is_fallback = kind == Drawn::Dispatch
             && reg
@@ -176,8 +185,27 @@ pub(crate) fn overlay(g: &CompiledGraph, trace: &DecisionTrace) -> Overlay {
             }
             // A failed attempt moves nothing: the node's own item draws the edge. A fork
             // and its join happen at the primary.
-            TraceKind::Retry | TraceKind::Fork | TraceKind::Join | TraceKind::Advisor => {
-                mark(&mut o, target)
+            TraceKind::Retry | TraceKind::Fork | TraceKind::Join => mark(&mut o, target),
+            // An advisor's report: its advice edge, advisor -> primary.
+            TraceKind::Advisor => {
+                let (Some(primary), Some(member)) = (item.source.as_deref(), target) else {
+                    o.unmatched += 1;
+                    continue;
+                };
+                mark(&mut o, Some(member));
+                let hit = keys
+                    .get(&Key::Edge(member, primary, Drawn::Advice))
+                    .copied();
+                take(
+                    &mut o,
+                    &mut extra_index,
+                    hit,
+                    (member, primary, None),
+                    "advice",
+                    next,
+                    &known,
+                );
+                next += 1;
             }
             TraceKind::Dispatch | TraceKind::Handoff => {
                 let (Some(s), Some(t)) = (source, target) else {

@@ -1,5 +1,6 @@
 //! One rule per file, run in the order of [`ALL`].
 
+mod advisors;
 mod allowlist;
 mod boundary;
 mod budgets;
@@ -84,22 +85,6 @@ pub(crate) const ALL: &[Rule] = &[
         check: terminal_handoff::check,
     },
     Rule {
-        name: "schemas",
-        check: schemas::check,
-    },
-    Rule {
-        name: "budgets",
-        check: budgets::check,
-    },
-    Rule {
-        name: "retry",
-        check: retry::check,
-    },
-    Rule {
-        name: "info",
-        check: info::check,
-    },
-    Rule {
         name: "router_destinations",
         check: router_destinations::check,
     },
@@ -114,6 +99,26 @@ pub(crate) const ALL: &[Rule] = &[
     Rule {
         name: "router_cycles",
         check: router_cycles::check,
+    },
+    Rule {
+        name: "advisors",
+        check: advisors::check,
+    },
+    Rule {
+        name: "schemas",
+        check: schemas::check,
+    },
+    Rule {
+        name: "budgets",
+        check: budgets::check,
+    },
+    Rule {
+        name: "retry",
+        check: retry::check,
+    },
+    Rule {
+        name: "info",
+        check: info::check,
     },
 ];
 

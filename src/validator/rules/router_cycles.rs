@@ -1,4 +1,4 @@
-//! Rule 12d: unbounded router cycles (`PG1208`). Routes to nodes and handoffs move from
+//! Rule 10f: unbounded router cycles (`PG0817`). Routes to nodes and handoffs move from
 //! node to node with no supervisor deciding in between; a cycle of such moves that passes
 //! through a router can repeat until a budget stops the run. It is bounded when a node on
 //! it sets `max_visits`, or when it passes through a supervisor (a route into a subgraph,
@@ -29,7 +29,7 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         if let Some(t) = n.handoff.as_deref().and_then(|t| ctx.reg.node_index(t)) {
             moves.add_edge(from, NodeIndex::new(t), false);
         }
-        // A router naming itself is `PG1203`'s.
+        // A router naming itself is `PG0812`'s.
         for d in n.router.iter().flat_map(|r| &r.destinations) {
             if let Some(t) = ctx.reg.node_index(d).filter(|&t| t != i) {
                 moves.add_edge(from, NodeIndex::new(t), true);

@@ -1,4 +1,4 @@
-//! Rule 12a: a router's destinations (`PG1201`-`PG1204`). A router names at least one
+//! Rule 10c: a router's destinations (`PG0810`-`PG0813`). A router names at least one
 //! destination, each once, never itself, and each destination node is owned at the
 //! router's level (it runs there, as the next stage of the router's chain). Unknown ids
 //! are `PG0002` (the graph builder resolves them). When the router declares an

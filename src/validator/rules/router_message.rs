@@ -1,4 +1,4 @@
-//! Rule 12b: a router's `message_slice` (`PG1205`, `PG1206`). The slice `$message` is
+//! Rule 10d: a router's `message_slice` (`PG0814`, `PG0815`). The slice `$message` is
 //! written to is declared (and is not the reserved `system`); every destination reads it
 //! (a node in its `reads`, a subgraph in its boundary's `reads`), else the message is
 //! delivered to nobody there (warning).

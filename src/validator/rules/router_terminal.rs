@@ -1,4 +1,4 @@
-//! Rule 12c: a router is not `terminal` (`PG1207`). A router names its successor in
+//! Rule 10e: a router is not `terminal` (`PG0816`). A router names its successor in
 //! `$route`; `terminal` would be ignored. A router that may end its level says so with
 //! `router.may_answer`.
 
