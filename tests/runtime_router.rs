@@ -648,7 +648,10 @@ fn the_shipped_router_triage_runs_end_to_end() {
             state["route_note"],
             json!({"router": "triage", "message": note})
         );
-        assert!(state["answer"]["text"].is_string());
+        assert!(
+            state[format!("{label}_answer")]["text"].is_string(),
+            "{state:#}"
+        );
         assert_eq!(state["closed"], true);
         let close = items_of(&s, "close")[0];
         assert_eq!(close.source.as_deref(), Some("triage"));
