@@ -68,6 +68,50 @@ fn advisors_review_validates_clean_and_runs() {
     );
 }
 
+/// The advisors picture: one dashed `advice` edge from each advisor to its primary, in
+/// DOT and Mermaid; with a run's trace laid over it, each advice edge is numbered in the
+/// order the reports were recorded.
+#[test]
+fn advisors_are_drawn_as_advice_edges_and_painted_by_the_trace() {
+    let file = workflow("advisors_review.json");
+    let (code, dot, err) = pactgraph(&["dot", &file]);
+    assert_eq!(code, 0, "{err}");
+    for m in ["style", "compliance", "latency"] {
+        let edge = format!("\"{m}\" -> \"reviewer\" [style=dashed, label=\"advice\"]");
+        assert!(dot.contains(&edge), "{edge} missing in\n{dot}");
+    }
+    let (code, mermaid, err) = pactgraph(&["dot", &file, "--mermaid"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(mermaid.matches("-.->|\"advice\"|").count(), 3, "{mermaid}");
+
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let trace = dir.path().join("trace.json");
+    let (code, _, err) = pactgraph(&[
+        "run",
+        &file,
+        "--input",
+        r#"{"draft": {"text": "Short draft."}}"#,
+        "--quiet",
+        "--trace-out",
+        &trace.display().to_string(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, painted, err) = pactgraph(&["dot", &file, "--trace", &trace.display().to_string()]);
+    assert_eq!(code, 0, "{err}");
+    // The three reports are transitions 1, 2 and 3; the reviewer's dispatch is 4.
+    for (m, n) in [("style", 1), ("compliance", 2), ("latency", 3)] {
+        let line = painted
+            .lines()
+            .find(|l| l.contains(&format!("\"{m}\" -> \"reviewer\"")))
+            .unwrap_or_default();
+        assert!(line.contains(&format!("label=\"advice\\n{n}\"")), "{line}");
+    }
+    assert!(
+        painted.contains("\"desk\" -> \"reviewer\" [style=solid, color=\"#d62728\", fontcolor=\"#d62728\", penwidth=2.5, label=\"4\"]"),
+        "{painted}"
+    );
+}
+
 #[test]
 fn router_triage_validates_clean_and_runs() {
     let file = workflow("router_triage.json");
