@@ -60,6 +60,7 @@ fn check_steps(run: &RunState, budgets: &Budgets, what: &str, id: &str) -> Resul
 }
 
 /// Before running node `id` (at most `max_visits` runs of it).
+#[inline]
 pub(crate) fn check_node(
     run: &RunState,
     budgets: &Budgets,

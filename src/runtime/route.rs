@@ -11,6 +11,7 @@
 //! `router`), a subgraph as a call from the router's level. The router's own `handoff`
 //! is *owed*: it runs when the destination's chain completes (or the subgraph returns).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -18,12 +19,12 @@ use serde_json::{Value, json};
 use super::builder::{NodePlan, SubgraphPlan, check};
 use super::callstack::Owed;
 use super::executor::Executor;
-use super::output::{MESSAGE_KEY, ROUTE_KEY};
+use super::output::{MESSAGE_KEY, ROUTE_KEY, Usage};
 use super::run_state::{Control, Pending, RunState};
 use super::status::TerminationReason;
 use super::step::{Level, NodeTarget, Step, Then, ready};
 use super::trace::{Chain, ChainTrigger, TraceKind};
-use super::transitions::Tx;
+use super::transitions::{Tx, attach_usage};
 use crate::contracts::condition::json_kind;
 use crate::contracts::{RouterSpec, StopLocal};
 
@@ -189,7 +190,79 @@ fn listed(spec: &RouterSpec) -> String {
     format!("[{}]", spec.destinations.join(", "))
 }
 
+/// A router's run, its output read: what [`Tx::commit_router`] needs besides the writes.
+pub(crate) struct RouterRun<'p> {
+    pub(crate) np: &'p NodePlan,
+    pub(crate) dispatcher: Arc<str>,
+    pub(crate) kind: TraceKind,
+    pub(crate) source: Option<Arc<str>>,
+    pub(crate) extra: Option<Box<StageExtra>>,
+    pub(crate) duration_us: u64,
+    pub(crate) usage: Option<Usage>,
+}
+
 impl Tx<'_> {
+    /// Commits a router's run (its step counted, its output read): judges the route
+    /// first, so a rejected one applies nothing; else checks and applies the writes as
+    /// for any node, records the item, delivers `$message` and follows the route. Out of
+    /// line: the common node commit stays small.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn commit_router(
+        &mut self,
+        level: Level<'_>,
+        r: RouterRun<'_>,
+        writes: Cow<'_, Value>,
+        routed: Option<(Option<Value>, Option<Value>)>,
+    ) {
+        let RouterRun {
+            np,
+            dispatcher,
+            kind,
+            source,
+            extra,
+            duration_us,
+            usage,
+        } = r;
+        let verdict = match self.judge(np, routed) {
+            Ok(v) => v,
+            Err(Rejection::Fail(reason, msg)) => return self.fail(reason, msg, Some(dispatcher)),
+            Err(Rejection::Retry(problem)) => {
+                let it = self.record(kind, Some(Arc::clone(&dispatcher)));
+                it.source.clone_from(&source);
+                it.target = Some(Arc::clone(&np.id));
+                it.duration_us = duration_us;
+                if let Some(u) = usage {
+                    attach_usage(it, u);
+                }
+                return self.reject_route(np, dispatcher, kind, source, extra, problem);
+            }
+        };
+        if let Err((reason, msg)) = self.check_writes(level, np, &writes) {
+            self.fail(reason, msg, Some(dispatcher));
+            if let Some(it) = self.run.trace.items.last_mut()
+                && let Some(u) = usage
+            {
+                attach_usage(it, u);
+            }
+            return;
+        }
+        self.apply_writes(writes);
+        let run = extra.as_deref().map_or(1, |x| x.run);
+        let it = self.record(kind, Some(Arc::clone(&dispatcher)));
+        it.source = source;
+        it.target = Some(Arc::clone(&np.id));
+        it.duration_us = duration_us;
+        it.reason = Some(route_reason(&verdict.to, run).into());
+        if let Some(u) = usage {
+            attach_usage(it, u);
+        }
+        if let Some((slice, value)) = verdict.message {
+            self.run.level_state_mut().insert(slice, value);
+        }
+        self.follow_route(level, np, dispatcher, verdict.to, extra);
+    }
+
     /// The router's `$route` and `$message` (`None` when its output had none: a `set`
     /// router, or one without behaviour), judged against its contract.
     pub(crate) fn judge<'p>(
@@ -393,6 +466,8 @@ impl Tx<'_> {
 
     /// A routed chain completed (or a routed subgraph returned, `self.chain` then being
     /// its place in the chain): the innermost owed router's `handoff` runs next.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn pay_owed(&mut self, dispatcher: Arc<str>, mut owed: Vec<Arc<str>>) {
         let plan = &*self.ex.plan;
         let Some(router) = owed.pop() else {

@@ -13,7 +13,7 @@ use super::callstack::{Frame, commit, pick};
 use super::executor::Executor;
 use super::guarded::Fault;
 use super::output::{NodeOutput, Usage};
-use super::route::{Rejection, RoutedCall, next_stage, route_reason};
+use super::route::{RoutedCall, RouterRun, next_stage};
 use super::run_state::{Control, Pending, RunState};
 use super::status::{RunStatus, TerminationReason};
 use super::step::{After, Level, NodeResult, NodeStep, Planned, Ran, Then};
@@ -172,26 +172,19 @@ impl Tx<'_> {
                 _ => (Cow::Owned(Value::Object(Map::new())), 0),
             },
         };
-        // A router's route is judged first: a rejected one applies nothing.
-        let verdict = match after {
-            After::Route => match self.judge(np, routed) {
-                Ok(v) => Some(v),
-                Err(Rejection::Fail(reason, msg)) => {
-                    return self.fail(reason, msg, Some(dispatcher));
-                }
-                Err(Rejection::Retry(problem)) => {
-                    let it = self.record(kind, Some(Arc::clone(&dispatcher)));
-                    it.source.clone_from(&source);
-                    it.target = Some(Arc::clone(&np.id));
-                    it.duration_us = duration_us;
-                    if let Some(u) = usage {
-                        attach_usage(it, u);
-                    }
-                    return self.reject_route(np, dispatcher, kind, source, extra, problem);
-                }
-            },
-            _ => None,
-        };
+        if let After::Route = after {
+            // Off the common path (see `route.rs`).
+            let run = RouterRun {
+                np,
+                dispatcher,
+                kind,
+                source,
+                extra,
+                duration_us,
+                usage,
+            };
+            return self.commit_router(level, run, writes, routed);
+        }
         if let Err((reason, msg)) = self.check_writes(level, np, &writes) {
             self.fail(reason, msg, Some(dispatcher));
             // The failure's item is the node run's: it carries what the run cost.
@@ -203,23 +196,7 @@ impl Tx<'_> {
             return;
         }
         // All checks passed: apply the writes in one go.
-        let state = self.run.level_state_mut();
-        match writes {
-            Cow::Owned(Value::Object(w)) => {
-                for (slice, value) in w {
-                    state.insert(slice, value);
-                }
-            }
-            Cow::Borrowed(Value::Object(w)) => {
-                for (slice, value) in w {
-                    // A constant already in place is not copied again.
-                    if state.get(slice) != Some(value) {
-                        state.insert(slice.clone(), value.clone());
-                    }
-                }
-            }
-            _ => {}
-        }
+        self.apply_writes(writes);
         let it = self.record(kind, Some(Arc::clone(&dispatcher)));
         it.source = source;
         it.target = Some(Arc::clone(&np.id));
@@ -227,24 +204,9 @@ impl Tx<'_> {
         if let Some(u) = usage {
             attach_usage(it, u);
         }
-        let (mut to, mut message) = (None, None);
-        if let Some(v) = verdict {
-            let run = extra.as_deref().map_or(1, |x| x.run);
-            it.reason = Some(route_reason(&v.to, run).into());
-            message = v.message;
-            to = Some(v.to);
-        }
-        if let Some((slice, value)) = message {
-            self.run.level_state_mut().insert(slice, value);
-        }
-        // A routed chain that completes pays the routers' handoffs it owes first.
-        let owed = extra.as_ref().filter(|x| !x.owed.is_empty()).is_some();
         match after {
-            After::Route => {
-                if let Some(to) = to {
-                    self.follow_route(level, np, dispatcher, to, extra);
-                }
-            }
+            // Committed by `commit_router` above.
+            After::Route => {}
             After::Handoff(next) => {
                 let chain = next_stage(self.chain.as_ref(), &np.id, ChainTrigger::Handoff);
                 self.run.control = Control::Running(Pending::Handoff {
@@ -255,7 +217,9 @@ impl Tx<'_> {
                     owed: extra.map(|x| x.owed).unwrap_or_default(),
                 });
             }
-            After::EndLevel(_) | After::Return if owed => {
+            // A routed chain that completes pays the routers' handoffs it owes first (a
+            // node that is not a router has an `extra` only when something is owed).
+            After::EndLevel(_) | After::Return if extra.is_some() => {
                 self.pay_owed(dispatcher, extra.map(|x| x.owed).unwrap_or_default());
             }
             After::EndLevel(what) => {
@@ -276,10 +240,33 @@ impl Tx<'_> {
         }
     }
 
+    /// Applies checked writes to the current level: each slice replaced whole; a constant
+    /// already in place is not copied again.
+    #[inline(always)]
+    pub(crate) fn apply_writes(&mut self, writes: Cow<'_, Value>) {
+        let state = self.run.level_state_mut();
+        match writes {
+            Cow::Owned(Value::Object(w)) => {
+                for (slice, value) in w {
+                    state.insert(slice, value);
+                }
+            }
+            Cow::Borrowed(Value::Object(w)) => {
+                for (slice, value) in w {
+                    if state.get(slice) != Some(value) {
+                        state.insert(slice.clone(), value.clone());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Checks a node's writes (an object of slices) before any is applied: each slice
     /// inside the node's `writes` and the current subgraph's boundary, the node's
     /// `output_schema`, and each slice's schema.
-    fn check_writes(
+    #[inline(always)]
+    pub(crate) fn check_writes(
         &self,
         level: Level<'_>,
         np: &NodePlan,
