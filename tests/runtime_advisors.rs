@@ -13,14 +13,7 @@ use pactgraph::runtime::{
     Executor, HandlerError, NodeInput, RunState, RunStatus, TerminationReason as R, TraceKind as K,
 };
 use serde_json::{Value, json};
-use support::runtime::{builder, graph, writes};
-
-fn io() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
+use support::runtime::{builder, graph, io, writes};
 
 fn run_to_end(ex: &Executor, state: &mut RunState) {
     io().block_on(ex.run_in_place(state));

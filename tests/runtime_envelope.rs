@@ -9,23 +9,12 @@ use pactgraph::runtime::{
     TerminationReason as R, TraceItem, TraceKind as K, Usage, Writes,
 };
 use serde_json::{Number, Value, json};
-use support::runtime::{builder, graph, rt, user_state, writes};
+use support::runtime::{builder, graph, rt, run_with_io, user_state, writes};
 
 /// Runs to the end, keeping the run state (its `usage_total` and `run_id`).
 fn run_state(ex: &Executor, input: Value) -> RunState {
     let mut state = ex.start(input).expect("the input is valid");
     rt().block_on(ex.run_in_place(&mut state));
-    state
-}
-
-/// Like [`run_state`], on a runtime with I/O (for `exec` nodes).
-fn run_programs(ex: &Executor, input: Value) -> RunState {
-    let mut state = ex.start(input).expect("the input is valid");
-    let io = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
-    io.block_on(ex.run_in_place(&mut state));
     state
 }
 
@@ -232,7 +221,7 @@ fn node_programs_get_run_id_step_and_attempt_on_stdin_and_in_the_environment() {
     );
     doc["nodes"]["nb"]["reads"] = json!(["a"]);
     let ex = builder(graph(doc)).build().expect("builds");
-    let s = run_programs(&ex, json!({}));
+    let s = run_with_io(&ex, json!({}));
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
     let id = s.run_id.to_string();
     let b = &s.state["b"];
@@ -258,7 +247,7 @@ fn a_node_program_printing_a_role_key_is_invalid_output() {
         json!({"exec": {"argv": ["python3", "-c", code], "timeout_ms": 20000}}),
     );
     let ex = builder(graph(doc)).build().expect("builds");
-    let s = run_programs(&ex, json!({}));
+    let s = run_with_io(&ex, json!({}));
     assert_eq!(s.termination_reason(), Some(R::InvalidOutput));
     let msg = s.message().expect("a message");
     assert!(

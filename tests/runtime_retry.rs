@@ -12,18 +12,7 @@ use pactgraph::runtime::{
     Executor, HandlerError, RunState, RunStatus, TerminationReason as R, TraceKind as K,
 };
 use serde_json::{Value, json};
-use support::runtime::{builder, graph, writes};
-
-/// Runs to the end on a runtime with I/O and time (programs, backoff waits).
-fn run_to_end(ex: &Executor, input: Value) -> RunState {
-    let mut state = ex.start(input).expect("the input is valid");
-    let io = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
-    io.block_on(ex.run_in_place(&mut state));
-    state
-}
+use support::runtime::{builder, graph, io, run_with_io, writes};
 
 /// Root dispatches `work` (writes `out`) once, then stops.
 fn one_node(run: Value, retry: Value) -> Value {
@@ -66,6 +55,14 @@ fn flaky(
     (handler, seen)
 }
 
+/// An executor for [`one_node`] with handler `flaky` as `h`.
+fn with_flaky(h: impl pactgraph::runtime::NodeHandler, retry: Value) -> Executor {
+    builder(graph(one_node(json!({"handler": "flaky"}), retry)))
+        .node_handler("flaky", h)
+        .build()
+        .expect("builds")
+}
+
 fn retry_items(s: &RunState) -> Vec<(u32, String)> {
     s.trace
         .items
@@ -78,14 +75,8 @@ fn retry_items(s: &RunState) -> Vec<(u32, String)> {
 #[test]
 fn a_handler_that_fails_twice_succeeds_on_the_third_attempt_in_one_step() {
     let (h, seen) = flaky(2, || HandlerError::new("model unavailable"));
-    let ex = builder(graph(one_node(
-        json!({"handler": "flaky"}),
-        json!({"max_attempts": 3, "backoff_ms": 1}),
-    )))
-    .node_handler("flaky", h)
-    .build()
-    .expect("builds");
-    let s = run_to_end(&ex, json!({}));
+    let ex = with_flaky(h, json!({"max_attempts": 3, "backoff_ms": 1}));
+    let s = run_with_io(&ex, json!({}));
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
     assert_eq!(s.state["out"], 3);
     assert_eq!(*seen.lock().expect("not poisoned"), [1, 2, 3]);
@@ -116,27 +107,15 @@ fn a_handler_that_fails_twice_succeeds_on_the_third_attempt_in_one_step() {
     );
     // Retries are not steps: the run takes as many as one whose first attempt succeeds.
     let (h, _) = flaky(0, || HandlerError::new("never"));
-    let ex = builder(graph(one_node(
-        json!({"handler": "flaky"}),
-        json!({"max_attempts": 3, "backoff_ms": 1}),
-    )))
-    .node_handler("flaky", h)
-    .build()
-    .expect("builds");
-    assert_eq!(s.steps, run_to_end(&ex, json!({})).steps);
+    let ex = with_flaky(h, json!({"max_attempts": 3, "backoff_ms": 1}));
+    assert_eq!(s.steps, run_with_io(&ex, json!({})).steps);
 }
 
 #[test]
 fn when_every_attempt_fails_the_run_fails_with_the_last_error() {
     let (h, seen) = flaky(u32::MAX, || HandlerError::new("still down"));
-    let ex = builder(graph(one_node(
-        json!({"handler": "flaky"}),
-        json!({"max_attempts": 3}),
-    )))
-    .node_handler("flaky", h)
-    .build()
-    .expect("builds");
-    let s = run_to_end(&ex, json!({}));
+    let ex = with_flaky(h, json!({"max_attempts": 3}));
+    let s = run_with_io(&ex, json!({}));
     assert_eq!(s.status(), RunStatus::Failed);
     assert_eq!(s.termination_reason(), Some(R::NodeFailed));
     assert_eq!(*seen.lock().expect("not poisoned"), [1, 2, 3]);
@@ -148,27 +127,15 @@ fn when_every_attempt_fails_the_run_fails_with_the_last_error() {
 #[test]
 fn a_permanent_error_and_a_failure_outside_on_are_not_retried() {
     let (h, seen) = flaky(1, || HandlerError::new("bad request").permanent());
-    let ex = builder(graph(one_node(
-        json!({"handler": "flaky"}),
-        json!({"max_attempts": 5}),
-    )))
-    .node_handler("flaky", h)
-    .build()
-    .expect("builds");
-    let s = run_to_end(&ex, json!({}));
+    let ex = with_flaky(h, json!({"max_attempts": 5}));
+    let s = run_with_io(&ex, json!({}));
     assert_eq!(s.termination_reason(), Some(R::NodeFailed));
     assert_eq!(*seen.lock().expect("not poisoned"), [1]);
     assert!(retry_items(&s).is_empty());
 
     let (h, seen) = flaky(1, || HandlerError::new("transient"));
-    let ex = builder(graph(one_node(
-        json!({"handler": "flaky"}),
-        json!({"max_attempts": 5, "on": ["timeout"]}),
-    )))
-    .node_handler("flaky", h)
-    .build()
-    .expect("builds");
-    let s = run_to_end(&ex, json!({}));
+    let ex = with_flaky(h, json!({"max_attempts": 5, "on": ["timeout"]}));
+    let s = run_with_io(&ex, json!({}));
     assert_eq!(s.termination_reason(), Some(R::NodeFailed));
     assert_eq!(*seen.lock().expect("not poisoned"), [1]);
 }
@@ -176,15 +143,9 @@ fn a_permanent_error_and_a_failure_outside_on_are_not_retried() {
 #[test]
 fn waits_double_between_attempts() {
     let (h, _) = flaky(3, || HandlerError::new("busy"));
-    let ex = builder(graph(one_node(
-        json!({"handler": "flaky"}),
-        json!({"max_attempts": 4, "backoff_ms": 40}),
-    )))
-    .node_handler("flaky", h)
-    .build()
-    .expect("builds");
+    let ex = with_flaky(h, json!({"max_attempts": 4, "backoff_ms": 40}));
     let t0 = Instant::now();
-    let s = run_to_end(&ex, json!({}));
+    let s = run_with_io(&ex, json!({}));
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
     // 40 + 80 + 160 ms of waits: a lower bound only (this is not a timing benchmark).
     assert!(
@@ -218,7 +179,7 @@ print(json.dumps({"out": {"attempt": msg["attempt"], "step": msg["step"]}}))
     )))
     .build()
     .expect("builds");
-    let s = run_to_end(&ex, json!({}));
+    let s = run_with_io(&ex, json!({}));
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
     assert_eq!(s.state["out"], json!({"attempt": 2, "step": 0}));
     let retries = retry_items(&s);
@@ -235,21 +196,11 @@ print(json.dumps({"out": {"attempt": msg["attempt"], "step": msg["step"]}}))
 #[test]
 fn cancelling_during_a_backoff_wait_stops_the_run() {
     let (h, seen) = flaky(u32::MAX, || HandlerError::new("down"));
-    let ex = builder(graph(one_node(
-        json!({"handler": "flaky"}),
-        json!({"max_attempts": 3, "backoff_ms": 60_000}),
-    )))
-    .node_handler("flaky", h)
-    .build()
-    .expect("builds");
+    let ex = with_flaky(h, json!({"max_attempts": 3, "backoff_ms": 60_000}));
     let token = ex.cancellation_token();
-    let io = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
     let mut state = ex.start(json!({})).expect("starts");
     let t0 = Instant::now();
-    io.block_on(async {
+    io().block_on(async {
         let cancel = async {
             tokio::time::sleep(Duration::from_millis(200)).await;
             token.cancel();

@@ -125,24 +125,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::contracts::WorkflowDocument;
-    use crate::graph::GraphBuilder;
-    use crate::runtime::{Executor, Frame};
-    use crate::validator::ValidGraph;
+    use crate::runtime::Frame;
 
     fn run() -> RunState {
-        let doc = WorkflowDocument::from_value(json!({
-            "workflow": "w", "slices": {"answer": {}}, "entry": "root",
-            "supervisors": {"root": {"allow": ["reply"]}},
-            "nodes": {"reply": {"supervisor": "root", "writes": ["answer"], "terminal": true,
-                "triggers": [{"priority": 1, "when": true}],
-                "run": {"set": {"answer": "hi"}}}}
-        }))
-        .expect("a valid document");
-        let graph = GraphBuilder::from_document(doc).build().expect("resolves");
-        let ex = Executor::builder(ValidGraph::new(graph).expect("valid"))
-            .build()
-            .expect("builds");
+        let (_, ex) = crate::runtime::testing::reply_workflow();
         ex.start(json!({})).expect("starts")
     }
 

@@ -24,6 +24,8 @@ mod rules;
 mod run_state;
 mod status;
 mod step;
+#[cfg(test)]
+mod testing;
 mod trace;
 mod transitions;
 mod views;

@@ -229,23 +229,10 @@ pub fn digest_of(document: &WorkflowDocument) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::Executor;
     use serde_json::json;
 
     fn record() -> RunRecord {
-        let doc = WorkflowDocument::from_value(json!({
-            "workflow": "w", "slices": {"answer": {}}, "entry": "root",
-            "supervisors": {"root": {"allow": ["reply"]}},
-            "nodes": {"reply": {"supervisor": "root", "writes": ["answer"], "terminal": true,
-                "triggers": [{"priority": 1, "when": true}],
-                "run": {"set": {"answer": "hi"}}}}
-        }))
-        .expect("a valid document");
-        let graph = GraphBuilder::from_document(doc).build().expect("resolves");
-        let doc = graph.to_document();
-        let ex = Executor::builder(ValidGraph::new(graph).expect("valid"))
-            .build()
-            .expect("builds");
+        let (doc, ex) = crate::runtime::testing::reply_workflow();
         RunRecord::new(doc, ex.start(json!({})).expect("starts"))
     }
 

@@ -17,6 +17,21 @@ pub fn rt() -> tokio::runtime::Runtime {
         .expect("a tokio runtime")
 }
 
+/// A single-threaded tokio runtime with I/O and timers (for `exec` nodes).
+pub fn io() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// Starts a run with `input` and runs it to its end on [`io`], keeping the run state.
+pub fn run_with_io(ex: &Executor, input: Value) -> pactgraph::runtime::RunState {
+    let mut state = ex.start(input).expect("the input is valid");
+    io().block_on(ex.run_in_place(&mut state));
+    state
+}
+
 /// Compiles a workflow document given as JSON.
 pub fn graph(doc: Value) -> CompiledGraph {
     let doc = WorkflowDocument::from_value(doc).expect("a valid document");
