@@ -12,7 +12,7 @@ use pactgraph::runtime::{
     RunStatus, TerminationReason as R, TraceItem, TraceKind as K,
 };
 use serde_json::{Value, json};
-use support::runtime::{builder, graph, rt, user_state, writes};
+use support::runtime::{builder, graph, rt, run_with_io, user_state, writes};
 
 /// Runs to the end, keeping the run state.
 fn run_state(ex: &Executor, input: Value) -> RunState {
@@ -570,17 +570,6 @@ fn nested_routers_pay_their_handoffs_innermost_first() {
     }
 }
 
-/// Like [`run_state`], on a runtime with I/O (for `exec` nodes).
-fn run_programs(ex: &Executor, input: Value) -> RunState {
-    let mut state = ex.start(input).expect("the input is valid");
-    let io = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
-    io.block_on(ex.run_in_place(&mut state));
-    state
-}
-
 #[test]
 fn a_python_router_gets_the_error_on_stdin() {
     // The first run names an unknown destination; the second, told why on stdin, routes
@@ -603,7 +592,7 @@ else:
         .node_handler("work", |_| async { Ok::<_, HandlerError>(writes(&[])) })
         .build()
         .expect("builds");
-    let s = run_programs(&ex, json!({}));
+    let s = run_with_io(&ex, json!({}));
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
     let pick = &user_state(&s.outcome())["pick"];
     // A new step, whose call is its first attempt.
@@ -639,7 +628,7 @@ fn the_shipped_router_triage_runs_end_to_end() {
             "Not billing: investigate before answering.",
         ),
     ] {
-        let s = run_programs(&ex, json!({"ticket": {"text": text}}));
+        let s = run_with_io(&ex, json!({"ticket": {"text": text}}));
         assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
         assert_eq!(s.termination_reason(), Some(R::Terminal));
         let state = user_state(&s.outcome());

@@ -44,14 +44,11 @@ fn the_overlay_paints_the_route_taken() {
         .base_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/workflows"))
         .build()
         .expect("builds");
-    let io = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
-    let state = ex
-        .start(json!({"ticket": {"text": "The export button crashes the app"}}))
-        .expect("valid input");
-    let outcome = io.block_on(ex.run(state));
+    let outcome = support::runtime::run_with_io(
+        &ex,
+        json!({"ticket": {"text": "The export button crashes the app"}}),
+    )
+    .outcome();
     assert_eq!(
         outcome.status,
         RunStatus::Completed,
