@@ -18,6 +18,7 @@ mod executor;
 mod guarded;
 mod handlers;
 mod output;
+mod pending;
 mod record;
 mod route;
 mod rules;
