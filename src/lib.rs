@@ -28,3 +28,9 @@ pub use graph::{CompiledGraph, GraphBuilder, Registry};
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// The patterns guide's Rust examples (`docs/guides/patterns.md`), compiled and run as
+/// doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/guides/patterns.md")]
+struct PatternsDoctests;

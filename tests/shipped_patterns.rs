@@ -111,3 +111,38 @@ fn advisors_are_drawn_as_advice_edges_and_painted_by_the_trace() {
         "{painted}"
     );
 }
+
+#[test]
+fn router_triage_validates_clean_and_runs() {
+    let file = workflow("router_triage.json");
+    let (code, out, err) = pactgraph(&["validate", &file, "--strict"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        format!("{out}{err}").contains("0 errors, 0 warnings, 0 infos"),
+        "{out}{err}"
+    );
+    for (text, route, answer) in [
+        ("I was charged twice", "billing_reply", "billing_answer"),
+        (
+            "The app crashes on export",
+            "investigation",
+            "technical_answer",
+        ),
+    ] {
+        let input = serde_json::json!({"ticket": {"text": text}}).to_string();
+        let (code, out, err) = pactgraph(&["run", &file, "--input", &input, "--quiet"]);
+        assert_eq!(code, 0, "{err}");
+        let v: Value = serde_json::from_str(&out).expect("JSON output");
+        assert_eq!(v["status"], "completed");
+        let state = &v["state"];
+        assert!(state[answer]["text"].is_string(), "{state:#}");
+        assert_eq!(state["route_note"]["router"], "triage");
+        assert_eq!(state["closed"], true);
+        let routed = state["system"]["decision_trace"]
+            .as_array()
+            .expect("a trace")
+            .iter()
+            .any(|i| i["reason"] == format!("$route: {route}"));
+        assert!(routed, "{state:#}");
+    }
+}

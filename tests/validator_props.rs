@@ -4,7 +4,7 @@
 
 mod support;
 
-use pactgraph::contracts::{Condition, NodeBehaviour, SupervisorPolicy};
+use pactgraph::contracts::{Condition, NodeBehaviour, RouterSpec, SupervisorPolicy};
 use pactgraph::validator::{Code, Report, Severity, Validator};
 use pactgraph::{
     Budgets, GraphBuilder, NodeContract, RoutingDecision, SliceDecl, SubgraphContract,
@@ -229,6 +229,81 @@ const MUTATIONS: &[(&str, Mutation)] = &[
             format!("/nodes/{}/handoff", node(0, m - 2)),
         ))
     }),
+    ("router without destinations", |_, d| {
+        n0(d).router = Some(RouterSpec::new(Vec::<String>::new()));
+        Some((
+            Code::ROUTER_NO_DESTINATIONS,
+            "/nodes/g0_n0/router/destinations".into(),
+        ))
+    }),
+    ("router routing to itself", |_, d| {
+        n0(d).router = Some(RouterSpec::new([node(0, 0)]));
+        Some((
+            Code::ROUTER_SELF_DESTINATION,
+            "/nodes/g0_n0/router/destinations/0".into(),
+        ))
+    }),
+    ("router naming a destination twice", |s, d| {
+        if s.nodes_per_subgraph < 2 {
+            return None;
+        }
+        n0(d).router = Some(RouterSpec::new([node(0, 1), node(0, 1)]));
+        Some((
+            Code::ROUTER_DUPLICATE_DESTINATION,
+            "/nodes/g0_n0/router/destinations/1".into(),
+        ))
+    }),
+    ("router routing to another level", |_, d| {
+        n0(d).router = Some(RouterSpec::new(["reply"]));
+        Some((
+            Code::ROUTER_OTHER_LEVEL,
+            "/nodes/g0_n0/router/destinations/0".into(),
+        ))
+    }),
+    ("router with an undeclared message slice", |s, d| {
+        if s.nodes_per_subgraph < 2 {
+            return None;
+        }
+        n0(d).router = Some(RouterSpec::new([node(0, 1)]).message_slice("nope"));
+        Some((
+            Code::ROUTER_MESSAGE_SLICE,
+            "/nodes/g0_n0/router/message_slice".into(),
+        ))
+    }),
+    ("router message its destination does not read", |s, d| {
+        if s.nodes_per_subgraph < 2 {
+            return None;
+        }
+        n0(d).router = Some(RouterSpec::new([node(0, 1)]).message_slice("answer"));
+        Some((
+            Code::ROUTER_MESSAGE_UNREAD,
+            "/nodes/g0_n0/router/destinations/0".into(),
+        ))
+    }),
+    ("terminal router", |s, d| {
+        if s.nodes_per_subgraph < 2 {
+            return None;
+        }
+        let n = n0(d);
+        n.router = Some(RouterSpec::new([node(0, 1)]));
+        n.terminal = true;
+        n.handoff = None; // terminal with a handoff is PG0804's
+        Some((Code::ROUTER_TERMINAL, "/nodes/g0_n0/terminal".into()))
+    }),
+    ("router cycle without a bound", |s, d| {
+        if s.nodes_per_subgraph < 2 {
+            return None;
+        }
+        // The last node routes back through the chain's end: g0_n0 -> last -> g0_n0.
+        let last = node(0, s.nodes_per_subgraph - 1);
+        let n = n0(d);
+        n.router = Some(RouterSpec::new([last.clone()]));
+        n.handoff = None;
+        let back = d.nodes.get_mut(&last)?;
+        back.handoff = Some(node(0, 0));
+        back.terminal = false;
+        Some((Code::ROUTER_CYCLE, "/nodes/g0_n0/router".into()))
+    }),
     ("broken slice schema", |_, d| {
         d.slices.insert(
             "request".into(),
@@ -395,9 +470,15 @@ fn arbitrary_document() -> impl Strategy<Value = WorkflowDocument> {
         schema(),
         proptest::option::of(0u32..2),
         any::<bool>(),
+        proptest::option::of((
+            ids(),
+            proptest::option::of(proptest::sample::select(SLICES)),
+            any::<bool>(),
+            0u32..3,
+        )),
     )
         .prop_map(
-            |(owner, reads, writes, trig, handoff, terminal, i, o, visits, set_system)| {
+            |(owner, reads, writes, trig, handoff, terminal, i, o, visits, set_system, router)| {
                 let mut n = NodeContract::new("")
                     .supervisor(owner)
                     .reads(reads)
@@ -411,6 +492,13 @@ fn arbitrary_document() -> impl Strategy<Value = WorkflowDocument> {
                 if set_system {
                     n.run = Some(NodeBehaviour::set([("system", json!(1))]));
                 }
+                n.router = router.map(|(destinations, message, may_answer, retries)| {
+                    let mut r = RouterSpec::new(destinations)
+                        .may_answer(may_answer)
+                        .retries(retries);
+                    r.message_slice = message.map(String::from);
+                    r
+                });
                 n
             },
         );

@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Advisors, NodeBehaviour, RetryPolicy, Trigger, strings};
+use super::{Advisors, NodeBehaviour, RetryPolicy, RouterSpec, Trigger, strings};
 
 /// A unit of work: the slices it reads and writes, the supervisor that owns it, when it
 /// wants to run, and how it runs.
@@ -62,6 +62,10 @@ pub struct NodeContract {
     /// Nodes run concurrently before this one, their outputs collected as advice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub advisors: Option<Advisors>,
+    /// Makes the node a router: it names its successor in `$route`, among
+    /// `router.destinations`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router: Option<RouterSpec>,
 }
 
 impl NodeContract {
@@ -135,6 +139,11 @@ impl NodeContract {
     /// Sets the advisors.
     pub fn advisors(mut self, advisors: Advisors) -> Self {
         self.advisors = Some(advisors);
+        self
+    }
+    /// Makes the node a router.
+    pub fn router(mut self, spec: RouterSpec) -> Self {
+        self.router = Some(spec);
         self
     }
     /// Sets the description.

@@ -346,19 +346,52 @@ impl GraphBuilder {
             }
         }
 
-        // Node edges: return and handoff.
+        // Node edges: route, return and handoff.
         for n in reg.nodes() {
             let from = index[&n.id];
             let owner_ok = check(&n.supervisor, Expected::Supervisor, &|| {
                 join(["nodes", n.id.as_str(), "supervisor"])
             });
+            if let Some(r) = &n.router {
+                for (i, d) in r.destinations.iter().enumerate() {
+                    let ptr = || {
+                        let at = join(["nodes", n.id.as_str(), "router", "destinations"]);
+                        format!("{at}/{i}")
+                    };
+                    if !check(d, Expected::NodeOrSubgraph, &ptr) {
+                        continue;
+                    }
+                    if let Some(&to) = index.get(d) {
+                        graph.add_edge(from, to, EdgeKind::Route { subgraph: None });
+                        continue;
+                    }
+                    // A subgraph: entered from the router's level, as if its supervisor
+                    // had called it.
+                    if let Some(c) = clusters.get_mut(d)
+                        && owner_ok
+                        && !c.callers.contains(&n.supervisor)
+                    {
+                        c.callers.push(n.supervisor.clone());
+                    }
+                    if let Some(&to) = reg.get_subgraph(d).and_then(|g| index.get(&g.entrypoint)) {
+                        let kind = EdgeKind::Route {
+                            subgraph: Some(d.clone()),
+                        };
+                        graph.add_edge(from, to, kind);
+                    }
+                }
+            }
             if let Some(h) = &n.handoff {
                 if check(h, Expected::Node, &|| {
                     join(["nodes", n.id.as_str(), "handoff"])
                 }) {
                     graph.add_edge(from, index[h], EdgeKind::Handoff);
                 }
-            } else if owner_ok && !n.terminal && !exitpoints.contains(n.id.as_str()) {
+            } else if owner_ok
+                && !n.terminal
+                && n.router.is_none()
+                && !exitpoints.contains(n.id.as_str())
+            {
                 graph.add_edge(from, index[&n.supervisor], EdgeKind::Return);
             }
             // Advisors: the validator names members that are not nodes (PG0820).

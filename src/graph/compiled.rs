@@ -43,19 +43,26 @@ pub enum EdgeKind {
     },
     /// Node to the node it hands off to.
     Handoff,
+    /// Router to one of its destinations: a node, or (for a subgraph destination) the
+    /// subgraph's entrypoint supervisor.
+    Route {
+        /// The subgraph entered, for a subgraph destination.
+        subgraph: Option<String>,
+    },
     /// A primary node to one of its advisors (they run before it; pictures draw the edge
     /// the other way, the advice flowing in).
     Advice,
 }
 
 impl EdgeKind {
-    /// `dispatch`, `return`, `call`, `handoff` or `advice`.
+    /// `dispatch`, `return`, `call`, `handoff`, `route` or `advice`.
     pub fn name(&self) -> &'static str {
         match self {
             EdgeKind::Dispatch => "dispatch",
             EdgeKind::Return => "return",
             EdgeKind::Call { .. } => "call",
             EdgeKind::Handoff => "handoff",
+            EdgeKind::Route { .. } => "route",
             EdgeKind::Advice => "advice",
         }
     }

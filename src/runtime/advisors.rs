@@ -121,6 +121,7 @@ impl Executor {
             limit: None,
             delay: Duration::ZERO,
             call: Call::Fork(planned),
+            router: false,
         })
     }
 
@@ -171,10 +172,11 @@ impl Executor {
                     step,
                     run_id: run.run_id,
                     attempt: 1,
+                    error: None,
                 },
             )),
             NodeRun::Exec(spec) => {
-                let stdin = node_stdin(&mp.id, self.view(run, &contract.reads), ids);
+                let stdin = node_stdin(&mp.id, self.view(run, &contract.reads), ids, None);
                 MemberCall::Call(Call::Program(Arc::clone(spec), stdin, Some(ids)))
             }
             NodeRun::Set(Value::Object(m)) => MemberCall::Constant(m.clone()),
@@ -203,7 +205,7 @@ impl Executor {
         let result = match m.call {
             MemberCall::Constant(w) => Ok(w.into()),
             MemberCall::Refused(msg) => Err(Fault::Failed(msg)),
-            MemberCall::Call(call) => self.call_node(m.limit, call).await,
+            MemberCall::Call(call) => self.call_node(m.limit, call, false).await,
         };
         let duration_us = Self::elapsed(t0);
         let (status, output, usage, error, cancelled) = match result {
@@ -305,6 +307,7 @@ impl Tx<'_> {
             source,
             chain,
             reports,
+            owed,
         } = fs;
         self.chain.clone_from(&chain);
         let base = self.run.steps;
@@ -377,6 +380,7 @@ impl Tx<'_> {
             kind,
             from: source,
             chain,
+            owed,
         });
     }
 }

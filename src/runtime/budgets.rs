@@ -60,6 +60,7 @@ fn check_steps(run: &RunState, budgets: &Budgets, what: &str, id: &str) -> Resul
 }
 
 /// Before running node `id` (at most `max_visits` runs of it).
+#[inline]
 pub(crate) fn check_node(
     run: &RunState,
     budgets: &Budgets,
@@ -142,6 +143,7 @@ mod tests {
             entry_step: 0,
             caller: Arc::from("root"),
             state: Default::default(),
+            owed: None,
         };
         run.stack = (1..=MAX_TRACE_DEPTH).map(frame).collect();
         let budgets = Budgets::default().max_depth(u32::MAX);

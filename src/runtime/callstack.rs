@@ -5,6 +5,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::run_state::State;
+use super::trace::Chain;
 
 /// One open subgraph call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -21,6 +22,20 @@ pub struct Frame {
     /// The child state: the boundary's `reads` and `writes` slices, copied on call. The
     /// parent sees none of its changes until the subgraph returns.
     pub state: State,
+    /// A router's destination subgraph whose router (or an outer one) has a `handoff`:
+    /// what runs when it returns instead of the caller deciding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owed: Option<Owed>,
+}
+
+/// The routers' handoffs owed after a routed subgraph returns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Owed {
+    /// Where the subgraph stood in its router's chain.
+    pub chain: Chain,
+    /// Routers whose own `handoff` is owed, innermost last.
+    pub routers: Vec<Arc<str>>,
 }
 
 /// A frame that was open when the run stopped; its writes were not merged.

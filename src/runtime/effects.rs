@@ -43,6 +43,8 @@ pub struct Effect {
     /// How long to wait before calling (a retry's backoff; zero otherwise).
     pub(crate) delay: Duration,
     pub(crate) call: Call,
+    /// A router's call: its output may carry `$route` and `$message`.
+    pub(crate) router: bool,
 }
 
 /// How the effect is carried out. Cloned only for a node with a retry policy (the next
@@ -211,6 +213,7 @@ impl Executor {
             limit,
             delay,
             call,
+            router,
             ..
         } = effect;
         if !delay.is_zero() {
@@ -236,7 +239,10 @@ impl Executor {
                         .map(Produced::Decision)
                         .map_err(|e| Fault::Failed(format!("printed an invalid decision: {e}")))
                 }),
-            (_, call) => self.call_node(limit, call).await.map(Produced::Node),
+            (_, call) => self
+                .call_node(limit, call, router)
+                .await
+                .map(Produced::Node),
         };
         EffectOutput {
             result,
@@ -248,19 +254,21 @@ impl Executor {
 
 impl Executor {
     /// Calls a node's handler or runs its program under `limit` and the run's
-    /// cancellation, and reads its output envelope.
+    /// cancellation, and reads its output envelope (`router`: as a router's, which may
+    /// carry `$route` and `$message`).
     pub(crate) async fn call_node(
         &self,
         limit: Option<Duration>,
         call: Call,
+        router: bool,
     ) -> Result<NodeOutput, Fault> {
         match call {
             Call::Node(h, input) => call_guarded(|| h.0.call(input), limit, &self.cancel)
                 .await
-                .and_then(node_output),
+                .and_then(|out| node_output(out, router)),
             Call::Program(spec, stdin, ids) => {
                 match self.program(&spec, &stdin, ids, limit).await {
-                    Ok(Value::Object(m)) => node_output(m.into()),
+                    Ok(Value::Object(m)) => node_output(m.into(), router),
                     Ok(other) => Err(Fault::Failed(format!(
                         "printed {} instead of an object of slice writes",
                         json_kind(&other)
@@ -295,18 +303,23 @@ impl Executor {
 }
 
 /// Reads a node's output envelope; a refused one is an `invalid_output` fault.
-fn node_output(out: NodeOutput) -> Result<NodeOutput, Fault> {
-    accept(out).map_err(|e| Fault::InvalidOutput(format!("sent an invalid output: {e}")))
+fn node_output(out: NodeOutput, router: bool) -> Result<NodeOutput, Fault> {
+    accept(out, router).map_err(|e| Fault::InvalidOutput(format!("sent an invalid output: {e}")))
 }
 
 /// The stdin of a node program:
-/// `{"node": id, "input": {slice: value...}, "run_id": id, "step": n, "attempt": n}`.
-pub(crate) fn node_stdin(id: &str, view: Writes, ids: CallIds) -> Value {
-    json!({
+/// `{"node": id, "input": {slice: value...}, "run_id": id, "step": n, "attempt": n}`, plus
+/// `"error"` when a router runs again after an invalid route.
+pub(crate) fn node_stdin(id: &str, view: Writes, ids: CallIds, error: Option<String>) -> Value {
+    let mut stdin = json!({
         "node": id,
         "input": view,
         "run_id": ids.run_id,
         "step": ids.step,
         "attempt": ids.attempt,
-    })
+    });
+    if let (Some(e), Value::Object(m)) = (error, &mut stdin) {
+        m.insert("error".into(), Value::String(e));
+    }
+    stdin
 }

@@ -153,6 +153,10 @@ pub struct NodeInput {
     pub run_id: RunId,
     /// Which try of this step's call this is (1; retries will count up).
     pub attempt: u32,
+    /// A router run again after an invalid `$route` (a new step, attempt 1 again): what
+    /// was wrong with it (a program gets the same text as `error` on stdin). `None`
+    /// otherwise.
+    pub error: Option<String>,
 }
 
 /// Where a supervisor decides: the run context handed to policies.

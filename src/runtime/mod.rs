@@ -18,7 +18,9 @@ mod executor;
 mod guarded;
 mod handlers;
 mod output;
+mod pending;
 mod record;
+mod route;
 mod rules;
 mod run_state;
 mod status;
@@ -27,16 +29,17 @@ mod step;
 mod testing;
 mod trace;
 mod transitions;
+mod views;
 
 pub use builder::{Clock, ExecutorBuildError, ExecutorBuilder};
-pub use callstack::{Frame, UncommittedFrame};
+pub use callstack::{Frame, Owed, UncommittedFrame};
 pub use effects::{Effect, EffectKind, EffectOutput};
 pub use executor::{CLARIFICATION_SLICE, Executor, ResumeError, ResumeErrorKind, StartError};
 pub use handlers::{
     BoxFuture, HandlerError, NodeHandler, NodeInput, PolicyHandler, PolicyInput, RunContext,
     Writes, sync_node, sync_policy,
 };
-pub use output::{NodeOutput, USAGE_KEY, Usage};
+pub use output::{MESSAGE_KEY, NodeOutput, ROUTE_KEY, USAGE_KEY, Usage};
 pub use record::{RUN_RECORD_FORMAT, RecordError, RunId, RunIdError, RunRecord, digest_of};
 pub use run_state::{Pending, ProjectedState, RunOutcome, RunState, RunSummary, State};
 pub use status::{RunStatus, TerminationReason};

@@ -8,7 +8,7 @@
 //! | key | who may send it | today |
 //! | --- | --- | --- |
 //! | `$usage` | any node | kept: on the node's trace item and summed per run |
-//! | `$route`, `$message` | router nodes | refused: routers do not exist yet |
+//! | `$route`, `$message` | router nodes | kept for the router's commit (see `route.rs`); refused from other nodes |
 //! | `$broadcast`, `$exit`, `$final` | team members and leads | refused: teams do not exist yet |
 //! | any other `$` key | nobody | refused |
 //!
@@ -24,6 +24,12 @@ use crate::contracts::condition::json_kind;
 
 /// The reserved key a node reports its cost under.
 pub const USAGE_KEY: &str = "$usage";
+
+/// The reserved key a router names its destination under.
+pub const ROUTE_KEY: &str = "$route";
+
+/// The reserved key a router sends a note for its destination under.
+pub const MESSAGE_KEY: &str = "$message";
 
 /// What a step cost: name to amount (`input_tokens`, `output_tokens`, `cost_usd`, or
 /// any other name), each a non-negative JSON number. Integers stay integers when summed.
@@ -139,7 +145,8 @@ fn add_numbers(a: &Number, b: &Number) -> Number {
     Number::from_f64(s.min(f64::MAX)).unwrap_or_else(|| Number::from(0u64))
 }
 
-/// What a node returns: its slice writes and, optionally, what the step cost.
+/// What a node returns: its slice writes and, optionally, what the step cost and (routers)
+/// where to go next.
 ///
 /// A Rust handler may return a `NodeOutput` or a plain [`Writes`] map (converted with
 /// `From`). Reserved `$` keys left in `writes` are read the same way as in a program's
@@ -162,20 +169,46 @@ pub struct NodeOutput {
     pub writes: Writes,
     /// What the step cost (`$usage`).
     pub usage: Option<Usage>,
+    /// Routers: the `$route` sent, as sent (`None` when absent, `Some(Value::Null)` for
+    /// `$route: null`). The runtime checks it against the router's destinations.
+    pub route: Option<Value>,
+    /// Routers: the `$message` sent, as sent (a string is expected).
+    pub message: Option<Value>,
 }
 
 impl NodeOutput {
-    /// An output of these writes, with no usage.
+    /// An output of these writes, with no usage and no route.
     pub fn new(writes: Writes) -> Self {
         Self {
             writes,
             usage: None,
+            route: None,
+            message: None,
         }
     }
 
     /// This output with `usage`.
     pub fn with_usage(mut self, usage: Usage) -> Self {
         self.usage = Some(usage);
+        self
+    }
+
+    /// This output routed to `destination` (`$route`; routers only).
+    pub fn with_route(mut self, destination: impl Into<String>) -> Self {
+        self.route = Some(Value::String(destination.into()));
+        self
+    }
+
+    /// This output with `$route: null`: the router answers itself (routers with
+    /// `may_answer` only).
+    pub fn answered(mut self) -> Self {
+        self.route = Some(Value::Null);
+        self
+    }
+
+    /// This output with a note for the destination (`$message`; routers only).
+    pub fn with_message(mut self, text: impl Into<String>) -> Self {
+        self.message = Some(Value::String(text.into()));
         self
     }
 }
@@ -186,10 +219,10 @@ impl From<Writes> for NodeOutput {
     }
 }
 
-/// The roles that may send the reserved keys not accepted yet.
+/// The roles that may send the reserved keys a node without that role may not.
 fn reserved_for(key: &str) -> Option<&'static str> {
     match key {
-        "$route" | "$message" => Some("a router node"),
+        ROUTE_KEY | MESSAGE_KEY => Some("a router node"),
         "$broadcast" => Some("a team member or a team's lead"),
         "$exit" => Some("a team member"),
         "$final" => Some("a team's lead"),
@@ -198,13 +231,19 @@ fn reserved_for(key: &str) -> Option<&'static str> {
 }
 
 /// Reads a node's raw output: takes the reserved `$` keys out of its writes and checks
-/// them. Nodes have no role yet (routers and teams come later), so only `$usage` is
-/// accepted. The error names the key and what is wrong with it.
+/// them. `router` says whether the node is a router (which may send `$route` and
+/// `$message`, kept as sent for its commit to judge); `$usage` is accepted from any node.
+/// The error names the key and what is wrong with it.
 ///
 /// The common output has no `$` key: then the writes are handed back as they are, and
 /// nothing is allocated.
-pub fn accept(output: NodeOutput) -> Result<NodeOutput, String> {
-    let NodeOutput { mut writes, usage } = output;
+pub fn accept(output: NodeOutput, router: bool) -> Result<NodeOutput, String> {
+    let NodeOutput {
+        mut writes,
+        usage,
+        mut route,
+        mut message,
+    } = output;
     if let Some(u) = &usage
         && let Some((name, n)) = u.iter().find(|(_, n)| n.as_f64().is_none_or(|f| f < 0.0))
     {
@@ -212,8 +251,23 @@ pub fn accept(output: NodeOutput) -> Result<NodeOutput, String> {
             "usage `{name}` is {n}; an amount cannot be negative"
         ));
     }
+    if !router && (route.is_some() || message.is_some()) {
+        let key = if route.is_some() {
+            ROUTE_KEY
+        } else {
+            MESSAGE_KEY
+        };
+        return Err(format!(
+            "`{key}` may be sent only by a router node, and this node is not one"
+        ));
+    }
     if !writes.keys().any(|k| k.starts_with('$')) {
-        return Ok(NodeOutput { writes, usage });
+        return Ok(NodeOutput {
+            writes,
+            usage,
+            route,
+            message,
+        });
     }
     let mut usage = usage.map(Ok);
     let mut rest = Map::with_capacity(writes.len());
@@ -227,20 +281,39 @@ pub fn accept(output: NodeOutput) -> Result<NodeOutput, String> {
                 ));
             }
             usage = Some(Usage::from_value(value).map_err(|e| format!("`{USAGE_KEY}` {e}")));
+        } else if router && (key == ROUTE_KEY || key == MESSAGE_KEY) {
+            let slot = if key == ROUTE_KEY {
+                &mut route
+            } else {
+                &mut message
+            };
+            if slot.is_some() {
+                return Err(format!(
+                    "`{key}` is given twice (as a NodeOutput field and as a `{key}` key)"
+                ));
+            }
+            *slot = Some(value);
         } else if let Some(role) = reserved_for(&key) {
             return Err(format!(
                 "`{key}` may be sent only by {role}, and this node is not one"
             ));
         } else {
+            let allowed = if router {
+                "`$usage`, `$route` and `$message`"
+            } else {
+                "`$usage`"
+            };
             return Err(format!(
-                "`{key}` is not a reserved key (keys beginning with `$` are reserved; the \
-                 only one a node may send is `{USAGE_KEY}`)"
+                "`{key}` is not a reserved key (keys beginning with `$` are reserved; this \
+                 node may send only {allowed})"
             ));
         }
     }
     Ok(NodeOutput {
         writes: rest,
         usage: usage.transpose()?,
+        route,
+        message,
     })
 }
 
@@ -258,16 +331,19 @@ mod tests {
 
     #[test]
     fn plain_writes_pass_untouched() {
-        let o = accept(out(json!({"a": 1, "b": {"$usage": 2}}))).expect("valid");
+        let o = accept(out(json!({"a": 1, "b": {"$usage": 2}})), false).expect("valid");
         assert_eq!(Value::Object(o.writes), json!({"a": 1, "b": {"$usage": 2}}));
         assert_eq!(o.usage, None);
     }
 
     #[test]
     fn usage_is_taken_out_of_the_writes() {
-        let o = accept(out(json!({
-            "a": 1, "$usage": {"input_tokens": 10, "cost_usd": 0.25, "calls": 1}
-        })))
+        let o = accept(
+            out(json!({
+                "a": 1, "$usage": {"input_tokens": 10, "cost_usd": 0.25, "calls": 1}
+            })),
+            false,
+        )
         .expect("valid");
         assert_eq!(Value::Object(o.writes), json!({"a": 1}));
         let u = o.usage.expect("usage kept");
@@ -288,7 +364,7 @@ mod tests {
             (json!({"t": null}), "`t` must be a number, not null"),
             (json!({"t": -1}), "`t` is -1; an amount cannot be negative"),
         ] {
-            let e = accept(out(json!({"a": 1, "$usage": bad}))).expect_err("invalid");
+            let e = accept(out(json!({"a": 1, "$usage": bad})), false).expect_err("invalid");
             assert!(e.starts_with("`$usage` "), "{e}");
             assert!(e.contains(says), "{e} should say {says}");
         }
@@ -303,13 +379,13 @@ mod tests {
             ("$exit", "a team member"),
             ("$final", "a team's lead"),
         ] {
-            let e = accept(out(json!({"a": 1, key: true}))).expect_err("refused");
+            let e = accept(out(json!({"a": 1, key: true})), false).expect_err("refused");
             assert!(
                 e.contains(&format!("`{key}` may be sent only by {role}")),
                 "{e}"
             );
         }
-        let e = accept(out(json!({"$cost": 1}))).expect_err("unknown");
+        let e = accept(out(json!({"$cost": 1})), false).expect_err("unknown");
         assert!(
             e.starts_with("`$cost` is not a reserved key") && e.contains("`$usage`"),
             "{e}"
@@ -317,14 +393,39 @@ mod tests {
     }
 
     #[test]
+    fn routers_may_send_route_and_message() {
+        let o = accept(
+            out(json!({"a": 1, "$route": "x", "$message": "hi", "$usage": {"t": 1}})),
+            true,
+        )
+        .expect("a router may");
+        assert_eq!(Value::Object(o.writes), json!({"a": 1}));
+        assert_eq!(o.route, Some(json!("x")));
+        assert_eq!(o.message, Some(json!("hi")));
+        let o = accept(out(json!({"$route": null})), true).expect("null kept");
+        assert_eq!(o.route, Some(Value::Null));
+        let typed = NodeOutput::from(Map::new()).with_route("x");
+        assert_eq!(accept(typed.clone(), true), Ok(typed.clone()));
+        let e = accept(typed, false).expect_err("not a router");
+        assert!(e.contains("may be sent only by a router node"), "{e}");
+        let twice = out(json!({"$route": "y"})).with_route("x");
+        let e = accept(twice, true).expect_err("twice");
+        assert!(e.contains("given twice"), "{e}");
+        let e = accept(out(json!({"$exit": true})), true).expect_err("not a team member");
+        assert!(e.contains("may be sent only by a team member"), "{e}");
+        let e = accept(out(json!({"$x": 1})), true).expect_err("unknown");
+        assert!(e.contains("`$route` and `$message`"), "{e}");
+    }
+
+    #[test]
     fn typed_usage_and_a_usage_key_are_not_both_accepted() {
         let typed = out(json!({"$usage": {"t": 1}})).with_usage(Usage::new().with("t", 1));
-        let e = accept(typed).expect_err("twice");
+        let e = accept(typed, false).expect_err("twice");
         assert!(e.contains("given twice"), "{e}");
         let typed = out(json!({"a": 1})).with_usage(Usage::new().with("t", 1));
-        assert_eq!(accept(typed.clone()), Ok(typed));
+        assert_eq!(accept(typed.clone(), false), Ok(typed));
         let negative = out(json!({})).with_usage(Usage::new().with("t", -2));
-        let e = accept(negative).expect_err("negative");
+        let e = accept(negative, false).expect_err("negative");
         assert!(e.contains("usage `t` is -2"), "{e}");
     }
 

@@ -9,9 +9,10 @@ use serde_json::{Map, Value};
 
 use super::callstack::{Frame, UncommittedFrame};
 use super::output::Usage;
+pub use super::pending::Pending;
 use super::record::RunId;
 use super::status::{RunStatus, TerminationReason};
-use super::trace::{Chain, DecisionTrace, TraceKind};
+use super::trace::DecisionTrace;
 use crate::contracts::SYSTEM_SLICE;
 
 /// The key of the trace's projection in the `system` slice.
@@ -19,55 +20,6 @@ pub(crate) const DECISION_TRACE: &str = "decision_trace";
 
 /// A state: slice name to value. The root state and every frame's child state are one.
 pub type State = Map<String, Value>;
-
-/// What the next step of a running run does.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Pending {
-    /// The supervisor decides (at the current level).
-    Decide {
-        /// The deciding supervisor.
-        supervisor: Arc<str>,
-    },
-    /// A node runs next without a decision (a handoff).
-    Handoff {
-        /// The node to run.
-        node: Arc<str>,
-        /// The supervisor control returns to afterwards.
-        dispatcher: Arc<str>,
-        /// The node that handed off (the trace item's `source`).
-        from: Arc<str>,
-        /// Where `node` stands in its chain (the trace item's `chain`).
-        chain: Chain,
-    },
-    /// A node whose advisors have reported runs next (the reports are in its advice
-    /// slice); it is reached as it was when the advisors started.
-    Advised {
-        /// The node to run (the primary).
-        node: Arc<str>,
-        /// The supervisor control returns to afterwards.
-        dispatcher: Arc<str>,
-        /// How it was reached: `dispatch` or `handoff`.
-        kind: TraceKind,
-        /// The node that handed off to it, if any (the trace item's `source`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        from: Option<Arc<str>>,
-        /// Where it stands in a chain, if it does.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        chain: Option<Chain>,
-    },
-}
-
-impl Pending {
-    /// The supervisor in charge of the level the next step happens in.
-    pub fn supervisor(&self) -> &Arc<str> {
-        match self {
-            Pending::Decide { supervisor } => supervisor,
-            Pending::Handoff { dispatcher, .. } | Pending::Advised { dispatcher, .. } => dispatcher,
-        }
-    }
-}
 
 /// Where a run stands, as one value: a running run always has a next step, a paused run
 /// a question and the supervisor that asked it, an ended run a reason.

@@ -78,6 +78,9 @@ pub enum TerminationReason {
     InvalidOutput,
     /// A chain stage reached through a handoff got an input its `input_schema` rejects.
     InvalidChainPayload,
+    /// A router named no valid destination in `$route`, on its first run and on each
+    /// retry.
+    InvalidRoute,
 }
 
 impl TerminationReason {
@@ -100,6 +103,7 @@ impl TerminationReason {
             TerminationReason::Cancelled => "cancelled",
             TerminationReason::InvalidOutput => "invalid_output",
             TerminationReason::InvalidChainPayload => "invalid_chain_payload",
+            TerminationReason::InvalidRoute => "invalid_route",
         }
     }
 

@@ -22,9 +22,10 @@ use super::executor::{Executor, wall_ms};
 use super::guarded::Fault;
 use super::handlers::{NodeInput, PolicyInput, RunContext};
 use super::output::NodeOutput;
+use super::route::{RoutedCall, StageExtra, router_chain};
 use super::run_state::{Pending, RunState};
 use super::status::{RunStatus, TerminationReason};
-use super::trace::{Chain, TraceItem, TraceKind};
+use super::trace::{Chain, ChainTrigger, TraceItem, TraceKind};
 use crate::contracts::{
     Advisors, RetryPolicy, RoutingDecision, StopGlobal, StopLocal, SupervisorOutput,
 };
@@ -182,10 +183,12 @@ pub(crate) enum Then<'e> {
     Node(NodeStep<'e>),
     /// A node's advisors run (the node itself runs in the next step).
     Fork(ForkStep<'e>),
-    /// A subgraph is entered.
+    /// A subgraph is entered (by its caller's decision, or as a router's destination:
+    /// then with the router's chain and the handoffs owed when it returns).
     Call {
         caller: Arc<str>,
         sg: &'e SubgraphPlan,
+        routed: Option<Box<RoutedCall>>,
     },
     /// The current level ends.
     EndLevel {
@@ -213,6 +216,9 @@ pub(crate) struct NodeStep<'e> {
     pub(crate) chain: Option<Chain>,
     pub(crate) result: NodeResult,
     pub(crate) after: After<'e>,
+    /// Router runs and routed chains only (`None` on the common path): the attempt and
+    /// the routers' handoffs owed.
+    pub(crate) extra: Option<Box<StageExtra>>,
 }
 
 /// A primary's advisors, planned: the primary, how it was reached, and the reports once
@@ -225,6 +231,8 @@ pub(crate) struct ForkStep<'e> {
     pub(crate) source: Option<Arc<str>>,
     pub(crate) chain: Option<Chain>,
     pub(crate) reports: Vec<Report>,
+    /// Routers whose own handoff is owed (see [`Pending::Handoff`]), kept for the primary.
+    pub(crate) owed: Vec<Arc<str>>,
 }
 
 /// What running the node gave.
@@ -233,8 +241,8 @@ pub(crate) enum NodeResult {
     Refused(GuardStop),
     /// Its input failed its `input_schema` (the step counts).
     InputInvalid(String),
-    /// A chain stage reached through a handoff got an input its `input_schema` rejects
-    /// (the step counts).
+    /// A chain stage reached through a handoff or a router got an input its
+    /// `input_schema` rejects (the step counts).
     ChainPayloadInvalid(String),
     /// A `set` node (or one without behaviour): its writes are its constants.
     Constant,
@@ -253,6 +261,8 @@ pub(crate) enum After<'e> {
     EndLevel(&'static str),
     /// Back to the dispatching supervisor.
     Return,
+    /// The node is a router: its `$route` decides (judged at commit).
+    Route,
 }
 
 /// A trace item of `kind` at the run's current step, depth and level.
@@ -424,6 +434,7 @@ impl Executor {
                                         Some(sg) => Then::Call {
                                             caller: Arc::clone(&sp.id),
                                             sg,
+                                            routed: None,
                                         },
                                         None => Then::Mismatch(
                                             self.unknown("subgraph", &e.id),
@@ -479,6 +490,7 @@ impl Executor {
                 dispatcher,
                 from,
                 chain,
+                owed,
             } => {
                 let Some(np) = plan.nodes.get(&**node) else {
                     let msg = self.unknown("node", node);
@@ -491,6 +503,7 @@ impl Executor {
                     kind: TraceKind::Handoff,
                     source: Some(Arc::clone(from)),
                     chain: Some(chain.clone()),
+                    extra: StageExtra::owing(owed),
                     advised: false,
                 };
                 self.plan_node(run, level, None, None, target, step);
@@ -501,6 +514,7 @@ impl Executor {
                 kind,
                 from,
                 chain,
+                owed,
             } => {
                 let Some(np) = plan.nodes.get(&**node) else {
                     let msg = self.unknown("node", node);
@@ -513,15 +527,19 @@ impl Executor {
                     kind: *kind,
                     source: from.clone(),
                     chain: chain.clone(),
+                    extra: StageExtra::owing(owed),
                     advised: true,
                 };
                 self.plan_node(run, level, None, None, target, step);
+            }
+            Pending::Retry { .. } | Pending::Call { .. } => {
+                self.plan_routed(run, level, pending, step);
             }
         }
     }
 
     /// The message for an id the run state names and the workflow lacks.
-    fn unknown(&self, what: &str, id: &str) -> String {
+    pub(super) fn unknown(&self, what: &str, id: &str) -> String {
         format!(
             "the run state names {what} `{id}`, which workflow `{}` does not have (was it saved by another workflow?)",
             self.plan.graph.workflow()
@@ -557,6 +575,7 @@ impl Executor {
                 kind: TraceKind::Dispatch,
                 source: Some(Arc::clone(&sp.id)),
                 chain: None,
+                extra: None,
                 advised: false,
             }),
             None => Err(self.unknown("node", id)),
@@ -586,7 +605,11 @@ impl Executor {
                 };
             }
             Action::Subgraph(id) => match plan.subgraphs.get(id.as_str()) {
-                Some(sg) => Then::Call { caller: sup, sg },
+                Some(sg) => Then::Call {
+                    caller: sup,
+                    sg,
+                    routed: None,
+                },
                 None => Then::Mismatch(self.unknown("subgraph", &id), Some(sup)),
             },
             Action::StopLocal(stop) => Then::EndLevel {
@@ -656,7 +679,7 @@ impl Executor {
 
     /// Plans a node run: where control goes after it, its gate (budgets, visits, input
     /// schema) and, for a handler or program, the effect.
-    fn plan_node<'e>(
+    pub(super) fn plan_node<'e>(
         &'e self,
         run: &RunState,
         level: Level<'e>,
@@ -672,6 +695,7 @@ impl Executor {
             kind,
             source,
             chain,
+            mut extra,
             advised,
         } = target;
         let contract = np.contract(&plan.graph);
@@ -688,6 +712,7 @@ impl Executor {
                     source,
                     chain,
                     reports: Vec::new(),
+                    owed: extra.map(|x| x.owed).unwrap_or_default(),
                 }),
             };
             step.stage = match self.fork_effect(run, np, spec) {
@@ -716,8 +741,9 @@ impl Executor {
             };
             return;
         }
-        // A dispatched node with a `handoff` starts a chain (stage 0).
+        // A dispatched router, or node with a `handoff`, starts a chain (stage 0).
         let chain = match chain {
+            None if contract.router.is_some() => Some(router_chain(&np.id)),
             None if contract.handoff.is_some() => Some(Chain::handoff_root(Arc::clone(&np.id))),
             c => c,
         };
@@ -727,7 +753,10 @@ impl Executor {
             fallback,
             then,
         };
-        let after = if let Some(next) = &contract.handoff {
+        let after = if contract.router.is_some() {
+            // A router's own handoff is owed until its destination's chain completes.
+            After::Route
+        } else if let Some(next) = &contract.handoff {
             match plan.nodes.get(next.as_str()) {
                 Some(n) => After::Handoff(n),
                 None => {
@@ -755,7 +784,10 @@ impl Executor {
             chain,
             result: NodeResult::Constant,
             after,
+            extra: None,
         };
+        let error = extra.as_mut().and_then(|x| x.error.take());
+        ns.extra = extra;
         if let Err(g) = check_node(run, plan.graph.budgets(), &np.id, contract.max_visits) {
             ns.result = NodeResult::Refused(g);
             step.stage = Stage::Ready(planned(Then::Node(ns)));
@@ -806,11 +838,14 @@ impl Executor {
                     step: ids.step,
                     run_id: ids.run_id,
                     attempt: ids.attempt,
+                    error,
                 },
             ),
-            (NodeRun::Exec(spec), Some(view)) => {
-                Call::Program(Arc::clone(spec), node_stdin(&np.id, view, ids), Some(ids))
-            }
+            (NodeRun::Exec(spec), Some(view)) => Call::Program(
+                Arc::clone(spec),
+                node_stdin(&np.id, view, ids, error),
+                Some(ids),
+            ),
             _ => {
                 step.stage = Stage::Ready(planned(Then::Node(ns)));
                 return;
@@ -840,6 +875,7 @@ impl Executor {
             limit: self.call_limit(run, own),
             delay: Duration::ZERO,
             call,
+            router: contract.router.is_some(),
         };
         ns.result = NodeResult::Awaiting;
         step.stage = Stage::Waiting {
@@ -890,6 +926,7 @@ impl Executor {
             limit: self.call_limit(run, own),
             delay: Duration::ZERO,
             call,
+            router: false,
         }
     }
 
@@ -927,6 +964,11 @@ impl Executor {
         r.tried += 1;
         let mut call = r.call.clone();
         call.set_attempt(attempt.saturating_add(1));
+        let router = self
+            .plan
+            .nodes
+            .get(&**node)
+            .is_some_and(|np| np.contract(&self.plan.graph).router.is_some());
         Some(Effect {
             kind: EffectKind::Node,
             id: Arc::clone(node),
@@ -934,6 +976,7 @@ impl Executor {
             limit,
             delay: Duration::from_millis(backoff_ms),
             call,
+            router,
         })
     }
 
@@ -958,7 +1001,12 @@ impl Executor {
 }
 
 /// Makes the step ready with `then` (no fallback item).
-fn ready<'e>(step: &mut Step<'e>, level: Level<'e>, decision: Option<Decided>, then: Then<'e>) {
+pub(super) fn ready<'e>(
+    step: &mut Step<'e>,
+    level: Level<'e>,
+    decision: Option<Decided>,
+    then: Then<'e>,
+) {
     step.stage = Stage::Ready(Planned {
         level,
         decision,
@@ -968,25 +1016,35 @@ fn ready<'e>(step: &mut Step<'e>, level: Level<'e>, decision: Option<Decided>, t
 }
 
 /// A node about to be planned: which, for whom, reached how.
-struct NodeTarget<'e> {
-    np: &'e NodePlan,
-    dispatcher: Arc<str>,
-    kind: TraceKind,
-    source: Option<Arc<str>>,
-    /// Set for a stage reached through a handoff; a dispatched node's chain is worked out
-    /// from its contract.
-    chain: Option<Chain>,
-    /// Its advisors have reported already (it was pending as `Advised`).
-    advised: bool,
+pub(super) struct NodeTarget<'e> {
+    pub(super) np: &'e NodePlan,
+    pub(super) dispatcher: Arc<str>,
+    pub(super) kind: TraceKind,
+    pub(super) source: Option<Arc<str>>,
+    /// Set for a stage reached through a handoff or a router; a dispatched node's chain is
+    /// worked out from its contract.
+    pub(super) chain: Option<Chain>,
+    /// Router retries and routed chains only.
+    pub(super) extra: Option<Box<StageExtra>>,
+    /// Its advisors have reported already (it was pending as `Advised`, or it is a
+    /// router run again: its advice stands).
+    pub(super) advised: bool,
 }
 
 /// The message of `invalid_chain_payload`: the upstream stage (the node that handed
-/// off), the downstream stage, and where the input first goes wrong.
+/// off, or the router that routed), the downstream stage, and where the input first goes
+/// wrong.
 fn chain_payload_message(ns: &NodeStep<'_>, at: &str, msg: &str) -> String {
     let upstream = ns.source.as_deref().unwrap_or("?");
-    let (root, stage) = ns.chain.as_ref().map_or(("?", 0), |c| (&*c.root, c.stage));
+    let (root, stage, how) = ns.chain.as_ref().map_or(("?", 0, "handed off"), |c| {
+        let how = match c.trigger {
+            ChainTrigger::Router => "routed",
+            _ => "handed off",
+        };
+        (&*c.root, c.stage, how)
+    });
     format!(
-        "chain `{root}`: stage {} `{upstream}` handed off to stage {stage} `{}`, whose \
+        "chain `{root}`: stage {} `{upstream}` {how} to stage {stage} `{}`, whose \
          input_schema rejects the input at `{at}`: {msg}",
         stage.saturating_sub(1),
         ns.np.id

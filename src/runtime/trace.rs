@@ -53,6 +53,9 @@ pub enum TraceKind {
 pub enum ChainTrigger {
     /// The node before it named it in `handoff` (the first stage was dispatched).
     Handoff,
+    /// The router before it named it in `$route` (on the router's own items: the stage
+    /// after it is its destination).
+    Router,
 }
 
 /// Where a node run stands in a chain: the chain's first node, the stage's 0-based index

@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::budgets::{GuardStop, check_call};
 use super::builder::{NodePlan, NodeRun, SubgraphPlan, check};
@@ -13,10 +13,11 @@ use super::callstack::{Frame, commit, pick};
 use super::executor::Executor;
 use super::guarded::Fault;
 use super::output::{NodeOutput, Usage};
+use super::route::{RoutedCall, RouterRun, next_stage};
 use super::run_state::{Control, Pending, RunState};
 use super::status::{RunStatus, TerminationReason};
 use super::step::{After, Level, NodeResult, NodeStep, Planned, Ran, Then};
-use super::trace::{Chain, TraceItem, TraceKind, trace_depth};
+use super::trace::{Chain, ChainTrigger, TraceItem, TraceKind, trace_depth};
 use crate::contracts::{SYSTEM_SLICE, StopGlobal, StopLocal};
 
 /// A commit in progress: the run being changed and the step's timestamp.
@@ -94,7 +95,7 @@ impl Tx<'_> {
             }
             Then::Node(ns) => self.run_node(level, ns),
             Then::Fork(fs) => self.fork(fs),
-            Then::Call { caller, sg } => self.call(sg, caller),
+            Then::Call { caller, sg, routed } => self.call(sg, caller, routed),
             Then::EndLevel { sup, stop, reason } => self.end_level(level, sup, stop, reason),
             Then::StopGlobal { sup, stop, frames } => self.stop_global(sup, stop, &frames),
             Then::Ask { sup, question } => self.pause(sup, question),
@@ -123,6 +124,7 @@ impl Tx<'_> {
             chain,
             result,
             after,
+            extra,
         } = ns;
         self.chain = chain;
         let result = match result {
@@ -131,6 +133,8 @@ impl Tx<'_> {
         };
         self.count_visit(np);
         let mut usage = None;
+        // A router's `$route` and `$message`, taken out of its output.
+        let mut routed = None;
         let (writes, duration_us): (Cow<'_, Value>, u64) = match result {
             NodeResult::Refused(_) => return,
             NodeResult::InputInvalid(msg) => {
@@ -156,6 +160,9 @@ impl Tx<'_> {
                         self.run.usage_total.add_all(&u);
                         usage = Some(u);
                     }
+                    if matches!(after, After::Route) {
+                        routed = Some((out.route, out.message));
+                    }
                     (Cow::Owned(Value::Object(out.writes)), d)
                 }
             },
@@ -165,6 +172,19 @@ impl Tx<'_> {
                 _ => (Cow::Owned(Value::Object(Map::new())), 0),
             },
         };
+        if let After::Route = after {
+            // Off the common path (see `route.rs`).
+            let run = RouterRun {
+                np,
+                dispatcher,
+                kind,
+                source,
+                extra,
+                duration_us,
+                usage,
+            };
+            return self.commit_router(level, run, writes, routed);
+        }
         if let Err((reason, msg)) = self.check_writes(level, np, &writes) {
             self.fail(reason, msg, Some(dispatcher));
             // The failure's item is the node run's: it carries what the run cost.
@@ -176,23 +196,7 @@ impl Tx<'_> {
             return;
         }
         // All checks passed: apply the writes in one go.
-        let state = self.run.level_state_mut();
-        match writes {
-            Cow::Owned(Value::Object(w)) => {
-                for (slice, value) in w {
-                    state.insert(slice, value);
-                }
-            }
-            Cow::Borrowed(Value::Object(w)) => {
-                for (slice, value) in w {
-                    // A constant already in place is not copied again.
-                    if state.get(slice) != Some(value) {
-                        state.insert(slice.clone(), value.clone());
-                    }
-                }
-            }
-            _ => {}
-        }
+        self.apply_writes(writes);
         let it = self.record(kind, Some(Arc::clone(&dispatcher)));
         it.source = source;
         it.target = Some(Arc::clone(&np.id));
@@ -201,17 +205,22 @@ impl Tx<'_> {
             attach_usage(it, u);
         }
         match after {
+            // Committed by `commit_router` above.
+            After::Route => {}
             After::Handoff(next) => {
-                let chain = self.chain.as_ref().map_or_else(
-                    || Chain::handoff_root(Arc::clone(&np.id)).next(),
-                    Chain::next,
-                );
+                let chain = next_stage(self.chain.as_ref(), &np.id, ChainTrigger::Handoff);
                 self.run.control = Control::Running(Pending::Handoff {
                     node: Arc::clone(&next.id),
                     dispatcher,
                     from: Arc::clone(&np.id),
                     chain,
+                    owed: extra.map(|x| x.owed).unwrap_or_default(),
                 });
+            }
+            // A routed chain that completes pays the routers' handoffs it owes first (a
+            // node that is not a router has an `extra` only when something is owed).
+            After::EndLevel(_) | After::Return if extra.is_some() => {
+                self.pay_owed(dispatcher, extra.map(|x| x.owed).unwrap_or_default());
             }
             After::EndLevel(what) => {
                 let stop = StopLocal {
@@ -231,10 +240,33 @@ impl Tx<'_> {
         }
     }
 
+    /// Applies checked writes to the current level: each slice replaced whole; a constant
+    /// already in place is not copied again.
+    #[inline(always)]
+    pub(crate) fn apply_writes(&mut self, writes: Cow<'_, Value>) {
+        let state = self.run.level_state_mut();
+        match writes {
+            Cow::Owned(Value::Object(w)) => {
+                for (slice, value) in w {
+                    state.insert(slice, value);
+                }
+            }
+            Cow::Borrowed(Value::Object(w)) => {
+                for (slice, value) in w {
+                    if state.get(slice) != Some(value) {
+                        state.insert(slice.clone(), value.clone());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Checks a node's writes (an object of slices) before any is applied: each slice
     /// inside the node's `writes` and the current subgraph's boundary, the node's
     /// `output_schema`, and each slice's schema.
-    fn check_writes(
+    #[inline(always)]
+    pub(crate) fn check_writes(
         &self,
         level: Level<'_>,
         np: &NodePlan,
@@ -283,9 +315,16 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// Enters subgraph `sg` for `caller`.
-    fn call(&mut self, sg: &SubgraphPlan, caller: Arc<str>) {
+    /// Enters subgraph `sg` for `caller` (as a router's destination when `routed`).
+    fn call(&mut self, sg: &SubgraphPlan, caller: Arc<str>, routed: Option<Box<RoutedCall>>) {
         let plan = &*self.ex.plan;
+        let (source, owed) = match routed {
+            Some(r) => {
+                self.chain = Some(r.owed.chain.clone());
+                (r.router, (!r.owed.routers.is_empty()).then_some(r.owed))
+            }
+            None => (Arc::clone(&caller), None),
+        };
         let id = &*sg.id;
         if let Err(g) = check_call(self.run, plan.graph.budgets(), id, sg.contract.max_reentry) {
             return self.guard_stop(g, Some(caller));
@@ -304,7 +343,7 @@ impl Tx<'_> {
             child.entry(k).or_insert(v);
         }
         let it = self.record(TraceKind::Call, Some(Arc::clone(&caller)));
-        it.source = Some(Arc::clone(&caller));
+        it.source = Some(source);
         it.target = Some(Arc::clone(&sg.id));
         if let Some(schema) = &sg.input_schema
             && let Err(msg) = check(schema, &Value::Object(input))
@@ -319,6 +358,7 @@ impl Tx<'_> {
             entry_step: self.run.steps,
             caller,
             state: child,
+            owed,
         });
         self.run.control = Control::Running(Pending::Decide {
             supervisor: Arc::clone(&sg.entrypoint),
@@ -328,7 +368,7 @@ impl Tx<'_> {
     /// Ends the current level: at the root the run completes with `root_reason`; in a
     /// subgraph the output is validated, the child's writes committed, the output mapped
     /// to `result_slice`, and the caller decides again (or the run ends on `should_end`).
-    fn end_level(
+    pub(crate) fn end_level(
         &mut self,
         level: Level<'_>,
         supervisor: Arc<str>,
@@ -396,6 +436,11 @@ impl Tx<'_> {
                 Some(why),
                 Some(frame.caller),
             );
+        }
+        if let Some(owed) = frame.owed {
+            // A routed subgraph returned: the handoffs its routers owe run first.
+            self.chain = Some(owed.chain);
+            return self.pay_owed(frame.caller, owed.routers);
         }
         self.run.control = Control::Running(Pending::Decide {
             supervisor: frame.caller,
@@ -502,7 +547,12 @@ impl Tx<'_> {
     }
 
     /// The run failed (status `failed`).
-    fn fail(&mut self, reason: TerminationReason, message: String, supervisor: Option<Arc<str>>) {
+    pub(crate) fn fail(
+        &mut self,
+        reason: TerminationReason,
+        message: String,
+        supervisor: Option<Arc<str>>,
+    ) {
         self.finish(RunStatus::Failed, reason, Some(message), supervisor);
     }
 
@@ -533,64 +583,6 @@ impl Tx<'_> {
         let open = self.run.stack.drain(..).map(Into::into);
         self.run.uncommitted.extend(open);
         self.ex.sync_system(self.run);
-    }
-}
-
-impl Executor {
-    /// The `system` slice as nodes and policies read it: with `decision_trace` built fresh
-    /// when the trace belongs in the state.
-    pub(super) fn system_value(&self, run: &RunState) -> Value {
-        let mut system = self.system_map(run);
-        if self.plan.trace_in_state {
-            system.insert(super::run_state::DECISION_TRACE.into(), json!(run.trace));
-        }
-        Value::Object(system)
-    }
-
-    /// The `system` slice as the root state keeps it: `budgets`, `call_stack` and `steps`,
-    /// never `decision_trace` (a projection of `run.trace`).
-    fn system_map(&self, run: &RunState) -> Map<String, Value> {
-        let stack: Vec<Value> = run
-            .stack
-            .iter()
-            .map(|f| json!({"subgraph_id": f.subgraph_id, "depth": f.depth, "entry_step": f.entry_step, "caller": f.caller}))
-            .collect();
-        let mut system = match run.state.get(SYSTEM_SLICE) {
-            Some(Value::Object(m)) => m.clone(),
-            _ => Map::new(),
-        };
-        system.insert("budgets".into(), json!(self.plan.graph.budgets()));
-        system.insert("call_stack".into(), Value::Array(stack));
-        system.insert("steps".into(), json!(run.steps));
-        system.shift_remove(super::run_state::DECISION_TRACE);
-        system
-    }
-
-    /// Writes `system` into the root state (at start, pause and end), and records whether
-    /// the trace is projected into it.
-    pub(super) fn sync_system(&self, run: &mut RunState) {
-        run.trace_in_state = self.plan.trace_in_state;
-        let system = Value::Object(self.system_map(run));
-        run.state.insert(SYSTEM_SLICE.into(), system);
-    }
-
-    /// The read view of a node: its `reads` slices present at its level. `system` is
-    /// built fresh from the run.
-    pub(super) fn view(&self, run: &RunState, reads: &[String]) -> Map<String, Value> {
-        let mut view = pick(run.level_state(), reads);
-        if reads.iter().any(|r| r == SYSTEM_SLICE) {
-            view.insert(SYSTEM_SLICE.into(), self.system_value(run));
-        }
-        view
-    }
-
-    /// The state a policy sees: the current level's slices, with `system` fresh at the root.
-    pub(super) fn policy_view(&self, run: &RunState) -> Map<String, Value> {
-        let mut view = run.level_state().clone();
-        if run.stack.is_empty() && view.contains_key(SYSTEM_SLICE) {
-            view.insert(SYSTEM_SLICE.into(), self.system_value(run));
-        }
-        view
     }
 }
 

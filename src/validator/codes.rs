@@ -9,8 +9,8 @@ use super::Severity;
 /// A stable diagnostic code, shown as `PG` and four digits. Families by hundreds:
 /// `PG00xx` documents and references, `PG01xx` the slices the runtime writes, `PG02xx` boundaries,
 /// `PG03xx` allowlists, `PG04xx` membership, `PG05xx` reachability, `PG06xx` exits,
-/// `PG07xx` recursion, `PG08xx` handoffs, `PG09xx` schemas, `PG10xx` budgets and
-/// `PG11xx` information.
+/// `PG07xx` recursion, `PG08xx` handoffs, routers and advisors, `PG09xx` schemas,
+/// `PG10xx` budgets and `PG11xx` information.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Code(pub u16);
 
@@ -111,6 +111,23 @@ codes! {
     TERMINAL_HANDOFF = 804, Error, "terminal node with a handoff";
     /// The hop-fit proof cannot decide whether a handoff's schemas fit.
     HANDOFF_SCHEMA_UNDECIDED = 805, Info, "handoff fit not decided";
+    /// A router declares no destination.
+    ROUTER_NO_DESTINATIONS = 810, Error, "router without destinations";
+    /// A router names the same destination twice.
+    ROUTER_DUPLICATE_DESTINATION = 811, Error, "duplicate router destination";
+    /// A router names itself as a destination.
+    ROUTER_SELF_DESTINATION = 812, Error, "router routes to itself";
+    /// A router's destination node is owned at another level.
+    ROUTER_OTHER_LEVEL = 813, Error, "router destination at another level";
+    /// A router's `message_slice` is not a declared slice (or is `system`).
+    ROUTER_MESSAGE_SLICE = 814, Error, "undeclared router message slice";
+    /// A router's destination does not read its `message_slice`.
+    ROUTER_MESSAGE_UNREAD = 815, Warning, "router message not read by a destination";
+    /// A router is `terminal` (it names its successor; `may_answer` lets it end its level).
+    ROUTER_TERMINAL = 816, Error, "terminal router";
+    /// Routers and handoffs form a cycle that no supervisor decision or `max_visits`
+    /// bounds.
+    ROUTER_CYCLE = 817, Error, "unbounded router cycle";
     /// An advisor is missing, not a node, the primary itself, or listed twice.
     BAD_ADVISOR = 820, Error, "invalid advisor";
     /// An advisor has `terminal`, `handoff`, `router`, `team` or `advisors` of its own.

@@ -235,6 +235,7 @@ fn write_edge(
         Drawn::Handoff => ("bold", None, None, None),
         Drawn::Call => ("dotted", None, Some("1.5"), Some("call")),
         Drawn::Fallback => ("dashed", Some(FALLBACK), None, Some("fallback")),
+        Drawn::Route => ("bold", None, None, Some("route")),
         Drawn::Advice => ("dashed", None, None, Some("advice")),
     };
     match (taken, fell_back) {
@@ -266,7 +267,12 @@ fn write_edge(
         (None, true) => {}
     }
     if let Some(sub) = e.subgraph {
-        out.write_str(", tooltip=\"call ")?;
+        let what = if e.kind == Drawn::Route {
+            "route to"
+        } else {
+            "call"
+        };
+        write!(out, ", tooltip=\"{what} ")?;
         dot_label(out, sub)?;
         out.write_char('"')?;
     }

@@ -147,6 +147,7 @@ pub fn write_mermaid<W: Write>(
             Drawn::Handoff => ("==>", None),
             Drawn::Call => ("-.->", Some("call")),
             Drawn::Fallback => ("-.->", Some("fallback")),
+            Drawn::Route => ("==>", Some("route")),
             Drawn::Advice => ("-.->", Some("advice")),
         };
         match &ov {

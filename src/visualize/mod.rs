@@ -291,6 +291,14 @@ pub(crate) fn vertex_label(
             description(sink, n.description.as_deref(), opts.descriptions)?;
             list(sink, "reads: ", &n.reads)?;
             list(sink, "writes: ", &n.writes)?;
+            if let Some(r) = &n.router {
+                sink.br()?;
+                sink.text(if r.may_answer {
+                    "router (may answer)"
+                } else {
+                    "router"
+                })?;
+            }
             match (n.terminal, exit) {
                 (true, true) => {
                     sink.br()?;

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::graph::{CompiledGraph, EdgeKind};
-use crate::runtime::{DecisionTrace, TraceItem, TraceKind};
+use crate::runtime::{ChainTrigger, DecisionTrace, TraceItem, TraceKind};
 
 /// How an edge is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -20,6 +20,8 @@ pub(crate) enum Drawn {
     Handoff,
     /// Supervisor to its fallback node when the node is not also in its allowlist.
     Fallback,
+    /// Router to a destination (a node, or a subgraph's entrypoint).
+    Route,
     /// An advisor to its primary (the advice flowing in).
     Advice,
 }
@@ -31,7 +33,7 @@ pub(crate) struct EdgeView<'a> {
     pub from: &'a str,
     pub to: &'a str,
     pub kind: Drawn,
-    /// The subgraph a call edge enters.
+    /// The subgraph a call edge (or a router's route to a subgraph) enters.
     pub subgraph: Option<&'a str>,
     /// A dispatch edge that is also its supervisor's fallback.
     pub is_fallback: bool,
@@ -46,6 +48,7 @@ pub(crate) fn drawn_edges(g: &CompiledGraph) -> impl Iterator<Item = EdgeView<'_
             EdgeKind::Return => (Drawn::Return, None),
             EdgeKind::Handoff => (Drawn::Handoff, None),
             EdgeKind::Call { subgraph } => (Drawn::Call, Some(subgraph.as_str())),
+            EdgeKind::Route { subgraph } => (Drawn::Route, subgraph.as_deref()),
             EdgeKind::Advice => (Drawn::Advice, None),
         };
         // The graph's advice edge goes primary -> advisor; it is drawn advisor -> primary.
@@ -152,7 +155,7 @@ pub(crate) fn overlay(g: &CompiledGraph, trace: &DecisionTrace) -> Overlay {
     let mut count = 0;
     for (i, e) in drawn_edges(g).enumerate() {
         let key = match (e.kind, e.subgraph) {
-            (Drawn::Call, Some(sub)) => Key::Call(e.from, sub),
+            (Drawn::Call | Drawn::Route, Some(sub)) => Key::Call(e.from, sub),
             (kind, _) => Key::Edge(e.from, e.to, kind),
         };
         keys.entry(key).or_insert(i);
@@ -211,13 +214,22 @@ pub(crate) fn overlay(g: &CompiledGraph, trace: &DecisionTrace) -> Overlay {
                 };
                 mark(&mut o, Some(s));
                 mark(&mut o, Some(t));
-                let hit = if item.kind == TraceKind::Handoff {
+                // A stage a router named is drawn on the router's route edge.
+                let routed = item
+                    .chain()
+                    .is_some_and(|c| c.trigger == ChainTrigger::Router && c.stage > 0)
+                    && item.kind == TraceKind::Handoff;
+                let hit = if routed {
+                    keys.get(&Key::Edge(s, t, Drawn::Route))
+                } else if item.kind == TraceKind::Handoff {
                     keys.get(&Key::Edge(s, t, Drawn::Handoff))
                 } else {
                     keys.get(&Key::Edge(s, t, Drawn::Dispatch))
                         .or_else(|| keys.get(&Key::Edge(s, t, Drawn::Fallback)))
                 };
-                let kind = if item.kind == TraceKind::Handoff {
+                let kind = if routed {
+                    "route"
+                } else if item.kind == TraceKind::Handoff {
                     "handoff"
                 } else {
                     "dispatch"

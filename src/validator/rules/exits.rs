@@ -1,5 +1,5 @@
 //! Rule 8: exits (`PG0601`-`PG0603`). Each subgraph can return (an exitpoint, a
-//! terminal node, or a supervisor that can `stop_local`); the root can end; no cycle of
+//! terminal node, a router that may answer, or a supervisor that can `stop_local`); the root can end; no cycle of
 //! dispatch edges is closed to every exit.
 //!
 //! A supervisor can stop when it has a policy (its program may return a stop) or when it
@@ -37,7 +37,9 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         match v.kind {
             VertexKind::Supervisor => ctx.supervisor(&v.id).is_some_and(can_stop),
             VertexKind::Node => {
-                ctx.node(&v.id).is_some_and(|n| n.terminal) || exitpoints.contains(v.id.as_str())
+                ctx.node(&v.id)
+                    .is_some_and(|n| n.terminal || n.router.as_ref().is_some_and(|r| r.may_answer))
+                    || exitpoints.contains(v.id.as_str())
             }
         }
     };
@@ -94,7 +96,14 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     }
 
     // Cycles of dispatch, return and handoff edges that reach no exit.
-    let local = EdgeFiltered::from_fn(graph, |e| !matches!(e.weight(), EdgeKind::Call { .. }));
+    // Calls (and routes into subgraphs) leave the level.
+    let crosses = |k: &EdgeKind| {
+        matches!(
+            k,
+            EdgeKind::Call { .. } | EdgeKind::Route { subgraph: Some(_) }
+        )
+    };
+    let local = EdgeFiltered::from_fn(graph, |e| !crosses(e.weight()));
     let mut reaches_exit = vec![false; graph.node_count()];
     let mut stack = exits;
     for &ix in &stack {
@@ -102,7 +111,7 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     }
     while let Some(v) = stack.pop() {
         for e in graph.edges_directed(v, Direction::Incoming) {
-            if matches!(e.weight(), EdgeKind::Call { .. }) {
+            if crosses(e.weight()) {
                 continue;
             }
             let w = e.source();

@@ -42,7 +42,7 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             );
         }
         if let (Some(up), Some(down)) = (&n.output_schema, &target.input_schema) {
-            hop_fit(n, target, up, down, &ptr, out);
+            hop_fit(n, target, up, down, "hands off to", &ptr, out);
         }
     }
 }
@@ -50,12 +50,14 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
 /// The hop-fit proof of one handoff: for every slice the downstream's `input_schema`
 /// constrains and the upstream writes, every value the upstream's `output_schema` allows
 /// must be accepted downstream. A slice the upstream does not write is not its fault; what
-/// cannot be decided is an info.
-fn hop_fit(
+/// cannot be decided is an info. `verb` says how the upstream reaches the downstream
+/// (`hands off to`, `routes to`).
+pub(super) fn hop_fit(
     up_node: &NodeContract,
     down_node: &NodeContract,
     up: &Value,
     down: &Value,
+    verb: &str,
     ptr: &dyn Fn() -> String,
     out: &mut Vec<Diagnostic>,
 ) {
@@ -111,7 +113,7 @@ fn hop_fit(
                 Code::HANDOFF_SCHEMA,
                 ptr(),
                 format!(
-                    "node `{a}` hands off to `{b}`: {at}: upstream may {upstream}, downstream requires {downstream}"
+                    "node `{a}` {verb} `{b}`: {at}: upstream may {upstream}, downstream requires {downstream}"
                 ),
             )
             .fix(format!(
@@ -121,7 +123,7 @@ fn hop_fit(
                 Code::HANDOFF_SCHEMA_UNDECIDED,
                 ptr(),
                 format!(
-                    "node `{a}` hands off to `{b}`: cannot prove the hop fits at {at} (`{keyword}`)"
+                    "node `{a}` {verb} `{b}`: cannot prove the hop fits at {at} (`{keyword}`)"
                 ),
             ),
         });

@@ -13,6 +13,10 @@ mod reachability;
 mod recursion;
 mod references;
 mod retry;
+mod router_cycles;
+mod router_destinations;
+mod router_message;
+mod router_terminal;
 mod schema_fit;
 mod schemas;
 mod slice_names;
@@ -79,6 +83,22 @@ pub(crate) const ALL: &[Rule] = &[
     Rule {
         name: "terminal_handoff",
         check: terminal_handoff::check,
+    },
+    Rule {
+        name: "router_destinations",
+        check: router_destinations::check,
+    },
+    Rule {
+        name: "router_message",
+        check: router_message::check,
+    },
+    Rule {
+        name: "router_terminal",
+        check: router_terminal::check,
+    },
+    Rule {
+        name: "router_cycles",
+        check: router_cycles::check,
     },
     Rule {
         name: "advisors",

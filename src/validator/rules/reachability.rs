@@ -25,7 +25,11 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             }
         };
         for e in graph.edges(v) {
-            if let EdgeKind::Call { subgraph } = e.weight() {
+            if let EdgeKind::Call { subgraph }
+            | EdgeKind::Route {
+                subgraph: Some(subgraph),
+            } = e.weight()
+            {
                 called.insert(subgraph.as_str());
             }
             push(e.target(), &mut stack);

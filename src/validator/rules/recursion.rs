@@ -1,8 +1,9 @@
 //! Rule 9: recursion (`PG0701`, `PG0702`).
 //!
-//! Cycles among subgraph calls are reported with their path (`fashion -> trends ->
-//! fashion`). Budgets bound them, so they are a warning; in strict mode an error unless a
-//! subgraph of the cycle sets `max_reentry` explicitly (then they are information).
+//! Cycles among subgraph calls (a supervisor's allowlist, or a router's destinations)
+//! are reported with their path (`fashion -> trends -> fashion`). Budgets bound them, so
+//! they are a warning; in strict mode an error unless a subgraph of the cycle sets
+//! `max_reentry` explicitly (then they are information).
 //! Subgraphs nested statically deeper than `max_depth` can never be entered: warning.
 
 use std::collections::VecDeque;
@@ -19,7 +20,8 @@ use crate::validator::{Code, Context, Diagnostic, Severity};
 pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     let subs: Vec<&str> = ctx.reg.subgraphs().map(|g| g.id.as_str()).collect();
     let pos: HashMap<&str, usize> = subs.iter().enumerate().map(|(i, g)| (*g, i)).collect();
-    let mut calls: DiGraph<(), (String, usize)> = DiGraph::with_capacity(subs.len(), subs.len());
+    // Edge weight: the pointer of the reference that calls, and who calls.
+    let mut calls: DiGraph<(), (String, String)> = DiGraph::with_capacity(subs.len(), subs.len());
     for _ in &subs {
         calls.add_node(());
     }
@@ -32,7 +34,34 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             if let Some(&to) = pos.get(t.as_str())
                 && added.insert((*from, to))
             {
-                calls.add_edge(NodeIndex::new(*from), NodeIndex::new(to), (s.id.clone(), i));
+                let ptr = join(["supervisors", s.id.as_str(), "allow", &i.to_string()]);
+                let by = format!("supervisor `{}`", s.id);
+                calls.add_edge(NodeIndex::new(*from), NodeIndex::new(to), (ptr, by));
+            }
+        }
+    }
+    // A router calls its destination subgraphs from its own level.
+    for n in ctx.reg.nodes() {
+        let Some(r) = &n.router else { continue };
+        let Some(from) = ctx
+            .level_of_node(&n.id)
+            .ok()
+            .flatten()
+            .and_then(|g| pos.get(g))
+        else {
+            continue;
+        };
+        for (i, d) in r.destinations.iter().enumerate() {
+            if let Some(&to) = pos.get(d.as_str())
+                && added.insert((*from, to))
+            {
+                let at = join(["nodes", n.id.as_str(), "router", "destinations"]);
+                let by = format!("router `{}`", n.id);
+                calls.add_edge(
+                    NodeIndex::new(*from),
+                    NodeIndex::new(to),
+                    (format!("{at}/{i}"), by),
+                );
             }
         }
     }
@@ -53,17 +82,17 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             g.max_reentry.map(|n| (g.id.as_str(), n))
         });
         let (pointer, caller) = match calls.find_edge(path[0], path[1]).map(|e| &calls[e]) {
-            Some((sup, i)) => (
-                join(["supervisors", sup.as_str(), "allow", &i.to_string()]),
-                sup.as_str(),
+            Some((ptr, by)) => (ptr.clone(), by.clone()),
+            None => (
+                ContractKind::Subgraph.pointer(names[0]),
+                format!("`{}`", names[0]),
             ),
-            None => (ContractKind::Subgraph.pointer(names[0]), names[0]),
         };
         let mut d = Diagnostic::new(
             Code::RECURSION,
             pointer,
             format!(
-                "recursive subgraph calls: {} (first call by supervisor `{caller}`)",
+                "recursive subgraph calls: {} (first call by {caller})",
                 names.join(" -> ")
             ),
         );
@@ -102,7 +131,7 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
 
 /// The shortest cycle through `start` inside its component, as a closed path.
 fn cycle_from(
-    calls: &DiGraph<(), (String, usize)>,
+    calls: &DiGraph<(), (String, String)>,
     scc: &[NodeIndex],
     start: NodeIndex,
 ) -> Vec<NodeIndex> {
@@ -180,6 +209,35 @@ mod tests {
             .next()
             .expect("still reported");
         assert_eq!(d.severity, Severity::Info);
+    }
+
+    #[test]
+    fn a_router_routing_into_a_subgraph_is_a_call() {
+        // `trends` routes back into `sub` through a router instead of its allowlist.
+        let mut doc = two_level();
+        doc["supervisors"]["trends_sup"] = json!({"allow": ["t", "back"]});
+        doc["nodes"]["back"] = json!({"supervisor": "trends_sup", "triggers": [{"when": true}],
+            "router": {"destinations": ["t", "sub"]}});
+        let report = Validator::new().validate(&graph(doc));
+        let d = report.with_code(Code::RECURSION).next().expect("reported");
+        assert!(d.message.contains("sub -> trends -> sub"), "{}", d.message);
+        assert!(
+            d.message.contains("first call by supervisor `sub_sup`"),
+            "{}",
+            d.message
+        );
+        let mut doc = two_level();
+        doc["supervisors"]["sub_sup"]["allow"] = json!(["work", "go"]);
+        doc["nodes"]["go"] = json!({"supervisor": "sub_sup", "triggers": [{"when": true}],
+            "router": {"destinations": ["work", "trends"]}});
+        let report = Validator::new().validate(&graph(doc));
+        let d = report.with_code(Code::RECURSION).next().expect("reported");
+        assert_eq!(d.pointer, "/nodes/go/router/destinations/1");
+        assert!(
+            d.message.contains("first call by router `go`"),
+            "{}",
+            d.message
+        );
     }
 
     #[test]

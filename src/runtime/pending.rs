@@ -1,0 +1,107 @@
+//! `Pending`: what the next step of a running run does (a supervisor decides, a chain
+//! stage or an advised node runs, a router runs again, a router's destination subgraph is
+//! entered). Part of the run state; split from `run_state.rs`.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::trace::{Chain, TraceKind};
+
+/// What the next step of a running run does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+// A plain tag byte: read on every step (and dropped with the old control), it is cheaper to
+// decode than a niche once the rarer router variants are in (measured on `bench loop`).
+#[repr(u8)]
+pub enum Pending {
+    /// The supervisor decides (at the current level).
+    Decide {
+        /// The deciding supervisor.
+        supervisor: Arc<str>,
+    },
+    /// A node runs next without a decision (a handoff).
+    Handoff {
+        /// The node to run.
+        node: Arc<str>,
+        /// The supervisor control returns to afterwards.
+        dispatcher: Arc<str>,
+        /// The node that handed off (the trace item's `source`).
+        from: Arc<str>,
+        /// Where `node` stands in its chain (the trace item's `chain`).
+        chain: Chain,
+        /// Routers whose own `handoff` is still owed, innermost last: when this chain
+        /// completes, the last one's handoff runs instead of control returning.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        owed: Vec<Arc<str>>,
+    },
+    /// A router runs again because its last `$route` was invalid.
+    Retry {
+        /// The router.
+        node: Arc<str>,
+        /// The supervisor control returns to afterwards.
+        dispatcher: Arc<str>,
+        /// How the router was reached (`dispatch` or `handoff`), as on its first run.
+        kind: TraceKind,
+        /// The trace item's `source`, as on its first run.
+        source: Option<Arc<str>>,
+        /// Where the router stands in its chain.
+        chain: Chain,
+        /// The router's run number in this routing (2 for the first retry; its call is
+        /// attempt 1 of a new step).
+        run: u32,
+        /// What was wrong with the last route: `error` on the program's stdin.
+        error: String,
+        /// As for [`Pending::Handoff`].
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        owed: Vec<Arc<str>>,
+    },
+    /// A router's destination subgraph is entered, as if the router's supervisor had
+    /// decided it.
+    Call {
+        /// The subgraph.
+        subgraph: Arc<str>,
+        /// The calling supervisor (the router's dispatcher).
+        caller: Arc<str>,
+        /// The router that named it.
+        router: Arc<str>,
+        /// Where the subgraph stands in the router's chain (the call item's `chain`).
+        chain: Chain,
+        /// As for [`Pending::Handoff`]: owed once the subgraph returns.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        owed: Vec<Arc<str>>,
+    },
+    /// A node whose advisors have reported runs next (the reports are in its advice
+    /// slice); it is reached as it was when the advisors started.
+    Advised {
+        /// The node to run (the primary).
+        node: Arc<str>,
+        /// The supervisor control returns to afterwards.
+        dispatcher: Arc<str>,
+        /// How it was reached: `dispatch` or `handoff`.
+        kind: TraceKind,
+        /// The node that handed off to it, if any (the trace item's `source`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<Arc<str>>,
+        /// Where it stands in a chain, if it does.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        chain: Option<Chain>,
+        /// As for [`Pending::Handoff`].
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        owed: Vec<Arc<str>>,
+    },
+}
+
+impl Pending {
+    /// The supervisor in charge of the level the next step happens in.
+    pub fn supervisor(&self) -> &Arc<str> {
+        match self {
+            Pending::Decide { supervisor } => supervisor,
+            Pending::Handoff { dispatcher, .. }
+            | Pending::Retry { dispatcher, .. }
+            | Pending::Advised { dispatcher, .. } => dispatcher,
+            Pending::Call { caller, .. } => caller,
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! The views of a run that nodes and policies read (the `system` slice built fresh, a
+//! node's `reads`, a policy's level), and the `system` slice the root state keeps. Split
+//! from `transitions.rs`, which writes it at start, pause and end.
+
+use serde_json::{Map, Value, json};
+
+use super::callstack::pick;
+use super::executor::Executor;
+use super::run_state::RunState;
+use crate::contracts::SYSTEM_SLICE;
+
+impl Executor {
+    /// The `system` slice as nodes and policies read it: with `decision_trace` built fresh
+    /// when the trace belongs in the state.
+    pub(super) fn system_value(&self, run: &RunState) -> Value {
+        let mut system = self.system_map(run);
+        if self.plan.trace_in_state {
+            system.insert(super::run_state::DECISION_TRACE.into(), json!(run.trace));
+        }
+        Value::Object(system)
+    }
+
+    /// The `system` slice as the root state keeps it: `budgets`, `call_stack` and `steps`,
+    /// never `decision_trace` (a projection of `run.trace`).
+    fn system_map(&self, run: &RunState) -> Map<String, Value> {
+        let stack: Vec<Value> = run
+            .stack
+            .iter()
+            .map(|f| json!({"subgraph_id": f.subgraph_id, "depth": f.depth, "entry_step": f.entry_step, "caller": f.caller}))
+            .collect();
+        let mut system = match run.state.get(SYSTEM_SLICE) {
+            Some(Value::Object(m)) => m.clone(),
+            _ => Map::new(),
+        };
+        system.insert("budgets".into(), json!(self.plan.graph.budgets()));
+        system.insert("call_stack".into(), Value::Array(stack));
+        system.insert("steps".into(), json!(run.steps));
+        system.shift_remove(super::run_state::DECISION_TRACE);
+        system
+    }
+
+    /// Writes `system` into the root state (at start, pause and end), and records whether
+    /// the trace is projected into it.
+    pub(super) fn sync_system(&self, run: &mut RunState) {
+        run.trace_in_state = self.plan.trace_in_state;
+        let system = Value::Object(self.system_map(run));
+        run.state.insert(SYSTEM_SLICE.into(), system);
+    }
+
+    /// The read view of a node: its `reads` slices present at its level. `system` is
+    /// built fresh from the run.
+    pub(super) fn view(&self, run: &RunState, reads: &[String]) -> Map<String, Value> {
+        let mut view = pick(run.level_state(), reads);
+        if reads.iter().any(|r| r == SYSTEM_SLICE) {
+            view.insert(SYSTEM_SLICE.into(), self.system_value(run));
+        }
+        view
+    }
+
+    /// The state a policy sees: the current level's slices, with `system` fresh at the root.
+    pub(super) fn policy_view(&self, run: &RunState) -> Map<String, Value> {
+        let mut view = run.level_state().clone();
+        if run.stack.is_empty() && view.contains_key(SYSTEM_SLICE) {
+            view.insert(SYSTEM_SLICE.into(), self.system_value(run));
+        }
+        view
+    }
+}
