@@ -405,3 +405,36 @@ fn cancelling_during_the_fork_leaves_no_process_behind() {
     let kinds: Vec<K> = s.trace.items.iter().map(|i| i.kind).collect();
     assert!(kinds.contains(&K::Join), "the join completed: {kinds:?}");
 }
+
+/// A primary that may not run (its `max_visits` used up) is refused before its advisors
+/// start: no member runs for a node that will not.
+#[test]
+fn a_primary_past_its_max_visits_is_refused_before_its_advisors_run() {
+    let ran = Arc::new(AtomicU32::new(0));
+    let counter = Arc::clone(&ran);
+    let mut doc = advised(&[("a", json!({"handler": "count"}))], None, 40);
+    doc["nodes"]["primary"]["max_visits"] = json!(1);
+    // The primary does not write `answer` here, so the root dispatches it again.
+    doc["nodes"]["primary"]["run"] = json!({"set": {}});
+    let ex = builder(graph(doc))
+        .node_handler("count", move |_: NodeInput| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async { Ok(writes(&[])) }
+        })
+        .build()
+        .expect("builds");
+    let mut s = ex.start(json!({})).expect("starts");
+    run_to_end(&ex, &mut s);
+    assert_eq!(
+        s.termination_reason(),
+        Some(R::CycleDetected),
+        "{:?}",
+        s.message()
+    );
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        1,
+        "the advisor ran for the first visit only"
+    );
+    assert_eq!(s.visits.get("primary"), Some(&1));
+}

@@ -9,26 +9,23 @@
 //! [`Executor::commit_step`] itself.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::advisors::Report;
-use super::budgets::{GuardStop, check_clock, check_node};
-use super::builder::{
-    Clock, NodePlan, NodeRun, PolicyRun, SubgraphPlan, SupervisorPlan, check, check_at,
-};
-use super::decisions::{Action, choice_label, decision_reason, resolve};
-use super::effects::{Call, CallIds, Effect, EffectKind, EffectOutput, Produced, node_stdin};
+use super::budgets::{GuardStop, check_clock};
+use super::builder::{Clock, NodePlan, PolicyRun, SubgraphPlan, SupervisorPlan};
+use super::decide::Callee;
+use super::decisions::{choice_label, decision_reason, resolve};
+use super::effects::{Effect, EffectOutput, Produced};
 use super::executor::{Executor, wall_ms};
 use super::guarded::Fault;
-use super::handlers::{NodeInput, PolicyInput, RunContext};
 use super::output::NodeOutput;
-use super::route::{RoutedCall, StageExtra, router_chain};
+use super::plan_node::NodeTarget;
+use super::retry::{FailedAttempt, Retrying};
+use super::route::{RoutedCall, StageExtra};
 use super::run_state::{Pending, RunState};
 use super::status::{RunStatus, TerminationReason};
-use super::trace::{Chain, ChainTrigger, TraceItem, TraceKind};
-use crate::contracts::{
-    Advisors, RetryPolicy, RoutingDecision, StopGlobal, StopLocal, SupervisorOutput,
-};
+use super::trace::{Chain, TraceItem, TraceKind};
+use crate::contracts::{Advisors, RoutingDecision, StopGlobal, StopLocal, SupervisorOutput};
 
 /// A step in progress: planned from a [`RunState`], possibly waiting on an [`Effect`],
 /// then committed to that same run. Borrows the executor, not the run.
@@ -109,30 +106,6 @@ pub(crate) enum Awaiting<'e> {
     Node(Planned<'e>, Option<Box<Retrying<'e>>>),
     /// A primary's advisors' reports: the plan is complete but for [`ForkStep::reports`].
     Fork(Planned<'e>),
-}
-
-/// A node call under a retry policy: the policy, the call to repeat and the attempts
-/// that failed so far.
-pub(crate) struct Retrying<'e> {
-    pub(crate) policy: &'e RetryPolicy,
-    /// The node's own time limit (a program's `timeout_ms`), for each attempt's limit.
-    pub(crate) own_limit: Option<u64>,
-    /// The call as first planned (its attempt number is set for each try).
-    pub(crate) call: Call,
-    /// Attempts made in this step so far.
-    pub(crate) tried: u32,
-    pub(crate) failed: Vec<FailedAttempt>,
-}
-
-/// An attempt of a node call that failed and was tried again (traced as `retry`).
-#[derive(Debug)]
-pub(crate) struct FailedAttempt {
-    pub(crate) attempt: u32,
-    pub(crate) kind: &'static str,
-    pub(crate) message: String,
-    pub(crate) duration_us: u64,
-    /// The wait before the next attempt.
-    pub(crate) backoff_ms: u64,
 }
 
 /// What running a node gave: its output or failure, and the attempts that failed before
@@ -547,7 +520,7 @@ impl Executor {
     }
 
     /// Resolves the current level's subgraph and caller.
-    fn level(&self, run: &RunState) -> Result<Level<'_>, String> {
+    pub(super) fn level(&self, run: &RunState) -> Result<Level<'_>, String> {
         let Some(frame) = run.stack.last() else {
             return Ok(Level { frame: None });
         };
@@ -567,7 +540,11 @@ impl Executor {
     }
 
     /// Node `id`, dispatched by `sp`.
-    fn dispatch<'e>(&'e self, sp: &SupervisorPlan, id: &str) -> Result<NodeTarget<'e>, String> {
+    pub(super) fn dispatch<'e>(
+        &'e self,
+        sp: &SupervisorPlan,
+        id: &str,
+    ) -> Result<NodeTarget<'e>, String> {
         match self.plan.nodes.get(id) {
             Some(np) => Ok(NodeTarget {
                 np,
@@ -580,404 +557,6 @@ impl Executor {
             }),
             None => Err(self.unknown("node", id)),
         }
-    }
-
-    /// Plans what a resolved decision of `sp` leads to.
-    fn plan_action<'e>(
-        &'e self,
-        run: &RunState,
-        level: Level<'e>,
-        sp: &'e SupervisorPlan,
-        action: Action,
-        decided: Decided,
-        step: &mut Step<'e>,
-    ) {
-        let plan = &*self.plan;
-        let sup = Arc::clone(&sp.id);
-        let then = match action {
-            Action::Node(id) => {
-                return match self.dispatch(sp, &id) {
-                    Ok(t) => self.plan_node(run, level, Some(decided), None, t, step),
-                    Err(msg) => {
-                        let then = Then::Mismatch(msg, Some(Arc::clone(&sp.id)));
-                        ready(step, level, Some(decided), then)
-                    }
-                };
-            }
-            Action::Subgraph(id) => match plan.subgraphs.get(id.as_str()) {
-                Some(sg) => Then::Call {
-                    caller: sup,
-                    sg,
-                    routed: None,
-                },
-                None => Then::Mismatch(self.unknown("subgraph", &id), Some(sup)),
-            },
-            Action::StopLocal(stop) => Then::EndLevel {
-                sup,
-                stop,
-                reason: TerminationReason::StopLocal,
-            },
-            Action::StopGlobal(stop) => {
-                let mut frames = Vec::with_capacity(run.stack.len());
-                for f in run.stack.iter().rev() {
-                    match plan.subgraphs.get(&*f.subgraph_id) {
-                        Some(sg) => frames.push(sg),
-                        None => {
-                            let then =
-                                Then::Mismatch(self.unknown("subgraph", &f.subgraph_id), Some(sup));
-                            return ready(step, level, Some(decided), then);
-                        }
-                    }
-                }
-                Then::StopGlobal { sup, stop, frames }
-            }
-            Action::Ask(question) => Then::Ask { sup, question },
-            Action::Fallback { violation, reason } => {
-                let fallback = sp.contract.fallback.as_deref();
-                let mut it = item(run, TraceKind::Fallback, Some(Arc::clone(&sup)), step.at_ms);
-                it.target = Some(fallback.unwrap_or("stop_local").into());
-                it.reason = Some(reason.as_str().into());
-                it.termination_reason = violation.then_some(TerminationReason::AllowlistViolation);
-                let it = Some(Box::new(it));
-                if let Some(node) = fallback {
-                    return match self.dispatch(sp, node) {
-                        Ok(t) => self.plan_node(run, level, Some(decided), it, t, step),
-                        Err(msg) => {
-                            let then = Then::Mismatch(msg, Some(Arc::clone(&sp.id)));
-                            step.stage = Stage::Ready(Planned {
-                                level,
-                                decision: Some(decided),
-                                fallback: it,
-                                then,
-                            });
-                        }
-                    };
-                }
-                let then = Then::EndLevel {
-                    sup,
-                    stop: StopLocal {
-                        reason: Some(reason),
-                        ..StopLocal::default()
-                    },
-                    reason: if violation {
-                        TerminationReason::AllowlistViolation
-                    } else {
-                        TerminationReason::StopLocal
-                    },
-                };
-                step.stage = Stage::Ready(Planned {
-                    level,
-                    decision: Some(decided),
-                    fallback: it,
-                    then,
-                });
-                return;
-            }
-        };
-        ready(step, level, Some(decided), then);
-    }
-
-    /// Plans a node run: where control goes after it, its gate (budgets, visits, input
-    /// schema) and, for a handler or program, the effect.
-    pub(super) fn plan_node<'e>(
-        &'e self,
-        run: &RunState,
-        level: Level<'e>,
-        decision: Option<Decided>,
-        fallback: Option<Box<TraceItem>>,
-        target: NodeTarget<'e>,
-        step: &mut Step<'e>,
-    ) {
-        let plan = &*self.plan;
-        let NodeTarget {
-            np,
-            dispatcher,
-            kind,
-            source,
-            chain,
-            mut extra,
-            advised,
-        } = target;
-        let contract = np.contract(&plan.graph);
-        if let (Some(spec), false) = (&contract.advisors, advised) {
-            let planned = Planned {
-                level,
-                decision,
-                fallback,
-                then: Then::Fork(ForkStep {
-                    np,
-                    spec,
-                    dispatcher,
-                    kind,
-                    source,
-                    chain,
-                    reports: Vec::new(),
-                    owed: extra.map(|x| x.owed).unwrap_or_default(),
-                }),
-            };
-            step.stage = match self.fork_effect(run, np, spec) {
-                Ok(effect) => Stage::Waiting {
-                    effect: Some(Box::new(effect)),
-                    then: Awaiting::Fork(planned),
-                },
-                Err(g) => {
-                    let Planned {
-                        level,
-                        decision,
-                        fallback,
-                        then,
-                    } = planned;
-                    let sup = match then {
-                        Then::Fork(fs) => Some(fs.dispatcher),
-                        _ => None,
-                    };
-                    Stage::Ready(Planned {
-                        level,
-                        decision,
-                        fallback,
-                        then: Then::Guard(g, sup),
-                    })
-                }
-            };
-            return;
-        }
-        // A dispatched router, or node with a `handoff`, starts a chain (stage 0).
-        let chain = match chain {
-            None if contract.router.is_some() => Some(router_chain(&np.id)),
-            None if contract.handoff.is_some() => Some(Chain::handoff_root(Arc::clone(&np.id))),
-            c => c,
-        };
-        let planned = |then: Then<'e>| Planned {
-            level,
-            decision,
-            fallback,
-            then,
-        };
-        let after = if contract.router.is_some() {
-            // A router's own handoff is owed until its destination's chain completes.
-            After::Route
-        } else if let Some(next) = &contract.handoff {
-            match plan.nodes.get(next.as_str()) {
-                Some(n) => After::Handoff(n),
-                None => {
-                    let then = Then::Mismatch(self.unknown("node", next), Some(dispatcher));
-                    step.stage = Stage::Ready(planned(then));
-                    return;
-                }
-            }
-        } else if contract.terminal {
-            After::EndLevel("terminal node")
-        } else if level
-            .frame
-            .is_some_and(|(sg, _)| sg.contract.exitpoints.iter().any(|e| *e == *np.id))
-        {
-            After::EndLevel("exitpoint")
-        } else {
-            After::Return
-        };
-        let handed_off = kind == TraceKind::Handoff;
-        let mut ns = NodeStep {
-            np,
-            dispatcher,
-            kind,
-            source,
-            chain,
-            result: NodeResult::Constant,
-            after,
-            extra: None,
-        };
-        let error = extra.as_mut().and_then(|x| x.error.take());
-        ns.extra = extra;
-        if let Err(g) = check_node(run, plan.graph.budgets(), &np.id, contract.max_visits) {
-            ns.result = NodeResult::Refused(g);
-            step.stage = Stage::Ready(planned(Then::Node(ns)));
-            return;
-        }
-        let needs_view = matches!(np.run, NodeRun::Handler(_) | NodeRun::Exec(_));
-        let mut view =
-            (needs_view || np.input_schema.is_some()).then(|| self.view(run, &contract.reads));
-        if let Some(schema) = &np.input_schema
-            && let Some(map) = view.take()
-        {
-            // Checked as an object of slices: the view is wrapped for the validator (moved,
-            // not copied) and taken back for the call.
-            let input = serde_json::Value::Object(map);
-            if handed_off {
-                if let Err((at, msg)) = check_at(schema, &input) {
-                    ns.result =
-                        NodeResult::ChainPayloadInvalid(chain_payload_message(&ns, &at, &msg));
-                    step.stage = Stage::Ready(planned(Then::Node(ns)));
-                    return;
-                }
-            } else if let Err(msg) = check(schema, &input) {
-                let msg = format!(
-                    "the input of node `{}` does not match its input_schema: {msg}",
-                    np.id
-                );
-                ns.result = NodeResult::InputInvalid(msg);
-                step.stage = Stage::Ready(planned(Then::Node(ns)));
-                return;
-            }
-            if let serde_json::Value::Object(map) = input {
-                view = Some(map);
-            }
-        }
-        let ids = CallIds {
-            run_id: run.run_id,
-            step: run.steps,
-            attempt: 1,
-        };
-        let call = match (&np.run, view) {
-            (NodeRun::Handler(h), Some(view)) => Call::Node(
-                h.clone(),
-                NodeInput {
-                    node: np.id.to_string(),
-                    view,
-                    depth: run.depth(),
-                    subgraph: run.current_subgraph().map(str::to_string),
-                    step: ids.step,
-                    run_id: ids.run_id,
-                    attempt: ids.attempt,
-                    error,
-                },
-            ),
-            (NodeRun::Exec(spec), Some(view)) => Call::Program(
-                Arc::clone(spec),
-                node_stdin(&np.id, view, ids, error),
-                Some(ids),
-            ),
-            _ => {
-                step.stage = Stage::Ready(planned(Then::Node(ns)));
-                return;
-            }
-        };
-        let own = match &np.run {
-            NodeRun::Exec(spec) => spec.timeout_ms,
-            _ => None,
-        };
-        let retrying = contract
-            .retry
-            .as_ref()
-            .filter(|p| p.max_attempts > 1)
-            .map(|policy| {
-                Box::new(Retrying {
-                    policy,
-                    own_limit: own,
-                    call: call.clone(),
-                    tried: 1,
-                    failed: Vec::new(),
-                })
-            });
-        let effect = Effect {
-            kind: EffectKind::Node,
-            id: Arc::clone(&np.id),
-            step: run.steps,
-            limit: self.call_limit(run, own),
-            delay: Duration::ZERO,
-            call,
-            router: contract.router.is_some(),
-        };
-        ns.result = NodeResult::Awaiting;
-        step.stage = Stage::Waiting {
-            effect: Some(Box::new(effect)),
-            then: Awaiting::Node(planned(Then::Node(ns)), retrying),
-        };
-    }
-
-    /// The policy call of supervisor `sp` (a handler or a program), as an effect.
-    fn policy_effect(&self, run: &RunState, sp: &SupervisorPlan, callee: Callee<'_>) -> Effect {
-        let (call, own) = match callee {
-            Callee::Program(spec) => {
-                let stdin = serde_json::json!({
-                    "supervisor": &*sp.id,
-                    "depth": run.depth(),
-                    "allow": sp.contract.allow,
-                    "state": self.policy_view(run),
-                });
-                (
-                    Call::Program(Arc::clone(spec), stdin, None),
-                    spec.timeout_ms,
-                )
-            }
-            Callee::Handler(h) => {
-                let input = PolicyInput {
-                    supervisor: sp.id.to_string(),
-                    state: self.policy_view(run),
-                    contract: Arc::clone(&sp.contract),
-                    context: RunContext {
-                        workflow: run.workflow.clone(),
-                        step: run.steps,
-                        depth: run.depth(),
-                        subgraph: run.current_subgraph().map(str::to_string),
-                        call_stack: run
-                            .stack
-                            .iter()
-                            .map(|f| f.subgraph_id.to_string())
-                            .collect(),
-                    },
-                };
-                (Call::Policy(h.clone(), input), None)
-            }
-        };
-        Effect {
-            kind: EffectKind::Policy,
-            id: Arc::clone(&sp.id),
-            step: run.steps,
-            limit: self.call_limit(run, own),
-            delay: Duration::ZERO,
-            call,
-            router: false,
-        }
-    }
-
-    /// The next attempt of a node call that failed with `fault`, if its retry policy
-    /// covers the failure and has attempts left (and the run has time left). Notes the
-    /// failed attempt in `r`.
-    fn retry_effect(
-        &self,
-        run: &RunState,
-        node: &Arc<str>,
-        r: &mut Retrying<'_>,
-        fault: &Fault,
-        attempt: u32,
-        duration_us: u64,
-    ) -> Option<Effect> {
-        if r.tried >= r.policy.max_attempts || !fault.is_retried_by(r.policy) {
-            return None;
-        }
-        let limit = self.call_limit(run, r.own_limit);
-        if limit.is_some_and(|l| l.is_zero()) {
-            return None;
-        }
-        // The attempt that failed is the one the driver performed (a store may have
-        // started the step at a higher attempt after a crash).
-        let attempt = attempt.max(1);
-        let backoff_ms = r.policy.backoff_before(r.tried + 1);
-        let (kind, message) = fault.describe();
-        r.failed.push(FailedAttempt {
-            attempt,
-            kind,
-            message: message.to_string(),
-            duration_us,
-            backoff_ms,
-        });
-        r.tried += 1;
-        let mut call = r.call.clone();
-        call.set_attempt(attempt.saturating_add(1));
-        let router = self
-            .plan
-            .nodes
-            .get(&**node)
-            .is_some_and(|np| np.contract(&self.plan.graph).router.is_some());
-        Some(Effect {
-            kind: EffectKind::Node,
-            id: Arc::clone(node),
-            step: run.steps,
-            limit,
-            delay: Duration::from_millis(backoff_ms),
-            call,
-            router,
-        })
     }
 
     /// Commits a step to the run it was planned on: records its trace items and applies
@@ -1013,46 +592,4 @@ pub(super) fn ready<'e>(
         fallback: None,
         then,
     });
-}
-
-/// A node about to be planned: which, for whom, reached how.
-pub(super) struct NodeTarget<'e> {
-    pub(super) np: &'e NodePlan,
-    pub(super) dispatcher: Arc<str>,
-    pub(super) kind: TraceKind,
-    pub(super) source: Option<Arc<str>>,
-    /// Set for a stage reached through a handoff or a router; a dispatched node's chain is
-    /// worked out from its contract.
-    pub(super) chain: Option<Chain>,
-    /// Router retries and routed chains only.
-    pub(super) extra: Option<Box<StageExtra>>,
-    /// Its advisors have reported already (it was pending as `Advised`, or it is a
-    /// router run again: its advice stands).
-    pub(super) advised: bool,
-}
-
-/// The message of `invalid_chain_payload`: the upstream stage (the node that handed
-/// off, or the router that routed), the downstream stage, and where the input first goes
-/// wrong.
-fn chain_payload_message(ns: &NodeStep<'_>, at: &str, msg: &str) -> String {
-    let upstream = ns.source.as_deref().unwrap_or("?");
-    let (root, stage, how) = ns.chain.as_ref().map_or(("?", 0, "handed off"), |c| {
-        let how = match c.trigger {
-            ChainTrigger::Router => "routed",
-            _ => "handed off",
-        };
-        (&*c.root, c.stage, how)
-    });
-    format!(
-        "chain `{root}`: stage {} `{upstream}` {how} to stage {stage} `{}`, whose \
-         input_schema rejects the input at `{at}`: {msg}",
-        stage.saturating_sub(1),
-        ns.np.id
-    )
-}
-
-/// Who answers a policy call.
-enum Callee<'a> {
-    Handler(&'a super::handlers::SharedPolicy),
-    Program(&'a Arc<crate::contracts::ExecSpec>),
 }

@@ -130,7 +130,7 @@ codes! {
     ROUTER_CYCLE = 817, Error, "unbounded router cycle";
     /// An advisor is missing, not a node, the primary itself, or listed twice.
     BAD_ADVISOR = 820, Error, "invalid advisor";
-    /// An advisor has `terminal`, `handoff`, `router`, `team` or `advisors` of its own.
+    /// An advisor has `terminal`, `handoff`, `router` or `advisors` of its own.
     ADVISOR_WITH_PATTERN = 821, Error, "advisor with a pattern of its own";
     /// The advice slice is not declared, or the primary does not read it.
     BAD_ADVICE_SLICE = 822, Error, "advice slice not declared or not read";

@@ -58,6 +58,7 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             let own: Vec<&str> = [
                 ("terminal", member.terminal),
                 ("handoff", member.handoff.is_some()),
+                ("router", member.router.is_some()),
                 ("advisors", member.advisors.is_some()),
             ]
             .into_iter()
@@ -151,14 +152,16 @@ mod tests {
 
     #[test]
     fn an_advisor_with_a_pattern_of_its_own_is_an_error() {
-        let mut d = doc(json!({"members": ["a1", "a2"], "slice": "advice"}));
+        let mut d = doc(json!({"members": ["a1", "a2", "a3"], "slice": "advice"}));
         d["nodes"]["a1"]["terminal"] = json!(true);
         d["nodes"]["a2"]["handoff"] = json!("a1");
+        d["nodes"]["a3"] = json!({"supervisor": "sub_sup", "router": {"destinations": ["a1"]}});
         assert_eq!(
             run(check, d),
             vec![
                 (Code::ADVISOR_WITH_PATTERN, "/nodes/a1/terminal".into()),
                 (Code::ADVISOR_WITH_PATTERN, "/nodes/a2/handoff".into()),
+                (Code::ADVISOR_WITH_PATTERN, "/nodes/a3/router".into()),
             ]
         );
     }

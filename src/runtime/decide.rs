@@ -1,0 +1,170 @@
+//! Planning from a supervisor's decision: what a resolved decision leads to, and the
+//! effect that calls a policy (handler or program).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::builder::SupervisorPlan;
+use super::decisions::Action;
+use super::effects::{Call, Effect, EffectKind};
+use super::executor::Executor;
+use super::handlers::{PolicyInput, RunContext};
+use super::run_state::RunState;
+use super::status::TerminationReason;
+use super::step::*;
+use super::trace::TraceKind;
+use crate::contracts::StopLocal;
+
+impl Executor {
+    /// Plans what a resolved decision of `sp` leads to.
+    pub(crate) fn plan_action<'e>(
+        &'e self,
+        run: &RunState,
+        level: Level<'e>,
+        sp: &'e SupervisorPlan,
+        action: Action,
+        decided: Decided,
+        step: &mut Step<'e>,
+    ) {
+        let plan = &*self.plan;
+        let sup = Arc::clone(&sp.id);
+        let then = match action {
+            Action::Node(id) => {
+                return match self.dispatch(sp, &id) {
+                    Ok(t) => self.plan_node(run, level, Some(decided), None, t, step),
+                    Err(msg) => {
+                        let then = Then::Mismatch(msg, Some(Arc::clone(&sp.id)));
+                        ready(step, level, Some(decided), then)
+                    }
+                };
+            }
+            Action::Subgraph(id) => match plan.subgraphs.get(id.as_str()) {
+                Some(sg) => Then::Call {
+                    caller: sup,
+                    sg,
+                    routed: None,
+                },
+                None => Then::Mismatch(self.unknown("subgraph", &id), Some(sup)),
+            },
+            Action::StopLocal(stop) => Then::EndLevel {
+                sup,
+                stop,
+                reason: TerminationReason::StopLocal,
+            },
+            Action::StopGlobal(stop) => {
+                let mut frames = Vec::with_capacity(run.stack.len());
+                for f in run.stack.iter().rev() {
+                    match plan.subgraphs.get(&*f.subgraph_id) {
+                        Some(sg) => frames.push(sg),
+                        None => {
+                            let then =
+                                Then::Mismatch(self.unknown("subgraph", &f.subgraph_id), Some(sup));
+                            return ready(step, level, Some(decided), then);
+                        }
+                    }
+                }
+                Then::StopGlobal { sup, stop, frames }
+            }
+            Action::Ask(question) => Then::Ask { sup, question },
+            Action::Fallback { violation, reason } => {
+                let fallback = sp.contract.fallback.as_deref();
+                let mut it = item(run, TraceKind::Fallback, Some(Arc::clone(&sup)), step.at_ms);
+                it.target = Some(fallback.unwrap_or("stop_local").into());
+                it.reason = Some(reason.as_str().into());
+                it.termination_reason = violation.then_some(TerminationReason::AllowlistViolation);
+                let it = Some(Box::new(it));
+                if let Some(node) = fallback {
+                    return match self.dispatch(sp, node) {
+                        Ok(t) => self.plan_node(run, level, Some(decided), it, t, step),
+                        Err(msg) => {
+                            let then = Then::Mismatch(msg, Some(Arc::clone(&sp.id)));
+                            step.stage = Stage::Ready(Planned {
+                                level,
+                                decision: Some(decided),
+                                fallback: it,
+                                then,
+                            });
+                        }
+                    };
+                }
+                let then = Then::EndLevel {
+                    sup,
+                    stop: StopLocal {
+                        reason: Some(reason),
+                        ..StopLocal::default()
+                    },
+                    reason: if violation {
+                        TerminationReason::AllowlistViolation
+                    } else {
+                        TerminationReason::StopLocal
+                    },
+                };
+                step.stage = Stage::Ready(Planned {
+                    level,
+                    decision: Some(decided),
+                    fallback: it,
+                    then,
+                });
+                return;
+            }
+        };
+        ready(step, level, Some(decided), then);
+    }
+
+    /// The policy call of supervisor `sp` (a handler or a program), as an effect.
+    pub(crate) fn policy_effect(
+        &self,
+        run: &RunState,
+        sp: &SupervisorPlan,
+        callee: Callee<'_>,
+    ) -> Effect {
+        let (call, own) = match callee {
+            Callee::Program(spec) => {
+                let stdin = serde_json::json!({
+                    "supervisor": &*sp.id,
+                    "depth": run.depth(),
+                    "allow": sp.contract.allow,
+                    "state": self.policy_view(run),
+                });
+                (
+                    Call::Program(Arc::clone(spec), stdin, None),
+                    spec.timeout_ms,
+                )
+            }
+            Callee::Handler(h) => {
+                let input = PolicyInput {
+                    supervisor: sp.id.to_string(),
+                    state: self.policy_view(run),
+                    contract: Arc::clone(&sp.contract),
+                    context: RunContext {
+                        workflow: run.workflow.clone(),
+                        step: run.steps,
+                        depth: run.depth(),
+                        subgraph: run.current_subgraph().map(str::to_string),
+                        call_stack: run
+                            .stack
+                            .iter()
+                            .map(|f| f.subgraph_id.to_string())
+                            .collect(),
+                    },
+                };
+                (Call::Policy(h.clone(), input), None)
+            }
+        };
+        Effect {
+            kind: EffectKind::Policy,
+            id: Arc::clone(&sp.id),
+            step: run.steps,
+            limit: self.call_limit(run, own),
+            delay: Duration::ZERO,
+            call,
+            router: false,
+        }
+    }
+}
+
+/// Who answers a policy call.
+pub(crate) enum Callee<'a> {
+    Handler(&'a super::handlers::SharedPolicy),
+    Program(&'a Arc<crate::contracts::ExecSpec>),
+}

@@ -1,0 +1,252 @@
+//! Planning a node run: where control goes after it (handoff, end of level, return), its
+//! gates (budgets, visits, input schema, a chain stage's payload), its advisors' fork, and
+//! the effect that calls its handler or program.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::budgets::check_node;
+use super::builder::{NodePlan, NodeRun, check, check_at};
+use super::effects::{Call, CallIds, Effect, EffectKind, node_stdin};
+use super::executor::Executor;
+use super::handlers::NodeInput;
+use super::retry::Retrying;
+use super::route::{StageExtra, router_chain};
+use super::run_state::RunState;
+use super::step::*;
+use super::trace::{Chain, ChainTrigger, TraceItem, TraceKind};
+
+impl Executor {
+    /// Plans a node run: where control goes after it, its gate (budgets, visits, input
+    /// schema) and, for a handler or program, the effect.
+    pub(super) fn plan_node<'e>(
+        &'e self,
+        run: &RunState,
+        level: Level<'e>,
+        decision: Option<Decided>,
+        fallback: Option<Box<TraceItem>>,
+        target: NodeTarget<'e>,
+        step: &mut Step<'e>,
+    ) {
+        let plan = &*self.plan;
+        let NodeTarget {
+            np,
+            dispatcher,
+            kind,
+            source,
+            chain,
+            mut extra,
+            advised,
+        } = target;
+        let contract = np.contract(&plan.graph);
+        if let (Some(spec), false) = (&contract.advisors, advised) {
+            // The primary's own gate first: advising a node that may not run is wasted.
+            let gate = check_node(run, plan.graph.budgets(), &np.id, contract.max_visits)
+                .and_then(|()| self.fork_effect(run, np, spec));
+            step.stage = match gate {
+                Ok(effect) => Stage::Waiting {
+                    effect: Some(Box::new(effect)),
+                    then: Awaiting::Fork(Planned {
+                        level,
+                        decision,
+                        fallback,
+                        then: Then::Fork(ForkStep {
+                            np,
+                            spec,
+                            dispatcher,
+                            kind,
+                            source,
+                            chain,
+                            reports: Vec::new(),
+                            owed: extra.map(|x| x.owed).unwrap_or_default(),
+                        }),
+                    }),
+                },
+                Err(g) => Stage::Ready(Planned {
+                    level,
+                    decision,
+                    fallback,
+                    then: Then::Guard(g, Some(dispatcher)),
+                }),
+            };
+            return;
+        }
+        // A dispatched router, or node with a `handoff`, starts a chain (stage 0).
+        let chain = match chain {
+            None if contract.router.is_some() => Some(router_chain(&np.id)),
+            None if contract.handoff.is_some() => Some(Chain::handoff_root(Arc::clone(&np.id))),
+            c => c,
+        };
+        let planned = |then: Then<'e>| Planned {
+            level,
+            decision,
+            fallback,
+            then,
+        };
+        let after = if contract.router.is_some() {
+            // A router's own handoff is owed until its destination's chain completes.
+            After::Route
+        } else if let Some(next) = &contract.handoff {
+            match plan.nodes.get(next.as_str()) {
+                Some(n) => After::Handoff(n),
+                None => {
+                    let then = Then::Mismatch(self.unknown("node", next), Some(dispatcher));
+                    step.stage = Stage::Ready(planned(then));
+                    return;
+                }
+            }
+        } else if contract.terminal {
+            After::EndLevel("terminal node")
+        } else if level
+            .frame
+            .is_some_and(|(sg, _)| sg.contract.exitpoints.iter().any(|e| *e == *np.id))
+        {
+            After::EndLevel("exitpoint")
+        } else {
+            After::Return
+        };
+        let handed_off = kind == TraceKind::Handoff;
+        let mut ns = NodeStep {
+            np,
+            dispatcher,
+            kind,
+            source,
+            chain,
+            result: NodeResult::Constant,
+            after,
+            extra: None,
+        };
+        let error = extra.as_mut().and_then(|x| x.error.take());
+        ns.extra = extra;
+        if let Err(g) = check_node(run, plan.graph.budgets(), &np.id, contract.max_visits) {
+            ns.result = NodeResult::Refused(g);
+            step.stage = Stage::Ready(planned(Then::Node(ns)));
+            return;
+        }
+        let needs_view = matches!(np.run, NodeRun::Handler(_) | NodeRun::Exec(_));
+        let mut view =
+            (needs_view || np.input_schema.is_some()).then(|| self.view(run, &contract.reads));
+        if let Some(schema) = &np.input_schema
+            && let Some(map) = view.take()
+        {
+            // Checked as an object of slices: the view is wrapped for the validator (moved,
+            // not copied) and taken back for the call.
+            let input = serde_json::Value::Object(map);
+            if handed_off {
+                if let Err((at, msg)) = check_at(schema, &input) {
+                    ns.result =
+                        NodeResult::ChainPayloadInvalid(chain_payload_message(&ns, &at, &msg));
+                    step.stage = Stage::Ready(planned(Then::Node(ns)));
+                    return;
+                }
+            } else if let Err(msg) = check(schema, &input) {
+                let msg = format!(
+                    "the input of node `{}` does not match its input_schema: {msg}",
+                    np.id
+                );
+                ns.result = NodeResult::InputInvalid(msg);
+                step.stage = Stage::Ready(planned(Then::Node(ns)));
+                return;
+            }
+            if let serde_json::Value::Object(map) = input {
+                view = Some(map);
+            }
+        }
+        let ids = CallIds {
+            run_id: run.run_id,
+            step: run.steps,
+            attempt: 1,
+        };
+        let call = match (&np.run, view) {
+            (NodeRun::Handler(h), Some(view)) => Call::Node(
+                h.clone(),
+                NodeInput {
+                    node: np.id.to_string(),
+                    view,
+                    depth: run.depth(),
+                    subgraph: run.current_subgraph().map(str::to_string),
+                    step: ids.step,
+                    run_id: ids.run_id,
+                    attempt: ids.attempt,
+                    error,
+                },
+            ),
+            (NodeRun::Exec(spec), Some(view)) => Call::Program(
+                Arc::clone(spec),
+                node_stdin(&np.id, view, ids, error),
+                Some(ids),
+            ),
+            _ => {
+                step.stage = Stage::Ready(planned(Then::Node(ns)));
+                return;
+            }
+        };
+        let own = match &np.run {
+            NodeRun::Exec(spec) => spec.timeout_ms,
+            _ => None,
+        };
+        let retrying = contract
+            .retry
+            .as_ref()
+            .filter(|p| p.max_attempts > 1)
+            .map(|policy| {
+                Box::new(Retrying {
+                    policy,
+                    own_limit: own,
+                    call: call.clone(),
+                    tried: 1,
+                    failed: Vec::new(),
+                })
+            });
+        let effect = Effect {
+            kind: EffectKind::Node,
+            id: Arc::clone(&np.id),
+            step: run.steps,
+            limit: self.call_limit(run, own),
+            delay: Duration::ZERO,
+            call,
+            router: contract.router.is_some(),
+        };
+        ns.result = NodeResult::Awaiting;
+        step.stage = Stage::Waiting {
+            effect: Some(Box::new(effect)),
+            then: Awaiting::Node(planned(Then::Node(ns)), retrying),
+        };
+    }
+}
+
+/// A node about to be planned: which, for whom, reached how.
+pub(super) struct NodeTarget<'e> {
+    pub(super) np: &'e NodePlan,
+    pub(super) dispatcher: Arc<str>,
+    pub(super) kind: TraceKind,
+    pub(super) source: Option<Arc<str>>,
+    /// Set for a stage reached through a handoff or a router; a dispatched node's chain is
+    /// worked out from its contract.
+    pub(super) chain: Option<Chain>,
+    /// Router retries and routed chains only.
+    pub(super) extra: Option<Box<StageExtra>>,
+    /// Its advisors have reported already (it was pending as `Advised`, or it is a
+    /// router run again: its advice stands).
+    pub(super) advised: bool,
+}
+
+/// The message of `invalid_chain_payload`: the upstream stage (the node that handed
+/// off, or the router that routed), the downstream stage, and where the input first goes
+/// wrong.
+fn chain_payload_message(ns: &NodeStep<'_>, at: &str, msg: &str) -> String {
+    let upstream = ns.source.as_deref().unwrap_or("?");
+    let (root, stage, how) = ns.chain.as_ref().map_or(("?", 0, "handed off"), |c| {
+        let how = match c.trigger {
+            ChainTrigger::Router => "routed",
+            _ => "handed off",
+        };
+        (&*c.root, c.stage, how)
+    });
+    format!(
+        "chain `{root}`: stage {} `{upstream}` {how} to stage {stage} `{}`, whose \
+         input_schema rejects the input at `{at}`: {msg}",
+        stage.saturating_sub(1),
+        ns.np.id
+    )
+}
