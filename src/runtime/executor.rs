@@ -417,4 +417,4 @@ impl Executor {
     }
 }
 
-use super::run_state::RunOutcome;
+use super::outcome::RunOutcome;

@@ -18,6 +18,7 @@ pub mod exec;
 mod executor;
 mod guarded;
 mod handlers;
+mod outcome;
 mod output;
 mod pending;
 mod plan_node;
@@ -42,9 +43,10 @@ pub use handlers::{
     BoxFuture, HandlerError, NodeHandler, NodeInput, PolicyHandler, PolicyInput, RunContext,
     Writes, sync_node, sync_policy,
 };
+pub use outcome::{RunOutcome, RunSummary};
 pub use output::{MESSAGE_KEY, NodeOutput, ROUTE_KEY, USAGE_KEY, Usage};
 pub use record::{RUN_RECORD_FORMAT, RecordError, RunId, RunIdError, RunRecord, digest_of};
-pub use run_state::{Pending, ProjectedState, RunOutcome, RunState, RunSummary, State};
+pub use run_state::{Pending, ProjectedState, RunState, State};
 pub use status::{RunStatus, TerminationReason};
 pub use step::Step;
 pub use trace::{
