@@ -92,6 +92,34 @@ impl Effect {
     pub fn time_limit(&self) -> Option<Duration> {
         self.limit
     }
+
+    /// The attempt a node call makes (1 unless set): what its program reads as `attempt`
+    /// on stdin and `PACTGRAPH_ATTEMPT`, and its handler as [`NodeInput::attempt`]. A
+    /// driver that runs a step again (after a crash, say) sets a higher one.
+    pub fn attempt(&self) -> u32 {
+        match &self.call {
+            Call::Node(_, input) => input.attempt,
+            Call::Program(_, _, Some(ids)) => ids.attempt,
+            _ => 1,
+        }
+    }
+
+    /// Makes this call attempt `n` (at least 1). A policy call has no attempt.
+    pub fn set_attempt(&mut self, n: u32) {
+        let n = n.max(1);
+        match &mut self.call {
+            Call::Node(_, input) => input.attempt = n,
+            Call::Program(_, stdin, Some(ids)) => {
+                ids.attempt = n;
+                if let Some(Value::Object(m)) = Some(stdin)
+                    && m.contains_key("attempt")
+                {
+                    m.insert("attempt".into(), json!(n));
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// What an effect produced, fed back to its step.

@@ -20,7 +20,7 @@ use sqlx::{Row, Sqlite, Transaction};
 use super::delta::{Before, StepDelta};
 use super::{
     Checkpoint, CreateOptions, Lease, PruneFilter, RunFilter, RunInfo, RunStore, StoreError,
-    StoredRun, StoredStatus, duration_ms, now_ms,
+    StoredRun, StoredStatus, attempt_key, duration_ms, now_ms, owner_gone,
 };
 use crate::contracts::{SYSTEM_SLICE, WorkflowDocument};
 use crate::runtime::{
@@ -110,32 +110,50 @@ type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 impl<'s> MigrationSource<'s> for Embedded {
     fn resolve(self) -> BoxFuture<'s, Result<Vec<Migration>, sqlx::error::BoxDynError>> {
         Box::pin(async {
-            Ok(vec![Migration::new(
-                1,
-                Cow::Borrowed("run store"),
-                MigrationType::Simple,
-                Cow::Borrowed(include_str!("../../migrations/sqlite/0001_run_store.sql")),
-                false,
-            )])
+            Ok(vec![
+                Migration::new(
+                    1,
+                    Cow::Borrowed("run store"),
+                    MigrationType::Simple,
+                    Cow::Borrowed(include_str!("../../migrations/sqlite/0001_run_store.sql")),
+                    false,
+                ),
+                Migration::new(
+                    2,
+                    Cow::Borrowed("attempts and cancel"),
+                    MigrationType::Simple,
+                    Cow::Borrowed(include_str!(
+                        "../../migrations/sqlite/0002_attempts_and_cancel.sql"
+                    )),
+                    false,
+                ),
+            ])
         })
     }
 }
 
 /// The columns of a [`RunInfo`], in [`info_from_row`]'s order.
 const INFO: &str = "id, name, workflow, digest, status, termination_reason, steps, seq, \
-                    created_ms, updated_ms, expires_ms, owner, lease_expires_ms";
+                    created_ms, updated_ms, expires_ms, owner, lease_expires_ms, \
+                    attempt_key, attempt, cancel_requested";
+
+/// The store format this pactgraph writes: the number of its migrations, also kept in
+/// `PRAGMA user_version`. A database with a higher one is refused, untouched.
+pub const STORE_FORMAT: i64 = 2;
 
 fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-/// Writes the run's snapshot at `seq` and drops the older ones (a run keeps one), in the
-/// caller's transaction.
+/// Writes the run's snapshot at `seq` and drops the older ones (a run keeps one; with
+/// `keep_previous`, also the newest older one, so a run ended by a failure or a stop can
+/// be reopened as it was before its last step), in the caller's transaction.
 async fn snapshot_at(
     tx: &mut Transaction<'_, Sqlite>,
     key: &str,
     seq: u64,
     state: &str,
+    keep_previous: bool,
 ) -> Result<(), sqlx::Error> {
     sqlx::query("INSERT INTO snapshots (run_id, seq, run_state) VALUES (?1, ?2, ?3)")
         .bind(key)
@@ -143,7 +161,13 @@ async fn snapshot_at(
         .bind(state)
         .execute(&mut **tx)
         .await?;
-    sqlx::query("DELETE FROM snapshots WHERE run_id = ?1 AND seq < ?2")
+    let below = if keep_previous {
+        "DELETE FROM snapshots WHERE run_id = ?1 AND seq < (SELECT COALESCE(MAX(seq), 0) \
+         FROM snapshots WHERE run_id = ?1 AND seq < ?2)"
+    } else {
+        "DELETE FROM snapshots WHERE run_id = ?1 AND seq < ?2"
+    };
+    sqlx::query(below)
         .bind(key)
         .bind(to_i64(seq))
         .execute(&mut **tx)
@@ -188,7 +212,8 @@ fn info_from_row(row: &SqliteRow, now: u64) -> Result<RunInfo, StoreError> {
     let owner: Option<String> = row.try_get("owner").map_err(&db)?;
     let lease: Option<i64> = row.try_get("lease_expires_ms").map_err(&db)?;
     let lease_expires_ms = lease.map(to_u64);
-    let leased = owner.is_some() && lease_expires_ms.is_some_and(|l| l > now);
+    let leased = owner.as_deref().is_some_and(|o| !owner_gone(o))
+        && lease_expires_ms.is_some_and(|l| l > now);
     let status = match stored {
         StoredStatus::Running if !leased => StoredStatus::Interrupted,
         StoredStatus::Queued if leased => StoredStatus::Running,
@@ -211,6 +236,9 @@ fn info_from_row(row: &SqliteRow, now: u64) -> Result<RunInfo, StoreError> {
             .map(to_u64),
         owner,
         lease_expires_ms,
+        attempt_key: row.try_get("attempt_key").map_err(&db)?,
+        attempt: u32::try_from(row.try_get::<i64, _>("attempt").map_err(&db)?).unwrap_or(1),
+        cancel_requested: row.try_get::<i64, _>("cancel_requested").map_err(&db)? != 0,
     })
 }
 
@@ -291,6 +319,7 @@ impl SqliteStore {
             .connect_with(connect)
             .await
             .map_err(|e| open_err(e.to_string()))?;
+        check_format(&pool, url).await?;
         let migrator = Migrator::new(Embedded)
             .await
             .map_err(|e| open_err(format!("migrations: {e}")))?;
@@ -298,6 +327,10 @@ impl SqliteStore {
             .run(&pool)
             .await
             .map_err(|e| open_err(format!("migrations: {e}")))?;
+        sqlx::query(&format!("PRAGMA user_version = {STORE_FORMAT}"))
+            .execute(&pool)
+            .await
+            .map_err(|e| open_err(format!("setting the format: {e}")))?;
         Ok(Self {
             pool,
             snapshot_every: options.snapshot_every.max(1),
@@ -380,6 +413,36 @@ impl SqliteStore {
     }
 }
 
+/// Refuses a database written by a newer pactgraph (its `user_version`, or a migration
+/// this one does not know) before any migration touches it. Reading the header also
+/// fails early, and clearly, on a file that is not a database.
+async fn check_format(pool: &SqlitePool, url: &str) -> Result<(), StoreError> {
+    let open_err = |reason: String| StoreError::Open {
+        url: url.to_string(),
+        reason,
+    };
+    let version: i64 = sqlx::query_scalar("PRAGMA user_version")
+        .fetch_one(pool)
+        .await
+        .map_err(|e| open_err(e.to_string()))?;
+    let migrated: Option<i64> = sqlx::query_scalar(
+        "SELECT MAX(version) FROM _sqlx_migrations \
+         WHERE EXISTS (SELECT 1 FROM sqlite_master WHERE name = '_sqlx_migrations')",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap_or(None);
+    let found = version.max(migrated.unwrap_or(0));
+    if found > STORE_FORMAT {
+        return Err(StoreError::NewerFormat {
+            url: url.to_string(),
+            found,
+            supported: STORE_FORMAT,
+        });
+    }
+    Ok(())
+}
+
 fn delta_from_row(id: RunId, row: &SqliteRow) -> Result<(u64, StepDelta), StoreError> {
     let db = StoreError::db("reading steps", Some(id));
     let seq = to_u64(row.try_get("seq").map_err(&db)?);
@@ -394,7 +457,7 @@ fn delta_from_row(id: RunId, row: &SqliteRow) -> Result<(u64, StepDelta), StoreE
 
 /// Stops `run` as cancelled: a `guard_stop` trace item, open frames reported as
 /// uncommitted, `system.call_stack` emptied.
-fn cancel_run(run: &mut RunState, at_ms: u64) -> Result<(), String> {
+pub(crate) fn cancel_run(run: &mut RunState, at_ms: u64) -> Result<(), String> {
     let supervisor = run
         .pending()
         .map(|p| Arc::clone(p.supervisor()))
@@ -484,8 +547,9 @@ impl RunStore for SqliteStore {
         let inserted = sqlx::query(
             "INSERT INTO runs (id, name, workflow, digest, format, workflow_file, base_dir, \
              status, termination_reason, steps, seq, snapshot_seq, created_ms, updated_ms, \
-             expires_ms, owner, lease_expires_ms) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13, ?14, NULL, NULL)",
+             expires_ms, owner, lease_expires_ms, attempt_key, attempt) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13, ?14, NULL, NULL, \
+             ?15, 1)",
         )
         .bind(id.to_string())
         .bind(&options.name)
@@ -506,6 +570,7 @@ impl RunStore for SqliteStore {
         .bind(to_i64(id.created_ms()))
         .bind(to_i64(now))
         .bind(options.expires_ms.map(to_i64))
+        .bind(attempt_key(&record.run))
         .execute(&mut *tx)
         .await;
         match inserted {
@@ -529,8 +594,17 @@ impl RunStore for SqliteStore {
         owner: &str,
         checkpoint: Checkpoint<'_>,
     ) -> Result<RunInfo, StoreError> {
-        let Checkpoint { seq, delta, run } = checkpoint;
+        let Checkpoint {
+            seq,
+            delta,
+            run,
+            next_attempt,
+            document,
+        } = checkpoint;
         let now = now_ms();
+        let running = run.is_running();
+        let next_key = attempt_key(run);
+        let keep_previous = matches!(run.status(), RunStatus::Failed | RunStatus::Stopped);
         let delta = serde_json::to_string(delta).expect("a delta is plain data");
         let status = StoredStatus::of(run.status());
         let snapshot = (seq % self.snapshot_every == 0 || status != StoredStatus::Running)
@@ -538,9 +612,23 @@ impl RunStore for SqliteStore {
         let db = StoreError::db("checkpoint", Some(id));
         let key = id.to_string();
         let mut tx = self.write("checkpoint", Some(id)).await?;
+        if let Some((doc, digest)) = document {
+            let text = serde_json::to_string(doc).expect("a document is plain data");
+            sqlx::query("INSERT OR IGNORE INTO documents (digest, document) VALUES (?1, ?2)")
+                .bind(digest)
+                .bind(&text)
+                .execute(&mut *tx)
+                .await
+                .map_err(&db)?;
+        }
+        // The attempt counter moves to the next step only while the run runs: an ended
+        // or paused run keeps its last step's attempt, which a reopened step continues.
         let updated = sqlx::query(
             "UPDATE runs SET seq = ?1, steps = ?2, status = ?3, termination_reason = ?4, \
-             updated_ms = ?5, snapshot_seq = CASE WHEN ?6 THEN ?1 ELSE snapshot_seq END \
+             updated_ms = ?5, snapshot_seq = CASE WHEN ?6 THEN ?1 ELSE snapshot_seq END, \
+             digest = COALESCE(?9, digest), \
+             attempt_key = CASE WHEN ?10 THEN ?11 ELSE attempt_key END, \
+             attempt = CASE WHEN ?10 THEN ?12 ELSE attempt END \
              WHERE id = ?7 AND seq = ?1 - 1 AND owner = ?8 AND lease_expires_ms > ?5",
         )
         .bind(to_i64(seq))
@@ -551,6 +639,10 @@ impl RunStore for SqliteStore {
         .bind(snapshot.is_some())
         .bind(&key)
         .bind(owner)
+        .bind(document.map(|(_, d)| d))
+        .bind(running)
+        .bind(&next_key)
+        .bind(i64::from(next_attempt))
         .execute(&mut *tx)
         .await
         .map_err(&db)?
@@ -568,7 +660,9 @@ impl RunStore for SqliteStore {
             .await
             .map_err(&db)?;
         if let Some(state) = &snapshot {
-            snapshot_at(&mut tx, &key, seq, state).await.map_err(&db)?;
+            snapshot_at(&mut tx, &key, seq, state, keep_previous)
+                .await
+                .map_err(&db)?;
         }
         let row = sqlx::query(&format!("SELECT {INFO} FROM runs WHERE id = ?1"))
             .bind(&key)
@@ -580,94 +674,11 @@ impl RunStore for SqliteStore {
     }
 
     async fn load(&self, id: RunId) -> Result<StoredRun, StoreError> {
-        let now = now_ms();
-        let db = StoreError::db("load", Some(id));
-        let key = id.to_string();
-        let corrupt = |what: String, reason: String| StoreError::Corrupt {
-            run_id: id,
-            what,
-            reason,
-        };
-        // One read transaction: the row, snapshot and deltas of one moment.
-        let mut tx = self.pool.begin().await.map_err(&db)?;
-        let row = sqlx::query(&format!(
-            "SELECT {INFO}, format, workflow_file, base_dir, snapshot_seq FROM runs WHERE id = ?1"
-        ))
-        .bind(&key)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(&db)?
-        .ok_or_else(|| StoreError::NotFound { key: key.clone() })?;
-        let info = info_from_row(&row, now)?;
-        let format: i64 = row.try_get("format").map_err(&db)?;
-        let workflow_file: Option<String> = row.try_get("workflow_file").map_err(&db)?;
-        let base_dir: Option<String> = row.try_get("base_dir").map_err(&db)?;
-        let doc_row = sqlx::query("SELECT document FROM documents WHERE digest = ?1")
-            .bind(&info.digest)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(&db)?
-            .ok_or_else(|| corrupt("document".into(), format!("{} is missing", info.digest)))?;
-        let doc_text: String = doc_row.try_get("document").map_err(&db)?;
-        let mut document: WorkflowDocument = serde_json::from_str(&doc_text)
-            .map_err(|e| corrupt("document".into(), e.to_string()))?;
-        document.fill_ids();
-        let snap = sqlx::query(
-            "SELECT seq, run_state FROM snapshots WHERE run_id = ?1 AND seq <= ?2 \
-             ORDER BY seq DESC LIMIT 1",
-        )
-        .bind(&key)
-        .bind(to_i64(info.seq))
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(&db)?
-        .ok_or_else(|| corrupt("snapshot".into(), "no snapshot is stored".into()))?;
-        let snap_seq = to_u64(snap.try_get("seq").map_err(&db)?);
-        let snap_text: String = snap.try_get("run_state").map_err(&db)?;
-        let mut run: RunState = serde_json::from_str(&snap_text)
-            .map_err(|e| corrupt(format!("snapshot {snap_seq}"), e.to_string()))?;
-        let rows = sqlx::query(
-            "SELECT seq, delta FROM steps WHERE run_id = ?1 AND seq > ?2 AND seq <= ?3 \
-             ORDER BY seq",
-        )
-        .bind(&key)
-        .bind(to_i64(snap_seq))
-        .bind(to_i64(info.seq))
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(&db)?;
-        tx.commit().await.map_err(&db)?;
-        let mut expected = snap_seq + 1;
-        for row in &rows {
-            let (seq, delta) = delta_from_row(id, row)?;
-            if seq != expected {
-                return Err(corrupt(
-                    format!("step {expected}"),
-                    format!("is missing (the next stored step is {seq})"),
-                ));
-            }
-            delta
-                .apply(&mut run)
-                .map_err(|e| corrupt(format!("step {seq}"), e))?;
-            expected += 1;
-        }
-        if expected != info.seq + 1 {
-            return Err(corrupt(
-                format!("step {expected}"),
-                format!("is missing (the run is at {})", info.seq),
-            ));
-        }
-        let record = RunRecord {
-            format: u32::try_from(format).unwrap_or(0),
-            run_id: id,
-            seq: info.seq,
-            workflow_file,
-            base_dir,
-            document,
-            digest: info.digest.clone(),
-            run,
-        };
-        Ok(StoredRun { info, record })
+        self.load_upto(id, None).await
+    }
+
+    async fn load_at(&self, id: RunId, seq: u64) -> Result<StoredRun, StoreError> {
+        self.load_upto(id, Some(seq)).await
     }
 
     async fn info(&self, id: RunId) -> Result<RunInfo, StoreError> {
@@ -681,7 +692,6 @@ impl RunStore for SqliteStore {
             })?;
         info_from_row(&row, now_ms())
     }
-
     async fn list(&self, filter: &RunFilter) -> Result<Vec<RunInfo>, StoreError> {
         let now = now_ms();
         let rows = sqlx::query(&format!(
@@ -707,15 +717,26 @@ impl RunStore for SqliteStore {
     async fn claim(&self, id: RunId, owner: &str, lease: Duration) -> Result<Lease, StoreError> {
         let now = now_ms();
         let expires_ms = now.saturating_add(duration_ms(lease));
+        // A holder that is a gone process of this host is taken over like a lapsed lease.
+        let before = self.info(id).await?;
+        let gone = before.owner.clone().filter(|o| owner_gone(o));
+        // Taking a run from another owner that did not let it go (it died, or its lease
+        // lapsed) means its step in flight may have started: that step's next attempt is
+        // one more. A queued run claimed is running.
         let updated = sqlx::query(
-            "UPDATE runs SET owner = ?1, lease_expires_ms = ?2 WHERE id = ?3 \
+            "UPDATE runs SET \
+               attempt = CASE WHEN owner IS NOT NULL AND owner <> ?1 AND status IN \
+                 ('running', 'queued') THEN attempt + 1 ELSE attempt END, \
+               status = CASE WHEN status = 'queued' THEN 'running' ELSE status END, \
+               owner = ?1, lease_expires_ms = ?2 WHERE id = ?3 \
              AND (owner IS NULL OR owner = ?1 OR lease_expires_ms IS NULL \
-                  OR lease_expires_ms <= ?4)",
+                  OR lease_expires_ms <= ?4 OR owner = ?5)",
         )
         .bind(owner)
         .bind(to_i64(expires_ms))
         .bind(id.to_string())
         .bind(to_i64(now))
+        .bind(gone)
         .execute(&self.pool)
         .await
         .map_err(StoreError::db("claim", Some(id)))?
@@ -788,9 +809,45 @@ impl RunStore for SqliteStore {
         Ok(())
     }
 
+    async fn interrupt(&self, id: RunId, owner: &str) -> Result<(), StoreError> {
+        let updated = sqlx::query(
+            "UPDATE runs SET owner = NULL, lease_expires_ms = NULL, \
+             attempt = CASE WHEN status IN ('running', 'queued') THEN attempt + 1 \
+               ELSE attempt END, \
+             status = CASE WHEN status = 'queued' THEN 'running' ELSE status END \
+             WHERE id = ?1 AND owner = ?2",
+        )
+        .bind(id.to_string())
+        .bind(owner)
+        .execute(&self.pool)
+        .await
+        .map_err(StoreError::db("interrupt", Some(id)))?
+        .rows_affected();
+        if updated == 0 {
+            let info = self.info(id).await?;
+            let current = info.lease_expires_ms.is_some_and(|l| l > now_ms());
+            return Err(StoreError::LeaseLost {
+                run_id: id,
+                owner: owner.to_string(),
+                holder: info.owner.filter(|_| current),
+            });
+        }
+        Ok(())
+    }
+
     async fn cancel(&self, id: RunId) -> Result<RunInfo, StoreError> {
         let stored = self.load(id).await?;
         let status = stored.info.status;
+        if status == StoredStatus::Running {
+            // Its driver stops it at its next step (it reads the flag with every
+            // checkpoint and while an effect runs).
+            sqlx::query("UPDATE runs SET cancel_requested = 1 WHERE id = ?1")
+                .bind(id.to_string())
+                .execute(&self.pool)
+                .await
+                .map_err(StoreError::db("cancel", Some(id)))?;
+            return self.info(id).await;
+        }
         let wrong = |status| StoreError::WrongStatus {
             run_id: id,
             status,
@@ -826,12 +883,14 @@ impl RunStore for SqliteStore {
              termination_reason = 'cancelled', updated_ms = ?3, snapshot_seq = ?1, \
              owner = NULL, lease_expires_ms = NULL \
              WHERE id = ?4 AND seq = ?1 - 1 \
-             AND (owner IS NULL OR lease_expires_ms IS NULL OR lease_expires_ms <= ?3)",
+             AND (owner IS NULL OR lease_expires_ms IS NULL OR lease_expires_ms <= ?3 \
+                  OR owner = ?5)",
         )
         .bind(to_i64(seq))
         .bind(i64::from(run.steps))
         .bind(to_i64(now))
         .bind(&key)
+        .bind(stored.info.owner.clone().filter(|o| owner_gone(o)))
         .execute(&mut *tx)
         .await
         .map_err(&db)?
@@ -849,7 +908,9 @@ impl RunStore for SqliteStore {
             .execute(&mut *tx)
             .await
             .map_err(&db)?;
-        snapshot_at(&mut tx, &key, seq, &state).await.map_err(&db)?;
+        snapshot_at(&mut tx, &key, seq, &state, false)
+            .await
+            .map_err(&db)?;
         tx.commit().await.map_err(&db)?;
         self.info(id).await
     }
@@ -868,6 +929,8 @@ impl RunStore for SqliteStore {
             .filter(|r| !filter.expired || r.is_expired(now))
             .filter(|r| cutoff.is_none_or(|c| r.updated_ms < c))
             .filter(|r| filter.status.is_none_or(|s| s == r.status))
+            // A run under a current lease is being stepped: never deleted under its owner.
+            .filter(|r| r.status != StoredStatus::Running)
             .map(|r| r.id)
             .collect();
         let count = u64::try_from(doomed.len()).unwrap_or(u64::MAX);
@@ -942,5 +1005,100 @@ impl RunStore for SqliteStore {
                 key: key.to_string(),
             }),
         }
+    }
+}
+
+impl SqliteStore {
+    /// Loads run `id` as of its checkpoint `upto` (its last when `None`).
+    async fn load_upto(&self, id: RunId, upto: Option<u64>) -> Result<StoredRun, StoreError> {
+        let now = now_ms();
+        let db = StoreError::db("load", Some(id));
+        let key = id.to_string();
+        let corrupt = |what: String, reason: String| StoreError::Corrupt {
+            run_id: id,
+            what,
+            reason,
+        };
+        // One read transaction: the row, snapshot and deltas of one moment.
+        let mut tx = self.pool.begin().await.map_err(&db)?;
+        let row = sqlx::query(&format!(
+            "SELECT {INFO}, format, workflow_file, base_dir, snapshot_seq FROM runs WHERE id = ?1"
+        ))
+        .bind(&key)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(&db)?
+        .ok_or_else(|| StoreError::NotFound { key: key.clone() })?;
+        let info = info_from_row(&row, now)?;
+        let at = upto.map_or(info.seq, |u| u.min(info.seq));
+        let format: i64 = row.try_get("format").map_err(&db)?;
+        let workflow_file: Option<String> = row.try_get("workflow_file").map_err(&db)?;
+        let base_dir: Option<String> = row.try_get("base_dir").map_err(&db)?;
+        let doc_row = sqlx::query("SELECT document FROM documents WHERE digest = ?1")
+            .bind(&info.digest)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(&db)?
+            .ok_or_else(|| corrupt("document".into(), format!("{} is missing", info.digest)))?;
+        let doc_text: String = doc_row.try_get("document").map_err(&db)?;
+        let mut document: WorkflowDocument = serde_json::from_str(&doc_text)
+            .map_err(|e| corrupt("document".into(), e.to_string()))?;
+        document.fill_ids();
+        let snap = sqlx::query(
+            "SELECT seq, run_state FROM snapshots WHERE run_id = ?1 AND seq <= ?2 \
+             ORDER BY seq DESC LIMIT 1",
+        )
+        .bind(&key)
+        .bind(to_i64(at))
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(&db)?
+        .ok_or_else(|| corrupt("snapshot".into(), "no snapshot is stored".into()))?;
+        let snap_seq = to_u64(snap.try_get("seq").map_err(&db)?);
+        let snap_text: String = snap.try_get("run_state").map_err(&db)?;
+        let mut run: RunState = serde_json::from_str(&snap_text)
+            .map_err(|e| corrupt(format!("snapshot {snap_seq}"), e.to_string()))?;
+        let rows = sqlx::query(
+            "SELECT seq, delta FROM steps WHERE run_id = ?1 AND seq > ?2 AND seq <= ?3 \
+             ORDER BY seq",
+        )
+        .bind(&key)
+        .bind(to_i64(snap_seq))
+        .bind(to_i64(at))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(&db)?;
+        tx.commit().await.map_err(&db)?;
+        let mut expected = snap_seq + 1;
+        for row in &rows {
+            let (seq, delta) = delta_from_row(id, row)?;
+            if seq != expected {
+                return Err(corrupt(
+                    format!("step {expected}"),
+                    format!("is missing (the next stored step is {seq})"),
+                ));
+            }
+            delta
+                .apply(&mut run)
+                .map_err(|e| corrupt(format!("step {seq}"), e))?;
+            expected += 1;
+        }
+        if expected != at + 1 {
+            return Err(corrupt(
+                format!("step {expected}"),
+                format!("is missing (the run is at {at})"),
+            ));
+        }
+        let record = RunRecord {
+            format: u32::try_from(format).unwrap_or(0),
+            run_id: id,
+            seq: at,
+            workflow_file,
+            base_dir,
+            document,
+            digest: info.digest.clone(),
+            run,
+        };
+        Ok(StoredRun { info, record })
     }
 }
