@@ -159,9 +159,9 @@ impl<S: RunStore> Driver<'_, S> {
                 let reopened = self.reopen(&info, &run, seq).await?;
                 let before = Before::of(&run);
                 let delta = StepDelta::between(&before, &reopened);
-                let attempt = info.attempt_for(&reopened).saturating_add(
-                    u32::from(info.attempt_key.as_deref() == Some(&attempt_key(&reopened))),
-                );
+                let attempt = info.attempt_for(&reopened).saturating_add(u32::from(
+                    info.attempt_key.as_deref() == Some(&attempt_key(&reopened)),
+                ));
                 let digest = document.as_ref().map(crate::runtime::digest_of);
                 let mut cp = Checkpoint::new(seq + 1, &delta, &reopened).next_attempt(attempt);
                 if let (Some(doc), Some(digest)) = (&document, &digest) {

@@ -85,7 +85,9 @@ mod tests {
         let me = local_owner();
         assert!(parse(&me).is_some());
         assert!(!owner_gone(&me));
-        let mut child = std::process::Command::new("true").spawn().expect("spawns true");
+        let mut child = std::process::Command::new("true")
+            .spawn()
+            .expect("spawns true");
         let pid = child.id();
         child.wait().expect("waits");
         assert!(owner_gone(&format!("{}:{pid}#1", host())));
