@@ -501,6 +501,7 @@ fn progress_is_drawn_on_a_terminal_only() {
         env!("CARGO_BIN_EXE_pactgraph")
     );
     let o = Command::new("script")
+        .env("PACTGRAPH_STORE", "none")
         .args(["-qec", &cmd, "/dev/null"])
         .output()
         .unwrap();

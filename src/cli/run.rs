@@ -334,11 +334,18 @@ pub async fn drive_stored(
         Err(code) => return code,
     };
     let owner = local_owner();
-    let options = DriveOptions::default();
+    let mut options = DriveOptions::default();
+    let progress = !outputs.quiet && std::io::stderr().is_terminal();
+    if progress {
+        options = options.before_step(show_progress);
+    }
     let result = tokio::select! {
         r = drive_with(executor, store, id, &owner, &options, how) => Ok(r),
         name = signals.recv() => Err(name),
     };
+    if progress {
+        eprint!("\r\x1b[K");
+    }
     match result {
         Err(name) => {
             if let Err(e) = store.interrupt(id, &owner).await {

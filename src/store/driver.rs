@@ -10,7 +10,7 @@ use crate::contracts::WorkflowDocument;
 use crate::runtime::{Executor, RunId, RunState};
 
 /// How [`drive`] runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DriveOptions {
     /// The lease taken and renewed (renewed before a step once less than half is left).
@@ -19,6 +19,8 @@ pub struct DriveOptions {
     pub max_checkpoints: Option<u64>,
     /// How often a running effect looks for a cancel asked by another process.
     pub cancel_poll: Duration,
+    /// Called with the run before each step (a progress line, say).
+    pub before_step: Option<fn(&RunState)>,
 }
 
 impl Default for DriveOptions {
@@ -27,6 +29,7 @@ impl Default for DriveOptions {
             lease: Duration::from_secs(30),
             max_checkpoints: None,
             cancel_poll: Duration::from_millis(250),
+            before_step: None,
         }
     }
 }
@@ -40,6 +43,11 @@ impl DriveOptions {
     /// At most `n` checkpoints.
     pub fn max_checkpoints(mut self, n: u64) -> Self {
         self.max_checkpoints = Some(n);
+        self
+    }
+    /// Calling `f` with the run before each step.
+    pub fn before_step(mut self, f: fn(&RunState)) -> Self {
+        self.before_step = Some(f);
         self
     }
     /// Looking for a cancel every `every` while an effect runs.
@@ -183,6 +191,9 @@ impl<S: RunStore> Driver<'_, S> {
             }
             if self.lease_expires_ms.saturating_sub(now_ms()) < half {
                 self.renew().await?;
+            }
+            if let Some(f) = self.options.before_step {
+                f(&run);
             }
             let delta = match self.step(&mut run, attempt).await? {
                 Stepped::Committed(delta) => delta,
