@@ -336,3 +336,91 @@ pub fn id_of(bench: &Bench, name: &str) -> Option<String> {
 pub fn path_str(dir: &Path, name: &str) -> String {
     dir.join(name).display().to_string()
 }
+
+/// What [`crash_run`] did.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CrashReport {
+    /// SIGKILLs that hit a live `pactgraph` process.
+    pub kills: usize,
+    /// Steps that ran more than once (in flight at a kill).
+    pub repeated: usize,
+}
+
+/// The uncrashed reference: the ticker's final state and trace (untimed), from a run in
+/// its own folder.
+pub fn reference(bin: &Path, ticks: u32) -> (Value, Value) {
+    let b = Bench::new(bin);
+    let wf = b.file("wf.json", &ticker_json(ticks, ticks + 10));
+    let r = b.run(&[
+        "run",
+        wf.to_str().expect("utf-8"),
+        "--quiet",
+        "--name",
+        "ref",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let shown = b.show("ref");
+    (untimed(&shown["state"]), untimed(&shown["trace"]))
+}
+
+/// Runs the ticker (`ticks` exec steps) in `b`'s folder as run `name`, killing the
+/// `pactgraph` process (the first `run`, then each `runs resume`) with SIGKILL at random
+/// moments until `kills` kills have hit a live process, then resumes it to the end. After
+/// each kill the run is `interrupted` at once (its owner is a dead process of this host),
+/// or `queued` when the kill came before its first claim. Checks the end against
+/// `reference`, the trace's steps and the side file; returns what happened.
+pub fn crash_run(
+    b: &Bench,
+    rng: &mut Rng,
+    ticks: u32,
+    kills: usize,
+    name: &str,
+    reference: &(Value, Value),
+) -> CrashReport {
+    let wf = b.file("wf.json", &ticker_json(ticks, ticks + 10));
+    let wf = wf.to_str().expect("utf-8").to_string();
+    let mut report = CrashReport::default();
+    let mut tries = 0;
+    while report.kills < kills {
+        tries += 1;
+        assert!(
+            tries < kills * 10,
+            "the run keeps finishing before its kill"
+        );
+        let exists = id_of(b, name).is_some();
+        if exists && b.status(name) == "completed" {
+            break;
+        }
+        let args: Vec<&str> = if exists {
+            vec!["runs", "resume", name, "--quiet"]
+        } else {
+            vec!["run", &wf, "--quiet", "--name", name]
+        };
+        let mut child = b.spawn(&args, "crash");
+        std::thread::sleep(Duration::from_millis(rng.range(20, 700)));
+        let alive = child.try_wait().expect("try_wait").is_none();
+        signal(&child, "KILL");
+        let status = child.wait().expect("waits");
+        if alive && status.code().is_none() {
+            report.kills += 1;
+        }
+        if id_of(b, name).is_some() {
+            let s = b.status(name);
+            assert!(
+                ["interrupted", "queued", "completed"].contains(&s.as_str()),
+                "after a kill the run is {s}"
+            );
+        }
+    }
+    if b.status(name) != "completed" {
+        let r = b.run(&["runs", "resume", name, "--quiet"]);
+        assert_eq!(r.code, 0, "the last resume: {}", r.err);
+    }
+    let shown = b.show(name);
+    assert_eq!(shown["run"]["status"], "completed");
+    check_trace(&shown["trace"], ticks);
+    assert_eq!(untimed(&shown["state"]), reference.0, "the final state");
+    assert_eq!(untimed(&shown["trace"]), reference.1, "the final trace");
+    report.repeated = check_side(&b.side(), ticks, report.kills);
+    report
+}
