@@ -51,7 +51,11 @@ fn unknown_and_ambiguous_run_ids_exit_1_listing_the_candidates() {
     let r = b.run(&["runs", "show", prefix]);
     assert_eq!(r.code, 1, "{}", r.err);
     assert!(r.err.contains("matches 2 runs"), "{}", r.err);
-    assert!(r.err.contains(&ids[0]) && r.err.contains(&ids[1]), "{}", r.err);
+    assert!(
+        r.err.contains(&ids[0]) && r.err.contains(&ids[1]),
+        "{}",
+        r.err
+    );
     // Lower case is the same prefix (ULIDs are case-insensitive).
     let lower = b.run(&["runs", "show", &prefix.to_lowercase()]);
     assert_eq!(lower.code, 1);
