@@ -4,7 +4,8 @@
 //!   `store::drive`, checkpointed (one transaction per step). Target: under 50 µs a step.
 //! * `storage`: bytes stored per step by a 1,000-step loop whose state holds a constant
 //!   100 KB slice (printed, not timed). Target: under 1 KB a step.
-//! * `list/100000_runs`: `RunStore::list` over 100,000 runs. Target: under 100 ms.
+//! * `list/100000_runs_*`: `RunStore::list` over 100,000 runs: the newest 100 (what
+//!   `runs list` shows by default) and all of them. Target: under 100 ms.
 //! * `load/10000_steps`: loading a 10,000-step run. Target: under 50 ms.
 //!
 //! Run: `cargo bench --bench store -- --measurement-time 3`. Figures in
@@ -139,7 +140,16 @@ fn list(c: &mut Criterion) {
     );
     let mut group = c.benchmark_group("list");
     group.sample_size(10);
-    group.bench_function("100000_runs", |b| {
+    group.bench_function("100000_runs_newest_100", |b| {
+        b.iter(|| {
+            let runs = rt
+                .block_on(store.list(&RunFilter::default().limit(100)))
+                .expect("lists");
+            assert_eq!(runs.len(), 100);
+            runs
+        })
+    });
+    group.bench_function("100000_runs_all", |b| {
         b.iter(|| {
             let runs = rt
                 .block_on(store.list(&RunFilter::default()))

@@ -65,6 +65,24 @@ fn unknown_and_ambiguous_run_ids_exit_1_listing_the_candidates() {
         assert_eq!(r.code, 1, "{key}: {}", r.err);
         assert!(r.err.contains(&format!("no run `{key}`")), "{}", r.err);
     }
+    // `--limit`: the newest first (the default is 100; 0 lists all).
+    let one = b.run(&["runs", "list", "--limit", "1", "--format", "json"]);
+    assert_eq!(one.json().as_array().unwrap().len(), 1);
+    assert_eq!(one.json()[0]["id"], ids[1].as_str());
+    assert!(one.err.contains("--limit 0"), "{}", one.err);
+    let one = b.run(&[
+        "runs",
+        "list",
+        "--limit",
+        "1",
+        "--status",
+        "completed",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(one.json()[0]["id"], ids[1].as_str());
+    let all = b.run(&["runs", "list", "--limit", "0", "--format", "json"]);
+    assert!(all.json().as_array().unwrap().len() >= 2);
     let r = b.run(&["runs", "resume", "nosuchname"]);
     assert_eq!(r.code, 1);
     let r = b.run(&["runs", "cancel", "nosuchname"]);

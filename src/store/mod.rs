@@ -224,6 +224,8 @@ pub struct RunFilter {
     pub workflow: Option<String>,
     /// Expired runs too.
     pub include_expired: bool,
+    /// At most this many runs (the newest).
+    pub limit: Option<usize>,
 }
 
 impl RunFilter {
@@ -240,6 +242,11 @@ impl RunFilter {
     /// Expired runs too.
     pub fn include_expired(mut self) -> Self {
         self.include_expired = true;
+        self
+    }
+    /// The newest `n` runs only.
+    pub fn limit(mut self, n: usize) -> Self {
+        self.limit = Some(n);
         self
     }
 }

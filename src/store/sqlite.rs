@@ -145,15 +145,13 @@ fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-/// Writes the run's snapshot at `seq` and drops the older ones (a run keeps one; with
-/// `keep_previous`, also the newest older one, so a run ended by a failure or a stop can
-/// be reopened as it was before its last step), in the caller's transaction.
+/// Writes the run's snapshot at `seq` and drops the older ones (a run keeps one), in the
+/// caller's transaction.
 async fn snapshot_at(
     tx: &mut Transaction<'_, Sqlite>,
     key: &str,
     seq: u64,
     state: &str,
-    keep_previous: bool,
 ) -> Result<(), sqlx::Error> {
     sqlx::query("INSERT INTO snapshots (run_id, seq, run_state) VALUES (?1, ?2, ?3)")
         .bind(key)
@@ -161,13 +159,7 @@ async fn snapshot_at(
         .bind(state)
         .execute(&mut **tx)
         .await?;
-    let below = if keep_previous {
-        "DELETE FROM snapshots WHERE run_id = ?1 AND seq < (SELECT COALESCE(MAX(seq), 0) \
-         FROM snapshots WHERE run_id = ?1 AND seq < ?2)"
-    } else {
-        "DELETE FROM snapshots WHERE run_id = ?1 AND seq < ?2"
-    };
-    sqlx::query(below)
+    sqlx::query("DELETE FROM snapshots WHERE run_id = ?1 AND seq < ?2")
         .bind(key)
         .bind(to_i64(seq))
         .execute(&mut **tx)
@@ -604,10 +596,13 @@ impl RunStore for SqliteStore {
         let now = now_ms();
         let running = run.is_running();
         let next_key = attempt_key(run);
-        let keep_previous = matches!(run.status(), RunStatus::Failed | RunStatus::Stopped);
+        // A run ended `failed` or `stopped` may be reopened as it was before this step
+        // (`load_at(seq - 1)`): no snapshot is written, so the one before stays.
+        let reopenable = matches!(run.status(), RunStatus::Failed | RunStatus::Stopped);
         let delta = serde_json::to_string(delta).expect("a delta is plain data");
         let status = StoredStatus::of(run.status());
-        let snapshot = (seq % self.snapshot_every == 0 || status != StoredStatus::Running)
+        let snapshot = (!reopenable
+            && (seq % self.snapshot_every == 0 || status != StoredStatus::Running))
             .then(|| serde_json::to_string(run).expect("a run state is plain data"));
         let db = StoreError::db("checkpoint", Some(id));
         let key = id.to_string();
@@ -623,14 +618,16 @@ impl RunStore for SqliteStore {
         }
         // The attempt counter moves to the next step only while the run runs: an ended
         // or paused run keeps its last step's attempt, which a reopened step continues.
-        let updated = sqlx::query(
+        // The fenced update returns the row: one statement fences, writes and reads it.
+        let updated = sqlx::query(&format!(
             "UPDATE runs SET seq = ?1, steps = ?2, status = ?3, termination_reason = ?4, \
              updated_ms = ?5, snapshot_seq = CASE WHEN ?6 THEN ?1 ELSE snapshot_seq END, \
              digest = COALESCE(?9, digest), \
              attempt_key = CASE WHEN ?10 THEN ?11 ELSE attempt_key END, \
              attempt = CASE WHEN ?10 THEN ?12 ELSE attempt END \
-             WHERE id = ?7 AND seq = ?1 - 1 AND owner = ?8 AND lease_expires_ms > ?5",
-        )
+             WHERE id = ?7 AND seq = ?1 - 1 AND owner = ?8 AND lease_expires_ms > ?5 \
+             RETURNING {INFO}"
+        ))
         .bind(to_i64(seq))
         .bind(i64::from(run.steps))
         .bind(status.as_str())
@@ -643,14 +640,13 @@ impl RunStore for SqliteStore {
         .bind(running)
         .bind(&next_key)
         .bind(i64::from(next_attempt))
-        .execute(&mut *tx)
+        .fetch_optional(&mut *tx)
         .await
-        .map_err(&db)?
-        .rows_affected();
-        if updated == 0 {
+        .map_err(&db)?;
+        let Some(row) = updated else {
             tx.rollback().await.map_err(&db)?;
             return Err(self.refusal(id, owner, seq, now).await);
-        }
+        };
         sqlx::query("INSERT INTO steps (run_id, seq, delta, created_ms) VALUES (?1, ?2, ?3, ?4)")
             .bind(&key)
             .bind(to_i64(seq))
@@ -660,15 +656,8 @@ impl RunStore for SqliteStore {
             .await
             .map_err(&db)?;
         if let Some(state) = &snapshot {
-            snapshot_at(&mut tx, &key, seq, state, keep_previous)
-                .await
-                .map_err(&db)?;
+            snapshot_at(&mut tx, &key, seq, state).await.map_err(&db)?;
         }
-        let row = sqlx::query(&format!("SELECT {INFO} FROM runs WHERE id = ?1"))
-            .bind(&key)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(&db)?;
         tx.commit().await.map_err(&db)?;
         info_from_row(&row, now)
     }
@@ -694,24 +683,54 @@ impl RunStore for SqliteStore {
     }
     async fn list(&self, filter: &RunFilter) -> Result<Vec<RunInfo>, StoreError> {
         let now = now_ms();
-        let rows = sqlx::query(&format!(
-            "SELECT {INFO} FROM runs WHERE (?1 IS NULL OR workflow = ?1) \
-             AND (?2 OR expires_ms IS NULL OR expires_ms > ?3) ORDER BY id DESC"
-        ))
-        .bind(&filter.workflow)
-        .bind(filter.include_expired)
-        .bind(to_i64(now))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(StoreError::db("list", None))?;
-        let mut out = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let info = info_from_row(row, now)?;
-            if filter.status.is_none_or(|s| s == info.status) {
-                out.push(info);
+        // The stored status narrows the rows in SQL; `running`, `interrupted` and `queued`
+        // are derived from the lease when read, so they select both live statuses.
+        let (exact, live) = match filter.status {
+            None => (None, false),
+            Some(StoredStatus::Running | StoredStatus::Interrupted | StoredStatus::Queued) => {
+                (None, true)
+            }
+            Some(s) => (Some(s.as_str()), false),
+        };
+        // Pages, newest first, until `limit` rows match (the derived status is checked
+        // in Rust, so a page may match fewer than it holds).
+        let page = filter.limit.map_or(-1, |l| to_i64(l.max(128) as u64 * 2));
+        let mut out = Vec::new();
+        let mut before: Option<String> = None;
+        loop {
+            let rows = sqlx::query(&format!(
+                "SELECT {INFO} FROM runs WHERE (?1 IS NULL OR workflow = ?1) \
+                 AND (?2 OR expires_ms IS NULL OR expires_ms > ?3) \
+                 AND (?4 IS NULL OR id < ?4) AND (?5 IS NULL OR status = ?5) \
+                 AND (NOT ?6 OR status IN ('running', 'queued')) \
+                 ORDER BY id DESC LIMIT ?7"
+            ))
+            .bind(&filter.workflow)
+            .bind(filter.include_expired)
+            .bind(to_i64(now))
+            .bind(&before)
+            .bind(exact)
+            .bind(live)
+            .bind(page)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::db("list", None))?;
+            for row in &rows {
+                let info = info_from_row(row, now)?;
+                if filter.status.is_none_or(|s| s == info.status) {
+                    out.push(info);
+                    if filter.limit.is_some_and(|l| out.len() >= l) {
+                        return Ok(out);
+                    }
+                }
+            }
+            match rows.last() {
+                Some(last) if page >= 0 && rows.len() as i64 == page => {
+                    before = Some(last.try_get("id").map_err(StoreError::db("list", None))?);
+                }
+                _ => return Ok(out),
             }
         }
-        Ok(out)
     }
 
     async fn claim(&self, id: RunId, owner: &str, lease: Duration) -> Result<Lease, StoreError> {
@@ -908,9 +927,7 @@ impl RunStore for SqliteStore {
             .execute(&mut *tx)
             .await
             .map_err(&db)?;
-        snapshot_at(&mut tx, &key, seq, &state, false)
-            .await
-            .map_err(&db)?;
+        snapshot_at(&mut tx, &key, seq, &state).await.map_err(&db)?;
         tx.commit().await.map_err(&db)?;
         self.info(id).await
     }

@@ -54,6 +54,7 @@ pub async fn list(
     workflow: Option<String>,
     all: bool,
     format: ListFormat,
+    limit: usize,
 ) -> ExitCode {
     let mut filter = RunFilter::default();
     if let Some(s) = status {
@@ -65,10 +66,16 @@ pub async fn list(
     if all {
         filter = filter.include_expired();
     }
+    if limit > 0 {
+        filter = filter.limit(limit);
+    }
     let runs = match store.list(&filter).await {
         Ok(r) => r,
         Err(e) => return store::error(&e),
     };
+    if limit > 0 && runs.len() == limit {
+        eprintln!("pactgraph: the newest {limit} runs; --limit 0 lists them all");
+    }
     match format {
         ListFormat::Json => {
             let rows: Vec<Row<'_>> = runs

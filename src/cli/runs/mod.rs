@@ -35,6 +35,9 @@ pub enum RunsCommand {
         /// A table, or a JSON array.
         #[arg(long, value_enum, default_value = "table")]
         format: ListFormat,
+        /// At most this many runs, the newest (0: all of them).
+        #[arg(long, value_name = "N", default_value_t = 100)]
+        limit: usize,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -156,9 +159,10 @@ pub fn run(command: RunsCommand) -> ExitCode {
                 workflow,
                 all,
                 format,
+                limit,
                 store,
             } => match store::open_required(&store).await {
-                Ok(s) => list::list(&s, status, workflow, all, format).await,
+                Ok(s) => list::list(&s, status, workflow, all, format, limit).await,
                 Err(code) => code,
             },
             RunsCommand::Show {
