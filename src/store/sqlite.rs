@@ -305,7 +305,12 @@ impl SqliteStore {
                 .filename(&path)
                 .create_if_missing(true)
                 .journal_mode(SqliteJournalMode::Wal);
-            (connect, SqlitePoolOptions::new().max_connections(4))
+            // No ping before each acquire: a broken connection fails its statement anyway,
+            // and the ping is one more round trip to SQLite's worker thread per write.
+            let pool = SqlitePoolOptions::new()
+                .max_connections(4)
+                .test_before_acquire(false);
+            (connect, pool)
         };
         let pool = pool
             .connect_with(connect)
