@@ -69,7 +69,7 @@ pub enum Continue {
     /// `max_steps_exceeded`) is reopened as it was before that step, which is tried again
     /// with its next attempt; with a document, the run continues under it (higher
     /// budgets). The reopening is one checkpoint.
-    Reopen(Option<WorkflowDocument>),
+    Reopen(Option<Box<WorkflowDocument>>),
 }
 
 /// Continues run `id` from its last checkpoint with `executor` (built from the run's
@@ -138,7 +138,7 @@ struct Driver<'a, S> {
 /// What a step came to.
 enum Stepped {
     /// Committed to the run in memory: what it changed, to checkpoint.
-    Committed(StepDelta),
+    Committed(Box<StepDelta>),
     /// A cancel was asked mid-step: the step was abandoned.
     Cancelled,
 }
@@ -170,7 +170,7 @@ impl<S: RunStore> Driver<'_, S> {
                 let attempt = info.attempt_for(&reopened).saturating_add(u32::from(
                     info.attempt_key.as_deref() == Some(&attempt_key(&reopened)),
                 ));
-                let digest = document.as_ref().map(crate::runtime::digest_of);
+                let digest = document.as_deref().map(crate::runtime::digest_of);
                 let mut cp = Checkpoint::new(seq + 1, &delta, &reopened).next_attempt(attempt);
                 if let (Some(doc), Some(digest)) = (&document, &digest) {
                     cp = cp.document(doc, digest);
@@ -245,7 +245,9 @@ impl<S: RunStore> Driver<'_, S> {
             self.executor.resolve_step(run, &mut step, output);
         }
         self.executor.commit_step(run, step);
-        Ok(Stepped::Committed(StepDelta::between(&before, run)))
+        Ok(Stepped::Committed(Box::new(StepDelta::between(
+            &before, run,
+        ))))
     }
 
     async fn checkpoint(&self, checkpoint: Checkpoint<'_>) -> Result<RunInfo, StoreError> {

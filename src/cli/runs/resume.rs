@@ -86,7 +86,7 @@ pub async fn resume(
             Ok(g) => g,
             Err(code) => return code,
         };
-        how = Continue::Reopen(Some(graph.to_document()));
+        how = Continue::Reopen(Some(Box::new(graph.to_document())));
     }
     let executor = match Executor::builder(graph)
         .base_dir(stored.record.base_dir.as_deref().unwrap_or("."))
