@@ -348,8 +348,10 @@ pub async fn drive_stored(
     }
     match result {
         Err(name) => {
-            if let Err(e) = store.interrupt(id, &owner).await {
-                eprintln!("pactgraph: error: recording the interruption: {e}");
+            match store.interrupt(id, &owner).await {
+                // The signal came before the run was claimed: nothing of it ran.
+                Ok(()) | Err(StoreError::LeaseLost { holder: None, .. }) => {}
+                Err(e) => eprintln!("pactgraph: error: recording the interruption: {e}"),
             }
             let steps = store.info(id).await.map_or(0, |i| i.steps);
             let printed = json!({
