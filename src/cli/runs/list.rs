@@ -48,6 +48,7 @@ pub fn status_text(info: &RunInfo) -> String {
     }
 }
 
+/// `runs list`: the table or JSON array of the runs `filter` selects, newest first.
 pub async fn list(
     store: &SqliteStore,
     status: Option<StoredStatus>,

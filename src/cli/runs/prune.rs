@@ -7,6 +7,7 @@ use pactgraph::store::{PruneFilter, RunStore, SqliteStore, StoreError, StoredSta
 use crate::exit;
 use crate::store::{self, parse_duration};
 
+/// `runs prune`: deletes the runs the filters select and prints how many.
 pub async fn prune(
     store: &SqliteStore,
     expired: bool,

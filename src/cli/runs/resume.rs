@@ -10,6 +10,7 @@ use crate::exit;
 use crate::run::{Outputs, drive_stored, with_max_steps};
 use crate::store;
 
+/// `runs resume`: continues the run as its status allows (see `docs/spec/cli.md`).
 pub async fn resume(
     store: &SqliteStore,
     id: RunId,
@@ -106,6 +107,7 @@ fn answer_given_but_unused(how: &Continue, answer: &Option<String>) -> bool {
 /// How long `runs cancel` waits for a running run to stop.
 const CANCEL_WAIT: Duration = Duration::from_secs(30);
 
+/// `runs cancel`: stops the run, at once or (running) at its next step.
 pub async fn cancel(store: &SqliteStore, id: RunId) -> ExitCode {
     let info = match store.cancel(id).await {
         Ok(i) => i,

@@ -14,6 +14,7 @@ use crate::exit;
 use crate::run::write_json;
 use crate::store::{self, ago};
 
+/// `runs show`: the run's summary, and its trace and state when asked.
 pub async fn show(
     store: &SqliteStore,
     id: RunId,
@@ -176,6 +177,7 @@ fn show_human(stored: &StoredRun, trace: bool, state: bool) -> String {
     out
 }
 
+/// `runs export`: the saved-run JSON of the run's last checkpoint.
 pub async fn export(store: &SqliteStore, id: RunId) -> ExitCode {
     match store.load(id).await {
         Ok(stored) => {
