@@ -26,7 +26,7 @@ pub use delta::{Before, ControlDelta, FrameDelta, MapDelta, StepDelta};
 pub use driver::{Continue, DriveOptions, drive, drive_with};
 pub use error::StoreError;
 pub use owner::{local_owner, owner_gone};
-pub use sqlite::{Durability, SqliteOptions, SqliteStore};
+pub use sqlite::{Durability, STORE_FORMAT, SqliteOptions, SqliteStore};
 
 /// A run's status as the store shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

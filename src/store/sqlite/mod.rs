@@ -14,6 +14,7 @@ mod load;
 mod rows;
 mod store;
 
+pub use self::rows::STORE_FORMAT;
 pub(crate) use self::rows::cancel_run;
 use self::rows::*;
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
