@@ -32,6 +32,9 @@ where
     S: AsRef<std::ffi::OsStr>,
 {
     Command::new(env!("CARGO_BIN_EXE_pactgraph"))
+        // These tests predate the run store: nothing is kept (and nothing written to the
+        // checkout); tests/cli_runs.rs tests the store.
+        .env("PACTGRAPH_STORE", "none")
         .args(args)
         .output()
         .expect("the binary runs")
@@ -130,7 +133,14 @@ fn frozen_clock_runs_are_byte_identical() {
             trace.as_os_str(),
         ]);
         assert_eq!(o.status.code(), Some(0));
-        outputs.push((o.stdout, std::fs::read(&trace).unwrap()));
+        // Every run has its own id: the output is identical but for its `run_id` line.
+        let stdout: String = String::from_utf8(o.stdout)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("\"run_id\""))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        outputs.push((stdout.into_bytes(), std::fs::read(&trace).unwrap()));
     }
     assert_eq!(outputs[0], outputs[1]);
     assert!(String::from_utf8_lossy(&outputs[0].1).contains("\"at_ms\": 0"));
@@ -303,6 +313,9 @@ fn clarification_pauses_with_exit_4_and_resumes_from_the_state_file() {
 fn python_exec_policy_and_node_run_from_any_working_directory() {
     let other = tempfile::tempdir().unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_pactgraph"))
+        // These tests predate the run store: nothing is kept (and nothing written to the
+        // checkout); tests/cli_runs.rs tests the store.
+        .env("PACTGRAPH_STORE", "none")
         .current_dir(other.path())
         .args([
             "run",
@@ -336,6 +349,9 @@ fn a_hanging_exec_program_is_killed_at_its_timeout_and_reaped() {
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pid");
     let o = Command::new(env!("CARGO_BIN_EXE_pactgraph"))
+        // These tests predate the run store: nothing is kept (and nothing written to the
+        // checkout); tests/cli_runs.rs tests the store.
+        .env("PACTGRAPH_STORE", "none")
         .env("PID_FILE", &pid_file)
         .args(["run", &fixture("exec_hangs.json")])
         .output()
@@ -485,6 +501,7 @@ fn progress_is_drawn_on_a_terminal_only() {
         env!("CARGO_BIN_EXE_pactgraph")
     );
     let o = Command::new("script")
+        .env("PACTGRAPH_STORE", "none")
         .args(["-qec", &cmd, "/dev/null"])
         .output()
         .unwrap();

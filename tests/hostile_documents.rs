@@ -91,6 +91,7 @@ impl Case {
         let mut child = cmd
             .args(args)
             .env("RUST_BACKTRACE", "0")
+            .env("PACTGRAPH_STORE", "none")
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(stderr)

@@ -228,7 +228,9 @@ fn storage_grows_with_what_steps_write_not_with_state_size() {
         let info = store.info(id).await.unwrap();
         assert_eq!(use_.steps, info.seq);
         assert!(info.seq >= 200, "{info:?}");
-        // Older snapshots are dropped when a newer one is written.
+        // Older snapshots are dropped when a newer one is written; a run stopped by its
+        // last step writes none at its end, so the one before stays (`runs resume` reopens
+        // the run from it).
         assert_eq!(use_.snapshots, 1);
         let total = use_.step_bytes + use_.snapshot_bytes;
         eprintln!(
@@ -482,13 +484,11 @@ fn cancel_stops_queued_and_paused_runs_only() {
             .await
             .unwrap();
         store.claim(held.run_id, "a", LEASE).await.unwrap();
-        assert!(matches!(
-            store.cancel(held.run_id).await,
-            Err(StoreError::WrongStatus {
-                status: StoredStatus::Running,
-                ..
-            })
-        ));
+        // A run held under a current lease is not stopped under its owner: the cancel is
+        // asked, and its driver stops it at its next step (tests/cli_runs.rs).
+        let asked = store.cancel(held.run_id).await.unwrap();
+        assert_eq!(asked.status, StoredStatus::Running);
+        assert!(asked.cancel_requested);
     });
 }
 
@@ -727,5 +727,62 @@ fn reported_usage_is_checkpointed_and_reloaded() {
             json!({"input_tokens": 21, "cost_usd": 3.5})
         );
         assert_eq!(store.load(id).await.unwrap().record.run, run);
+    });
+}
+
+/// Proves that a node `retry` policy's later attempts are stored before they run: the
+/// handler, at its third attempt, finds attempt 3 in the store (so a crash there would
+/// run the step again as attempt 4), and the driven run completes with two `retry` items.
+#[test]
+fn retry_attempts_are_stored_before_they_run() {
+    rt().block_on(async {
+        let (_dir, store) = store().await;
+        let mut doc = ticker(3, "retrying");
+        doc["nodes"]["tick"]["run"] = json!({"handler": "flaky"});
+        doc["nodes"]["tick"]["retry"] = json!({"max_attempts": 3});
+        let g = graph(doc);
+        let document = g.to_document();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(u32, u32)>::new()));
+        let (probe, log) = (store.clone(), std::sync::Arc::clone(&seen));
+        let id_cell = std::sync::Arc::new(std::sync::OnceLock::<RunId>::new());
+        let id_for_handler = std::sync::Arc::clone(&id_cell);
+        let ex = builder(g)
+            .node_handler("flaky", move |input: pactgraph::runtime::NodeInput| {
+                let (probe, log, id) = (probe.clone(), log.clone(), id_for_handler.clone());
+                async move {
+                    let id = *id.get().expect("set before the run is driven");
+                    let stored = probe.info(id).await.expect("readable").attempt;
+                    log.lock()
+                        .expect("not poisoned")
+                        .push((input.attempt, stored));
+                    if input.step == 0 && input.attempt < 3 {
+                        return Err(pactgraph::runtime::HandlerError::new("not yet"));
+                    }
+                    let mut w = serde_json::Map::new();
+                    w.insert("n".into(), json!(1));
+                    Ok(w)
+                }
+            })
+            .build()
+            .unwrap();
+        let record = RunRecord::new(document, ex.start(json!({})).unwrap());
+        let id = record.run_id;
+        id_cell.set(id).expect("set once");
+        store
+            .create(&record, &CreateOptions::default())
+            .await
+            .unwrap();
+        let run = drive(&ex, &store, id, "a", &DriveOptions::default())
+            .await
+            .unwrap();
+        let retries = run
+            .trace
+            .items
+            .iter()
+            .filter(|i| i.kind == TraceKind::Retry)
+            .count();
+        assert_eq!(retries, 2, "{:#?}", run.trace.items);
+        let first_step: Vec<(u32, u32)> = seen.lock().unwrap()[..3].to_vec();
+        assert_eq!(first_step, [(1, 1), (2, 2), (3, 3)]);
     });
 }

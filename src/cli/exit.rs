@@ -12,6 +12,19 @@ pub const USAGE: u8 = 2;
 pub const STOPPED: u8 = 3;
 /// Awaiting input.
 pub const AWAITING: u8 = 4;
+/// Interrupted by SIGINT or SIGTERM (resumable).
+pub const INTERRUPTED: u8 = 130;
+
+/// The exit code of a run that returned with `status`.
+pub fn of_status(status: pactgraph::runtime::RunStatus) -> u8 {
+    use pactgraph::runtime::RunStatus;
+    match status {
+        RunStatus::Completed => OK,
+        RunStatus::Stopped => STOPPED,
+        RunStatus::AwaitingInput => AWAITING,
+        _ => FAILED,
+    }
+}
 
 /// Prints `pactgraph: error: MESSAGE` and exits 1.
 pub fn failed(message: &str) -> ExitCode {

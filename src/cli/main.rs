@@ -4,7 +4,9 @@
 mod dot;
 mod exit;
 mod run;
+mod runs;
 mod schema;
+mod store;
 mod validate;
 
 use std::path::PathBuf;
@@ -27,9 +29,10 @@ enum Command {
     /// Draw a workflow as DOT (or Mermaid), optionally with a run's path; `.svg`/`.png`
     /// output goes through Graphviz's `dot`.
     Dot(dot::DotArgs),
-    /// Validate a workflow, run it and print `{workflow, status, termination_reason, steps,
-    /// state, question?}` (exit 0 completed, 1 invalid or failed, 3 stopped by a guard,
-    /// 4 awaiting input).
+    /// Validate a workflow, run it (kept in the run store, checkpointed every step) and
+    /// print `{workflow, run_id, status, termination_reason, steps, state, question?}`
+    /// (exit 0 completed, 1 invalid or failed, 3 stopped by a guard, 4 awaiting input,
+    /// 130 interrupted by SIGINT or SIGTERM).
     Run {
         /// The workflow document (JSON, or YAML for `.yaml`/`.yml`).
         file: PathBuf,
@@ -48,10 +51,19 @@ enum Command {
         /// No progress line, no warnings: only the result on stdout.
         #[arg(long)]
         quiet: bool,
-        /// Record zero timestamps and durations, so the output and trace are byte-identical
-        /// across runs of the same workflow and input.
+        /// Record zero timestamps and durations, so the output (but its `run_id`) and the
+        /// trace are byte-identical across runs of the same workflow and input.
         #[arg(long)]
         frozen_clock: bool,
+        /// A name for the run, unique among unexpired runs; accepted wherever a run id is.
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
+        /// When the stored record expires (`30m`, `24h`, `7d`); default: the document's
+        /// `retention`, else never.
+        #[arg(long, value_name = "DUR")]
+        ttl: Option<String>,
+        #[command(flatten)]
+        store: store::StoreArgs,
     },
     /// Continue a run paused by `ask_clarification` with the user's answer.
     Resume {
@@ -72,7 +84,12 @@ enum Command {
         /// Record zero timestamps and durations (see `run --frozen-clock`).
         #[arg(long)]
         frozen_clock: bool,
+        #[command(flatten)]
+        store: store::StoreArgs,
     },
+    /// Runs kept in the run store: list, show, resume, cancel, prune, export.
+    #[command(subcommand)]
+    Runs(runs::RunsCommand),
     /// Check every contract rule and print all diagnostics (exit 0 valid, 1 invalid).
     Validate {
         /// The workflow document (JSON, or YAML for `.yaml`/`.yml`).
@@ -98,16 +115,21 @@ fn main() -> ExitCode {
             max_steps,
             quiet,
             frozen_clock,
+            name,
+            ttl,
+            store,
         } => run::run(
             &file,
             input.as_deref(),
             max_steps,
+            &run::Naming { name, ttl },
             &run::Outputs {
                 trace_out,
                 state_out,
                 quiet,
                 frozen_clock,
             },
+            &store,
         ),
         Command::Resume {
             state_file,
@@ -116,6 +138,7 @@ fn main() -> ExitCode {
             state_out,
             quiet,
             frozen_clock,
+            store,
         } => run::resume(
             &state_file,
             &answer,
@@ -125,7 +148,9 @@ fn main() -> ExitCode {
                 quiet,
                 frozen_clock,
             },
+            &store,
         ),
+        Command::Runs(command) => runs::run(command),
         Command::Dot(args) => dot::run(&args),
         Command::Validate {
             file,

@@ -1,15 +1,21 @@
-//! `pactgraph run` and `pactgraph resume`.
+//! `pactgraph run` and `pactgraph resume`, with or without a run store.
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use pactgraph::runtime::{Clock, Executor, Pending, RunRecord, RunState, RunStatus};
-use pactgraph::validator::{Severity, Validator, check_file};
+use pactgraph::runtime::{Clock, Executor, Pending, RunId, RunRecord, RunState, RunStatus};
+use pactgraph::store::{
+    Continue, CreateOptions, DriveOptions, RunStore, SqliteStore, StoreError, StoredStatus,
+    drive_with, local_owner,
+};
+use pactgraph::validator::{Severity, ValidGraph, Validator, check_file};
 use serde::Serialize;
 use serde_json::{Value, json};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::exit;
+use crate::store::{self, StoreArgs};
 
 /// Where `run` and `resume` write besides stdout.
 pub struct Outputs {
@@ -33,12 +39,22 @@ impl Outputs {
     }
 }
 
+/// `run --name` and `--ttl`.
+pub struct Naming {
+    /// `--name`.
+    pub name: Option<String>,
+    /// `--ttl`.
+    pub ttl: Option<String>,
+}
+
 /// `pactgraph run FILE ...`.
 pub fn run(
     file: &Path,
     input: Option<&str>,
     max_steps: Option<u32>,
+    naming: &Naming,
     outputs: &Outputs,
+    store_args: &StoreArgs,
 ) -> ExitCode {
     let initial = match parse_input(input) {
         Ok(v) => v,
@@ -59,17 +75,22 @@ pub fn run(
         }
     };
     if let Some(n) = max_steps {
-        let mut g = graph.into_graph();
-        let budgets = g.budgets().max_steps(n);
-        g.set_budgets(budgets);
-        graph = match Validator::new().accept(g) {
+        graph = match with_max_steps(graph, n) {
             Ok(g) => g,
-            Err(rejected) => {
-                return exit::usage(&format!("--max-steps {n}: {rejected}"));
-            }
+            Err(code) => return code,
         };
     }
     let doc = graph.to_document();
+    // `--ttl`, else the document's `retention`: checked before anything runs.
+    let ttl = match (&naming.ttl, &doc.retention) {
+        (Some(t), _) => Some(store::parse_duration("--ttl", t)),
+        (None, Some(r)) => Some(store::parse_duration("the document's retention", r)),
+        (None, None) => None,
+    };
+    let ttl = match ttl.transpose() {
+        Ok(t) => t,
+        Err(message) => return exit::usage(&message),
+    };
     let base_dir = base_dir_of(file);
     let executor = match Executor::builder(graph)
         .base_dir(&base_dir)
@@ -86,11 +107,58 @@ pub fn run(
     let mut record = RunRecord::new(doc, state);
     record.workflow_file = Some(file.display().to_string());
     record.base_dir = Some(base_dir.display().to_string());
-    drive(&executor, record, outputs, None)
+    let rt = match store::runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    rt.block_on(async {
+        let store = match store::open(store_args).await {
+            Ok(s) => s,
+            Err(code) => return code,
+        };
+        let Some(store) = store else {
+            return drive_plain(&executor, record, outputs, None).await;
+        };
+        let mut options = CreateOptions::default();
+        if let Some(name) = &naming.name {
+            options = options.name(name);
+        }
+        if let Some(ttl) = ttl {
+            options = options.ttl(ttl);
+        }
+        if let Err(e) = store.create(&record, &options).await {
+            return store::error(&e);
+        }
+        drive_stored(
+            &executor,
+            &store,
+            record.run_id,
+            Continue::AsStored,
+            outputs,
+            None,
+        )
+        .await
+    })
 }
 
-/// `pactgraph resume STATE_FILE --answer TEXT`.
-pub fn resume(state_file: &Path, answer: &str, outputs: &Outputs) -> ExitCode {
+/// The graph with `budgets.max_steps` replaced (validated again).
+pub fn with_max_steps(graph: ValidGraph, n: u32) -> Result<ValidGraph, ExitCode> {
+    let mut g = graph.into_graph();
+    let budgets = g.budgets().max_steps(n);
+    g.set_budgets(budgets);
+    Validator::new()
+        .accept(g)
+        .map_err(|rejected| exit::usage(&format!("--max-steps {n}: {rejected}")))
+}
+
+/// `pactgraph resume STATE_FILE --answer TEXT`: the saved run is continued; with a store,
+/// through it (imported first when the store does not have it yet).
+pub fn resume(
+    state_file: &Path,
+    answer: &str,
+    outputs: &Outputs,
+    store_args: &StoreArgs,
+) -> ExitCode {
     let text = match std::fs::read_to_string(state_file) {
         Ok(t) => t,
         Err(e) => return exit::failed(&format!("cannot read {}: {e}", state_file.display())),
@@ -112,6 +180,50 @@ pub fn resume(state_file: &Path, answer: &str, outputs: &Outputs) -> ExitCode {
         Ok(e) => e,
         Err(e) => return exit::failed(&format!("{}: {e}", state_file.display())),
     };
+    let rt = match store::runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    rt.block_on(async {
+        let store = match store::open(store_args).await {
+            Ok(s) => s,
+            Err(code) => return code,
+        };
+        let Some(store) = store else {
+            return resume_plain(&executor, record, answer, outputs, state_file).await;
+        };
+        let id = record.run_id;
+        match store.info(id).await {
+            Ok(info) if info.seq == record.seq && info.status == StoredStatus::AwaitingInput => {}
+            Ok(info) => {
+                return exit::failed(&format!(
+                    "{}: run {id} is in the store at step {} ({}), the file is at {}; \
+                     continue it with `pactgraph runs resume {id}`",
+                    state_file.display(),
+                    info.seq,
+                    info.status,
+                    record.seq
+                ));
+            }
+            Err(StoreError::NotFound { .. }) => {
+                if let Err(e) = store.create(&record, &CreateOptions::default()).await {
+                    return store::error(&e);
+                }
+            }
+            Err(e) => return store::error(&e),
+        }
+        let how = Continue::Answer(answer.to_string());
+        drive_stored(&executor, &store, id, how, outputs, Some(state_file)).await
+    })
+}
+
+async fn resume_plain(
+    executor: &Executor,
+    record: RunRecord,
+    answer: &str,
+    outputs: &Outputs,
+    state_file: &Path,
+) -> ExitCode {
     let RunRecord {
         format,
         run_id,
@@ -136,27 +248,50 @@ pub fn resume(state_file: &Path, answer: &str, outputs: &Outputs) -> ExitCode {
         digest,
         run,
     };
-    drive(&executor, record, outputs, Some(state_file))
+    drive_plain(executor, record, outputs, Some(state_file)).await
 }
 
-/// Runs to the end or a pause, writes the requested files, prints the result.
-/// `default_state_out` is where the saved run goes without `--state-out` (`resume` rewrites
-/// its own file, so one pause cannot be answered twice).
-fn drive(
+/// SIGINT and SIGTERM, registered before the run starts.
+struct Signals {
+    int: Signal,
+    term: Signal,
+}
+
+impl Signals {
+    fn new() -> Result<Self, ExitCode> {
+        let make = |kind| {
+            signal(kind).map_err(|e| exit::failed(&format!("cannot watch for signals: {e}")))
+        };
+        Ok(Self {
+            int: make(SignalKind::interrupt())?,
+            term: make(SignalKind::terminate())?,
+        })
+    }
+
+    async fn recv(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.int.recv() => "SIGINT",
+            _ = self.term.recv() => "SIGTERM",
+        }
+    }
+}
+
+/// Steps a run kept only in memory to the end or a pause (or a signal: exit 130), writes
+/// the requested files, prints the result. `default_state_out` is where the saved run
+/// goes without `--state-out` (`resume` rewrites its own file, so one pause cannot be
+/// answered twice).
+async fn drive_plain(
     executor: &Executor,
     mut saved: RunRecord,
     outputs: &Outputs,
     default_state_out: Option<&Path>,
 ) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => return exit::failed(&format!("cannot start the async runtime: {e}")),
+    let mut signals = match Signals::new() {
+        Ok(s) => s,
+        Err(code) => return code,
     };
     let progress = !outputs.quiet && std::io::stderr().is_terminal();
-    runtime.block_on(async {
+    let steps = async {
         while saved.run.is_running() {
             if progress {
                 show_progress(&saved.run);
@@ -164,10 +299,91 @@ fn drive(
             executor.step(&mut saved.run).await;
             saved.seq += 1;
         }
-    });
+    };
+    // A signal drops the step in flight: its program's process group is killed.
+    let signalled = tokio::select! {
+        () = steps => None,
+        name = signals.recv() => Some(name),
+    };
     if progress {
         eprint!("\r\x1b[K");
     }
+    if let Some(name) = signalled {
+        eprintln!(
+            "pactgraph: run {} interrupted by {name} (--store none: nothing was kept)",
+            saved.run_id
+        );
+        return ExitCode::from(exit::INTERRUPTED);
+    }
+    finish(&saved, outputs, default_state_out, false)
+}
+
+/// Drives stored run `id` (continued as `how`) through the store, one checkpoint a step,
+/// then prints like [`drive_plain`]. SIGINT or SIGTERM drops the step in flight (its
+/// program's process group is killed), records the run `interrupted` and exits 130.
+pub async fn drive_stored(
+    executor: &Executor,
+    store: &SqliteStore,
+    id: RunId,
+    how: Continue,
+    outputs: &Outputs,
+    default_state_out: Option<&Path>,
+) -> ExitCode {
+    let mut signals = match Signals::new() {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let owner = local_owner();
+    let mut options = DriveOptions::default();
+    let progress = !outputs.quiet && std::io::stderr().is_terminal();
+    if progress {
+        options = options.before_step(show_progress);
+    }
+    let result = tokio::select! {
+        r = drive_with(executor, store, id, &owner, &options, how) => Ok(r),
+        name = signals.recv() => Err(name),
+    };
+    if progress {
+        eprint!("\r\x1b[K");
+    }
+    match result {
+        Err(name) => {
+            match store.interrupt(id, &owner).await {
+                // The signal came before the run was claimed: nothing of it ran.
+                Ok(()) | Err(StoreError::LeaseLost { holder: None, .. }) => {}
+                Err(e) => eprintln!("pactgraph: error: recording the interruption: {e}"),
+            }
+            let steps = store.info(id).await.map_or(0, |i| i.steps);
+            let printed = json!({
+                "workflow": executor.graph().workflow(),
+                "run_id": id,
+                "status": "interrupted",
+                "termination_reason": null,
+                "steps": steps,
+            });
+            let _ = write_json(Ok(std::io::stdout().lock()), &printed, "\n");
+            eprintln!(
+                "pactgraph: run {id} interrupted by {name}; continue it with \
+                 `pactgraph runs resume {id}`"
+            );
+            ExitCode::from(exit::INTERRUPTED)
+        }
+        Ok(Err(e)) => store::error(&e),
+        Ok(Ok(_)) => match store.load(id).await {
+            Ok(stored) => finish(&stored.record, outputs, default_state_out, true),
+            Err(e) => store::error(&e),
+        },
+    }
+}
+
+/// Writes the requested files and prints the result object (with `run_id`); the exit
+/// code follows the run's status.
+fn finish(
+    saved: &RunRecord,
+    outputs: &Outputs,
+    default_state_out: Option<&Path>,
+    stored: bool,
+) -> ExitCode {
     let run = &saved.run;
     if let Some(path) = &outputs.trace_out
         && let Err(e) = std::fs::write(path, run.trace.to_json_pretty())
@@ -179,16 +395,26 @@ fn drive(
     }
     let state_out = outputs.state_out.as_deref().or(default_state_out);
     if let Some(path) = state_out {
-        if let Err(e) = write_json(std::fs::File::create(path), &saved, "\n") {
+        if let Err(e) = write_json(std::fs::File::create(path), saved, "\n") {
             return exit::failed(&format!(
                 "cannot write the run state to {}: {e}",
                 path.display()
             ));
         }
     } else if run.status() == RunStatus::AwaitingInput && !outputs.quiet {
-        eprintln!("pactgraph: the run awaits input; pass --state-out FILE to be able to resume it");
+        if stored {
+            eprintln!(
+                "pactgraph: the run awaits input; answer with `pactgraph runs resume {} \
+                 --answer TEXT`",
+                saved.run_id
+            );
+        } else {
+            eprintln!(
+                "pactgraph: the run awaits input; pass --state-out FILE to be able to resume it"
+            );
+        }
     }
-    let printed = run.summary();
+    let printed = result_json(run);
     if let Err(e) = write_json(Ok(std::io::stdout().lock()), &printed, "\n") {
         return exit::failed(&format!("cannot write the result: {e}"));
     }
@@ -201,16 +427,28 @@ fn drive(
             .unwrap_or("unknown");
         eprintln!("pactgraph: run {} ({reason}): {m}", run.status());
     }
-    ExitCode::from(match run.status() {
-        RunStatus::Completed => exit::OK,
-        RunStatus::Stopped => exit::STOPPED,
-        RunStatus::AwaitingInput => exit::AWAITING,
-        _ => exit::FAILED,
-    })
+    ExitCode::from(exit::of_status(run.status()))
+}
+
+/// The run's summary with `run_id` after `workflow` (every other key as before).
+pub fn result_json(run: &RunState) -> Value {
+    let summary = serde_json::to_value(run.summary()).unwrap_or(Value::Null);
+    let Value::Object(map) = summary else {
+        return summary;
+    };
+    let mut out = serde_json::Map::with_capacity(map.len() + 1);
+    for (k, v) in map {
+        let workflow = k == "workflow";
+        out.insert(k, v);
+        if workflow {
+            out.insert("run_id".into(), json!(run.run_id));
+        }
+    }
+    Value::Object(out)
 }
 
 /// Streams `value` as pretty JSON, then `end`, to `out` (opened by the caller).
-fn write_json(
+pub fn write_json(
     out: std::io::Result<impl Write>,
     value: &impl Serialize,
     end: &str,
@@ -226,6 +464,8 @@ fn show_progress(run: &RunState) {
         Some(Pending::Decide { supervisor }) => format!("{supervisor} decides"),
         Some(Pending::Handoff { node, .. }) => format!("handoff to {node}"),
         Some(Pending::Advised { node, .. }) => format!("advised node {node}"),
+        Some(Pending::Retry { node, .. }) => format!("router {node} again"),
+        Some(Pending::Call { subgraph, .. }) => format!("routed call of {subgraph}"),
         _ => String::new(),
     };
     let level = run.current_subgraph().unwrap_or("root");

@@ -43,6 +43,11 @@ pub struct WorkflowDocument {
     /// Human description.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// How long a stored run of this workflow is kept when `run --ttl` is not given: a
+    /// duration such as `30m`, `24h` or `7d` (absent: kept until pruned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^\s*[0-9]+\s*[a-zA-Z]+(\s*[0-9]+\s*[a-zA-Z]+)*\s*$"))]
+    pub retention: Option<String>,
     /// The slices of the state.
     #[serde(default)]
     pub slices: IndexMap<String, SliceDecl>,

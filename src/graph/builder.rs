@@ -115,6 +115,7 @@ impl BuildFailure {
 pub struct GraphBuilder {
     workflow: String,
     description: Option<String>,
+    retention: Option<String>,
     slices: IndexMap<String, SliceDecl>,
     budgets: Budgets,
     entry: String,
@@ -136,6 +137,7 @@ impl GraphBuilder {
     pub fn from_document(doc: WorkflowDocument) -> Self {
         let mut b = Self::new(doc.workflow);
         b.description = doc.description;
+        b.retention = doc.retention;
         b.slices = doc.slices;
         b.budgets = doc.budgets;
         b.entry = doc.entry;
@@ -161,6 +163,11 @@ impl GraphBuilder {
     /// Sets the description.
     pub fn description(mut self, text: impl Into<String>) -> Self {
         self.description = Some(text.into());
+        self
+    }
+    /// Sets the default retention of stored runs (`30m`, `24h`, `7d`).
+    pub fn retention(mut self, duration: impl Into<String>) -> Self {
+        self.retention = Some(duration.into());
         self
     }
     /// Declares a slice.
@@ -410,6 +417,7 @@ impl GraphBuilder {
         CompiledGraph {
             workflow: self.workflow,
             description: self.description,
+            retention: self.retention,
             slices: self.slices,
             budgets: self.budgets,
             entry: self.entry,

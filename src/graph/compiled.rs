@@ -100,6 +100,7 @@ pub struct Cluster {
 pub struct CompiledGraph {
     pub(super) workflow: String,
     pub(super) description: Option<String>,
+    pub(super) retention: Option<String>,
     pub(super) slices: IndexMap<String, SliceDecl>,
     pub(super) budgets: Budgets,
     pub(super) entry: String,
@@ -120,6 +121,11 @@ impl CompiledGraph {
     /// The workflow's description.
     pub fn description(&self) -> Option<&str> {
         self.description.as_deref()
+    }
+    /// How long a stored run of this workflow is kept by default (the document's
+    /// `retention`, such as `7d`).
+    pub fn retention(&self) -> Option<&str> {
+        self.retention.as_deref()
     }
     /// Declared slices.
     pub fn slices(&self) -> &IndexMap<String, SliceDecl> {
@@ -194,6 +200,7 @@ impl CompiledGraph {
             schema: None,
             workflow: self.workflow.clone(),
             description: self.description.clone(),
+            retention: self.retention.clone(),
             slices: self.slices.clone(),
             budgets: self.budgets,
             entry: self.entry.clone(),

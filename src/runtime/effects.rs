@@ -131,10 +131,17 @@ impl Effect {
         self.limit
     }
 
-    /// Which attempt of its step's node call it is (1 for the first; later ones come from
-    /// the node's `retry` policy). Always 1 for a policy call.
+    /// Which attempt of its step's node call it is: what its program reads as `attempt`
+    /// on stdin and `PACTGRAPH_ATTEMPT`, and its handler as [`NodeInput::attempt`]. 1 for
+    /// a step's first call, higher for a node `retry` policy's later ones, or when a driver
+    /// runs a step again (after a crash, say). Always 1 for a policy call or a fork.
     pub fn attempt(&self) -> u32 {
         self.call.attempt().unwrap_or(1)
+    }
+
+    /// Makes this call attempt `n` (at least 1). A policy call or a fork has no attempt.
+    pub fn set_attempt(&mut self, n: u32) {
+        self.call.set_attempt(n.max(1));
     }
 
     /// How long [`Executor::perform`] waits before calling (a retry's backoff).

@@ -1,20 +1,26 @@
-//! Driving a stored run: claim it, step it, checkpoint every step, renew the lease, let
-//! it go.
+//! Driving a stored run: claim it, step it, checkpoint every step, renew the lease, watch
+//! for a cancel, let it go.
 
 use std::time::Duration;
 
 use super::delta::{Before, StepDelta};
-use super::{Checkpoint, RunStore, StoreError, duration_ms, now_ms};
+use super::sqlite::cancel_run;
+use super::{Checkpoint, RunInfo, RunStore, StoreError, attempt_key, duration_ms, now_ms};
+use crate::contracts::WorkflowDocument;
 use crate::runtime::{Executor, RunId, RunState};
 
 /// How [`drive`] runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DriveOptions {
     /// The lease taken and renewed (renewed before a step once less than half is left).
     pub lease: Duration,
     /// Stop (releasing the run, still running) after this many checkpoints.
     pub max_checkpoints: Option<u64>,
+    /// How often a running effect looks for a cancel asked by another process.
+    pub cancel_poll: Duration,
+    /// Called with the run before each step (a progress line, say).
+    pub before_step: Option<fn(&RunState)>,
 }
 
 impl Default for DriveOptions {
@@ -22,6 +28,8 @@ impl Default for DriveOptions {
         Self {
             lease: Duration::from_secs(30),
             max_checkpoints: None,
+            cancel_poll: Duration::from_millis(250),
+            before_step: None,
         }
     }
 }
@@ -37,19 +45,35 @@ impl DriveOptions {
         self.max_checkpoints = Some(n);
         self
     }
+    /// Calling `f` with the run before each step.
+    pub fn before_step(mut self, f: fn(&RunState)) -> Self {
+        self.before_step = Some(f);
+        self
+    }
+    /// Looking for a cancel every `every` while an effect runs.
+    pub fn cancel_poll(mut self, every: Duration) -> Self {
+        self.cancel_poll = every;
+        self
+    }
+}
+
+/// How [`drive_with`] continues a stored run before stepping it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Continue {
+    /// From its last checkpoint, as it is (a queued, running or interrupted run).
+    AsStored,
+    /// A run awaiting input, with the answer (the resume is one checkpoint).
+    Answer(String),
+    /// A run ended by its last step (failed, or stopped by a guard such as
+    /// `max_steps_exceeded`) is reopened as it was before that step, which is tried again
+    /// with its next attempt; with a document, the run continues under it (higher
+    /// budgets). The reopening is one checkpoint.
+    Reopen(Option<Box<WorkflowDocument>>),
 }
 
 /// Continues run `id` from its last checkpoint with `executor` (built from the run's
-/// document) as `owner`: claims the lease, loads the run, steps it with
-/// [`Executor::begin_step`], [`Executor::perform`], [`Executor::resolve_step`] and
-/// [`Executor::commit_step`], checkpoints every committed step, renews the lease as it
-/// goes (between steps, and while an effect runs, each time half of it is left) and
-/// releases it at the end. Returns the run as last checkpointed. Needs a tokio runtime
-/// with time enabled (for the renewals).
-///
-/// A step whose checkpoint is refused (its lease lost to another owner, say) is not
-/// kept: the error is returned and the run in the store is as its last checkpoint left
-/// it. Dropping the future mid-step loses only the step in flight.
+/// document) as `owner`: [`drive_with`] with [`Continue::AsStored`].
 pub async fn drive<S: RunStore>(
     executor: &Executor,
     store: &S,
@@ -57,57 +81,242 @@ pub async fn drive<S: RunStore>(
     owner: &str,
     options: &DriveOptions,
 ) -> Result<RunState, StoreError> {
+    drive_with(executor, store, id, owner, options, Continue::AsStored).await
+}
+
+/// Claims the lease on run `id` for `owner`, loads the run, continues it as `how` says,
+/// steps it with [`Executor::begin_step`], [`Executor::perform`],
+/// [`Executor::resolve_step`] and [`Executor::commit_step`], checkpoints every committed
+/// step, renews the lease as it goes (between steps, and while an effect runs, each time
+/// half of it is left) and releases it at the end. Returns the run as last checkpointed.
+/// Needs a tokio runtime with time enabled.
+///
+/// Each node call gets the attempt the store keeps for its step: 1, or more when the
+/// step is run again (its previous owner died or was interrupted mid-step, or it is a
+/// reopened failed step). A cancel asked through [`RunStore::cancel`] while the run runs
+/// is seen at the next checkpoint or within [`DriveOptions::cancel_poll`] while an effect
+/// runs: the effect is dropped (its program killed) and the run is checkpointed as
+/// stopped (`cancelled`).
+///
+/// A step whose checkpoint is refused (its lease lost to another owner, say) is not
+/// kept: the error is returned and the run in the store is as its last checkpoint left
+/// it. Dropping the future mid-step loses only the step in flight (call
+/// [`RunStore::interrupt`] then, so that step's next attempt counts it).
+pub async fn drive_with<S: RunStore>(
+    executor: &Executor,
+    store: &S,
+    id: RunId,
+    owner: &str,
+    options: &DriveOptions,
+    how: Continue,
+) -> Result<RunState, StoreError> {
     let lease = store.claim(id, owner, options.lease).await?;
-    let result = steps(executor, store, id, owner, options, lease.expires_ms).await;
+    let mut driver = Driver {
+        executor,
+        store,
+        id,
+        owner,
+        options,
+        lease_expires_ms: lease.expires_ms,
+    };
+    let result = driver.run(how).await;
     let released = store.release(id, owner).await;
     let run = result?;
     released?;
     Ok(run)
 }
 
-async fn steps<S: RunStore>(
-    executor: &Executor,
-    store: &S,
+struct Driver<'a, S> {
+    executor: &'a Executor,
+    store: &'a S,
     id: RunId,
-    owner: &str,
-    options: &DriveOptions,
-    mut lease_expires_ms: u64,
-) -> Result<RunState, StoreError> {
-    let stored = store.load(id).await?;
-    let mut seq = stored.record.seq;
-    let mut run = stored.record.run;
-    let half = duration_ms(options.lease) / 2;
-    let mut done = 0u64;
-    while run.is_running() && options.max_checkpoints.is_none_or(|m| done < m) {
-        if lease_expires_ms.saturating_sub(now_ms()) < half {
-            lease_expires_ms = store.renew(id, owner, options.lease).await?.expires_ms;
+    owner: &'a str,
+    options: &'a DriveOptions,
+    lease_expires_ms: u64,
+}
+
+/// What a step came to.
+enum Stepped {
+    /// Committed to the run in memory: what it changed, to checkpoint.
+    Committed(Box<StepDelta>),
+    /// A cancel was asked mid-step: the step was abandoned.
+    Cancelled,
+}
+
+impl<S: RunStore> Driver<'_, S> {
+    async fn run(&mut self, how: Continue) -> Result<RunState, StoreError> {
+        let stored = self.store.load(self.id).await?;
+        let mut info = stored.info;
+        let mut seq = stored.record.seq;
+        let mut run = stored.record.run;
+        match how {
+            Continue::AsStored => {}
+            Continue::Answer(answer) => {
+                let before = Before::of(&run);
+                run = self
+                    .executor
+                    .resume(run, &answer)
+                    .map_err(|e| self.cannot(e.to_string()))?;
+                let delta = StepDelta::between(&before, &run);
+                info = self
+                    .checkpoint(Checkpoint::new(seq + 1, &delta, &run))
+                    .await?;
+                seq += 1;
+            }
+            Continue::Reopen(document) => {
+                let reopened = self.reopen(&info, &run, seq).await?;
+                let before = Before::of(&run);
+                let delta = StepDelta::between(&before, &reopened);
+                let attempt = info.attempt_for(&reopened).saturating_add(u32::from(
+                    info.attempt_key.as_deref() == Some(&attempt_key(&reopened)),
+                ));
+                let digest = document.as_deref().map(crate::runtime::digest_of);
+                let mut cp = Checkpoint::new(seq + 1, &delta, &reopened).next_attempt(attempt);
+                if let (Some(doc), Some(digest)) = (&document, &digest) {
+                    cp = cp.document(doc, digest);
+                }
+                info = self.checkpoint(cp).await?;
+                seq += 1;
+                run = reopened;
+            }
         }
-        let before = Before::of(&run);
-        let mut step = executor.begin_step(&run);
-        while let Some(effect) = step.take_effect() {
-            // The lease is renewed while the effect runs, each time half of it is left;
-            // losing it abandons the effect (dropping it kills its program).
-            let perform = executor.perform(effect);
+        let mut attempt = info.attempt_for(&run);
+        let mut cancel = info.cancel_requested;
+        let mut done = 0u64;
+        let half = duration_ms(self.options.lease) / 2;
+        while run.is_running() && self.options.max_checkpoints.is_none_or(|m| done < m) {
+            if cancel {
+                self.cancel(&mut run, seq).await?;
+                return Ok(run);
+            }
+            if self.lease_expires_ms.saturating_sub(now_ms()) < half {
+                self.renew().await?;
+            }
+            if let Some(f) = self.options.before_step {
+                f(&run);
+            }
+            let delta = match self.step(&mut run, attempt).await? {
+                Stepped::Committed(delta) => delta,
+                Stepped::Cancelled => {
+                    // The run in memory is as last checkpointed: the step changed nothing.
+                    self.cancel(&mut run, seq).await?;
+                    return Ok(run);
+                }
+            };
+            info = self
+                .checkpoint(Checkpoint::new(seq + 1, &delta, &run))
+                .await?;
+            cancel = info.cancel_requested;
+            attempt = 1;
+            seq += 1;
+            done += 1;
+        }
+        Ok(run)
+    }
+
+    /// Takes one step of `run` (not yet checkpointed: see `last_delta_checkpoint`).
+    async fn step(&mut self, run: &mut RunState, attempt: u32) -> Result<Stepped, StoreError> {
+        let half = duration_ms(self.options.lease) / 2;
+        let before = Before::of(run);
+        let mut step = self.executor.begin_step(run);
+        let mut first = true;
+        while let Some(mut effect) = step.take_effect() {
+            if std::mem::take(&mut first) {
+                effect.set_attempt(attempt);
+            } else if effect.attempt() > attempt {
+                // A node `retry` policy's later attempt: stored before it starts, so a
+                // crash from here runs the step again with a higher attempt still.
+                self.store
+                    .note_attempt(self.id, self.owner, effect.attempt())
+                    .await?;
+            }
+            // The lease is renewed while the effect runs, each time half of it is left,
+            // and a cancel is looked for; losing the lease or a cancel abandons the
+            // effect (dropping it kills its program).
+            let perform = self.executor.perform(effect);
             tokio::pin!(perform);
             let output = loop {
-                let left = lease_expires_ms.saturating_sub(now_ms());
-                let wait = Duration::from_millis(left.saturating_sub(half));
+                let left = self.lease_expires_ms.saturating_sub(now_ms());
+                let renew_in = Duration::from_millis(left.saturating_sub(half));
+                let wait = renew_in.min(self.options.cancel_poll);
                 tokio::select! {
                     output = &mut perform => break output,
                     () = tokio::time::sleep(wait) => {
-                        lease_expires_ms = store.renew(id, owner, options.lease).await?.expires_ms;
+                        if self.lease_expires_ms.saturating_sub(now_ms()) <= half {
+                            self.renew().await?;
+                        }
+                        if self.store.info(self.id).await?.cancel_requested {
+                            return Ok(Stepped::Cancelled);
+                        }
                     }
                 }
             };
-            executor.resolve_step(&run, &mut step, output);
+            self.executor.resolve_step(run, &mut step, output);
         }
-        executor.commit_step(&mut run, step);
-        let delta = StepDelta::between(&before, &run);
-        store
-            .checkpoint(id, owner, Checkpoint::new(seq + 1, &delta, &run))
-            .await?;
-        seq += 1;
-        done += 1;
+        self.executor.commit_step(run, step);
+        Ok(Stepped::Committed(Box::new(StepDelta::between(
+            &before, run,
+        ))))
     }
-    Ok(run)
+
+    async fn checkpoint(&self, checkpoint: Checkpoint<'_>) -> Result<RunInfo, StoreError> {
+        self.store.checkpoint(self.id, self.owner, checkpoint).await
+    }
+
+    async fn renew(&mut self) -> Result<(), StoreError> {
+        let lease = self
+            .store
+            .renew(self.id, self.owner, self.options.lease)
+            .await?;
+        self.lease_expires_ms = lease.expires_ms;
+        Ok(())
+    }
+
+    /// Stops `run` (as of checkpoint `seq`) as cancelled, as one more checkpoint.
+    async fn cancel(&self, run: &mut RunState, seq: u64) -> Result<(), StoreError> {
+        let before = Before::of(run);
+        cancel_run(run, now_ms()).map_err(|reason| self.cannot(reason))?;
+        let delta = StepDelta::between(&before, run);
+        self.checkpoint(Checkpoint::new(seq + 1, &delta, run))
+            .await
+            .map(drop)
+    }
+
+    /// The run before the step that ended it (checkpoint `seq`), running again.
+    async fn reopen(
+        &self,
+        info: &RunInfo,
+        run: &RunState,
+        seq: u64,
+    ) -> Result<RunState, StoreError> {
+        use crate::runtime::{RunStatus, TerminationReason};
+        let reopenable = match run.status() {
+            RunStatus::Failed => true,
+            RunStatus::Stopped => run.termination_reason() != Some(TerminationReason::Cancelled),
+            _ => false,
+        };
+        if !reopenable || seq == 0 {
+            return Err(self.cannot(format!(
+                "it is {} ({}), not ended by a failed or stopped step",
+                info.status,
+                run.termination_reason().map_or("running", |r| r.as_str())
+            )));
+        }
+        let earlier = self.store.load_at(self.id, seq - 1).await?;
+        let reopened = earlier.record.run;
+        if !reopened.is_running() {
+            return Err(self.cannot(format!(
+                "the run before its last step was {}, not running",
+                reopened.status()
+            )));
+        }
+        Ok(reopened)
+    }
+
+    fn cannot(&self, reason: String) -> StoreError {
+        StoreError::CannotContinue {
+            run_id: self.id,
+            reason,
+        }
+    }
 }

@@ -24,6 +24,20 @@ pub enum StoreError {
         /// Why.
         reason: String,
     },
+    /// The database was written by a newer pactgraph (its format is higher than this
+    /// one's); it is left untouched.
+    #[error(
+        "the run store `{url}` has format {found}, newer than this pactgraph's ({supported}); \
+         use a newer pactgraph or another store"
+    )]
+    NewerFormat {
+        /// The URL given.
+        url: String,
+        /// The format found.
+        found: i64,
+        /// The newest format this pactgraph reads.
+        supported: i64,
+    },
     /// The database failed an operation.
     #[error("run store: {operation}{} failed: {source}", run_suffix(.run_id))]
     Database {
@@ -112,6 +126,15 @@ pub enum StoreError {
         run_id: RunId,
         /// Which row (`snapshot 12`, `step 13`, `document`, ...).
         what: String,
+        /// Why.
+        reason: String,
+    },
+    /// The run cannot be continued the way asked (an answer to a run that asks nothing,
+    /// a reopened run that was not ended by its last step, ...).
+    #[error("run {run_id}: cannot continue: {reason}")]
+    CannotContinue {
+        /// The run.
+        run_id: RunId,
         /// Why.
         reason: String,
     },

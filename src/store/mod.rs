@@ -13,17 +13,20 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use crate::contracts::WorkflowDocument;
 use crate::runtime::{RunId, RunRecord, RunState, RunStatus, TerminationReason};
 
 mod delta;
 mod driver;
 mod error;
+mod owner;
 mod sqlite;
 
 pub use delta::{Before, ControlDelta, FrameDelta, MapDelta, StepDelta};
-pub use driver::{DriveOptions, drive};
+pub use driver::{Continue, DriveOptions, drive, drive_with};
 pub use error::StoreError;
-pub use sqlite::{Durability, SqliteOptions, SqliteStore};
+pub use owner::{local_owner, owner_gone};
+pub use sqlite::{Durability, STORE_FORMAT, SqliteOptions, SqliteStore};
 
 /// A run's status as the store shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -136,6 +139,15 @@ pub struct RunInfo {
     pub owner: Option<String>,
     /// When the lease lapses.
     pub lease_expires_ms: Option<u64>,
+    /// Which step the attempt counter is for (`STEPS.TRACE_LEN` of the run the step
+    /// starts from; see [`attempt_key`]).
+    #[serde(skip)]
+    pub attempt_key: Option<String>,
+    /// The attempt the step named by `attempt_key` makes (1 the first time; more after a
+    /// crash, an interruption or a retried failure).
+    pub attempt: u32,
+    /// A cancel was asked while the run was running: its driver stops it at its next step.
+    pub cancel_requested: bool,
 }
 
 impl RunInfo {
@@ -143,6 +155,23 @@ impl RunInfo {
     pub fn is_expired(&self, now_ms: u64) -> bool {
         self.expires_ms.is_some_and(|e| e <= now_ms)
     }
+
+    /// The attempt the next step of `run` makes: the stored one when it is for that
+    /// step, else 1.
+    pub fn attempt_for(&self, run: &RunState) -> u32 {
+        if self.attempt_key.as_deref() == Some(attempt_key(run).as_str()) {
+            self.attempt.max(1)
+        } else {
+            1
+        }
+    }
+}
+
+/// What names the step a run takes next, for counting its attempts: its steps taken and
+/// its trace length (`STEPS.TRACE_LEN`). A step tried again (after a crash, or a failed
+/// step reopened) starts from the same run, so it has the same key.
+pub fn attempt_key(run: &RunState) -> String {
+    format!("{}.{}", run.steps, run.trace.len())
 }
 
 /// A run as loaded: its row and its record (document, digest, seq and rebuilt state).
@@ -195,6 +224,8 @@ pub struct RunFilter {
     pub workflow: Option<String>,
     /// Expired runs too.
     pub include_expired: bool,
+    /// At most this many runs (the newest).
+    pub limit: Option<usize>,
 }
 
 impl RunFilter {
@@ -211,6 +242,11 @@ impl RunFilter {
     /// Expired runs too.
     pub fn include_expired(mut self) -> Self {
         self.include_expired = true;
+        self
+    }
+    /// The newest `n` runs only.
+    pub fn limit(mut self, n: usize) -> Self {
+        self.limit = Some(n);
         self
     }
 }
@@ -274,12 +310,35 @@ pub struct Checkpoint<'a> {
     pub delta: &'a StepDelta,
     /// The run after it (written whole only when a snapshot is due).
     pub run: &'a RunState,
+    /// The attempt the run's next step makes (1 unless set; kept only while running).
+    pub next_attempt: u32,
+    /// A new document for the run (its budgets changed by a resume), with its digest.
+    pub document: Option<(&'a WorkflowDocument, &'a str)>,
 }
 
 impl<'a> Checkpoint<'a> {
     /// Checkpoint `seq`: `delta` led to `run`.
     pub fn new(seq: u64, delta: &'a StepDelta, run: &'a RunState) -> Self {
-        Self { seq, delta, run }
+        Self {
+            seq,
+            delta,
+            run,
+            next_attempt: 1,
+            document: None,
+        }
+    }
+
+    /// The run's next step makes attempt `n` (a reopened failed step: its last attempt
+    /// plus one).
+    pub fn next_attempt(mut self, n: u32) -> Self {
+        self.next_attempt = n.max(1);
+        self
+    }
+
+    /// The run continues under `document` (digest `digest`) from now on.
+    pub fn document(mut self, document: &'a WorkflowDocument, digest: &'a str) -> Self {
+        self.document = Some((document, digest));
+        self
     }
 }
 
@@ -308,6 +367,15 @@ pub trait RunStore: Send + Sync {
     /// Loads run `id`: its row, document and the run state as of its last checkpoint.
     fn load(&self, id: RunId) -> impl Future<Output = Result<StoredRun, StoreError>> + Send;
 
+    /// Loads run `id` as it was after checkpoint `seq` (at most its current one): what
+    /// reopening a run ended by its last step starts from. Needs a snapshot at or before
+    /// `seq` (a run ended by a failure or a stop keeps the one before its end).
+    fn load_at(
+        &self,
+        id: RunId,
+        seq: u64,
+    ) -> impl Future<Output = Result<StoredRun, StoreError>> + Send;
+
     /// The run's row.
     fn info(&self, id: RunId) -> impl Future<Output = Result<RunInfo, StoreError>> + Send;
 
@@ -335,6 +403,17 @@ pub trait RunStore: Send + Sync {
         lease: Duration,
     ) -> impl Future<Output = Result<Lease, StoreError>> + Send;
 
+    /// Records that the step in flight starts attempt `attempt` (a node `retry` policy's
+    /// later attempt), so that a crash from here makes the step run again with a higher
+    /// one. Fenced by the lease ([`StoreError::LeaseLost`] if `owner` does not hold it);
+    /// never lowers the stored attempt.
+    fn note_attempt(
+        &self,
+        id: RunId,
+        owner: &str,
+        attempt: u32,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
     /// Gives the lease up ([`StoreError::LeaseLost`] if `owner` does not hold it).
     fn release(
         &self,
@@ -342,9 +421,19 @@ pub trait RunStore: Send + Sync {
         owner: &str,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
+    /// Gives the lease up after the step in flight was abandoned (a signal, the lease
+    /// lost): the run shows as `interrupted` and that step's next attempt is one more
+    /// ([`StoreError::LeaseLost`] if `owner` does not hold it).
+    fn interrupt(
+        &self,
+        id: RunId,
+        owner: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
     /// Stops a queued, waiting, paused or interrupted run with reason `cancelled`, as one
-    /// more checkpoint. A run being stepped under a current lease, or ended, is refused
-    /// ([`StoreError::WrongStatus`]).
+    /// more checkpoint. For a run being stepped under a current lease, marks the cancel
+    /// asked (`cancel_requested`): its driver stops it at its next step, killing its
+    /// programs. An ended run is refused ([`StoreError::WrongStatus`]).
     fn cancel(&self, id: RunId) -> impl Future<Output = Result<RunInfo, StoreError>> + Send;
 
     /// Deletes the runs `filter` selects (their steps and snapshots, and documents no

@@ -1,6 +1,9 @@
 //! Helpers shared by the integration tests, one submodule per family. A test file says
 //! `mod support;` and uses the submodule it needs.
 //!
+//! * [`cli`]: the `pactgraph` binary against a real SQLite store in a temp folder, and a
+//!   workflow of Python `exec` steps that logs every call, for the run store's CLI and
+//!   crash tests.
 //! * [`random_workflow`]: random valid workflows with random rule outcomes and their
 //!   inputs, for the runtime's and the run store's property tests.
 //! * [`runtime`]: compiling workflows, building executors and reading runs, for the
@@ -11,6 +14,7 @@
 //!   visualization tests.
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod random_workflow;
 pub mod runtime;
 pub mod valid_workflow;

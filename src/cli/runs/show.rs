@@ -1,0 +1,189 @@
+//! `pactgraph runs show` and `pactgraph runs export`.
+
+use std::process::ExitCode;
+use std::time::{Duration, UNIX_EPOCH};
+
+use comfy_table::{Table, presets};
+use pactgraph::runtime::RunId;
+use pactgraph::store::{RunStore, SqliteStore, StoredRun};
+use serde_json::{Value, json};
+
+use super::ShowFormat;
+use super::list::{expires_text, pactgraph_now_ms, status_text, waits_on};
+use crate::exit;
+use crate::run::write_json;
+use crate::store::{self, ago};
+
+/// `runs show`: the run's summary, and its trace and state when asked.
+pub async fn show(
+    store: &SqliteStore,
+    id: RunId,
+    trace: bool,
+    state: bool,
+    format: ShowFormat,
+) -> ExitCode {
+    let stored = match store.load(id).await {
+        Ok(s) => s,
+        Err(e) => return store::error(&e),
+    };
+    match format {
+        ShowFormat::Json => {
+            let value = show_json(&stored, trace, state);
+            match write_json(Ok(std::io::stdout().lock()), &value, "\n") {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => exit::failed(&format!("cannot write the run: {e}")),
+            }
+        }
+        ShowFormat::Human => {
+            print!("{}", show_human(&stored, trace, state));
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+/// `runs show --format json`: `{run: {...}, question, message, usage_total,
+/// dependencies, trace?, state?}`.
+fn show_json(stored: &StoredRun, trace: bool, state: bool) -> Value {
+    let info = &stored.info;
+    let run = &stored.record.run;
+    let mut out = json!({
+        "run": {
+            "id": info.id,
+            "name": info.name,
+            "workflow": info.workflow,
+            "status": info.status,
+            "termination_reason": info.termination_reason.map(|r| r.as_str()),
+            "steps": info.steps,
+            "seq": info.seq,
+            "attempt": info.attempt,
+            "created_ms": info.created_ms,
+            "updated_ms": info.updated_ms,
+            "expires_ms": info.expires_ms,
+            "owner": info.owner,
+            "lease_expires_ms": info.lease_expires_ms,
+            "cancel_requested": info.cancel_requested,
+            "digest": info.digest,
+            "workflow_file": stored.record.workflow_file,
+        },
+        "question": run.question(),
+        "message": run.message(),
+        "usage_total": run.usage_total,
+        "dependencies": [],
+    });
+    if trace {
+        out["trace"] = serde_json::to_value(&run.trace).unwrap_or(Value::Null);
+    }
+    if state {
+        out["state"] = run.state_json();
+    }
+    out
+}
+
+fn rfc3339(ms: u64) -> String {
+    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+}
+
+fn show_human(stored: &StoredRun, trace: bool, state: bool) -> String {
+    let info = &stored.info;
+    let run = &stored.record.run;
+    let now = pactgraph_now_ms();
+    let mut lines: Vec<(&str, String)> = vec![
+        ("run", info.id.to_string()),
+        ("name", info.name.clone().unwrap_or_else(|| "-".into())),
+        ("workflow", info.workflow.clone()),
+        ("status", status_text(info)),
+        (
+            "steps",
+            format!(
+                "{} (checkpoint {}, attempt {})",
+                info.steps, info.seq, info.attempt
+            ),
+        ),
+        (
+            "created",
+            format!(
+                "{} ({})",
+                ago(info.created_ms, now),
+                rfc3339(info.created_ms)
+            ),
+        ),
+        (
+            "updated",
+            format!(
+                "{} ({})",
+                ago(info.updated_ms, now),
+                rfc3339(info.updated_ms)
+            ),
+        ),
+        ("expires", expires_text(info.expires_ms, now)),
+    ];
+    if let Some(w) = waits_on(info) {
+        lines.push(("waits on", w));
+    }
+    if info.cancel_requested {
+        lines.push(("cancel", "asked: it stops at its next step".into()));
+    }
+    if let Some(q) = run.question() {
+        lines.push(("question", q.to_string()));
+    }
+    if let Some(m) = run.message() {
+        lines.push(("message", m.to_string()));
+    }
+    let usage = serde_json::to_string(&run.usage_total).unwrap_or_default();
+    lines.push((
+        "usage",
+        if run.usage_total.is_empty() {
+            "none reported".into()
+        } else {
+            usage
+        },
+    ));
+    lines.push(("dependencies", "none".into()));
+    let mut out = String::new();
+    for (k, v) in lines {
+        out.push_str(&format!("{k:<13}{v}\n"));
+    }
+    if trace {
+        let mut table = Table::new();
+        table.load_preset(presets::NOTHING).set_header([
+            "STEP",
+            "DEPTH",
+            "KIND",
+            "SUPERVISOR",
+            "TARGET",
+            "REASON",
+        ]);
+        for item in &run.trace.items {
+            let kind = serde_json::to_value(item.kind)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            let opt = |v: &Option<std::sync::Arc<str>>| v.as_deref().unwrap_or("-").to_string();
+            table.add_row([
+                item.step.to_string(),
+                item.depth.to_string(),
+                kind,
+                opt(&item.supervisor),
+                opt(&item.target),
+                opt(&item.reason),
+            ]);
+        }
+        out.push_str(&format!("\ntrace\n{table}\n"));
+    }
+    if state {
+        let text = serde_json::to_string_pretty(&run.state_json()).unwrap_or_default();
+        out.push_str(&format!("\nstate\n{text}\n"));
+    }
+    out
+}
+
+/// `runs export`: the saved-run JSON of the run's last checkpoint.
+pub async fn export(store: &SqliteStore, id: RunId) -> ExitCode {
+    match store.load(id).await {
+        Ok(stored) => {
+            println!("{}", stored.record.to_json_pretty());
+            ExitCode::SUCCESS
+        }
+        Err(e) => store::error(&e),
+    }
+}

@@ -1,0 +1,154 @@
+//! `--store URL` and `--durability`: opening the run store that `run`, `resume` and
+//! `runs ...` share, the async runtime they run on, and how store errors exit.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use pactgraph::store::{Durability, SqliteOptions, SqliteStore, StoreError};
+
+use crate::exit;
+
+/// The store used when neither `--store` nor `PACTGRAPH_STORE` is given.
+pub const DEFAULT_STORE: &str = "sqlite:.pactgraph/store.db";
+
+/// The store options every command that runs or reads runs takes.
+#[derive(Args, Debug, Clone)]
+pub struct StoreArgs {
+    /// Where runs are kept: `sqlite:PATH` (created on first use) or `none` (nothing is
+    /// kept). Default: `sqlite:.pactgraph/store.db` under the current directory.
+    #[arg(long, value_name = "URL", env = "PACTGRAPH_STORE", default_value = DEFAULT_STORE)]
+    pub store: String,
+    /// `normal`: a commit survives the process dying (SQLite synchronous=NORMAL); `full`:
+    /// every step's commit reaches the disk before the next step (synchronous=FULL).
+    #[arg(long, value_enum, default_value = "normal")]
+    pub durability: DurabilityArg,
+}
+
+/// `--durability`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DurabilityArg {
+    /// synchronous=NORMAL.
+    Normal,
+    /// synchronous=FULL.
+    Full,
+}
+
+/// A current-thread tokio runtime with I/O and time (programs, timers, signals).
+pub fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| exit::failed(&format!("cannot start the async runtime: {e}")))
+}
+
+/// Opens the store `args` name: `None` for `--store none`. A `postgres://` URL or any
+/// other scheme is a usage error; a store that cannot be opened (its folder cannot be
+/// made, the file is not a database, a newer format) fails with exit 1.
+pub async fn open(args: &StoreArgs) -> Result<Option<SqliteStore>, ExitCode> {
+    let url = args.store.trim();
+    if url == "none" {
+        return Ok(None);
+    }
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Err(exit::usage(&format!(
+            "--store {url}: PostgreSQL stores are not supported yet (issue 18); use \
+             `sqlite:PATH` or `none`"
+        )));
+    }
+    if !url.starts_with("sqlite:") {
+        return Err(exit::usage(&format!(
+            "--store {url}: expected `sqlite:PATH` or `none`"
+        )));
+    }
+    let options = SqliteOptions::default().durability(match args.durability {
+        DurabilityArg::Normal => Durability::Normal,
+        DurabilityArg::Full => Durability::Full,
+    });
+    SqliteStore::open_with(url, options)
+        .await
+        .map(Some)
+        .map_err(|e| error(&e))
+}
+
+/// Opens the store for a `runs` command, which needs one.
+pub async fn open_required(args: &StoreArgs) -> Result<SqliteStore, ExitCode> {
+    match open(args).await? {
+        Some(store) => Ok(store),
+        None => Err(exit::usage(
+            "--store none keeps no runs: `runs` commands need a store",
+        )),
+    }
+}
+
+/// Prints a store error and exits: 2 for a bad URL, 1 for everything else (an unknown or
+/// ambiguous run, a run held by another process, a store that cannot be opened).
+pub fn error(e: &StoreError) -> ExitCode {
+    match e {
+        StoreError::BadUrl { .. } => exit::usage(&e.to_string()),
+        _ => exit::failed(&e.to_string()),
+    }
+}
+
+/// Reads `--ttl` or a document's `retention` (`30m`, `24h`, `7d`).
+pub fn parse_duration(what: &str, text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text.trim())
+        .map_err(|e| format!("{what} `{text}` is not a duration such as 30m, 24h or 7d: {e}"))
+}
+
+/// A moment as "3 min ago" or "in 2 h" relative to `now_ms` (both in milliseconds since
+/// the Unix epoch): the largest whole unit, in English.
+pub fn ago(at_ms: u64, now_ms: u64) -> String {
+    let (diff, future) = if at_ms <= now_ms {
+        (now_ms - at_ms, false)
+    } else {
+        (at_ms - now_ms, true)
+    };
+    let secs = diff / 1000;
+    let text = match secs {
+        0..=9 => {
+            return if future {
+                "now".into()
+            } else {
+                "just now".into()
+            };
+        }
+        10..=59 => format!("{secs} s"),
+        60..=3_599 => format!("{} min", secs / 60),
+        3_600..=86_399 => format!("{} h", secs / 3_600),
+        _ => format!("{} d", secs / 86_400),
+    };
+    if future {
+        format!("in {text}")
+    } else {
+        format!("{text} ago")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ago_uses_the_largest_whole_unit() {
+        let now = 10_000_000_000;
+        assert_eq!(ago(now, now), "just now");
+        assert_eq!(ago(now - 42_000, now), "42 s ago");
+        assert_eq!(ago(now - 3 * 60_000 - 5_000, now), "3 min ago");
+        assert_eq!(ago(now - 5 * 3_600_000, now), "5 h ago");
+        assert_eq!(ago(now + 7 * 86_400_000, now), "in 7 d");
+    }
+
+    #[test]
+    fn durations_read_as_humantime_does() {
+        assert_eq!(
+            parse_duration("--ttl", "30m"),
+            Ok(Duration::from_secs(1800))
+        );
+        assert_eq!(
+            parse_duration("--ttl", "7d"),
+            Ok(Duration::from_secs(604_800))
+        );
+        assert!(parse_duration("--ttl", "soon").is_err());
+    }
+}

@@ -1,0 +1,335 @@
+//! The SQLite run store: one database file (WAL mode), opened by URL, tables created by
+//! the embedded migrations in `migrations/sqlite`. Every write is one `BEGIN IMMEDIATE`
+//! transaction whose first statement is a conditional update of the run's row: the
+//! fencing (sequence number, lease) and the write are one atomic step.
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+mod load;
+mod rows;
+mod store;
+
+pub use self::rows::STORE_FORMAT;
+pub(crate) use self::rows::cancel_run;
+use self::rows::*;
+use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
+};
+use sqlx::{Row, Sqlite, Transaction};
+
+use super::delta::{Before, StepDelta};
+use super::{
+    Checkpoint, CreateOptions, Lease, PruneFilter, RunFilter, RunInfo, RunStore, StoreError,
+    StoredRun, StoredStatus, attempt_key, duration_ms, now_ms, owner_gone,
+};
+use crate::contracts::{SYSTEM_SLICE, WorkflowDocument};
+use crate::runtime::{
+    RunId, RunRecord, RunState, RunStatus, TerminationReason, TraceItem, TraceKind, digest_of,
+};
+
+/// How hard a commit tries to reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Durability {
+    /// `synchronous=NORMAL` (WAL): a commit survives the process dying; a power loss
+    /// may lose the last commits (never corrupting the database).
+    #[default]
+    Normal,
+    /// `synchronous=FULL`: every commit reaches the disk before it returns.
+    Full,
+}
+
+/// How a [`SqliteStore`] is opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SqliteOptions {
+    /// `synchronous=NORMAL` or `FULL`.
+    pub durability: Durability,
+    /// A snapshot every this many checkpoints (besides creation, pauses and the end), so
+    /// loading replays at most this many deltas. At least 1.
+    pub snapshot_every: u64,
+    /// How long a write waits for another connection's write lock.
+    pub busy_timeout: Duration,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self {
+            durability: Durability::Normal,
+            snapshot_every: 50,
+            busy_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl SqliteOptions {
+    /// With `durability`.
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+    /// A snapshot every `n` checkpoints (`n` at least 1).
+    pub fn snapshot_every(mut self, n: u64) -> Self {
+        self.snapshot_every = n.max(1);
+        self
+    }
+    /// Waiting up to `timeout` for a lock.
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+}
+
+/// What a run takes in the store: its step rows and snapshots, in bytes of JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct RunStorage {
+    /// Step rows.
+    pub steps: u64,
+    /// Bytes of their deltas.
+    pub step_bytes: u64,
+    /// Snapshots kept.
+    pub snapshots: u64,
+    /// Bytes of their run states.
+    pub snapshot_bytes: u64,
+}
+
+/// The run store in one SQLite database.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+    snapshot_every: u64,
+}
+
+/// The embedded migrations.
+#[derive(Debug)]
+struct Embedded;
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+impl<'s> MigrationSource<'s> for Embedded {
+    fn resolve(self) -> BoxFuture<'s, Result<Vec<Migration>, sqlx::error::BoxDynError>> {
+        Box::pin(async {
+            Ok(vec![
+                Migration::new(
+                    1,
+                    Cow::Borrowed("run store"),
+                    MigrationType::Simple,
+                    Cow::Borrowed(include_str!(
+                        "../../../migrations/sqlite/0001_run_store.sql"
+                    )),
+                    false,
+                ),
+                Migration::new(
+                    2,
+                    Cow::Borrowed("attempts and cancel"),
+                    MigrationType::Simple,
+                    Cow::Borrowed(include_str!(
+                        "../../../migrations/sqlite/0002_attempts_and_cancel.sql"
+                    )),
+                    false,
+                ),
+            ])
+        })
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating it and its folder if missing) the store at `url`:
+    /// `sqlite:PATH` (or `sqlite://PATH`), or `sqlite::memory:` for a private in-memory
+    /// database. Default options: see [`SqliteOptions`].
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        Self::open_with(url, SqliteOptions::default()).await
+    }
+
+    /// Opens the store at `url` with `options`.
+    pub async fn open_with(url: &str, options: SqliteOptions) -> Result<Self, StoreError> {
+        let bad = |reason: &str| StoreError::BadUrl {
+            url: url.to_string(),
+            reason: reason.to_string(),
+        };
+        let open_err = |reason: String| StoreError::Open {
+            url: url.to_string(),
+            reason,
+        };
+        let rest = url
+            .strip_prefix("sqlite:")
+            .ok_or_else(|| bad("expected `sqlite:PATH` or `sqlite::memory:`"))?;
+        let memory = rest == ":memory:";
+        let base = SqliteConnectOptions::new()
+            .foreign_keys(true)
+            .busy_timeout(options.busy_timeout)
+            .synchronous(match options.durability {
+                Durability::Normal => SqliteSynchronous::Normal,
+                Durability::Full => SqliteSynchronous::Full,
+            });
+        let (connect, pool) = if memory {
+            // One connection: each in-memory connection is a database of its own.
+            let pool = SqlitePoolOptions::new()
+                .max_connections(1)
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None);
+            (base.in_memory(true), pool)
+        } else {
+            let path = rest.strip_prefix("//").unwrap_or(rest);
+            if path.is_empty() {
+                return Err(bad("no file path after `sqlite:`"));
+            }
+            if path.contains('?') {
+                return Err(bad("query parameters are not supported"));
+            }
+            let path = PathBuf::from(path);
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent).map_err(|e| {
+                    open_err(format!(
+                        "cannot create the folder {}: {e}",
+                        parent.display()
+                    ))
+                })?;
+            }
+            let connect = base
+                .filename(&path)
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal);
+            // No ping before each acquire: a broken connection fails its statement anyway,
+            // and the ping is one more round trip to SQLite's worker thread per write.
+            let pool = SqlitePoolOptions::new()
+                .max_connections(4)
+                .test_before_acquire(false);
+            (connect, pool)
+        };
+        let pool = pool
+            .connect_with(connect)
+            .await
+            .map_err(|e| open_err(e.to_string()))?;
+        check_format(&pool, url).await?;
+        let migrator = Migrator::new(Embedded)
+            .await
+            .map_err(|e| open_err(format!("migrations: {e}")))?;
+        migrator
+            .run(&pool)
+            .await
+            .map_err(|e| open_err(format!("migrations: {e}")))?;
+        sqlx::query(&format!("PRAGMA user_version = {STORE_FORMAT}"))
+            .execute(&pool)
+            .await
+            .map_err(|e| open_err(format!("setting the format: {e}")))?;
+        Ok(Self {
+            pool,
+            snapshot_every: options.snapshot_every.max(1),
+        })
+    }
+
+    /// Closes the pool (waiting for open connections to finish).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// What run `id` takes: step rows and snapshots, in bytes of JSON.
+    pub async fn storage(&self, id: RunId) -> Result<RunStorage, StoreError> {
+        let db = StoreError::db("measuring storage", Some(id));
+        let key = id.to_string();
+        let row = sqlx::query(
+            "SELECT \
+               (SELECT COUNT(*) FROM steps WHERE run_id = ?1) AS steps, \
+               (SELECT COALESCE(SUM(LENGTH(delta)), 0) FROM steps WHERE run_id = ?1) AS step_bytes, \
+               (SELECT COUNT(*) FROM snapshots WHERE run_id = ?1) AS snapshots, \
+               (SELECT COALESCE(SUM(LENGTH(run_state)), 0) FROM snapshots WHERE run_id = ?1) \
+                 AS snapshot_bytes",
+        )
+        .bind(&key)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(&db)?;
+        let get = |col: &str| row.try_get::<i64, _>(col).map(to_u64).map_err(&db);
+        Ok(RunStorage {
+            steps: get("steps")?,
+            step_bytes: get("step_bytes")?,
+            snapshots: get("snapshots")?,
+            snapshot_bytes: get("snapshot_bytes")?,
+        })
+    }
+
+    /// Run `id`'s step rows in sequence order: each checkpoint's number and delta.
+    pub async fn deltas(&self, id: RunId) -> Result<Vec<(u64, StepDelta)>, StoreError> {
+        let rows = sqlx::query("SELECT seq, delta FROM steps WHERE run_id = ?1 ORDER BY seq")
+            .bind(id.to_string())
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::db("reading steps", Some(id)))?;
+        rows.iter().map(|r| delta_from_row(id, r)).collect()
+    }
+
+    /// Why a fenced update touched no row: no such run, a lease not held, or a sequence
+    /// number that is not the next.
+    async fn refusal(&self, id: RunId, owner: &str, seq: u64, now: u64) -> StoreError {
+        let info = match self.info(id).await {
+            Ok(info) => info,
+            Err(e) => return e,
+        };
+        let current = info.lease_expires_ms.is_some_and(|l| l > now);
+        if info.owner.as_deref() != Some(owner) || !current {
+            return StoreError::LeaseLost {
+                run_id: id,
+                owner: owner.to_string(),
+                holder: info.owner.filter(|_| current),
+            };
+        }
+        StoreError::SeqMismatch {
+            run_id: id,
+            expected: info.seq + 1,
+            given: seq,
+        }
+    }
+
+    /// Starts a write transaction (`BEGIN IMMEDIATE`: the write lock is taken at once,
+    /// waiting up to the busy timeout, so two writers never deadlock on an upgrade).
+    async fn write(
+        &self,
+        operation: &'static str,
+        id: Option<RunId>,
+    ) -> Result<Transaction<'static, Sqlite>, StoreError> {
+        self.pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(StoreError::db(operation, id))
+    }
+}
+
+/// Refuses a database written by a newer pactgraph (its `user_version`, or a migration
+/// this one does not know) before any migration touches it. Reading the header also
+/// fails early, and clearly, on a file that is not a database.
+async fn check_format(pool: &SqlitePool, url: &str) -> Result<(), StoreError> {
+    let open_err = |reason: String| StoreError::Open {
+        url: url.to_string(),
+        reason,
+    };
+    let version: i64 = sqlx::query_scalar("PRAGMA user_version")
+        .fetch_one(pool)
+        .await
+        .map_err(|e| open_err(e.to_string()))?;
+    let migrated: Option<i64> = sqlx::query_scalar(
+        "SELECT MAX(version) FROM _sqlx_migrations \
+         WHERE EXISTS (SELECT 1 FROM sqlite_master WHERE name = '_sqlx_migrations')",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap_or(None);
+    let found = version.max(migrated.unwrap_or(0));
+    if found > STORE_FORMAT {
+        return Err(StoreError::NewerFormat {
+            url: url.to_string(),
+            found,
+            supported: STORE_FORMAT,
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,175 @@
+//! Bad input to the run store's commands gets a clear error and an exit code, never a
+//! panic and never a silently new, empty store: unknown and ambiguous run ids, a store
+//! path that cannot be created, a store of a newer format, a corrupt database file, an
+//! unsupported URL.
+#![cfg(unix)]
+
+mod support;
+
+use std::process::Command;
+
+use support::cli::Bench;
+
+fn bench() -> Bench {
+    Bench::new(env!("CARGO_BIN_EXE_pactgraph"))
+}
+
+fn python(code: &str) {
+    let ok = Command::new("python3")
+        .args(["-c", code])
+        .status()
+        .expect("python3 runs")
+        .success();
+    assert!(ok, "python3 -c {code}");
+}
+
+#[test]
+fn unknown_and_ambiguous_run_ids_exit_1_listing_the_candidates() {
+    let b = bench();
+    let wf = b.file("wf.json", &support::cli::ticker_json(1, 5));
+    let mut ids = Vec::new();
+    // ULIDs made seconds apart share their leading (time) characters.
+    while ids.len() < 2 {
+        let r = b.run(&["run", wf.to_str().unwrap(), "--quiet"]);
+        assert_eq!(r.code, 0, "{}", r.err);
+        ids.push(r.json()["run_id"].as_str().unwrap().to_string());
+        let common = ids[0]
+            .chars()
+            .zip(ids.last().unwrap().chars())
+            .take_while(|(a, z)| a == z)
+            .count();
+        if ids.len() == 2 && common < 6 {
+            ids.remove(0); // crossed a time boundary: try again
+        }
+    }
+    let common = ids[0]
+        .chars()
+        .zip(ids[1].chars())
+        .take_while(|(a, z)| a == z)
+        .count();
+    let prefix = &ids[0][..common.min(9)];
+    let r = b.run(&["runs", "show", prefix]);
+    assert_eq!(r.code, 1, "{}", r.err);
+    assert!(r.err.contains("matches 2 runs"), "{}", r.err);
+    assert!(
+        r.err.contains(&ids[0]) && r.err.contains(&ids[1]),
+        "{}",
+        r.err
+    );
+    // Lower case is the same prefix (ULIDs are case-insensitive).
+    let lower = b.run(&["runs", "show", &prefix.to_lowercase()]);
+    assert_eq!(lower.code, 1);
+
+    for key in ["01ZZZZZZZZZZZZZZZZZZZZZZZZ", "nosuchname", "01ZZZZ"] {
+        let r = b.run(&["runs", "show", key]);
+        assert_eq!(r.code, 1, "{key}: {}", r.err);
+        assert!(r.err.contains(&format!("no run `{key}`")), "{}", r.err);
+    }
+    // `--limit`: the newest first (the default is 100; 0 lists all).
+    let one = b.run(&["runs", "list", "--limit", "1", "--format", "json"]);
+    assert_eq!(one.json().as_array().unwrap().len(), 1);
+    assert_eq!(one.json()[0]["id"], ids[1].as_str());
+    assert!(one.err.contains("--limit 0"), "{}", one.err);
+    let one = b.run(&[
+        "runs",
+        "list",
+        "--limit",
+        "1",
+        "--status",
+        "completed",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(one.json()[0]["id"], ids[1].as_str());
+    let all = b.run(&["runs", "list", "--limit", "0", "--format", "json"]);
+    assert!(all.json().as_array().unwrap().len() >= 2);
+    let r = b.run(&["runs", "resume", "nosuchname"]);
+    assert_eq!(r.code, 1);
+    let r = b.run(&["runs", "cancel", "nosuchname"]);
+    assert_eq!(r.code, 1);
+}
+
+#[test]
+fn a_store_path_that_cannot_be_created_is_an_error() {
+    let b = bench();
+    b.file("plainfile", "not a folder");
+    let url = format!("sqlite:{}/store.db", b.dir.join("plainfile").display());
+    let r = b.run(&["runs", "list", "--store", &url]);
+    assert_eq!(r.code, 1, "{}", r.err);
+    assert!(r.err.contains("cannot open the run store"), "{}", r.err);
+    assert!(r.err.contains("cannot create the folder"), "{}", r.err);
+    let wf = b.file("wf.json", &support::cli::ticker_json(1, 5));
+    let r = b.run(&["run", wf.to_str().unwrap(), "--store", &url]);
+    assert_eq!(r.code, 1, "{}", r.err);
+    assert!(!b.dir.join("side.txt").exists(), "nothing ran");
+}
+
+#[test]
+fn a_store_of_a_newer_format_is_refused_untouched() {
+    let b = bench();
+    assert_eq!(b.run(&["runs", "list"]).code, 0, "creates the store");
+    let db = b.dir.join("store.db");
+    python(&format!(
+        "import sqlite3; c = sqlite3.connect({:?}); c.execute('PRAGMA user_version = 99'); \
+         c.commit()",
+        db.display().to_string()
+    ));
+    let r = b.run(&["runs", "list"]);
+    assert_eq!(r.code, 1, "{}", r.err);
+    assert!(r.err.contains("has format 99, newer than"), "{}", r.err);
+    python(&format!(
+        "import sqlite3; c = sqlite3.connect({:?}); \
+         v = c.execute('PRAGMA user_version').fetchone()[0]; assert v == 99, v",
+        db.display().to_string()
+    ));
+}
+
+#[test]
+fn a_corrupt_database_file_is_an_error_and_is_not_replaced() {
+    let b = bench();
+    let garbage: Vec<u8> = (0..8192u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(b.dir.join("store.db"), &garbage).unwrap();
+    for args in [
+        &["runs", "list"][..],
+        &["runs", "show", "anything"][..],
+        &["runs", "prune", "--expired"][..],
+    ] {
+        let r = b.run(args);
+        assert_eq!(r.code, 1, "{args:?}: {}", r.err);
+        assert!(r.err.contains("cannot open the run store"), "{}", r.err);
+        assert!(r.err.contains("not a database"), "{}", r.err);
+    }
+    assert_eq!(std::fs::read(b.dir.join("store.db")).unwrap(), garbage);
+}
+
+#[test]
+fn unsupported_store_urls_are_usage_errors() {
+    let b = bench();
+    let r = b.run(&["runs", "list", "--store", "postgres://localhost/runs"]);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("not supported yet (issue 18)"), "{}", r.err);
+    let r = b.run(&["runs", "list", "--store", "mysql://x"]);
+    assert_eq!(r.code, 2);
+    let wf = b.file("wf.json", &support::cli::ticker_json(1, 5));
+    let r = Command::new(env!("CARGO_BIN_EXE_pactgraph"))
+        .current_dir(&b.dir)
+        .env("PACTGRAPH_STORE", "postgres://localhost/runs")
+        .args(["run", wf.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(2), "the environment variable is read");
+}
+
+#[test]
+fn the_default_store_is_created_under_the_working_directory() {
+    let b = bench();
+    let wf = b.file("wf.json", &support::cli::ticker_json(1, 5));
+    let r = Command::new(env!("CARGO_BIN_EXE_pactgraph"))
+        .current_dir(&b.dir)
+        .env_remove("PACTGRAPH_STORE")
+        .args(["run", wf.to_str().unwrap(), "--quiet"])
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(0));
+    assert!(b.dir.join(".pactgraph/store.db").is_file());
+}
