@@ -240,13 +240,7 @@ impl Tx<'_> {
             }
         };
         if let Err((reason, msg)) = self.check_writes(level, np, &writes) {
-            self.fail(reason, msg, Some(dispatcher));
-            if let Some(it) = self.run.trace.items.last_mut()
-                && let Some(u) = usage
-            {
-                attach_usage(it, u);
-            }
-            return;
+            return self.fail_after_run(reason, msg, dispatcher, usage);
         }
         self.apply_writes(writes);
         let run = extra.as_deref().map_or(1, |x| x.run);

@@ -465,21 +465,12 @@ impl Executor {
                 chain,
                 owed,
             } => {
-                let Some(np) = plan.nodes.get(&**node) else {
-                    let msg = self.unknown("node", node);
-                    let sup = Some(Arc::clone(dispatcher));
-                    return ready(step, level, None, Then::Mismatch(msg, sup));
-                };
-                let target = NodeTarget {
-                    np,
-                    dispatcher: Arc::clone(dispatcher),
-                    kind: TraceKind::Handoff,
-                    source: Some(Arc::clone(from)),
-                    chain: Some(chain.clone()),
-                    extra: StageExtra::owing(owed),
-                    advised: false,
-                };
-                self.plan_node(run, level, None, None, target, step);
+                let reached = (
+                    TraceKind::Handoff,
+                    Some(Arc::clone(from)),
+                    Some(chain.clone()),
+                );
+                self.plan_pending_node(run, level, node, dispatcher, reached, owed, false, step);
             }
             Pending::Advised {
                 node,
@@ -489,26 +480,46 @@ impl Executor {
                 chain,
                 owed,
             } => {
-                let Some(np) = plan.nodes.get(&**node) else {
-                    let msg = self.unknown("node", node);
-                    let sup = Some(Arc::clone(dispatcher));
-                    return ready(step, level, None, Then::Mismatch(msg, sup));
-                };
-                let target = NodeTarget {
-                    np,
-                    dispatcher: Arc::clone(dispatcher),
-                    kind: *kind,
-                    source: from.clone(),
-                    chain: chain.clone(),
-                    extra: StageExtra::owing(owed),
-                    advised: true,
-                };
-                self.plan_node(run, level, None, None, target, step);
+                let reached = (*kind, from.clone(), chain.clone());
+                self.plan_pending_node(run, level, node, dispatcher, reached, owed, true, step);
             }
             Pending::Retry { .. } | Pending::Call { .. } => {
                 self.plan_routed(run, level, pending, step);
             }
         }
+    }
+
+    /// Plans node `node`, pending without a decision (a handoff, or a primary whose
+    /// advisors have reported): reached as `reached` (trace kind, source, chain), owing
+    /// `owed` routers' handoffs.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_pending_node<'e>(
+        &'e self,
+        run: &RunState,
+        level: Level<'e>,
+        node: &str,
+        dispatcher: &Arc<str>,
+        reached: (TraceKind, Option<Arc<str>>, Option<Chain>),
+        owed: &[Arc<str>],
+        advised: bool,
+        step: &mut Step<'e>,
+    ) {
+        let Some(np) = self.plan.nodes.get(node) else {
+            let msg = self.unknown("node", node);
+            let sup = Some(Arc::clone(dispatcher));
+            return ready(step, level, None, Then::Mismatch(msg, sup));
+        };
+        let (kind, source, chain) = reached;
+        let target = NodeTarget {
+            np,
+            dispatcher: Arc::clone(dispatcher),
+            kind,
+            source,
+            chain,
+            extra: StageExtra::owing(owed),
+            advised,
+        };
+        self.plan_node(run, level, None, None, target, step);
     }
 
     /// The message for an id the run state names and the workflow lacks.

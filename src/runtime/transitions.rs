@@ -186,14 +186,7 @@ impl Tx<'_> {
             return self.commit_router(level, run, writes, routed);
         }
         if let Err((reason, msg)) = self.check_writes(level, np, &writes) {
-            self.fail(reason, msg, Some(dispatcher));
-            // The failure's item is the node run's: it carries what the run cost.
-            if let Some(it) = self.run.trace.items.last_mut()
-                && let Some(u) = usage
-            {
-                attach_usage(it, u);
-            }
-            return;
+            return self.fail_after_run(reason, msg, dispatcher, usage);
         }
         // All checks passed: apply the writes in one go.
         self.apply_writes(writes);
@@ -539,6 +532,23 @@ impl Tx<'_> {
             );
         }
         result
+    }
+
+    /// Fails the run after its node ran (its writes refused): the failure's item is the
+    /// node run's, so it carries what the run cost.
+    pub(crate) fn fail_after_run(
+        &mut self,
+        reason: TerminationReason,
+        msg: String,
+        dispatcher: Arc<str>,
+        usage: Option<Usage>,
+    ) {
+        self.fail(reason, msg, Some(dispatcher));
+        if let Some(it) = self.run.trace.items.last_mut()
+            && let Some(u) = usage
+        {
+            attach_usage(it, u);
+        }
     }
 
     /// A guard stopped the run (status `stopped`).

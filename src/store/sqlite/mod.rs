@@ -268,6 +268,22 @@ impl SqliteStore {
         rows.iter().map(|r| delta_from_row(id, r)).collect()
     }
 
+    /// The error of a lease-fenced update that touched no row: `LeaseLost`, naming the
+    /// holder if its lease is current at `now` (or the error reading the run).
+    pub(super) async fn lease_lost(&self, id: RunId, owner: &str, now: u64) -> StoreError {
+        match self.info(id).await {
+            Ok(info) => {
+                let current = info.lease_expires_ms.is_some_and(|l| l > now);
+                StoreError::LeaseLost {
+                    run_id: id,
+                    owner: owner.to_string(),
+                    holder: info.owner.filter(|_| current),
+                }
+            }
+            Err(e) => e,
+        }
+    }
+
     /// Why a fenced update touched no row: no such run, a lease not held, or a sequence
     /// number that is not the next.
     async fn refusal(&self, id: RunId, owner: &str, seq: u64, now: u64) -> StoreError {

@@ -306,13 +306,7 @@ impl RunStore for SqliteStore {
         .map_err(StoreError::db("note_attempt", Some(id)))?
         .rows_affected();
         if updated == 0 {
-            let info = self.info(id).await?;
-            let current = info.lease_expires_ms.is_some_and(|l| l > now);
-            return Err(StoreError::LeaseLost {
-                run_id: id,
-                owner: owner.to_string(),
-                holder: info.owner.filter(|_| current),
-            });
+            return Err(self.lease_lost(id, owner, now).await);
         }
         Ok(())
     }
@@ -333,13 +327,7 @@ impl RunStore for SqliteStore {
         .map_err(StoreError::db("renew", Some(id)))?
         .rows_affected();
         if updated == 0 {
-            let info = self.info(id).await?;
-            let current = info.lease_expires_ms.is_some_and(|l| l > now);
-            return Err(StoreError::LeaseLost {
-                run_id: id,
-                owner: owner.to_string(),
-                holder: info.owner.filter(|_| current),
-            });
+            return Err(self.lease_lost(id, owner, now).await);
         }
         Ok(Lease {
             run_id: id,
@@ -359,13 +347,7 @@ impl RunStore for SqliteStore {
         .map_err(StoreError::db("release", Some(id)))?
         .rows_affected();
         if updated == 0 {
-            let info = self.info(id).await?;
-            let current = info.lease_expires_ms.is_some_and(|l| l > now_ms());
-            return Err(StoreError::LeaseLost {
-                run_id: id,
-                owner: owner.to_string(),
-                holder: info.owner.filter(|_| current),
-            });
+            return Err(self.lease_lost(id, owner, now_ms()).await);
         }
         Ok(())
     }
@@ -385,13 +367,7 @@ impl RunStore for SqliteStore {
         .map_err(StoreError::db("interrupt", Some(id)))?
         .rows_affected();
         if updated == 0 {
-            let info = self.info(id).await?;
-            let current = info.lease_expires_ms.is_some_and(|l| l > now_ms());
-            return Err(StoreError::LeaseLost {
-                run_id: id,
-                owner: owner.to_string(),
-                holder: info.owner.filter(|_| current),
-            });
+            return Err(self.lease_lost(id, owner, now_ms()).await);
         }
         Ok(())
     }
