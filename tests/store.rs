@@ -8,7 +8,7 @@ mod support;
 use std::time::Duration;
 
 use pactgraph::runtime::{
-    Executor, RunId, RunRecord, RunState, RunStatus, TerminationReason, TraceKind,
+    Executor, ExecutorBuilder, RunId, RunRecord, RunState, RunStatus, TerminationReason, TraceKind,
 };
 use pactgraph::store::{
     Before, Checkpoint, CreateOptions, DriveOptions, PruneFilter, RunFilter, RunStore, SqliteStore,
@@ -62,6 +62,24 @@ async fn store() -> (tempfile::TempDir, SqliteStore) {
     let url = format!("sqlite:{}", dir.path().join("store.db").display());
     let store = SqliteStore::open(&url).await.expect("opens");
     (dir, store)
+}
+
+/// Builds an executor for `doc` (handlers added by `with`), starts a run with input `{}`
+/// and creates its record in `store`.
+async fn created(
+    store: &SqliteStore,
+    doc: Value,
+    with: impl FnOnce(ExecutorBuilder) -> ExecutorBuilder,
+) -> (Executor, RunId) {
+    let g = graph(doc);
+    let document = g.to_document();
+    let ex = with(builder(g)).build().expect("builds");
+    let record = RunRecord::new(document, ex.start(json!({})).expect("starts"));
+    store
+        .create(&record, &CreateOptions::default())
+        .await
+        .expect("creates");
+    (ex, record.run_id)
 }
 
 /// One step of `run`, with its delta.
@@ -553,10 +571,8 @@ fn drive_renews_its_lease_and_claims_are_exclusive() {
         let (_dir, store) = store().await;
         let mut doc = ticker(40, "t");
         doc["nodes"]["tick"]["run"] = json!({"handler": "slow"});
-        let g = graph(doc);
-        let document = g.to_document();
-        let ex = builder(g)
-            .node_handler(
+        let (ex, id) = created(&store, doc, |b| {
+            b.node_handler(
                 "slow",
                 pactgraph::runtime::sync_node(|_| {
                     std::thread::sleep(Duration::from_millis(5));
@@ -565,14 +581,8 @@ fn drive_renews_its_lease_and_claims_are_exclusive() {
                     Ok(w)
                 }),
             )
-            .build()
-            .unwrap();
-        let record = RunRecord::new(document, ex.start(json!({})).unwrap());
-        let id = record.run_id;
-        store
-            .create(&record, &CreateOptions::default())
-            .await
-            .unwrap();
+        })
+        .await;
         let (x, y) = tokio::join!(store.claim(id, "x", LEASE), store.claim(id, "y", LEASE));
         assert!(
             x.is_ok() != y.is_ok(),
@@ -604,23 +614,15 @@ fn drive_renews_its_lease_during_a_long_effect() {
         let (_dir, store) = store().await;
         let mut doc = ticker(3, "t");
         doc["nodes"]["tick"]["run"] = json!({"handler": "long"});
-        let g = graph(doc);
-        let document = g.to_document();
-        let ex = builder(g)
-            .node_handler("long", |_input: pactgraph::runtime::NodeInput| async {
+        let (ex, id) = created(&store, doc, |b| {
+            b.node_handler("long", |_input: pactgraph::runtime::NodeInput| async {
                 tokio::time::sleep(Duration::from_millis(150)).await;
                 let mut w = serde_json::Map::new();
                 w.insert("n".into(), json!(1));
                 Ok(w)
             })
-            .build()
-            .unwrap();
-        let record = RunRecord::new(document, ex.start(json!({})).unwrap());
-        let id = record.run_id;
-        store
-            .create(&record, &CreateOptions::default())
-            .await
-            .unwrap();
+        })
+        .await;
         let options = DriveOptions::default().lease(Duration::from_millis(60));
         let run = drive(&ex, &store, id, "a", &options).await.unwrap();
         assert_eq!(run.steps, 3);
@@ -683,10 +685,8 @@ fn reported_usage_is_checkpointed_and_reloaded() {
         let (_dir, store) = store().await;
         let mut doc = ticker(7, "usage");
         doc["nodes"]["tick"]["run"] = json!({"handler": "costly"});
-        let g = graph(doc);
-        let document = g.to_document();
-        let ex = builder(g)
-            .node_handler(
+        let (ex, id) = created(&store, doc, |b| {
+            b.node_handler(
                 "costly",
                 pactgraph::runtime::sync_node(|_| {
                     let mut w = serde_json::Map::new();
@@ -695,14 +695,8 @@ fn reported_usage_is_checkpointed_and_reloaded() {
                     Ok(w)
                 }),
             )
-            .build()
-            .unwrap();
-        let record = RunRecord::new(document, ex.start(json!({})).unwrap());
-        let id = record.run_id;
-        store
-            .create(&record, &CreateOptions::default())
-            .await
-            .unwrap();
+        })
+        .await;
         // Stopped mid-run: the load replays deltas after the creation snapshot.
         let part = drive(
             &ex,
@@ -740,14 +734,12 @@ fn retry_attempts_are_stored_before_they_run() {
         let mut doc = ticker(3, "retrying");
         doc["nodes"]["tick"]["run"] = json!({"handler": "flaky"});
         doc["nodes"]["tick"]["retry"] = json!({"max_attempts": 3});
-        let g = graph(doc);
-        let document = g.to_document();
         let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(u32, u32)>::new()));
         let (probe, log) = (store.clone(), std::sync::Arc::clone(&seen));
         let id_cell = std::sync::Arc::new(std::sync::OnceLock::<RunId>::new());
         let id_for_handler = std::sync::Arc::clone(&id_cell);
-        let ex = builder(g)
-            .node_handler("flaky", move |input: pactgraph::runtime::NodeInput| {
+        let (ex, id) = created(&store, doc, |b| {
+            b.node_handler("flaky", move |input: pactgraph::runtime::NodeInput| {
                 let (probe, log, id) = (probe.clone(), log.clone(), id_for_handler.clone());
                 async move {
                     let id = *id.get().expect("set before the run is driven");
@@ -763,15 +755,9 @@ fn retry_attempts_are_stored_before_they_run() {
                     Ok(w)
                 }
             })
-            .build()
-            .unwrap();
-        let record = RunRecord::new(document, ex.start(json!({})).unwrap());
-        let id = record.run_id;
+        })
+        .await;
         id_cell.set(id).expect("set once");
-        store
-            .create(&record, &CreateOptions::default())
-            .await
-            .unwrap();
         let run = drive(&ex, &store, id, "a", &DriveOptions::default())
             .await
             .unwrap();

@@ -284,6 +284,28 @@ impl SqliteStore {
         }
     }
 
+    /// Gives `owner`'s lease on run `id` up with `sql` (an update of the run row bound to
+    /// `?1` id and `?2` owner): `LeaseLost` if `owner` does not hold it.
+    pub(super) async fn let_go(
+        &self,
+        id: RunId,
+        owner: &str,
+        operation: &'static str,
+        sql: &'static str,
+    ) -> Result<(), StoreError> {
+        let updated = sqlx::query(sql)
+            .bind(id.to_string())
+            .bind(owner)
+            .execute(&self.pool)
+            .await
+            .map_err(StoreError::db(operation, Some(id)))?
+            .rows_affected();
+        if updated == 0 {
+            return Err(self.lease_lost(id, owner, now_ms()).await);
+        }
+        Ok(())
+    }
+
     /// Why a fenced update touched no row: no such run, a lease not held, or a sequence
     /// number that is not the next.
     async fn refusal(&self, id: RunId, owner: &str, seq: u64, now: u64) -> StoreError {

@@ -337,39 +337,27 @@ impl RunStore for SqliteStore {
     }
 
     async fn release(&self, id: RunId, owner: &str) -> Result<(), StoreError> {
-        let updated = sqlx::query(
+        self.let_go(
+            id,
+            owner,
+            "release",
             "UPDATE runs SET owner = NULL, lease_expires_ms = NULL WHERE id = ?1 AND owner = ?2",
         )
-        .bind(id.to_string())
-        .bind(owner)
-        .execute(&self.pool)
         .await
-        .map_err(StoreError::db("release", Some(id)))?
-        .rows_affected();
-        if updated == 0 {
-            return Err(self.lease_lost(id, owner, now_ms()).await);
-        }
-        Ok(())
     }
 
     async fn interrupt(&self, id: RunId, owner: &str) -> Result<(), StoreError> {
-        let updated = sqlx::query(
+        self.let_go(
+            id,
+            owner,
+            "interrupt",
             "UPDATE runs SET owner = NULL, lease_expires_ms = NULL, \
              attempt = CASE WHEN status IN ('running', 'queued') THEN attempt + 1 \
                ELSE attempt END, \
              status = CASE WHEN status = 'queued' THEN 'running' ELSE status END \
              WHERE id = ?1 AND owner = ?2",
         )
-        .bind(id.to_string())
-        .bind(owner)
-        .execute(&self.pool)
         .await
-        .map_err(StoreError::db("interrupt", Some(id)))?
-        .rows_affected();
-        if updated == 0 {
-            return Err(self.lease_lost(id, owner, now_ms()).await);
-        }
-        Ok(())
     }
 
     async fn cancel(&self, id: RunId) -> Result<RunInfo, StoreError> {
