@@ -137,7 +137,8 @@ fn a_duplicate_or_skipped_seq_is_refused_and_writes_nothing() {
         let loaded = store.load(id).await.unwrap();
         assert_eq!(loaded.record.seq, 1);
         assert_eq!(loaded.record.run, after_one);
-        assert_eq!(store.storage(id).await.unwrap().steps, 1);
+        let kept = store.storage(id).await.unwrap();
+        assert_eq!(kept.snapshot_seq + kept.steps, 1, "{kept:?}");
         // The right number goes through.
         store
             .checkpoint(id, "a", Checkpoint::new(2, &d2, &run))
@@ -227,7 +228,8 @@ fn another_owners_write_is_refused_and_an_expired_lease_can_be_claimed() {
 /// Proves storage grows with what steps write: a run with a 20 KB slice no step writes
 /// and 200 small steps stores less than a tenth of 200 x the slice: no delta holds the
 /// slice, a delta is under 2 KB (its trace items and counters), and one
-/// snapshot is kept (the slice once, plus the trace).
+/// snapshot is kept (the slice once, plus the trace), taken by weight (loading replays
+/// no more than it holds); the checkpoints it replaced cannot be loaded (`Compacted`).
 #[test]
 fn storage_grows_with_what_steps_write_not_with_state_size() {
     rt().block_on(async {
@@ -244,7 +246,8 @@ fn storage_grows_with_what_steps_write_not_with_state_size() {
         assert_eq!(run.termination_reason(), Some(TerminationReason::MaxStepsExceeded));
         let use_ = store.storage(id).await.unwrap();
         let info = store.info(id).await.unwrap();
-        assert_eq!(use_.steps, info.seq);
+        // The step rows are the checkpoints after the one snapshot kept.
+        assert_eq!(use_.steps, info.seq - use_.snapshot_seq);
         assert!(info.seq >= 200, "{info:?}");
         // Older snapshots are dropped when a newer one is written; a run stopped by its
         // last step writes none at its end, so the one before stays (`runs resume` reopens
@@ -260,9 +263,39 @@ fn storage_grows_with_what_steps_write_not_with_state_size() {
             big_bytes
         );
         assert!(use_.step_bytes / use_.steps < 2_000, "{use_:?}");
-        // The one snapshot holds the slice once plus the trace the deltas hold piecewise.
-        assert!(use_.snapshot_bytes < big_bytes + use_.step_bytes, "{use_:?}");
+        // The one snapshot holds the slice once, plus the trace of the checkpoints it
+        // replaced (under 2 KB each, as their deltas were).
+        assert!(
+            use_.snapshot_bytes < big_bytes + 2_000 * use_.snapshot_seq,
+            "{use_:?}"
+        );
         assert!(total * 10 < 200 * big_bytes, "{total} bytes for {} steps", use_.steps);
+        // Snapshots come by weight: a load replays no more delta bytes than its snapshot
+        // holds (give or take the last delta), and the checkpoints the snapshot replaced
+        // are gone, with a clear error for asking.
+        let largest = store
+            .deltas(id)
+            .await
+            .unwrap()
+            .iter()
+            .map(|(_, d)| serde_json::to_string(d).unwrap().len() as u64)
+            .max()
+            .unwrap_or(0);
+        assert!(
+            use_.step_bytes <= use_.snapshot_bytes + largest,
+            "{use_:?}"
+        );
+        assert!(use_.snapshot_seq > 0, "{use_:?}");
+        match store.load_at(id, use_.snapshot_seq - 1).await {
+            Err(pactgraph::store::StoreError::Compacted {
+                run_id,
+                seq,
+                snapshot_seq,
+            }) => {
+                assert_eq!((run_id, seq, snapshot_seq), (id, use_.snapshot_seq - 1, use_.snapshot_seq));
+            }
+            other => panic!("expected Compacted, got {other:?}"),
+        }
         // No delta holds the slice.
         for (seq, delta) in store.deltas(id).await.unwrap() {
             assert!(!delta.root.set.contains_key("big"), "step {seq} stored the slice");
@@ -598,9 +631,10 @@ fn drive_renews_its_lease_and_claims_are_exclusive() {
             .unwrap();
         assert!(t0.elapsed() > lease * 3, "the run outlived several leases");
         assert_eq!(run.steps, 40);
+        let kept = store.storage(id).await.unwrap();
         assert_eq!(
             store.info(id).await.unwrap().seq,
-            store.storage(id).await.unwrap().steps
+            kept.snapshot_seq + kept.steps
         );
         assert_eq!(store.load(id).await.unwrap().record.run, run);
     });

@@ -49,6 +49,19 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+    /// A checkpoint before the run's snapshot was asked for: the snapshot replaced it.
+    #[error(
+        "run {run_id}: checkpoint {seq} is no longer kept (the run's snapshot at checkpoint \
+         {snapshot_seq} replaced the ones before it)"
+    )]
+    Compacted {
+        /// The run.
+        run_id: RunId,
+        /// The checkpoint asked for.
+        seq: u64,
+        /// The run's snapshot: checkpoints from here on can be loaded.
+        snapshot_seq: u64,
+    },
     /// No run has this id, unique prefix or name.
     #[error("no run `{key}` in the store")]
     NotFound {

@@ -32,6 +32,7 @@ impl SqliteStore {
         let format: i64 = row.try_get("format").map_err(&db)?;
         let workflow_file: Option<String> = row.try_get("workflow_file").map_err(&db)?;
         let base_dir: Option<String> = row.try_get("base_dir").map_err(&db)?;
+        let info_snapshot_seq = to_u64(row.try_get("snapshot_seq").map_err(&db)?);
         let doc_row = sqlx::query("SELECT document FROM documents WHERE digest = ?1")
             .bind(&info.digest)
             .fetch_optional(&mut *tx)
@@ -51,7 +52,11 @@ impl SqliteStore {
         .fetch_optional(&mut *tx)
         .await
         .map_err(&db)?
-        .ok_or_else(|| corrupt("snapshot".into(), "no snapshot is stored".into()))?;
+        .ok_or_else(|| StoreError::Compacted {
+            run_id: id,
+            seq: at,
+            snapshot_seq: info_snapshot_seq,
+        })?;
         let snap_seq = to_u64(snap.try_get("seq").map_err(&db)?);
         let snap_text: String = snap.try_get("run_state").map_err(&db)?;
         let mut run: RunState = serde_json::from_str(&snap_text)
@@ -68,8 +73,10 @@ impl SqliteStore {
         .map_err(&db)?;
         tx.commit().await.map_err(&db)?;
         let mut expected = snap_seq + 1;
+        let mut replay = 0;
         for row in &rows {
-            let (seq, delta) = delta_from_row(id, row)?;
+            let (seq, delta, bytes) = delta_from_row(id, row)?;
+            replay += bytes;
             if seq != expected {
                 return Err(corrupt(
                     format!("step {expected}"),
@@ -86,6 +93,9 @@ impl SqliteStore {
                 format!("step {expected}"),
                 format!("is missing (the run is at {at})"),
             ));
+        }
+        if upto.is_none() && run.is_running() {
+            self.weights.loaded(id, snap_text.len(), replay);
         }
         let record = RunRecord {
             format: u32::try_from(format).unwrap_or(0),

@@ -12,19 +12,21 @@ use std::time::Duration;
 
 mod load;
 mod rows;
+mod snapshots;
 mod store;
 
 pub use self::rows::STORE_FORMAT;
 pub(crate) use self::rows::cancel_run;
 use self::rows::*;
+use self::snapshots::{checkpoint_sql, is_refusal};
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
 };
-use sqlx::{Row, Sqlite, Transaction};
+use sqlx::{Connection, Row, Sqlite, SqliteConnection, Transaction};
 
-use super::delta::{Before, StepDelta};
+use super::delta::StepDelta;
 use super::{
     Checkpoint, CreateOptions, Lease, PruneFilter, RunFilter, RunInfo, RunStore, StoreError,
     StoredRun, StoredStatus, attempt_key, duration_ms, now_ms, owner_gone,
@@ -52,9 +54,10 @@ pub enum Durability {
 pub struct SqliteOptions {
     /// `synchronous=NORMAL` or `FULL`.
     pub durability: Durability,
-    /// A snapshot every this many checkpoints (besides creation, pauses and the end), so
-    /// loading replays at most this many deltas. At least 1.
-    pub snapshot_every: u64,
+    /// A snapshot at least every this many checkpoints, besides the ones weight calls
+    /// for (when the deltas since the last snapshot weigh as much as it), creation,
+    /// pauses and the end. `None` (the default): by weight only.
+    pub snapshot_every: Option<u64>,
     /// How long a write waits for another connection's write lock.
     pub busy_timeout: Duration,
 }
@@ -63,7 +66,7 @@ impl Default for SqliteOptions {
     fn default() -> Self {
         Self {
             durability: Durability::Normal,
-            snapshot_every: 50,
+            snapshot_every: None,
             busy_timeout: Duration::from_secs(5),
         }
     }
@@ -75,9 +78,9 @@ impl SqliteOptions {
         self.durability = durability;
         self
     }
-    /// A snapshot every `n` checkpoints (`n` at least 1).
+    /// A snapshot at least every `n` checkpoints (`n` at least 1).
     pub fn snapshot_every(mut self, n: u64) -> Self {
-        self.snapshot_every = n.max(1);
+        self.snapshot_every = Some(n.max(1));
         self
     }
     /// Waiting up to `timeout` for a lock.
@@ -99,14 +102,27 @@ pub struct RunStorage {
     pub snapshots: u64,
     /// Bytes of their run states.
     pub snapshot_bytes: u64,
+    /// The checkpoint the kept snapshot is: the step rows are the checkpoints after it.
+    pub snapshot_seq: u64,
 }
 
 /// The run store in one SQLite database.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
+    /// Reads (any of several connections).
     pool: SqlitePool,
-    snapshot_every: u64,
+    /// Writes: one connection of their own, not a pool. Its page cache stays valid
+    /// between checkpoints (a connection drops its cache when another connection of the
+    /// database wrote), and a pool would ping the connection (one more round trip to
+    /// SQLite's worker thread) each time it is given back. SQLite lets one connection
+    /// write at a time anyway.
+    writer: Arc<tokio::sync::Mutex<SqliteConnection>>,
+    snapshot_every: Option<u64>,
+    weights: Arc<snapshots::Weights>,
 }
+
+/// Pages of WAL written before SQLite copies them into the database file.
+const WAL_AUTOCHECKPOINT: u32 = 4_000;
 
 /// The embedded migrations.
 #[derive(Debug)]
@@ -133,6 +149,15 @@ impl<'s> MigrationSource<'s> for Embedded {
                     MigrationType::Simple,
                     Cow::Borrowed(include_str!(
                         "../../../migrations/sqlite/0002_attempts_and_cancel.sql"
+                    )),
+                    false,
+                ),
+                Migration::new(
+                    3,
+                    Cow::Borrowed("one-statement checkpoints"),
+                    MigrationType::Simple,
+                    Cow::Borrowed(include_str!(
+                        "../../../migrations/sqlite/0003_one_statement_checkpoints.sql"
                     )),
                     false,
                 ),
@@ -163,21 +188,12 @@ impl SqliteStore {
             .strip_prefix("sqlite:")
             .ok_or_else(|| bad("expected `sqlite:PATH` or `sqlite::memory:`"))?;
         let memory = rest == ":memory:";
-        let base = SqliteConnectOptions::new()
-            .foreign_keys(true)
-            .busy_timeout(options.busy_timeout)
-            .synchronous(match options.durability {
-                Durability::Normal => SqliteSynchronous::Normal,
-                Durability::Full => SqliteSynchronous::Full,
-            });
-        let (connect, pool) = if memory {
-            // One connection: each in-memory connection is a database of its own.
-            let pool = SqlitePoolOptions::new()
-                .max_connections(1)
-                .min_connections(1)
-                .idle_timeout(None)
-                .max_lifetime(None);
-            (base.in_memory(true), pool)
+        let base = if memory {
+            // A private database shared by this store's connections (a unique name,
+            // shared cache): it lives while the writer connection does.
+            ":memory:"
+                .parse::<SqliteConnectOptions>()
+                .map_err(|e| open_err(e.to_string()))?
         } else {
             let path = rest.strip_prefix("//").unwrap_or(rest);
             if path.is_empty() {
@@ -195,36 +211,52 @@ impl SqliteStore {
                     ))
                 })?;
             }
-            let connect = base
+            SqliteConnectOptions::new()
                 .filename(&path)
                 .create_if_missing(true)
-                .journal_mode(SqliteJournalMode::Wal);
-            // No ping before each acquire: a broken connection fails its statement anyway,
-            // and the ping is one more round trip to SQLite's worker thread per write.
-            let pool = SqlitePoolOptions::new()
-                .max_connections(4)
-                .test_before_acquire(false);
-            (connect, pool)
+                .journal_mode(SqliteJournalMode::Wal)
+                // Checkpoint the WAL into the database every 4,000 pages (16 MB), not
+                // 1,000: checkpoints copy each page once however often it was written,
+                // and a checkpoint's fsyncs are a step's dearest part.
+                .pragma("wal_autocheckpoint", WAL_AUTOCHECKPOINT.to_string())
         };
-        let pool = pool
-            .connect_with(connect)
+        let connect = base
+            .foreign_keys(true)
+            .busy_timeout(options.busy_timeout)
+            .synchronous(match options.durability {
+                Durability::Normal => SqliteSynchronous::Normal,
+                Durability::Full => SqliteSynchronous::Full,
+            });
+        // Writes go through one connection of their own, opened first (in memory, it
+        // keeps the database alive).
+        let mut writer = SqliteConnection::connect_with(&connect)
             .await
             .map_err(|e| open_err(e.to_string()))?;
-        check_format(&pool, url).await?;
+        check_format(&mut writer, url).await?;
         let migrator = Migrator::new(Embedded)
             .await
             .map_err(|e| open_err(format!("migrations: {e}")))?;
         migrator
-            .run(&pool)
+            .run(&mut writer)
             .await
             .map_err(|e| open_err(format!("migrations: {e}")))?;
         sqlx::query(&format!("PRAGMA user_version = {STORE_FORMAT}"))
-            .execute(&pool)
+            .execute(&mut writer)
             .await
             .map_err(|e| open_err(format!("setting the format: {e}")))?;
+        // Reads: a pool. No ping before each acquire: a broken connection fails its
+        // statement anyway, and the ping is one more round trip to SQLite's worker thread.
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .test_before_acquire(false)
+            .connect_with(connect)
+            .await
+            .map_err(|e| open_err(e.to_string()))?;
         Ok(Self {
             pool,
-            snapshot_every: options.snapshot_every.max(1),
+            writer: Arc::new(tokio::sync::Mutex::new(writer)),
+            snapshot_every: options.snapshot_every.map(|n| n.max(1)),
+            weights: Arc::default(),
         })
     }
 
@@ -243,7 +275,8 @@ impl SqliteStore {
                (SELECT COALESCE(SUM(LENGTH(delta)), 0) FROM steps WHERE run_id = ?1) AS step_bytes, \
                (SELECT COUNT(*) FROM snapshots WHERE run_id = ?1) AS snapshots, \
                (SELECT COALESCE(SUM(LENGTH(run_state)), 0) FROM snapshots WHERE run_id = ?1) \
-                 AS snapshot_bytes",
+                 AS snapshot_bytes, \
+               (SELECT COALESCE(MAX(seq), 0) FROM snapshots WHERE run_id = ?1) AS snapshot_seq",
         )
         .bind(&key)
         .fetch_one(&self.pool)
@@ -255,17 +288,22 @@ impl SqliteStore {
             step_bytes: get("step_bytes")?,
             snapshots: get("snapshots")?,
             snapshot_bytes: get("snapshot_bytes")?,
+            snapshot_seq: get("snapshot_seq")?,
         })
     }
 
-    /// Run `id`'s step rows in sequence order: each checkpoint's number and delta.
+    /// Run `id`'s step rows in sequence order: each checkpoint's number and delta. The
+    /// rows kept are those from the run's snapshot on (a snapshot replaces the rows it
+    /// covers).
     pub async fn deltas(&self, id: RunId) -> Result<Vec<(u64, StepDelta)>, StoreError> {
         let rows = sqlx::query("SELECT seq, delta FROM steps WHERE run_id = ?1 ORDER BY seq")
             .bind(id.to_string())
             .fetch_all(&self.pool)
             .await
             .map_err(StoreError::db("reading steps", Some(id)))?;
-        rows.iter().map(|r| delta_from_row(id, r)).collect()
+        rows.iter()
+            .map(|r| delta_from_row(id, r).map(|(seq, delta, _)| (seq, delta)))
+            .collect()
     }
 
     /// The error of a lease-fenced update that touched no row: `LeaseLost`, naming the
@@ -296,7 +334,7 @@ impl SqliteStore {
         let updated = sqlx::query(sql)
             .bind(id.to_string())
             .bind(owner)
-            .execute(&self.pool)
+            .execute(&mut *self.writer().await)
             .await
             .map_err(StoreError::db(operation, Some(id)))?
             .rows_affected();
@@ -328,37 +366,45 @@ impl SqliteStore {
         }
     }
 
-    /// Starts a write transaction (`BEGIN IMMEDIATE`: the write lock is taken at once,
-    /// waiting up to the busy timeout, so two writers never deadlock on an upgrade).
-    async fn write(
-        &self,
-        operation: &'static str,
-        id: Option<RunId>,
-    ) -> Result<Transaction<'static, Sqlite>, StoreError> {
-        self.pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(StoreError::db(operation, id))
+    /// The write connection (waiting for this store's other writes to end).
+    ///
+    /// Cancel safety: dropping a future that holds it mid-statement lets SQLite finish
+    /// that statement (an open transaction is rolled back before the connection's next
+    /// statement), so the next holder finds the connection idle.
+    pub(super) async fn writer(&self) -> tokio::sync::MutexGuard<'_, SqliteConnection> {
+        self.writer.lock().await
     }
+}
+
+/// Starts a write transaction on `conn` (`BEGIN IMMEDIATE`: the write lock is taken at
+/// once, waiting up to the busy timeout, so two writers never deadlock on an upgrade).
+pub(super) async fn begin<'c>(
+    conn: &'c mut SqliteConnection,
+    operation: &'static str,
+    id: Option<RunId>,
+) -> Result<Transaction<'c, Sqlite>, StoreError> {
+    conn.begin_with("BEGIN IMMEDIATE")
+        .await
+        .map_err(StoreError::db(operation, id))
 }
 
 /// Refuses a database written by a newer pactgraph (its `user_version`, or a migration
 /// this one does not know) before any migration touches it. Reading the header also
 /// fails early, and clearly, on a file that is not a database.
-async fn check_format(pool: &SqlitePool, url: &str) -> Result<(), StoreError> {
+async fn check_format(conn: &mut SqliteConnection, url: &str) -> Result<(), StoreError> {
     let open_err = |reason: String| StoreError::Open {
         url: url.to_string(),
         reason,
     };
     let version: i64 = sqlx::query_scalar("PRAGMA user_version")
-        .fetch_one(pool)
+        .fetch_one(&mut *conn)
         .await
         .map_err(|e| open_err(e.to_string()))?;
     let migrated: Option<i64> = sqlx::query_scalar(
         "SELECT MAX(version) FROM _sqlx_migrations \
          WHERE EXISTS (SELECT 1 FROM sqlite_master WHERE name = '_sqlx_migrations')",
     )
-    .fetch_one(pool)
+    .fetch_one(&mut *conn)
     .await
     .unwrap_or(None);
     let found = version.max(migrated.unwrap_or(0));

@@ -10,14 +10,14 @@ pub(super) const INFO: &str = "id, name, workflow, digest, status, termination_r
 
 /// The store format this pactgraph writes: the number of its migrations, also kept in
 /// `PRAGMA user_version`. A database with a higher one is refused, untouched.
-pub const STORE_FORMAT: i64 = 2;
+pub const STORE_FORMAT: i64 = 3;
 
 pub(super) fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-/// Writes the run's snapshot at `seq` and drops the older ones (a run keeps one), in the
-/// caller's transaction.
+/// Writes the run's snapshot at `seq` and drops the older ones (a run keeps one) and the
+/// step rows up to it (the snapshot covers them), in the caller's transaction.
 pub(super) async fn snapshot_at(
     tx: &mut Transaction<'_, Sqlite>,
     key: &str,
@@ -31,6 +31,11 @@ pub(super) async fn snapshot_at(
         .execute(&mut **tx)
         .await?;
     sqlx::query("DELETE FROM snapshots WHERE run_id = ?1 AND seq < ?2")
+        .bind(key)
+        .bind(to_i64(seq))
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query("DELETE FROM steps WHERE run_id = ?1 AND seq <= ?2")
         .bind(key)
         .bind(to_i64(seq))
         .execute(&mut **tx)
@@ -118,7 +123,11 @@ pub(super) fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
 }
 
-pub(super) fn delta_from_row(id: RunId, row: &SqliteRow) -> Result<(u64, StepDelta), StoreError> {
+/// A step row: its checkpoint number, delta and the delta's size in bytes of JSON.
+pub(super) fn delta_from_row(
+    id: RunId,
+    row: &SqliteRow,
+) -> Result<(u64, StepDelta, usize), StoreError> {
     let db = StoreError::db("reading steps", Some(id));
     let seq = to_u64(row.try_get("seq").map_err(&db)?);
     let text: String = row.try_get("delta").map_err(&db)?;
@@ -127,7 +136,7 @@ pub(super) fn delta_from_row(id: RunId, row: &SqliteRow) -> Result<(u64, StepDel
         what: format!("step {seq}"),
         reason: e.to_string(),
     })?;
-    Ok((seq, delta))
+    Ok((seq, delta, text.len()))
 }
 
 /// Stops `run` as cancelled: a `guard_stop` trace item, open frames reported as

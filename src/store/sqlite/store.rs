@@ -24,7 +24,8 @@ impl RunStore for SqliteStore {
         let run_state = serde_json::to_string(&record.run).expect("a run state is plain data");
         let now = now_ms();
         let db = StoreError::db("create", Some(id));
-        let mut tx = self.write("create", Some(id)).await?;
+        let mut w = self.writer().await;
+        let mut tx = begin(&mut w, "create", Some(id)).await?;
         sqlx::query("INSERT OR IGNORE INTO documents (digest, document) VALUES (?1, ?2)")
             .bind(&record.digest)
             .bind(&document)
@@ -112,69 +113,40 @@ impl RunStore for SqliteStore {
         let now = now_ms();
         let running = run.is_running();
         let next_key = attempt_key(run);
-        // A run ended `failed` or `stopped` may be reopened as it was before this step
-        // (`load_at(seq - 1)`): no snapshot is written, so the one before stays.
-        let reopenable = matches!(run.status(), RunStatus::Failed | RunStatus::Stopped);
         let delta = serde_json::to_string(delta).expect("a delta is plain data");
         let status = StoredStatus::of(run.status());
-        let snapshot = (!reopenable
-            && (seq % self.snapshot_every == 0 || status != StoredStatus::Running))
+        let snapshot = self
+            .wants_snapshot(id, seq, run, delta.len())
             .then(|| serde_json::to_string(run).expect("a run state is plain data"));
-        let db = StoreError::db("checkpoint", Some(id));
-        let key = id.to_string();
-        let mut tx = self.write("checkpoint", Some(id)).await?;
-        if let Some((doc, digest)) = document {
+        let document = document.map(|(doc, digest)| {
             let text = serde_json::to_string(doc).expect("a document is plain data");
-            sqlx::query("INSERT OR IGNORE INTO documents (digest, document) VALUES (?1, ?2)")
-                .bind(digest)
-                .bind(&text)
-                .execute(&mut *tx)
-                .await
-                .map_err(&db)?;
-        }
-        // The attempt counter moves to the next step only while the run runs: an ended
-        // or paused run keeps its last step's attempt, which a reopened step continues.
-        // The fenced update returns the row: one statement fences, writes and reads it.
-        let updated = sqlx::query(&format!(
-            "UPDATE runs SET seq = ?1, steps = ?2, status = ?3, termination_reason = ?4, \
-             updated_ms = ?5, snapshot_seq = CASE WHEN ?6 THEN ?1 ELSE snapshot_seq END, \
-             digest = COALESCE(?9, digest), \
-             attempt_key = CASE WHEN ?10 THEN ?11 ELSE attempt_key END, \
-             attempt = CASE WHEN ?10 THEN ?12 ELSE attempt END \
-             WHERE id = ?7 AND seq = ?1 - 1 AND owner = ?8 AND lease_expires_ms > ?5 \
-             RETURNING {INFO}"
-        ))
-        .bind(to_i64(seq))
-        .bind(i64::from(run.steps))
-        .bind(status.as_str())
-        .bind(run.termination_reason().map(TerminationReason::as_str))
-        .bind(to_i64(now))
-        .bind(snapshot.is_some())
-        .bind(&key)
-        .bind(owner)
-        .bind(document.map(|(_, d)| d))
-        .bind(running)
-        .bind(&next_key)
-        .bind(i64::from(next_attempt))
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(&db)?;
-        let Some(row) = updated else {
-            tx.rollback().await.map_err(&db)?;
-            return Err(self.refusal(id, owner, seq, now).await);
-        };
-        sqlx::query("INSERT INTO steps (run_id, seq, delta, created_ms) VALUES (?1, ?2, ?3, ?4)")
-            .bind(&key)
+            (text, digest)
+        });
+        // One statement (the `checkpoint_in` trigger, migration 0003): fenced, atomic,
+        // one round trip; the run row as it is after it comes back.
+        let row = sqlx::query(checkpoint_sql())
+            .bind(id.to_string())
             .bind(to_i64(seq))
-            .bind(&delta)
+            .bind(i64::from(run.steps))
+            .bind(status.as_str())
+            .bind(run.termination_reason().map(TerminationReason::as_str))
             .bind(to_i64(now))
-            .execute(&mut *tx)
-            .await
-            .map_err(&db)?;
-        if let Some(state) = &snapshot {
-            snapshot_at(&mut tx, &key, seq, state).await.map_err(&db)?;
-        }
-        tx.commit().await.map_err(&db)?;
+            .bind(owner)
+            .bind(running)
+            .bind(&next_key)
+            .bind(i64::from(next_attempt))
+            .bind(document.as_ref().map(|(_, digest)| *digest))
+            .bind(document.as_ref().map(|(text, _)| text.as_str()))
+            .bind(&delta)
+            .bind(snapshot.as_deref())
+            .fetch_one(&mut *self.writer().await)
+            .await;
+        let row = match row {
+            Ok(row) => row,
+            Err(e) if is_refusal(&e) => return Err(self.refusal(id, owner, seq, now).await),
+            Err(e) => return Err(StoreError::db("checkpoint", Some(id))(e)),
+        };
+        self.weigh(id, running, delta.len(), snapshot.as_ref().map(String::len));
         info_from_row(&row, now)
     }
 
@@ -272,7 +244,7 @@ impl RunStore for SqliteStore {
         .bind(id.to_string())
         .bind(to_i64(now))
         .bind(gone)
-        .execute(&self.pool)
+        .execute(&mut *self.writer().await)
         .await
         .map_err(StoreError::db("claim", Some(id)))?
         .rows_affected();
@@ -301,7 +273,7 @@ impl RunStore for SqliteStore {
         .bind(id.to_string())
         .bind(owner)
         .bind(to_i64(now))
-        .execute(&self.pool)
+        .execute(&mut *self.writer().await)
         .await
         .map_err(StoreError::db("note_attempt", Some(id)))?
         .rows_affected();
@@ -322,7 +294,7 @@ impl RunStore for SqliteStore {
         .bind(id.to_string())
         .bind(owner)
         .bind(to_i64(now))
-        .execute(&self.pool)
+        .execute(&mut *self.writer().await)
         .await
         .map_err(StoreError::db("renew", Some(id)))?
         .rows_affected();
@@ -337,6 +309,7 @@ impl RunStore for SqliteStore {
     }
 
     async fn release(&self, id: RunId, owner: &str) -> Result<(), StoreError> {
+        self.forget(id);
         self.let_go(
             id,
             owner,
@@ -368,7 +341,7 @@ impl RunStore for SqliteStore {
             // checkpoint and while an effect runs).
             sqlx::query("UPDATE runs SET cancel_requested = 1 WHERE id = ?1")
                 .bind(id.to_string())
-                .execute(&self.pool)
+                .execute(&mut *self.writer().await)
                 .await
                 .map_err(StoreError::db("cancel", Some(id)))?;
             return self.info(id).await;
@@ -389,19 +362,17 @@ impl RunStore for SqliteStore {
         }
         let now = now_ms();
         let mut run = stored.record.run;
-        let before = Before::of(&run);
         cancel_run(&mut run, now).map_err(|reason| StoreError::Corrupt {
             run_id: id,
             what: "run state".into(),
             reason,
         })?;
-        let delta = serde_json::to_string(&StepDelta::between(&before, &run))
-            .expect("a delta is plain data");
         let state = serde_json::to_string(&run).expect("a run state is plain data");
         let seq = stored.info.seq + 1;
         let key = id.to_string();
         let db = StoreError::db("cancel", Some(id));
-        let mut tx = self.write("cancel", Some(id)).await?;
+        let mut w = self.writer().await;
+        let mut tx = begin(&mut w, "cancel", Some(id)).await?;
         // Fenced: the run has not moved since it was loaded and nobody holds a lease.
         let updated = sqlx::query(
             "UPDATE runs SET seq = ?1, steps = ?2, status = 'stopped', \
@@ -425,14 +396,7 @@ impl RunStore for SqliteStore {
             let info = self.info(id).await?;
             return Err(wrong(info.status));
         }
-        sqlx::query("INSERT INTO steps (run_id, seq, delta, created_ms) VALUES (?1, ?2, ?3, ?4)")
-            .bind(&key)
-            .bind(to_i64(seq))
-            .bind(&delta)
-            .bind(to_i64(now))
-            .execute(&mut *tx)
-            .await
-            .map_err(&db)?;
+        // The snapshot is the checkpoint (it replaces the step rows before it).
         snapshot_at(&mut tx, &key, seq, &state).await.map_err(&db)?;
         tx.commit().await.map_err(&db)?;
         self.info(id).await
@@ -461,7 +425,8 @@ impl RunStore for SqliteStore {
             return Ok(count);
         }
         let db = StoreError::db("prune", None);
-        let mut tx = self.write("prune", None).await?;
+        let mut w = self.writer().await;
+        let mut tx = begin(&mut w, "prune", None).await?;
         for id in &doomed {
             // Steps and snapshots go with the run (ON DELETE CASCADE).
             sqlx::query("DELETE FROM runs WHERE id = ?1")
