@@ -8,6 +8,7 @@ mod runs;
 mod schema;
 mod store;
 mod validate;
+mod worker;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -63,8 +64,14 @@ enum Command {
         #[arg(long, value_name = "DUR")]
         ttl: Option<String>,
         #[command(flatten)]
+        deps: run::DepArgs,
+        #[command(flatten)]
         store: store::StoreArgs,
     },
+    /// Take queued runs, and waiting runs whose dependencies are settled, from the run
+    /// store and run them (several at once with `--concurrency`), until SIGINT or
+    /// SIGTERM (or, with `--once`, until nothing is runnable).
+    Worker(worker::WorkerArgs),
     /// Continue a run paused by `ask_clarification` with the user's answer.
     Resume {
         /// The saved run written by `run --state-out` (rewritten if the run pauses again).
@@ -117,12 +124,13 @@ fn main() -> ExitCode {
             frozen_clock,
             name,
             ttl,
+            deps,
             store,
         } => run::run(
             &file,
             input.as_deref(),
             max_steps,
-            &run::Naming { name, ttl },
+            &run::Naming { name, ttl, deps },
             &run::Outputs {
                 trace_out,
                 state_out,
@@ -151,6 +159,7 @@ fn main() -> ExitCode {
             &store,
         ),
         Command::Runs(command) => runs::run(command),
+        Command::Worker(args) => worker::run(&args),
         Command::Dot(args) => dot::run(&args),
         Command::Validate {
             file,

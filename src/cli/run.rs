@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use pactgraph::runtime::{Clock, Executor, Pending, RunId, RunRecord, RunState, RunStatus};
 use pactgraph::store::{
-    Continue, CreateOptions, DriveOptions, RunStore, SqliteStore, StoreError, StoredStatus,
-    drive_with, local_owner,
+    Continue, CreateOptions, Dependencies, DriveOptions, OnDepFailure, RunInfo, RunStore,
+    SqliteStore, StoreError, StoredStatus, drive_with, local_owner,
 };
 use pactgraph::validator::{Severity, ValidGraph, Validator, check_file};
 use serde::Serialize;
@@ -39,12 +39,39 @@ impl Outputs {
     }
 }
 
-/// `run --name` and `--ttl`.
+/// `run --name`, `--ttl` and the dependency options.
 pub struct Naming {
     /// `--name`.
     pub name: Option<String>,
     /// `--ttl`.
     pub ttl: Option<String>,
+    /// `--after` and the rest.
+    pub deps: DepArgs,
+}
+
+/// `run --after RUN ...`: runs this one waits for, and `--detach`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct DepArgs {
+    /// Wait until this run is final before the first step (an id, a unique prefix of 6+
+    /// characters, or a name); repeatable.
+    #[arg(long = "after", visible_alias = "depends-on", value_name = "RUN")]
+    pub after: Vec<String>,
+    /// How long to wait for the dependencies (`30m`, `24h`, `7d`); past it the run fails
+    /// with `dependency_timeout`.
+    #[arg(long, value_name = "DUR", default_value = "24h")]
+    pub dep_timeout: String,
+    /// What a dependency that did not complete does: `abort` (the run fails with
+    /// `dependency_failed` before any step) or `continue`.
+    #[arg(long, value_name = "POLICY", default_value = "abort")]
+    pub on_dep_failure: String,
+    /// A declared slice that receives `{RUN_ID: {workflow, status, termination_reason,
+    /// state}}` of each dependency when the run starts.
+    #[arg(long, value_name = "SLICE")]
+    pub dep_result: Option<String>,
+    /// Store the run (`queued`, or `waiting` on its dependencies) and exit 0 printing
+    /// `{"run_id", "status"}`: `pactgraph worker` runs it.
+    #[arg(long)]
+    pub detach: bool,
 }
 
 /// `pactgraph run FILE ...`.
@@ -117,6 +144,11 @@ pub fn run(
             Err(code) => return code,
         };
         let Some(store) = store else {
+            if !naming.deps.after.is_empty() || naming.deps.detach {
+                return exit::usage(
+                    "--after and --detach need a run store; --store none keeps nothing",
+                );
+            }
             return drive_plain(&executor, record, outputs, None).await;
         };
         let mut options = CreateOptions::default();
@@ -126,8 +158,19 @@ pub fn run(
         if let Some(ttl) = ttl {
             options = options.ttl(ttl);
         }
-        if let Err(e) = store.create(&record, &options).await {
-            return store::error(&e);
+        match dependencies(&store, &naming.deps, &record).await {
+            Ok(Some(deps)) => options = options.after(deps),
+            Ok(None) => {}
+            Err(code) => return code,
+        }
+        let info = match store.create(&record, &options).await {
+            Ok(info) => info,
+            Err(e) => return store::error(&e),
+        };
+        if naming.deps.detach {
+            let printed = json!({"run_id": info.id, "status": info.status});
+            let _ = write_json(Ok(std::io::stdout().lock()), &printed, "\n");
+            return ExitCode::SUCCESS;
         }
         drive_stored(
             &executor,
@@ -139,6 +182,51 @@ pub fn run(
         )
         .await
     })
+}
+
+/// The dependencies `args` name, resolved in `store` (an unknown or ambiguous run, a bad
+/// duration or policy, an undeclared result slice: usage errors, exit 2).
+async fn dependencies(
+    store: &SqliteStore,
+    args: &DepArgs,
+    record: &RunRecord,
+) -> Result<Option<Dependencies>, ExitCode> {
+    if args.after.is_empty() {
+        if args.dep_result.is_some() {
+            return Err(exit::usage("--dep-result needs --after"));
+        }
+        return Ok(None);
+    }
+    let mut after = Vec::with_capacity(args.after.len());
+    for key in &args.after {
+        match store.find(key).await {
+            Ok(id) => after.push(id),
+            Err(e @ (StoreError::NotFound { .. } | StoreError::Ambiguous { .. })) => {
+                return Err(exit::usage(&format!("--after {key}: {e}")));
+            }
+            Err(e) => return Err(store::error(&e)),
+        }
+    }
+    let timeout =
+        store::parse_duration("--dep-timeout", &args.dep_timeout).map_err(|m| exit::usage(&m))?;
+    let on_failure = OnDepFailure::parse(&args.on_dep_failure).ok_or_else(|| {
+        exit::usage(&format!(
+            "--on-dep-failure {}: expected `abort` or `continue`",
+            args.on_dep_failure
+        ))
+    })?;
+    let mut deps = Dependencies::new(after)
+        .timeout(timeout)
+        .on_failure(on_failure);
+    if let Some(slice) = &args.dep_result {
+        if !record.document.slices.contains_key(slice.as_str()) {
+            return Err(exit::usage(&format!(
+                "--dep-result {slice}: the workflow declares no slice `{slice}`"
+            )));
+        }
+        deps = deps.result_slice(slice);
+    }
+    Ok(Some(deps))
 }
 
 /// The graph with `budgets.max_steps` replaced (validated again).
@@ -337,7 +425,7 @@ pub async fn drive_stored(
     let mut options = DriveOptions::default();
     let progress = !outputs.quiet && std::io::stderr().is_terminal();
     if progress {
-        options = options.before_step(show_progress);
+        options = options.before_step(show_progress).on_wait(show_waiting);
     }
     let result = tokio::select! {
         r = drive_with(executor, store, id, &owner, &options, how) => Ok(r),
@@ -457,6 +545,16 @@ pub fn write_json(
     serde_json::to_writer_pretty(&mut out, value)?;
     out.write_all(end.as_bytes())?;
     out.flush()
+}
+
+/// The progress line of a run waiting on its dependencies.
+fn show_waiting(on: &[RunInfo]) {
+    let what: Vec<String> = on
+        .iter()
+        .map(|i| format!("{} ({}, {})", i.id, i.workflow, i.status))
+        .collect();
+    eprint!("\r\x1b[Kwaiting on {}", what.join(", "));
+    let _ = std::io::stderr().flush();
 }
 
 fn show_progress(run: &RunState) {

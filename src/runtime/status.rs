@@ -81,6 +81,11 @@ pub enum TerminationReason {
     /// A router named no valid destination in `$route`, on its first run and on each
     /// retry.
     InvalidRoute,
+    /// A dependency of the run ended other than `completed` (with `on_dep_failure: abort`),
+    /// before any step.
+    DependencyFailed,
+    /// A dependency was not final by the run's dependency timeout.
+    DependencyTimeout,
 }
 
 impl TerminationReason {
@@ -104,6 +109,8 @@ impl TerminationReason {
             TerminationReason::InvalidOutput => "invalid_output",
             TerminationReason::InvalidChainPayload => "invalid_chain_payload",
             TerminationReason::InvalidRoute => "invalid_route",
+            TerminationReason::DependencyFailed => "dependency_failed",
+            TerminationReason::DependencyTimeout => "dependency_timeout",
         }
     }
 

@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use super::delta::{Before, StepDelta};
 use super::sqlite::cancel_run;
-use super::{Checkpoint, RunInfo, RunStore, StoreError, attempt_key, duration_ms, now_ms};
+use super::{
+    Checkpoint, RunInfo, RunStore, Settled, StoreError, StoredStatus, attempt_key, duration_ms,
+    now_ms, settle,
+};
 use crate::contracts::WorkflowDocument;
 use crate::runtime::{Executor, RunId, RunState};
 
@@ -21,6 +24,10 @@ pub struct DriveOptions {
     pub cancel_poll: Duration,
     /// Called with the run before each step (a progress line, say).
     pub before_step: Option<fn(&RunState)>,
+    /// How often a `waiting` run looks at its dependencies again.
+    pub dependency_poll: Duration,
+    /// Called with the dependencies not final yet each time a `waiting` run looks.
+    pub on_wait: Option<fn(&[RunInfo])>,
 }
 
 impl Default for DriveOptions {
@@ -30,6 +37,8 @@ impl Default for DriveOptions {
             max_checkpoints: None,
             cancel_poll: Duration::from_millis(250),
             before_step: None,
+            dependency_poll: Duration::from_millis(20),
+            on_wait: None,
         }
     }
 }
@@ -53,6 +62,16 @@ impl DriveOptions {
     /// Looking for a cancel every `every` while an effect runs.
     pub fn cancel_poll(mut self, every: Duration) -> Self {
         self.cancel_poll = every;
+        self
+    }
+    /// Looking at a waiting run's dependencies every `every`.
+    pub fn dependency_poll(mut self, every: Duration) -> Self {
+        self.dependency_poll = every;
+        self
+    }
+    /// Calling `f` with the dependencies not final yet while the run waits.
+    pub fn on_wait(mut self, f: fn(&[RunInfo])) -> Self {
+        self.on_wait = Some(f);
         self
     }
 }
@@ -135,6 +154,16 @@ struct Driver<'a, S> {
     lease_expires_ms: u64,
 }
 
+/// How waiting for dependencies ended.
+enum Waited {
+    /// The run may start.
+    Ready,
+    /// It ended (`dependency_failed`, `dependency_timeout`).
+    Ended,
+    /// A cancel was asked while it waited: it is stopped.
+    Cancelled,
+}
+
 /// What a step came to.
 enum Stepped {
     /// Committed to the run in memory: what it changed, to checkpoint.
@@ -149,6 +178,13 @@ impl<S: RunStore> Driver<'_, S> {
         let mut info = stored.info;
         let mut seq = stored.record.seq;
         let mut run = stored.record.run;
+        if info.status == StoredStatus::Waiting {
+            match self.wait_for_dependencies(&mut run, &mut seq).await? {
+                Waited::Ready => {}
+                Waited::Ended | Waited::Cancelled => return Ok(run),
+            }
+            info = self.store.info(self.id).await?;
+        }
         match how {
             Continue::AsStored => {}
             Continue::Answer(answer) => {
@@ -257,6 +293,35 @@ impl<S: RunStore> Driver<'_, S> {
         Ok(Stepped::Committed(Box::new(StepDelta::between(
             &before, run,
         ))))
+    }
+
+    /// Waits (renewing the lease) until run `id`'s dependencies settle it; a cancel asked
+    /// meanwhile stops it.
+    async fn wait_for_dependencies(
+        &mut self,
+        run: &mut RunState,
+        seq: &mut u64,
+    ) -> Result<Waited, StoreError> {
+        let half = duration_ms(self.options.lease) / 2;
+        loop {
+            match settle(self.store, self.id, self.owner, run, seq).await? {
+                Settled::Waiting { on, .. } => {
+                    if let Some(f) = self.options.on_wait {
+                        f(&on);
+                    }
+                }
+                Settled::Ready => return Ok(Waited::Ready),
+                Settled::Ended(_) => return Ok(Waited::Ended),
+            }
+            tokio::time::sleep(self.options.dependency_poll).await;
+            if self.lease_expires_ms.saturating_sub(now_ms()) < half {
+                self.renew().await?;
+            }
+            if self.store.info(self.id).await?.cancel_requested {
+                self.cancel(run, *seq).await?;
+                return Ok(Waited::Cancelled);
+            }
+        }
     }
 
     async fn checkpoint(&self, checkpoint: Checkpoint<'_>) -> Result<RunInfo, StoreError> {

@@ -17,16 +17,23 @@ use crate::contracts::WorkflowDocument;
 use crate::runtime::{RunId, RunRecord, RunState, RunStatus, TerminationReason};
 
 mod delta;
+mod deps;
 mod driver;
 mod error;
 mod owner;
 mod sqlite;
+mod worker;
 
 pub use delta::{Before, ControlDelta, FrameDelta, MapDelta, StepDelta};
+pub use deps::{
+    DEFAULT_DEP_TIMEOUT, Dependencies, DependencySpec, OnDepFailure, Settled, settle,
+    settle_dependents,
+};
 pub use driver::{Continue, DriveOptions, drive, drive_with};
 pub use error::StoreError;
 pub use owner::{local_owner, owner_gone};
 pub use sqlite::{Durability, STORE_FORMAT, SqliteOptions, SqliteStore};
+pub use worker::{WorkEvent, WorkSummary, WorkerOptions, work};
 
 /// A run's status as the store shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -192,6 +199,8 @@ pub struct CreateOptions {
     pub name: Option<String>,
     /// When the record expires (milliseconds since the Unix epoch).
     pub expires_ms: Option<u64>,
+    /// Runs this one waits for (it is created `waiting`).
+    pub dependencies: Option<Dependencies>,
 }
 
 impl CreateOptions {
@@ -210,6 +219,12 @@ impl CreateOptions {
     /// Expiring at `expires_ms`.
     pub fn expires_at(mut self, expires_ms: u64) -> Self {
         self.expires_ms = Some(expires_ms);
+        self
+    }
+
+    /// Waiting for `dependencies` before its first step.
+    pub fn after(mut self, dependencies: Dependencies) -> Self {
+        self.dependencies = Some(dependencies);
         self
     }
 }
@@ -443,6 +458,26 @@ pub trait RunStore: Send + Sync {
     /// The run `key` names: a full id, a unique id prefix of 6 or more characters, or a
     /// name (unique among unexpired runs).
     fn find(&self, key: &str) -> impl Future<Output = Result<RunId, StoreError>> + Send;
+
+    /// Run `id`'s dependencies as created (`None` for a run created without any).
+    fn dependency_spec(
+        &self,
+        id: RunId,
+    ) -> impl Future<Output = Result<Option<DependencySpec>, StoreError>> + Send;
+
+    /// The runs created after run `id` (those that name it as a dependency), oldest first.
+    fn dependents(
+        &self,
+        id: RunId,
+    ) -> impl Future<Output = Result<Vec<RunInfo>, StoreError>> + Send;
+
+    /// Up to `limit` runs a worker may take now, oldest first: `queued` ones, `waiting`
+    /// ones whose dependencies are all final or whose deadline passed, and `interrupted`
+    /// ones (their lease lapsed); none held under a current lease, none expired.
+    fn runnable(
+        &self,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<RunInfo>, StoreError>> + Send;
 }
 
 /// Milliseconds since the Unix epoch.

@@ -77,11 +77,20 @@ pub async fn list(
     if limit > 0 && runs.len() == limit {
         eprintln!("pactgraph: the newest {limit} runs; --limit 0 lists them all");
     }
+    // What each run waits on: its open dependencies for a waiting run.
+    let mut waits = Vec::with_capacity(runs.len());
+    for i in &runs {
+        waits.push(match super::deps::waiting_on(store, i).await {
+            Some(text) => Some(text),
+            None => waits_on(i),
+        });
+    }
     match format {
         ListFormat::Json => {
             let rows: Vec<Row<'_>> = runs
                 .iter()
-                .map(|i| Row {
+                .zip(&waits)
+                .map(|(i, waits)| Row {
                     id: i.id,
                     name: i.name.as_deref(),
                     workflow: &i.workflow,
@@ -91,7 +100,7 @@ pub async fn list(
                     created_ms: i.created_ms,
                     updated_ms: i.updated_ms,
                     expires_ms: i.expires_ms,
-                    waits_on: waits_on(i),
+                    waits_on: waits.clone(),
                 })
                 .collect();
             match write_json(Ok(std::io::stdout().lock()), &rows, "\n") {
@@ -109,7 +118,7 @@ pub async fn list(
             table.load_preset(presets::NOTHING).set_header([
                 "ID", "NAME", "WORKFLOW", "STATUS", "STEPS", "UPDATED", "EXPIRES", "WAITS ON",
             ]);
-            for i in &runs {
+            for (i, waits) in runs.iter().zip(&waits) {
                 table.add_row([
                     i.id.to_string(),
                     i.name.clone().unwrap_or_else(|| "-".into()),
@@ -118,7 +127,7 @@ pub async fn list(
                     i.steps.to_string(),
                     ago(i.updated_ms, now),
                     expires_text(i.expires_ms, now),
-                    waits_on(i).unwrap_or_else(|| "-".into()),
+                    waits.clone().unwrap_or_else(|| "-".into()),
                 ]);
             }
             println!("{table}");

@@ -1,5 +1,6 @@
 //! `pactgraph runs ...`: the runs kept in the run store. One file per command.
 
+mod deps;
 mod list;
 mod prune;
 mod resume;
@@ -110,6 +111,17 @@ pub enum RunsCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// The dependency graph as DOT (or Mermaid): RUN's dependencies and dependents, or
+    /// every run with one; nodes coloured by status.
+    Graph {
+        /// The run: id, unique id prefix (6+ characters) or name; all runs if left out.
+        run: Option<String>,
+        /// Mermaid instead of DOT.
+        #[arg(long)]
+        mermaid: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
     /// Print the saved-run JSON of a run (what `pactgraph resume FILE` reads).
     Export {
         /// The run: id, unique id prefix (6+ characters) or name.
@@ -207,6 +219,22 @@ pub fn run(command: RunsCommand) -> ExitCode {
                 store,
             } => match store::open_required(&store).await {
                 Ok(s) => prune::prune(&s, expired, older_than.as_deref(), status, dry_run).await,
+                Err(code) => code,
+            },
+            RunsCommand::Graph {
+                run: Some(run),
+                mermaid,
+                store,
+            } => match opened(&store, &run).await {
+                Ok((s, id)) => deps::graph(&s, Some(id), mermaid).await,
+                Err(code) => code,
+            },
+            RunsCommand::Graph {
+                run: None,
+                mermaid,
+                store,
+            } => match store::open_required(&store).await {
+                Ok(s) => deps::graph(&s, None, mermaid).await,
                 Err(code) => code,
             },
             RunsCommand::Export { run, store } => match opened(&store, &run).await {

@@ -61,6 +61,15 @@ pub async fn resume(
                 r.map_or("no reason", |r| r.as_str())
             ));
         }
+        (
+            StoredStatus::Failed,
+            Some(r @ (TerminationReason::DependencyFailed | TerminationReason::DependencyTimeout)),
+        ) => {
+            return refuse(format!(
+                "failed before its first step ({r}): resuming cannot change its dependencies; \
+                 start a new run"
+            ));
+        }
         (StoredStatus::Failed, _) => Continue::Reopen(None),
         _ => Continue::AsStored,
     };
@@ -116,7 +125,7 @@ pub async fn cancel(store: &SqliteStore, id: RunId) -> ExitCode {
     };
     if info.status != StoredStatus::Running {
         println!("run {id} cancelled");
-        return ExitCode::SUCCESS;
+        return settle_dependents(store, id).await;
     }
     // Running: its driver stops it at its next step (killing its programs); wait for it.
     let start = std::time::Instant::now();
@@ -126,7 +135,7 @@ pub async fn cancel(store: &SqliteStore, id: RunId) -> ExitCode {
             Ok(i) if i.status == StoredStatus::Running => {}
             Ok(i) if i.status == StoredStatus::Stopped => {
                 println!("run {id} cancelled (it was running; its programs were killed)");
-                return ExitCode::SUCCESS;
+                return settle_dependents(store, id).await;
             }
             Ok(i) => {
                 println!(
@@ -146,12 +155,33 @@ pub async fn cancel(store: &SqliteStore, id: RunId) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Settles the waiting runs that depend on the cancelled run `id` (and, in turn, on
+/// those that end), by their failure policy; prints each one ended.
+async fn settle_dependents(store: &SqliteStore, id: RunId) -> ExitCode {
+    let owner = pactgraph::store::local_owner();
+    let mut queue = vec![id];
+    while let Some(next) = queue.pop() {
+        match pactgraph::store::settle_dependents(store, next, &owner, Duration::from_secs(30))
+            .await
+        {
+            Ok(ended) => {
+                for (dependent, reason) in ended {
+                    println!("run {dependent} (waiting on {next}) ended: {reason}");
+                    queue.push(dependent);
+                }
+            }
+            Err(e) => return store::error(&e),
+        }
+    }
+    ExitCode::SUCCESS
+}
+
 /// The run was let go (interrupted) before its driver saw the cancel: stop it now.
 async fn cancel_again(store: &SqliteStore, id: RunId) -> ExitCode {
     match store.cancel(id).await {
         Ok(i) if i.status == StoredStatus::Stopped => {
             println!("run {id} cancelled");
-            ExitCode::SUCCESS
+            settle_dependents(store, id).await
         }
         Ok(i) => exit::failed(&format!("run {id} is {}: not cancelled", i.status)),
         Err(e) => store::error(&e),

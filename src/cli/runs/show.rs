@@ -26,16 +26,21 @@ pub async fn show(
         Ok(s) => s,
         Err(e) => return store::error(&e),
     };
+    let links = match super::deps::links(store, id).await {
+        Ok(l) => l,
+        Err(e) => return store::error(&e),
+    };
     match format {
         ShowFormat::Json => {
-            let value = show_json(&stored, trace, state);
+            let mut value = show_json(&stored, trace, state);
+            value["dependencies"] = links.to_json();
             match write_json(Ok(std::io::stdout().lock()), &value, "\n") {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => exit::failed(&format!("cannot write the run: {e}")),
             }
         }
         ShowFormat::Human => {
-            print!("{}", show_human(&stored, trace, state));
+            print!("{}", show_human(&stored, &links, trace, state));
             ExitCode::SUCCESS
         }
     }
@@ -83,7 +88,7 @@ fn rfc3339(ms: u64) -> String {
     humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
 }
 
-fn show_human(stored: &StoredRun, trace: bool, state: bool) -> String {
+fn show_human(stored: &StoredRun, links: &super::deps::Links, trace: bool, state: bool) -> String {
     let info = &stored.info;
     let run = &stored.record.run;
     let now = pactgraph_now_ms();
@@ -138,7 +143,42 @@ fn show_human(stored: &StoredRun, trace: bool, state: bool) -> String {
             usage
         },
     ));
-    lines.push(("dependencies", "none".into()));
+    let brief = |id: &RunId, info: Option<&pactgraph::store::RunInfo>| match info {
+        Some(i) => format!("{id} ({}, {})", i.workflow, status_text(i)),
+        None => format!("{id} (pruned)"),
+    };
+    lines.push((
+        "dependencies",
+        match &links.spec {
+            None => "none".into(),
+            Some(spec) => format!(
+                "{} (on failure: {}{})",
+                links
+                    .dependencies
+                    .iter()
+                    .map(|(id, i)| brief(id, i.as_ref()))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                spec.on_failure.as_str(),
+                spec.result_slice
+                    .as_ref()
+                    .map_or(String::new(), |s| format!(", results in `{s}`"))
+            ),
+        },
+    ));
+    lines.push((
+        "dependents",
+        if links.dependents.is_empty() {
+            "none".into()
+        } else {
+            links
+                .dependents
+                .iter()
+                .map(|i| brief(&i.id, Some(i)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+    ));
     let mut out = String::new();
     for (k, v) in lines {
         out.push_str(&format!("{k:<13}{v}\n"));

@@ -10,14 +10,16 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod deps;
 mod load;
 mod rows;
 mod snapshots;
 mod store;
 
+use self::deps::insert_dependencies;
 pub use self::rows::STORE_FORMAT;
-pub(crate) use self::rows::cancel_run;
 use self::rows::*;
+pub(crate) use self::rows::{cancel_run, end_run};
 use self::snapshots::{checkpoint_sql, is_refusal};
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 use sqlx::sqlite::{
@@ -28,8 +30,8 @@ use sqlx::{Connection, Row, Sqlite, SqliteConnection, Transaction};
 
 use super::delta::StepDelta;
 use super::{
-    Checkpoint, CreateOptions, Lease, PruneFilter, RunFilter, RunInfo, RunStore, StoreError,
-    StoredRun, StoredStatus, attempt_key, duration_ms, now_ms, owner_gone,
+    Checkpoint, CreateOptions, DependencySpec, Lease, PruneFilter, RunFilter, RunInfo, RunStore,
+    StoreError, StoredRun, StoredStatus, attempt_key, duration_ms, now_ms, owner_gone,
 };
 use crate::contracts::{SYSTEM_SLICE, WorkflowDocument};
 use crate::runtime::{
@@ -158,6 +160,15 @@ impl<'s> MigrationSource<'s> for Embedded {
                     MigrationType::Simple,
                     Cow::Borrowed(include_str!(
                         "../../../migrations/sqlite/0003_one_statement_checkpoints.sql"
+                    )),
+                    false,
+                ),
+                Migration::new(
+                    4,
+                    Cow::Borrowed("dependencies"),
+                    MigrationType::Simple,
+                    Cow::Borrowed(include_str!(
+                        "../../../migrations/sqlite/0004_dependencies.sql"
                     )),
                     false,
                 ),

@@ -10,7 +10,7 @@ pub(super) const INFO: &str = "id, name, workflow, digest, status, termination_r
 
 /// The store format this pactgraph writes: the number of its migrations, also kept in
 /// `PRAGMA user_version`. A database with a higher one is refused, untouched.
-pub const STORE_FORMAT: i64 = 3;
+pub const STORE_FORMAT: i64 = 4;
 
 pub(super) fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
@@ -142,6 +142,25 @@ pub(super) fn delta_from_row(
 /// Stops `run` as cancelled: a `guard_stop` trace item, open frames reported as
 /// uncommitted, `system.call_stack` emptied.
 pub(crate) fn cancel_run(run: &mut RunState, at_ms: u64) -> Result<(), String> {
+    end_run(
+        run,
+        RunStatus::Stopped,
+        TerminationReason::Cancelled,
+        "the run was cancelled",
+        at_ms,
+    )
+}
+
+/// Ends `run` from outside its steps (a cancel, a dependency that failed or timed out)
+/// with `status` and `reason`: a `guard_stop` trace item carrying `message`, open frames
+/// reported as uncommitted, `system.call_stack` emptied.
+pub(crate) fn end_run(
+    run: &mut RunState,
+    status: RunStatus,
+    reason: TerminationReason,
+    message: &str,
+    at_ms: u64,
+) -> Result<(), String> {
     let supervisor = run
         .pending()
         .map(|p| Arc::clone(p.supervisor()))
@@ -155,19 +174,12 @@ pub(crate) fn cancel_run(run: &mut RunState, at_ms: u64) -> Result<(), String> {
     let mut item = TraceItem::new(TraceKind::GuardStop, run.steps, run.depth());
     item.supervisor = supervisor;
     item.subgraph = run.stack.last().map(|f| Arc::clone(&f.subgraph_id));
-    item.target = Some(RunStatus::Stopped.to_string().into());
-    let message = "the run was cancelled";
+    item.target = Some(status.to_string().into());
     item.reason = Some(message.into());
-    item.termination_reason = Some(TerminationReason::Cancelled);
+    item.termination_reason = Some(reason);
     item.at_ms = at_ms;
     run.trace.push(item);
-    run.set_control(
-        RunStatus::Stopped,
-        Some(TerminationReason::Cancelled),
-        Some(message.to_string()),
-        None,
-        None,
-    )?;
+    run.set_control(status, Some(reason), Some(message.to_string()), None, None)?;
     let open: Vec<_> = run.stack.drain(..).map(Into::into).collect();
     run.uncommitted.extend(open);
     if let Some(serde_json::Value::Object(system)) = run.state.get_mut(SYSTEM_SLICE)

@@ -93,7 +93,11 @@ impl RunStore for SqliteStore {
             .execute(&mut *tx)
             .await
             .map_err(&db)?;
+        if let Some(deps) = &options.dependencies {
+            insert_dependencies(&mut tx, id, deps).await?;
+        }
         tx.commit().await.map_err(&db)?;
+        drop(w);
         self.info(id).await
     }
 
@@ -441,6 +445,18 @@ impl RunStore for SqliteStore {
             .map_err(&db)?;
         tx.commit().await.map_err(&db)?;
         Ok(count)
+    }
+
+    async fn dependency_spec(&self, id: RunId) -> Result<Option<DependencySpec>, StoreError> {
+        self.read_dependency_spec(id).await
+    }
+
+    async fn dependents(&self, id: RunId) -> Result<Vec<RunInfo>, StoreError> {
+        self.read_dependents(id).await
+    }
+
+    async fn runnable(&self, limit: usize) -> Result<Vec<RunInfo>, StoreError> {
+        self.read_runnable(limit).await
     }
 
     async fn find(&self, key: &str) -> Result<RunId, StoreError> {

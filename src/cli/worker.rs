@@ -1,0 +1,156 @@
+//! `pactgraph worker`: runs queued runs, and waiting runs whose dependencies are
+//! settled, from the run store; logs one line per run started and ended (`tracing`,
+//! `RUST_LOG` honoured; `info` for the worker by default).
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use pactgraph::runtime::{Clock, Executor};
+use pactgraph::store::{StoredRun, WorkEvent, WorkerOptions, work};
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::exit;
+use crate::store::{self, StoreArgs};
+
+/// `pactgraph worker` options.
+#[derive(Args, Debug, Clone)]
+pub struct WorkerArgs {
+    /// Runs driven at once.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub concurrency: usize,
+    /// Exit (0) when nothing is runnable and nothing is running.
+    #[arg(long)]
+    pub once: bool,
+    /// The lease taken on each run and renewed while it runs (`30s`, `2m`).
+    #[arg(long, value_name = "DUR", default_value = "30s")]
+    pub lease: String,
+    /// How often the store is asked for runnable runs (`20ms`, `1s`).
+    #[arg(long, value_name = "DUR", default_value = "20ms")]
+    pub poll: String,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (default: the worker's lines at `info`, the
+/// rest at `warn`).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,pactgraph::worker=info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+/// The executor for a stored run: its own document, its base folder, the system clock.
+pub fn executor_for(stored: &StoredRun) -> Result<Executor, String> {
+    let graph = stored.record.graph().map_err(|e| e.to_string())?;
+    Executor::builder(graph)
+        .base_dir(stored.record.base_dir.as_deref().unwrap_or("."))
+        .clock(Clock::System)
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+/// `pactgraph worker ...`.
+pub fn run(args: &WorkerArgs) -> ExitCode {
+    init_logging();
+    if args.concurrency == 0 {
+        return exit::usage("--concurrency must be at least 1");
+    }
+    let parse = |what: &str, text: &str| -> Result<Duration, ExitCode> {
+        store::parse_duration(what, text).map_err(|m| exit::usage(&m))
+    };
+    let (lease, poll) = match (parse("--lease", &args.lease), parse("--poll", &args.poll)) {
+        (Ok(l), Ok(p)) => (l, p),
+        (Err(code), _) | (_, Err(code)) => return code,
+    };
+    if lease < Duration::from_millis(100) {
+        return exit::usage("--lease must be at least 100ms");
+    }
+    let rt = match store::runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    rt.block_on(async {
+        let store = match store::open(&args.store).await {
+            Ok(Some(s)) => s,
+            Ok(None) => return exit::usage("a worker needs a run store, not --store none"),
+            Err(code) => return code,
+        };
+        let (mut int, mut term) = match (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) {
+            (Ok(i), Ok(t)) => (i, t),
+            (Err(e), _) | (_, Err(e)) => {
+                return exit::failed(&format!("cannot watch for signals: {e}"));
+            }
+        };
+        let stop = async {
+            let name = tokio::select! {
+                _ = int.recv() => "SIGINT",
+                _ = term.recv() => "SIGTERM",
+            };
+            tracing::info!(target: "pactgraph::worker", "{name}: interrupting the runs in flight and stopping");
+        };
+        let options = WorkerOptions::default()
+            .concurrency(args.concurrency)
+            .once(args.once)
+            .lease(lease)
+            .poll(poll);
+        tracing::info!(
+            target: "pactgraph::worker",
+            "worker started: store {}, concurrency {}, lease {lease:?}{}",
+            args.store.store,
+            args.concurrency,
+            if args.once { ", once" } else { "" }
+        );
+        let summary = work(&store, &options, executor_for, log_event, stop).await;
+        match summary {
+            Ok(s) => {
+                tracing::info!(
+                    target: "pactgraph::worker",
+                    "worker stopped: {} runs finished, {} failed to run, {} interrupted",
+                    s.finished,
+                    s.errors,
+                    s.interrupted
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => store::error(&e),
+        }
+    })
+}
+
+/// One line per run started and ended.
+fn log_event(event: WorkEvent<'_>) {
+    match event {
+        WorkEvent::Started {
+            id,
+            workflow,
+            owner,
+        } => {
+            tracing::info!(target: "pactgraph::worker", "run {id} ({workflow}) started by {owner}")
+        }
+        WorkEvent::Ended {
+            id,
+            result: Ok(run),
+        } => tracing::info!(
+            target: "pactgraph::worker",
+            "run {id} ended {} ({}) after {} steps",
+            run.status(),
+            run.termination_reason().map_or("-", |r| r.as_str()),
+            run.steps
+        ),
+        WorkEvent::Ended { id, result: Err(e) } => {
+            tracing::warn!(target: "pactgraph::worker", "run {id} could not be run: {e}");
+        }
+        WorkEvent::Interrupted { id } => {
+            tracing::info!(target: "pactgraph::worker", "run {id} interrupted (resumable)");
+        }
+        _ => {}
+    }
+}
