@@ -7,6 +7,7 @@
 //! whose dependencies end is taken within one poll of it.
 
 use std::future::Future;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -112,11 +113,15 @@ pub struct WorkSummary {
 ///
 /// Several workers (in one process or many) never drive the same run at once: each
 /// run is claimed first, and the claim is exclusive while its lease is current.
+///
+/// Every store call of a run (its claim included) happens inside that run's future,
+/// and the look for more runs is polled together with them: a run's future that holds
+/// the store's write connection is never left unpolled while another call waits for it.
 pub async fn work<S, F, R>(
     store: &S,
     options: &WorkerOptions,
     executor_for: F,
-    mut report: R,
+    report: R,
     stop: impl Future<Output = ()>,
 ) -> Result<WorkSummary, StoreError>
 where
@@ -125,89 +130,104 @@ where
     R: FnMut(WorkEvent<'_>),
 {
     let drive_options = DriveOptions::default().lease(options.lease);
+    let report = Mutex::new(report);
+    let emit = |event: WorkEvent<'_>| {
+        // A report that panicked once still reports.
+        let mut r = report
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (*r)(event);
+    };
     let mut summary = WorkSummary::default();
     let mut running = FuturesUnordered::new();
-    // Runs being driven, with their owners (to interrupt them on a stop).
+    // Runs taken (being claimed or driven), with their owners: skipped when the store
+    // lists them again, interrupted on a stop.
     let mut held: Vec<(RunId, String)> = Vec::new();
+    // When the store is next asked (a deadline, so that runs ending often do not keep
+    // putting the look off).
+    let mut next_look = tokio::time::Instant::now();
     tokio::pin!(stop);
     loop {
-        let mut took = false;
-        if running.len() < options.concurrency {
-            let free = options.concurrency - running.len();
-            for info in store.runnable(free + held.len()).await? {
-                if running.len() >= options.concurrency {
-                    break;
-                }
-                if held.iter().any(|(id, _)| *id == info.id) {
-                    continue;
-                }
-                let owner = local_owner();
-                match store.claim(info.id, &owner, options.lease).await {
-                    Ok(_) => {}
-                    // Another worker took it between the query and the claim.
-                    Err(StoreError::LeaseHeld { .. }) => continue,
-                    Err(e) => return Err(e),
-                }
-                report(WorkEvent::Started {
-                    id: info.id,
-                    workflow: &info.workflow,
-                    owner: &owner,
-                });
-                took = true;
-                held.push((info.id, owner.clone()));
-                let id = info.id;
-                let executor_for = &executor_for;
-                let drive_options = &drive_options;
-                running.push(async move {
-                    let result = match store.load(id).await {
-                        Ok(stored) => match executor_for(&stored) {
-                            Ok(executor) => {
-                                drive(&executor, store, id, &owner, drive_options).await
-                            }
-                            Err(reason) => {
-                                let _ = store.release(id, &owner).await;
-                                Err(StoreError::CannotContinue { run_id: id, reason })
-                            }
-                        },
-                        Err(e) => {
-                            let _ = store.release(id, &owner).await;
-                            Err(e)
-                        }
-                    };
-                    (id, result)
-                });
-            }
-        }
-        if running.is_empty() && !took {
-            if options.once {
-                return Ok(summary);
-            }
-            tokio::select! {
-                () = tokio::time::sleep(options.poll) => continue,
-                () = &mut stop => return Ok(summary),
-            }
-        }
+        let want = options.concurrency.saturating_sub(running.len());
+        let skip = held.len();
+        let look = async {
+            tokio::time::sleep_until(next_look).await;
+            store.runnable(want + skip).await
+        };
         tokio::select! {
-            Some((id, result)) = running.next() => {
-                held.retain(|(h, _)| *h != id);
-                if result.is_ok() {
-                    summary.finished += 1;
-                } else {
-                    summary.errors += 1;
+            found = look, if want > 0 => {
+                next_look = tokio::time::Instant::now() + options.poll;
+                let mut took = 0;
+                for info in found? {
+                    if took == want {
+                        break;
+                    }
+                    if held.iter().any(|(id, _)| *id == info.id) {
+                        continue;
+                    }
+                    let owner = local_owner();
+                    held.push((info.id, owner.clone()));
+                    took += 1;
+                    let (executor_for, drive_options, emit) = (&executor_for, &drive_options, &emit);
+                    running.push(async move {
+                        let id = info.id;
+                        match store.claim(id, &owner, options.lease).await {
+                            Ok(_) => {}
+                            // Another worker took it between the look and the claim.
+                            Err(StoreError::LeaseHeld { .. }) => return (id, None),
+                            Err(e) => return (id, Some(Err(e))),
+                        }
+                        emit(WorkEvent::Started {
+                            id,
+                            workflow: &info.workflow,
+                            owner: &owner,
+                        });
+                        let result = match store.load(id).await {
+                            Ok(stored) => match executor_for(&stored) {
+                                Ok(executor) => {
+                                    drive(&executor, store, id, &owner, drive_options).await
+                                }
+                                Err(reason) => {
+                                    let _ = store.release(id, &owner).await;
+                                    Err(StoreError::CannotContinue { run_id: id, reason })
+                                }
+                            },
+                            Err(e) => {
+                                let _ = store.release(id, &owner).await;
+                                Err(e)
+                            }
+                        };
+                        (id, Some(result))
+                    });
                 }
-                report(WorkEvent::Ended { id, result: &result });
+                if took == 0 && running.is_empty() && options.once {
+                    return Ok(summary);
+                }
             }
-            () = tokio::time::sleep(options.poll), if running.len() < options.concurrency => {}
+            Some((id, outcome)) = running.next() => {
+                held.retain(|(h, _)| *h != id);
+                if let Some(result) = outcome {
+                    if result.is_ok() {
+                        summary.finished += 1;
+                    } else {
+                        summary.errors += 1;
+                    }
+                    emit(WorkEvent::Ended { id, result: &result });
+                }
+            }
             () = &mut stop => {
                 // Dropping the drives abandons their steps (and kills their programs).
                 drop(running);
                 for (id, owner) in &held {
                     match store.interrupt(*id, owner).await {
-                        Ok(()) | Err(StoreError::LeaseLost { .. }) => {}
+                        Ok(()) => {
+                            summary.interrupted += 1;
+                            emit(WorkEvent::Interrupted { id: *id });
+                        }
+                        // Not claimed yet, or already let go.
+                        Err(StoreError::LeaseLost { .. }) => {}
                         Err(e) => return Err(e),
                     }
-                    summary.interrupted += 1;
-                    report(WorkEvent::Interrupted { id: *id });
                 }
                 return Ok(summary);
             }
