@@ -469,3 +469,36 @@ fn a_killed_workers_run_is_resumed_by_another_after_its_lease_lapses() {
     check_trace(&done["trace"], TICKS);
     check_side(&b.side(), TICKS, 1);
 }
+
+/// Proves SIGTERM to a worker interrupts the run in flight: the program it was running
+/// is killed, the run is `interrupted` (resumable) with its lease given up, the worker
+/// logs it and exits 0.
+#[test]
+fn sigterm_interrupts_a_workers_runs_and_exits_0() {
+    let b = bench();
+    let wf = b
+        .file("wf.json", &support::cli::ticker_json(3, 10))
+        .display()
+        .to_string();
+    b.file("slow", "30");
+    let id = detach(&b, &wf, &[], "queued");
+    let w = b.spawn(&["worker"], "w");
+    assert!(
+        b.wait_until(Duration::from_secs(30), || !b.pids().is_empty()),
+        "the program started"
+    );
+    signal(&w, "TERM");
+    let out = w.wait_with_output().expect("the worker ends");
+    assert_eq!(out.status.code(), Some(0), "{}", b.outputs("w").1);
+    let log = b.outputs("w").1;
+    assert!(log.contains(&format!("run {id} interrupted")), "{log}");
+    for pid in b.pids() {
+        assert!(
+            b.wait_until(Duration::from_secs(5), || support::cli::process_gone(pid)),
+            "program {pid} was killed"
+        );
+    }
+    let shown = b.show(&id);
+    assert_eq!(shown["run"]["status"], "interrupted");
+    assert_eq!(shown["run"]["owner"], Value::Null, "the lease was given up");
+}
