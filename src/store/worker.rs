@@ -3,8 +3,10 @@
 //! renews, and drives up to N of them at once until told to stop (or, with `once`, until
 //! nothing is runnable).
 //!
-//! Scheduling polls the store every [`WorkerOptions::poll`] (20 ms by default): a run
-//! whose dependencies end is taken within one poll of it.
+//! Scheduling polls: the store is asked for runnable runs at once when a slot frees up
+//! or runs were just taken, and every [`WorkerOptions::poll`] (20 ms by default) while
+//! nothing is found, so a run whose dependencies end (in another process) is taken within
+//! one poll of it.
 
 use std::future::Future;
 use std::sync::Mutex;
@@ -156,7 +158,6 @@ where
         };
         tokio::select! {
             found = look, if want > 0 => {
-                next_look = tokio::time::Instant::now() + options.poll;
                 let mut took = 0;
                 for info in found? {
                     if took == want {
@@ -203,9 +204,16 @@ where
                 if took == 0 && running.is_empty() && options.once {
                     return Ok(summary);
                 }
+                // Nothing new: wait a poll before asking again. Runs taken: ask again at
+                // once if slots are left.
+                if took == 0 {
+                    next_look = tokio::time::Instant::now() + options.poll;
+                }
             }
             Some((id, outcome)) = running.next() => {
                 held.retain(|(h, _)| *h != id);
+                // A slot is free: look for work at once.
+                next_look = tokio::time::Instant::now();
                 if let Some(result) = outcome {
                     if result.is_ok() {
                         summary.finished += 1;
