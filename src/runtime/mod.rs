@@ -7,6 +7,7 @@
 //! synchronous transition ([`Step`]); the executor's `docs/spec/runtime.md` gives the
 //! semantics.
 
+mod accounting;
 mod advisors;
 mod budgets;
 mod builder;
@@ -35,6 +36,7 @@ mod trace;
 mod transitions;
 mod views;
 
+pub use accounting::Accounting;
 pub use builder::{Clock, ExecutorBuildError, ExecutorBuilder};
 pub use callstack::{Frame, Owed, UncommittedFrame};
 pub use effects::{Effect, EffectKind, EffectOutput};
@@ -44,7 +46,10 @@ pub use handlers::{
     Writes, sync_node, sync_policy,
 };
 pub use outcome::{RunOutcome, RunSummary};
-pub use output::{MESSAGE_KEY, NodeOutput, ROUTE_KEY, USAGE_KEY, Usage};
+pub use output::{
+    COST_USD, INPUT_TOKENS, MESSAGE_KEY, NodeOutput, OUTPUT_TOKENS, ROUTE_KEY, USAGE_KEY, Usage,
+    WALL_MS,
+};
 pub use record::{RUN_RECORD_FORMAT, RecordError, RunId, RunIdError, RunRecord, digest_of};
 pub use run_state::{Pending, ProjectedState, RunState, State};
 pub use status::{RunStatus, TerminationReason};

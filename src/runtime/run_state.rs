@@ -7,8 +7,9 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 
+use super::accounting::Accounting;
 use super::callstack::{Frame, UncommittedFrame};
-use super::outcome::{RunOutcome, RunSummary};
+use super::outcome::{AccountingOf, RunOutcome, RunSummary};
 use super::output::Usage;
 pub use super::pending::Pending;
 use super::record::RunId;
@@ -172,6 +173,7 @@ impl RunState {
             Control::Running(_) => (None, None),
         };
         RunOutcome {
+            accounting: Accounting::from_trace(&self.trace),
             workflow: self.workflow,
             status,
             termination_reason,
@@ -208,6 +210,7 @@ impl RunState {
             state: self.projected_state(),
             question: self.question(),
             uncommitted: &self.uncommitted,
+            accounting: AccountingOf::Trace(&self.trace),
             trace: (!self.trace_in_state).then_some(&self.trace),
         }
     }

@@ -81,6 +81,11 @@ pub enum TerminationReason {
     /// A router named no valid destination in `$route`, on its first run and on each
     /// retry.
     InvalidRoute,
+    /// The nodes' reported usage reached the run's `max_tokens` or `max_cost_usd`.
+    BudgetExceeded,
+    /// A supervisor asked a subgraph to clarify that is not `chat`, or that has not
+    /// returned at its level.
+    ClarifyUnavailable,
 }
 
 impl TerminationReason {
@@ -104,6 +109,8 @@ impl TerminationReason {
             TerminationReason::InvalidOutput => "invalid_output",
             TerminationReason::InvalidChainPayload => "invalid_chain_payload",
             TerminationReason::InvalidRoute => "invalid_route",
+            TerminationReason::BudgetExceeded => "budget_exceeded",
+            TerminationReason::ClarifyUnavailable => "clarify_unavailable",
         }
     }
 
@@ -116,6 +123,7 @@ impl TerminationReason {
                 | TerminationReason::CycleDetected
                 | TerminationReason::Timeout
                 | TerminationReason::Cancelled
+                | TerminationReason::BudgetExceeded
         )
     }
 }

@@ -186,7 +186,7 @@ impl Tx<'_> {
             return self.commit_router(level, run, writes, routed);
         }
         if let Err((reason, msg)) = self.check_writes(level, np, &writes) {
-            return self.fail_after_run(reason, msg, dispatcher, usage);
+            return self.fail_after_run(reason, msg, dispatcher, (&np.id, duration_us), usage);
         }
         // All checks passed: apply the writes in one go.
         self.apply_writes(writes);
@@ -534,20 +534,25 @@ impl Tx<'_> {
         result
     }
 
-    /// Fails the run after its node ran (its writes refused): the failure's item is the
-    /// node run's, so it carries what the run cost.
+    /// Fails the run after node `node` ran for `duration_us` (its writes refused): the
+    /// failure's item stands for the node run (its `source` is the node), so it carries
+    /// what the run cost.
     pub(crate) fn fail_after_run(
         &mut self,
         reason: TerminationReason,
         msg: String,
         dispatcher: Arc<str>,
+        (node, duration_us): (&Arc<str>, u64),
         usage: Option<Usage>,
     ) {
         self.fail(reason, msg, Some(dispatcher));
-        if let Some(it) = self.run.trace.items.last_mut()
-            && let Some(u) = usage
-        {
-            attach_usage(it, u);
+        if let Some(it) = self.run.trace.items.last_mut() {
+            // The end item stands for the node run: it names the node and its time.
+            it.source = Some(Arc::clone(node));
+            it.duration_us = duration_us;
+            if let Some(u) = usage {
+                attach_usage(it, u);
+            }
         }
     }
 

@@ -151,6 +151,8 @@ codes! {
     /// A node's `retry` policy never retries (`on: []`, `max_attempts: 1`, or a node that
     /// cannot fail: no handler or program).
     RETRY_NEVER = 1006, Warning, "retry that never retries";
+    /// `max_tokens` is 0, or `max_cost_usd` is 0 or negative: no step can ever run.
+    ZERO_USAGE_BUDGET = 1007, Error, "usage budget of 0 or less";
     /// A slice is written by several nodes.
     SHARED_WRITE = 1101, Info, "slice written by several nodes";
     /// A slice is written but never read.
