@@ -130,6 +130,27 @@ pub(crate) fn check_call(
     max_reentry: Option<u32>,
 ) -> Result<(), GuardStop> {
     check_steps(run, budgets, "entering subgraph", id)?;
+    check_depth(run, budgets, "entering subgraph", id)?;
+    let max = max_reentry.unwrap_or(budgets.max_reentry);
+    let done = run.entries.get(id).copied().unwrap_or(0);
+    if done >= max {
+        return Err(GuardStop::new(
+            TerminationReason::CycleDetected,
+            format!("subgraph `{id}` was already entered {done} time(s); its max_reentry is {max}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Before clarifying subgraph `id`: a step (and usage within its budgets) one level
+/// deeper. Not an entry: `max_reentry` does not count it.
+pub(crate) fn check_clarify(run: &RunState, budgets: &Budgets, id: &str) -> Result<(), GuardStop> {
+    check_steps(run, budgets, "clarifying subgraph", id)?;
+    check_depth(run, budgets, "clarifying subgraph", id)
+}
+
+/// One level deeper must fit in `max_depth`.
+fn check_depth(run: &RunState, budgets: &Budgets, what: &str, id: &str) -> Result<(), GuardStop> {
     let depth = u64::from(run.depth()) + 1;
     // The trace records depths as `u16`: a larger `max_depth` is capped there.
     let max_depth = budgets.max_depth.min(MAX_TRACE_DEPTH);
@@ -144,17 +165,7 @@ pub(crate) fn check_call(
         };
         return Err(GuardStop::new(
             TerminationReason::MaxDepthExceeded,
-            format!(
-                "entering subgraph `{id}` would reach depth {depth} but max_depth is {max_depth}{capped}"
-            ),
-        ));
-    }
-    let max = max_reentry.unwrap_or(budgets.max_reentry);
-    let done = run.entries.get(id).copied().unwrap_or(0);
-    if done >= max {
-        return Err(GuardStop::new(
-            TerminationReason::CycleDetected,
-            format!("subgraph `{id}` was already entered {done} time(s); its max_reentry is {max}"),
+            format!("{what} `{id}` would reach depth {depth} but max_depth is {max_depth}{capped}"),
         ));
     }
     Ok(())

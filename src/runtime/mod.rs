@@ -12,6 +12,7 @@ mod advisors;
 mod budgets;
 mod builder;
 mod callstack;
+mod clarify;
 mod decide;
 mod decisions;
 mod effects;
@@ -38,7 +39,7 @@ mod views;
 
 pub use accounting::Accounting;
 pub use builder::{Clock, ExecutorBuildError, ExecutorBuilder};
-pub use callstack::{Frame, Owed, UncommittedFrame};
+pub use callstack::{Frame, KeptChild, Owed, UncommittedFrame};
 pub use effects::{Effect, EffectKind, EffectOutput};
 pub use executor::{CLARIFICATION_SLICE, Executor, ResumeError, ResumeErrorKind, StartError};
 pub use handlers::{

@@ -44,6 +44,10 @@ pub enum TraceKind {
     Advisor,
     /// Every advisor has reported (`target` the primary, `reason` the tally).
     Join,
+    /// A finished `chat` subgraph kept at this level resumes to answer a follow-up
+    /// (`source` the calling supervisor, `target` the subgraph, `reason` the question); it
+    /// returns like a call.
+    Clarify,
 }
 
 /// How a chain stage was reached.

@@ -99,6 +99,11 @@ impl Tx<'_> {
             Then::EndLevel { sup, stop, reason } => self.end_level(level, sup, stop, reason),
             Then::StopGlobal { sup, stop, frames } => self.stop_global(sup, stop, &frames),
             Then::Ask { sup, question } => self.pause(sup, question),
+            Then::Clarify {
+                caller,
+                sg,
+                question,
+            } => self.clarify(sg, caller, question),
         }
     }
 
@@ -408,6 +413,10 @@ impl Tx<'_> {
         let Some(frame) = self.run.stack.pop() else {
             return;
         };
+        self.level_ended(frame.depth);
+        if sg.contract.chat {
+            self.keep_child(&frame);
+        }
         let parent = self.run.level_state_mut();
         commit(parent, &frame.state, &sg.contract.writes);
         if let Some(slice) = &sg.contract.result_slice {
@@ -597,6 +606,8 @@ impl Tx<'_> {
         };
         let open = self.run.stack.drain(..).map(Into::into);
         self.run.uncommitted.extend(open);
+        // Every level has ended.
+        self.run.kept.clear();
         self.ex.sync_system(self.run);
     }
 }

@@ -136,6 +136,11 @@ codes! {
     BAD_ADVICE_SLICE = 822, Error, "advice slice not declared or not read";
     /// `advisors.members` is empty.
     NO_ADVISORS = 823, Warning, "advisors without members";
+    /// A supervisor's `clarify` default names a subgraph it may not call, or one that is
+    /// not `chat`.
+    CLARIFY_UNAVAILABLE = 840, Error, "clarify default cannot clarify";
+    /// A `chat` subgraph's boundary does not read `clarification`.
+    CHAT_WITHOUT_CLARIFICATION = 841, Warning, "chat subgraph does not read clarification";
     /// A JSON Schema does not compile.
     BAD_SCHEMA = 901, Error, "invalid JSON Schema";
     /// `max_steps` is 0.

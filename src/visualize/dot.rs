@@ -237,6 +237,7 @@ fn write_edge(
         Drawn::Fallback => ("dashed", Some(FALLBACK), None, Some("fallback")),
         Drawn::Route => ("bold", None, None, Some("route")),
         Drawn::Advice => ("dashed", None, None, Some("advice")),
+        Drawn::Clarify => ("dashed", None, Some("1.5"), Some("clarify")),
     };
     match (taken, fell_back) {
         (_, true) => {
