@@ -17,8 +17,8 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::output::Usage;
-use super::trace::{DecisionTrace, TraceItem, TraceKind};
+use super::output::{Usage, WALL_MS};
+use super::trace::{DecisionTrace, TraceItem, TraceKind, wall_ms};
 
 /// A run's cost, summed from the usage records of its node runs: `{"total", "by_node",
 /// "by_subgraph", "by_owner"}`, each a map of name to sum (`input_tokens`,
@@ -58,16 +58,29 @@ impl Accounting {
     pub fn from_trace(trace: &DecisionTrace) -> Self {
         let records = Records::collect(&trace.items);
         let owners = records.owners();
-        let mut acct = Accounting::default();
+        let mut total = Sum::default();
+        let mut by_node = BTreeMap::new();
+        let mut by_subgraph = BTreeMap::new();
+        let mut by_owner = BTreeMap::new();
         for (rec, owner) in records.list.iter().zip(owners) {
-            acct.total.add_all(&rec.usage);
-            add_to(&mut acct.by_node, rec.node, &rec.usage);
+            total.add(rec);
+            add_to(&mut by_node, rec.node, rec);
             if let Some(sg) = rec.subgraph {
-                add_to(&mut acct.by_subgraph, sg, &rec.usage);
+                add_to(&mut by_subgraph, sg, rec);
             }
-            add_to(&mut acct.by_owner, owner, &rec.usage);
+            add_to(&mut by_owner, owner, rec);
         }
-        acct
+        let done = |m: BTreeMap<&str, Sum>| {
+            m.into_iter()
+                .map(|(k, v)| (k.to_string(), v.finish()))
+                .collect()
+        };
+        Accounting {
+            total: total.finish(),
+            by_node: done(by_node),
+            by_subgraph: done(by_subgraph),
+            by_owner: done(by_owner),
+        }
     }
 
     /// True when no node ran.
@@ -76,13 +89,31 @@ impl Accounting {
     }
 }
 
-fn add_to(map: &mut BTreeMap<String, Usage>, key: &str, usage: &Usage) {
-    match map.get_mut(key) {
-        Some(sum) => sum.add_all(usage),
-        None => {
-            map.insert(key.to_string(), usage.clone());
+/// A sum in progress: the reported amounts, and the wall time in whole microseconds (so
+/// wall times add up exactly; `wall_ms` is written at the end, last).
+#[derive(Default)]
+struct Sum {
+    usage: Usage,
+    wall_us: u64,
+}
+
+impl Sum {
+    fn add(&mut self, rec: &Record<'_>) {
+        if let Some(u) = rec.usage {
+            self.usage.add_all(u);
         }
+        self.wall_us = self.wall_us.saturating_add(rec.wall_us);
     }
+
+    fn finish(self) -> Usage {
+        let mut usage = self.usage;
+        usage.add(WALL_MS, wall_ms(self.wall_us));
+        usage
+    }
+}
+
+fn add_to<'a>(map: &mut BTreeMap<&'a str, Sum>, key: &'a str, rec: &Record<'_>) {
+    map.entry(key).or_default().add(rec);
 }
 
 /// Who a node run hands its cost to, as its trace item tells.
@@ -138,11 +169,12 @@ enum Owner<'a> {
     Record(usize),
 }
 
-/// One node run's usage record.
+/// One node run's usage record: what it reported, and its wall time.
 struct Record<'a> {
     node: &'a str,
     subgraph: Option<&'a str>,
-    usage: Usage,
+    usage: Option<&'a Usage>,
+    wall_us: u64,
     owner: Owner<'a>,
 }
 
@@ -160,7 +192,7 @@ impl<'a> Records<'a> {
         let mut chains: HashMap<(&'a str, u16), usize> = HashMap::new();
         let mut serving: HashMap<(&'a str, u16), Vec<usize>> = HashMap::new();
         for item in items {
-            let (Some(node), Some(usage)) = (item.ran_node(), item.usage_record()) else {
+            let Some(node) = item.ran_node() else {
                 continue;
             };
             let idx = list.len();
@@ -192,7 +224,8 @@ impl<'a> Records<'a> {
             list.push(Record {
                 node,
                 subgraph: item.subgraph.as_deref(),
-                usage,
+                usage: item.usage(),
+                wall_us: item.duration_us,
                 owner,
             });
         }

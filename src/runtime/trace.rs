@@ -229,7 +229,7 @@ impl TraceItem {
 
 /// Microseconds as milliseconds: a whole number when it is one, else with the
 /// microseconds as a fraction.
-fn wall_ms(duration_us: u64) -> serde_json::Number {
+pub(crate) fn wall_ms(duration_us: u64) -> serde_json::Number {
     if duration_us.is_multiple_of(1000) {
         serde_json::Number::from(duration_us / 1000)
     } else {

@@ -268,10 +268,10 @@ fn write_edge(
         (None, true) => {}
     }
     if let Some(sub) = e.subgraph {
-        let what = if e.kind == Drawn::Route {
-            "route to"
-        } else {
-            "call"
+        let what = match e.kind {
+            Drawn::Route => "route to",
+            Drawn::Clarify => "clarify",
+            _ => "call",
         };
         write!(out, ", tooltip=\"{what} ")?;
         dot_label(out, sub)?;
