@@ -48,7 +48,8 @@ pub struct Accounting {
     /// only.
     pub by_subgraph: BTreeMap<String, Usage>,
     /// Per owner: every run rolled up to the node owning the final answer it contributed
-    /// to (see [`rollup_of`]).
+    /// to: a handoff or router stage to its chain's last stage, an advisor to its
+    /// primary, team members and the lead to the team node; any other run owns itself.
     pub by_owner: BTreeMap<String, Usage>,
 }
 

@@ -18,6 +18,7 @@ mod decisions;
 mod effects;
 pub mod exec;
 mod executor;
+mod failures;
 mod guarded;
 mod handlers;
 mod outcome;

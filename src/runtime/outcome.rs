@@ -13,7 +13,7 @@ use crate::contracts::SYSTEM_SLICE;
 
 /// How a run ended (or paused): what a caller inspects.
 ///
-/// As in [`RunState`], the trace is stored once, in [`RunOutcome::trace`]; serialized (as
+/// As in [`RunState`](super::RunState), the trace is stored once, in [`RunOutcome::trace`]; serialized (as
 /// a [`RunSummary`]), it appears once: as `state.system.decision_trace` when the trace
 /// belongs in the state, else as `trace`.
 #[derive(Debug, Clone, PartialEq)]

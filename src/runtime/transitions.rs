@@ -12,11 +12,11 @@ use super::builder::{NodePlan, NodeRun, SubgraphPlan, check};
 use super::callstack::{Frame, commit, pick};
 use super::executor::Executor;
 use super::guarded::Fault;
-use super::output::{NodeOutput, Usage};
+use super::output::Usage;
 use super::route::{RoutedCall, RouterRun, next_stage};
 use super::run_state::{Control, Pending, RunState};
 use super::status::{RunStatus, TerminationReason};
-use super::step::{After, Level, NodeResult, NodeStep, Planned, Ran, Then};
+use super::step::{After, Level, NodeResult, NodeStep, Planned, Then};
 use super::trace::{Chain, ChainTrigger, TraceItem, TraceKind, trace_depth};
 use crate::contracts::{SYSTEM_SLICE, StopGlobal, StopLocal};
 
@@ -485,84 +485,6 @@ impl Tx<'_> {
             supervisor,
         };
         self.ex.sync_system(self.run);
-    }
-
-    /// Maps a handler fault to the run's end.
-    fn fault(&mut self, who: &str, what: &str, fault: Fault, sup: Option<Arc<str>>) {
-        match fault {
-            Fault::Failed(m) | Fault::Permanent(m) => {
-                let msg = format!("{what} `{who}` failed: {m}");
-                self.fail(TerminationReason::NodeFailed, msg, sup);
-            }
-            Fault::Timeout(m) => {
-                let g = GuardStop {
-                    reason: TerminationReason::Timeout,
-                    message: format!("{what} `{who}` {m}"),
-                };
-                self.guard_stop(g, sup);
-            }
-            Fault::Cancelled => {
-                let g = GuardStop {
-                    reason: TerminationReason::Cancelled,
-                    message: format!("the run was cancelled while {what} `{who}` ran"),
-                };
-                self.guard_stop(g, sup);
-            }
-            Fault::InvalidOutput(m) => {
-                let msg = format!("{what} `{who}` {m}");
-                self.fail(TerminationReason::InvalidOutput, msg, sup);
-            }
-        }
-    }
-
-    /// Records a `retry` item for each attempt of the node call that failed and was
-    /// tried again, and hands back the last attempt's result.
-    fn retried(
-        &mut self,
-        ran: Ran,
-        np: &NodePlan,
-        dispatcher: &Arc<str>,
-    ) -> Result<NodeOutput, Fault> {
-        let Ran { result, failed } = ran;
-        for f in failed {
-            let it = self.record(TraceKind::Retry, Some(Arc::clone(dispatcher)));
-            it.target = Some(Arc::clone(&np.id));
-            it.duration_us = f.duration_us;
-            it.reason = Some(
-                format!(
-                    "attempt {} failed ({}): {}; attempt {} in {} ms",
-                    f.attempt,
-                    f.kind,
-                    f.message,
-                    f.attempt.saturating_add(1),
-                    f.backoff_ms
-                )
-                .into(),
-            );
-        }
-        result
-    }
-
-    /// Fails the run after node `node` ran for `duration_us` (its writes refused): the
-    /// failure's item stands for the node run (its `source` is the node), so it carries
-    /// what the run cost.
-    pub(crate) fn fail_after_run(
-        &mut self,
-        reason: TerminationReason,
-        msg: String,
-        dispatcher: Arc<str>,
-        (node, duration_us): (&Arc<str>, u64),
-        usage: Option<Usage>,
-    ) {
-        self.fail(reason, msg, Some(dispatcher));
-        if let Some(it) = self.run.trace.items.last_mut() {
-            // The end item stands for the node run: it names the node and its time.
-            it.source = Some(Arc::clone(node));
-            it.duration_us = duration_us;
-            if let Some(u) = usage {
-                attach_usage(it, u);
-            }
-        }
     }
 
     /// A guard stopped the run (status `stopped`).
