@@ -91,9 +91,28 @@ fn run_prints_run_id_and_runs_list_and_show_read_it() {
     assert_eq!(shown["state"]["n"], 3);
     check_trace(&shown["trace"], 3);
     assert_eq!(untimed(&shown["state"]), untimed(&out["state"]));
+    // Accounting: three runs of `tick`, with their wall time (no `$usage` reported).
+    assert_eq!(
+        shown["accounting"]["by_node"]["tick"]
+            .as_object()
+            .map(|u| u.keys().map(String::as_str).collect::<Vec<_>>()),
+        Some(vec!["wall_ms"])
+    );
+    assert_eq!(
+        shown["accounting"]["by_owner"]["tick"],
+        shown["accounting"]["total"]
+    );
+    assert_eq!(shown["accounting"]["by_subgraph"], serde_json::json!({}));
     let human = b.run(&["runs", "show", "three", "--trace"]);
     assert_eq!(human.code, 0);
-    for needle in ["status       completed", "dispatch", "dependencies none"] {
+    for needle in [
+        "status       completed",
+        "dispatch",
+        "dependencies none",
+        "accounting",
+        "WALL_MS",
+        "owner  tick",
+    ] {
         assert!(human.out.contains(needle), "{needle} in {}", human.out);
     }
     // The name is taken while the run has not expired.
@@ -239,6 +258,7 @@ fn a_max_steps_stop_resumes_with_a_higher_budget() {
     assert_eq!(more.json()["status"], "completed");
     let (a, z) = (b.show("full"), b.show("short"));
     assert_eq!(untimed(&a["trace"]), untimed(&z["trace"]));
+    assert_eq!(untimed(&a["accounting"]), untimed(&z["accounting"]));
     assert_eq!(untimed(&a["state"]["n"]), untimed(&z["state"]["n"]));
     check_trace(&z["trace"], 6);
     // The stored budget is the new one (a later resume keeps it).

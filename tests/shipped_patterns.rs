@@ -146,3 +146,48 @@ fn router_triage_validates_clean_and_runs() {
         assert!(routed, "{state:#}");
     }
 }
+
+/// The clarify example: the editor calls the research subgraph (`chat: true`), asks the
+/// finished child a follow-up (its default), and a draft -> polish chain writes the
+/// answer. Every Python node reports `$usage`: the accounting rolls `draft` up to `polish`
+/// and sums the subgraph's two runs under `research`.
+#[test]
+fn clarify_child_validates_clean_runs_and_accounts() {
+    let file = workflow("clarify_child.json");
+    let (code, out, err) = pactgraph(&["validate", &file, "--strict"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        format!("{out}{err}").contains("0 errors, 0 warnings"),
+        "{out}{err}"
+    );
+
+    let (code, out, err) = pactgraph(&[
+        "run",
+        &file,
+        "--store",
+        "none",
+        "--input",
+        r#"{"question": {"text": "When is high tide in the harbour tomorrow?"}}"#,
+        "--quiet",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("JSON output");
+    assert_eq!(v["status"], "completed");
+    assert_eq!(
+        v["state"]["report"]["followup"]["answer"],
+        "tide tables: high tide at 06:40"
+    );
+    assert_eq!(v["state"]["report"]["followup"]["asked_by"], "editor");
+    let trace = v["state"]["system"]["decision_trace"]
+        .as_array()
+        .or_else(|| v["trace"].as_array())
+        .expect("a trace");
+    assert_eq!(trace.iter().filter(|i| i["kind"] == "clarify").count(), 1);
+    let acct = &v["accounting"];
+    assert_eq!(acct["total"]["input_tokens"], 308);
+    assert_eq!(acct["total"]["output_tokens"], 155);
+    assert_eq!(acct["by_subgraph"]["research"]["input_tokens"], 138);
+    assert_eq!(acct["by_owner"]["polish"]["input_tokens"], 170);
+    assert!(acct["by_owner"].get("draft").is_none(), "{acct:#}");
+    assert!(acct["by_node"]["draft"]["wall_ms"].is_number());
+}

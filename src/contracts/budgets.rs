@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Per-run budgets, checked before every step across all depths.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Budgets {
     /// Deepest subgraph nesting allowed (the root is depth 0).
@@ -22,6 +22,14 @@ pub struct Budgets {
     /// Default time limit for one node or supervisor policy call, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_timeout_ms: Option<u64>,
+    /// Most tokens (the `input_tokens` plus `output_tokens` the nodes report in `$usage`)
+    /// the whole run may use; checked before every step (`budget_exceeded`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// Most money (the `cost_usd` the nodes report in `$usage`) the whole run may spend;
+    /// checked before every step (`budget_exceeded`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
 }
 
 fn default_max_depth() -> u32 {
@@ -67,6 +75,20 @@ impl Budgets {
         self.node_timeout_ms = Some(ms);
         self
     }
+    /// Sets the run's token budget (`input_tokens` plus `output_tokens`).
+    pub fn max_tokens(mut self, tokens: u64) -> Self {
+        self.max_tokens = Some(tokens);
+        self
+    }
+    /// Sets the run's cost budget, in US dollars (`cost_usd`).
+    pub fn max_cost_usd(mut self, usd: f64) -> Self {
+        self.max_cost_usd = Some(usd);
+        self
+    }
+    /// True when a usage budget (`max_tokens` or `max_cost_usd`) is set.
+    pub fn limits_usage(&self) -> bool {
+        self.max_tokens.is_some() || self.max_cost_usd.is_some()
+    }
 }
 
 impl Default for Budgets {
@@ -77,6 +99,8 @@ impl Default for Budgets {
             max_reentry: Self::DEFAULT_MAX_REENTRY,
             timeout_ms: None,
             node_timeout_ms: None,
+            max_tokens: None,
+            max_cost_usd: None,
         }
     }
 }

@@ -38,10 +38,22 @@ pub struct Clarification {
     pub question: String,
 }
 
+/// Payload of `clarify`: a follow-up question for a finished `chat` subgraph.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClarifyRequest {
+    /// The `chat` subgraph to ask (it must have returned at the deciding level, and be in
+    /// the supervisor's `allow`).
+    pub subgraph: String,
+    /// The question, written to the child's `clarification` slice as
+    /// `{"question", "from": supervisor}`.
+    pub question: String,
+}
+
 /// A supervisor's decision. Serialized externally tagged:
 /// `{"node": "trend"}`, `{"subgraph": "fashion"}`, `{"stop_local": {...}}`,
 /// `{"stop_global": {...}}`, `{"ask_clarification": {"question": "..."}}`,
-/// `{"fallback": {...}}`.
+/// `{"fallback": {...}}`, `{"clarify": {"subgraph": "...", "question": "..."}}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 #[non_exhaustive]
@@ -58,6 +70,8 @@ pub enum RoutingDecision {
     AskClarification(Clarification),
     /// Route to the supervisor's fallback node.
     Fallback(StopGlobal),
+    /// Ask a finished `chat` subgraph a follow-up: it resumes from its kept state.
+    Clarify(ClarifyRequest),
 }
 
 impl RoutingDecision {
@@ -99,6 +113,14 @@ impl RoutingDecision {
         })
     }
 
+    /// `{"clarify": {"subgraph": id, "question": q}}`.
+    pub fn clarify(subgraph: impl Into<String>, question: impl Into<String>) -> Self {
+        RoutingDecision::Clarify(ClarifyRequest {
+            subgraph: subgraph.into(),
+            question: question.into(),
+        })
+    }
+
     /// The decision's kind as written in documents and traces (`node`, `subgraph`, ...).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -108,6 +130,7 @@ impl RoutingDecision {
             RoutingDecision::StopGlobal(_) => "stop_global",
             RoutingDecision::AskClarification(_) => "ask_clarification",
             RoutingDecision::Fallback(_) => "fallback",
+            RoutingDecision::Clarify(_) => "clarify",
         }
     }
 
@@ -202,6 +225,7 @@ mod tests {
             RoutingDecision::stop_global("nothing to do"),
             RoutingDecision::ask("which size?"),
             RoutingDecision::fallback("unsure"),
+            RoutingDecision::clarify("research", "which source?"),
         ];
         for d in all {
             let text = serde_json::to_string(&d).unwrap();
@@ -212,6 +236,10 @@ mod tests {
         assert_eq!(
             serde_json::to_value(RoutingDecision::stop_global("x")).unwrap(),
             json!({"stop_global": {"reason": "x"}})
+        );
+        assert_eq!(
+            serde_json::to_value(RoutingDecision::clarify("r", "why?")).unwrap(),
+            json!({"clarify": {"subgraph": "r", "question": "why?"}})
         );
     }
 

@@ -25,7 +25,7 @@ pub use advisors::Advisors;
 pub use behaviour::{ExecSpec, NodeBehaviour, SupervisorPolicy};
 pub use budgets::Budgets;
 pub use condition::{Condition, Trigger, json_equal, slice_of_path};
-pub use decision::{RoutingDecision, StopGlobal, StopLocal, SupervisorOutput};
+pub use decision::{ClarifyRequest, RoutingDecision, StopGlobal, StopLocal, SupervisorOutput};
 pub use document::{DocumentFormat, WorkflowDocument};
 pub use load::{LoadError, MAX_ALIAS_BYTES, MAX_ALIAS_NODES, MAX_DEPTH};
 pub use node::NodeContract;

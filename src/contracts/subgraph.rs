@@ -57,6 +57,11 @@ pub struct SubgraphContract {
     /// How many times this subgraph may be entered in one run (default: the run's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_reentry: Option<u32>,
+    /// Whether the subgraph's final child state is kept at the calling level when it
+    /// returns, so that the caller's supervisor may `clarify` it (a later call replaces it;
+    /// it is dropped when the calling level ends).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub chat: bool,
 }
 
 impl SubgraphContract {
@@ -119,6 +124,11 @@ impl SubgraphContract {
     /// Sets the exitpoints.
     pub fn exitpoints<I: IntoIterator<Item = S>, S: Into<String>>(mut self, nodes: I) -> Self {
         self.exitpoints = strings(nodes);
+        self
+    }
+    /// Sets `chat` (the child state is kept on return, for `clarify`).
+    pub fn chat(mut self, chat: bool) -> Self {
+        self.chat = chat;
         self
     }
     /// Sets `max_reentry`.

@@ -2,6 +2,7 @@
 
 use tokio_util::sync::CancellationToken;
 
+use super::output::{COST_USD, INPUT_TOKENS, OUTPUT_TOKENS};
 use super::run_state::RunState;
 use super::status::TerminationReason;
 use super::trace::MAX_TRACE_DEPTH;
@@ -44,8 +45,12 @@ pub(crate) fn check_clock(
     Ok(())
 }
 
-/// One more step must fit in `max_steps`.
+/// One more step must fit in `max_steps`, and in `max_tokens` and `max_cost_usd` when set.
+#[inline]
 fn check_steps(run: &RunState, budgets: &Budgets, what: &str, id: &str) -> Result<(), GuardStop> {
+    if budgets.limits_usage() {
+        check_usage(run, budgets, what, id)?;
+    }
     if run.steps >= budgets.max_steps {
         return Err(GuardStop::new(
             TerminationReason::MaxStepsExceeded,
@@ -55,6 +60,43 @@ fn check_steps(run: &RunState, budgets: &Budgets, what: &str, id: &str) -> Resul
                 budgets.max_steps
             ),
         ));
+    }
+    Ok(())
+}
+
+/// The usage budgets: no step starts once the tokens (`input_tokens` plus
+/// `output_tokens`) or the cost (`cost_usd`) the run's nodes reported have reached their
+/// limit. The step that crosses a limit completes (its cost is known only once it ran).
+#[cold]
+#[inline(never)]
+fn check_usage(run: &RunState, budgets: &Budgets, what: &str, id: &str) -> Result<(), GuardStop> {
+    let amount = |name: &str| run.usage_total.get(name).and_then(|n| n.as_f64());
+    if let Some(limit) = budgets.max_tokens {
+        let used = [INPUT_TOKENS, OUTPUT_TOKENS]
+            .iter()
+            .filter_map(|n| amount(n))
+            .sum::<f64>();
+        if used >= limit as f64 {
+            return Err(GuardStop::new(
+                TerminationReason::BudgetExceeded,
+                format!(
+                    "{what} `{id}` would start after the run used {used} tokens \
+                     (input_tokens plus output_tokens), but max_tokens is {limit}"
+                ),
+            ));
+        }
+    }
+    if let Some(limit) = budgets.max_cost_usd {
+        let used = amount(COST_USD).unwrap_or(0.0);
+        if used >= limit {
+            return Err(GuardStop::new(
+                TerminationReason::BudgetExceeded,
+                format!(
+                    "{what} `{id}` would start after the run spent {used} USD (cost_usd), \
+                     but max_cost_usd is {limit}"
+                ),
+            ));
+        }
     }
     Ok(())
 }
@@ -88,6 +130,27 @@ pub(crate) fn check_call(
     max_reentry: Option<u32>,
 ) -> Result<(), GuardStop> {
     check_steps(run, budgets, "entering subgraph", id)?;
+    check_depth(run, budgets, "entering subgraph", id)?;
+    let max = max_reentry.unwrap_or(budgets.max_reentry);
+    let done = run.entries.get(id).copied().unwrap_or(0);
+    if done >= max {
+        return Err(GuardStop::new(
+            TerminationReason::CycleDetected,
+            format!("subgraph `{id}` was already entered {done} time(s); its max_reentry is {max}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Before clarifying subgraph `id`: a step (and usage within its budgets) one level
+/// deeper. Not an entry: `max_reentry` does not count it.
+pub(crate) fn check_clarify(run: &RunState, budgets: &Budgets, id: &str) -> Result<(), GuardStop> {
+    check_steps(run, budgets, "clarifying subgraph", id)?;
+    check_depth(run, budgets, "clarifying subgraph", id)
+}
+
+/// One level deeper must fit in `max_depth`.
+fn check_depth(run: &RunState, budgets: &Budgets, what: &str, id: &str) -> Result<(), GuardStop> {
     let depth = u64::from(run.depth()) + 1;
     // The trace records depths as `u16`: a larger `max_depth` is capped there.
     let max_depth = budgets.max_depth.min(MAX_TRACE_DEPTH);
@@ -102,17 +165,7 @@ pub(crate) fn check_call(
         };
         return Err(GuardStop::new(
             TerminationReason::MaxDepthExceeded,
-            format!(
-                "entering subgraph `{id}` would reach depth {depth} but max_depth is {max_depth}{capped}"
-            ),
-        ));
-    }
-    let max = max_reentry.unwrap_or(budgets.max_reentry);
-    let done = run.entries.get(id).copied().unwrap_or(0);
-    if done >= max {
-        return Err(GuardStop::new(
-            TerminationReason::CycleDetected,
-            format!("subgraph `{id}` was already entered {done} time(s); its max_reentry is {max}"),
+            format!("{what} `{id}` would reach depth {depth} but max_depth is {max_depth}{capped}"),
         ));
     }
     Ok(())

@@ -38,6 +38,20 @@ pub struct Owed {
     pub routers: Vec<Arc<str>>,
 }
 
+/// The final child state of a `chat` subgraph that returned, kept at the level that
+/// called it so that level's supervisor may `clarify` it. A later call of the same
+/// subgraph from the same level replaces it; it is dropped when that level ends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeptChild {
+    /// The depth of the calling level (0 at the root).
+    pub depth: u32,
+    /// The subgraph that returned.
+    pub subgraph_id: Arc<str>,
+    /// Its child state as it returned.
+    pub state: State,
+}
+
 /// A frame that was open when the run stopped; its writes were not merged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

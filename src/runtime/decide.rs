@@ -66,12 +66,31 @@ impl Executor {
                 Then::StopGlobal { sup, stop, frames }
             }
             Action::Ask(question) => Then::Ask { sup, question },
+            Action::Clarify { subgraph, question } => {
+                return match self.clarifiable(run, &subgraph) {
+                    Ok(sg) => {
+                        let then = Then::Clarify {
+                            caller: sup,
+                            sg,
+                            question,
+                        };
+                        ready(step, level, Some(decided), then)
+                    }
+                    Err(reason) => {
+                        let action = Action::Fallback {
+                            violation: Some(TerminationReason::ClarifyUnavailable),
+                            reason,
+                        };
+                        self.plan_action(run, level, sp, action, decided, step)
+                    }
+                };
+            }
             Action::Fallback { violation, reason } => {
                 let fallback = sp.contract.fallback.as_deref();
                 let mut it = item(run, TraceKind::Fallback, Some(Arc::clone(&sup)), step.at_ms);
                 it.target = Some(fallback.unwrap_or("stop_local").into());
                 it.reason = Some(reason.as_str().into());
-                it.termination_reason = violation.then_some(TerminationReason::AllowlistViolation);
+                it.termination_reason = violation;
                 let it = Some(Box::new(it));
                 if let Some(node) = fallback {
                     return match self.dispatch(sp, node) {
@@ -93,11 +112,7 @@ impl Executor {
                         reason: Some(reason),
                         ..StopLocal::default()
                     },
-                    reason: if violation {
-                        TerminationReason::AllowlistViolation
-                    } else {
-                        TerminationReason::StopLocal
-                    },
+                    reason: violation.unwrap_or(TerminationReason::StopLocal),
                 };
                 step.stage = Stage::Ready(Planned {
                     level,

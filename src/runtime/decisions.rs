@@ -1,6 +1,7 @@
 //! Resolving what a supervisor returned into the action the executor carries out,
 //! enforcing the allowlist.
 
+use super::status::TerminationReason;
 use crate::contracts::{
     RoutingDecision, StopGlobal, StopLocal, SupervisorContract, SupervisorOutput,
 };
@@ -19,10 +20,19 @@ pub(crate) enum Action {
     StopGlobal(StopGlobal),
     /// Pause for an answer.
     Ask(String),
+    /// Ask this allowed subgraph a follow-up (whether it can be asked is checked when
+    /// planning: it must be `chat` and have returned at this level).
+    Clarify {
+        /// The subgraph.
+        subgraph: String,
+        /// The question.
+        question: String,
+    },
     /// Route to the fallback node (or a safe `stop_local`).
     Fallback {
-        /// True for an allowlist violation (false for an explicit `fallback`).
-        violation: bool,
+        /// The violation's reason (`allowlist_violation`, `clarify_unavailable`); `None` for
+        /// an explicit `fallback`.
+        violation: Option<TerminationReason>,
         /// Why, in words.
         reason: String,
     },
@@ -33,6 +43,7 @@ pub(crate) enum Action {
 pub(crate) fn choice_label(output: &SupervisorOutput) -> String {
     match output {
         SupervisorOutput::Legacy(s) => s.clone(),
+        SupervisorOutput::Decision(RoutingDecision::Clarify(c)) => c.subgraph.clone(),
         SupervisorOutput::Decision(d) => match d.target() {
             Some(id) => id.to_string(),
             None => d.kind().to_string(),
@@ -48,6 +59,7 @@ pub(crate) fn decision_reason(output: &SupervisorOutput) -> Option<String> {
             RoutingDecision::StopLocal(s) => s.reason.clone(),
             RoutingDecision::StopGlobal(s) | RoutingDecision::Fallback(s) => s.reason.clone(),
             RoutingDecision::AskClarification(c) => Some(c.question.clone()),
+            RoutingDecision::Clarify(c) => Some(c.question.clone()),
             RoutingDecision::Node(_) | RoutingDecision::Subgraph(_) => None,
         },
     }
@@ -80,7 +92,7 @@ fn allowed(
 
 fn violation(reason: String) -> Action {
     Action::Fallback {
-        violation: true,
+        violation: Some(TerminationReason::AllowlistViolation),
         reason,
     }
 }
@@ -127,8 +139,17 @@ pub(crate) fn resolve(
             RoutingDecision::StopLocal(s) => Action::StopLocal(s),
             RoutingDecision::StopGlobal(s) => Action::StopGlobal(s),
             RoutingDecision::AskClarification(c) => Action::Ask(c.question),
+            RoutingDecision::Clarify(c) => {
+                match allowed(contract, registry, &c.subgraph, ContractKind::Subgraph) {
+                    Ok(()) => Action::Clarify {
+                        subgraph: c.subgraph,
+                        question: c.question,
+                    },
+                    Err(reason) => violation(reason),
+                }
+            }
             RoutingDecision::Fallback(f) => Action::Fallback {
-                violation: false,
+                violation: None,
                 reason: f.reason.unwrap_or_else(|| "fallback".to_string()),
             },
         },
@@ -163,7 +184,7 @@ mod tests {
                 matches!(
                     resolve(bad.into(), &s, &r),
                     Action::Fallback {
-                        violation: true,
+                        violation: Some(TerminationReason::AllowlistViolation),
                         ..
                     }
                 ),
@@ -188,7 +209,7 @@ mod tests {
         assert_eq!(
             d(RoutingDecision::fallback("unsure")),
             Action::Fallback {
-                violation: false,
+                violation: None,
                 reason: "unsure".into()
             }
         );

@@ -238,6 +238,7 @@ impl Executor {
             },
             uncommitted: Vec::new(),
             usage_total: Usage::new(),
+            kept: Vec::new(),
             started_at_ms: wall_ms(),
             trace_in_state: self.plan.trace_in_state,
         };

@@ -7,15 +7,18 @@
 //! synchronous transition ([`Step`]); the executor's `docs/spec/runtime.md` gives the
 //! semantics.
 
+mod accounting;
 mod advisors;
 mod budgets;
 mod builder;
 mod callstack;
+mod clarify;
 mod decide;
 mod decisions;
 mod effects;
 pub mod exec;
 mod executor;
+mod failures;
 mod guarded;
 mod handlers;
 mod outcome;
@@ -35,8 +38,9 @@ mod trace;
 mod transitions;
 mod views;
 
+pub use accounting::Accounting;
 pub use builder::{Clock, ExecutorBuildError, ExecutorBuilder};
-pub use callstack::{Frame, Owed, UncommittedFrame};
+pub use callstack::{Frame, KeptChild, Owed, UncommittedFrame};
 pub use effects::{Effect, EffectKind, EffectOutput};
 pub use executor::{CLARIFICATION_SLICE, Executor, ResumeError, ResumeErrorKind, StartError};
 pub use handlers::{
@@ -44,7 +48,10 @@ pub use handlers::{
     Writes, sync_node, sync_policy,
 };
 pub use outcome::{RunOutcome, RunSummary};
-pub use output::{MESSAGE_KEY, NodeOutput, ROUTE_KEY, USAGE_KEY, Usage};
+pub use output::{
+    COST_USD, INPUT_TOKENS, MESSAGE_KEY, NodeOutput, OUTPUT_TOKENS, ROUTE_KEY, USAGE_KEY, Usage,
+    WALL_MS,
+};
 pub use record::{RUN_RECORD_FORMAT, RecordError, RunId, RunIdError, RunRecord, digest_of};
 pub use run_state::{Pending, ProjectedState, RunState, State};
 pub use status::{RunStatus, TerminationReason};

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
+use super::accounting::Accounting;
 use super::callstack::UncommittedFrame;
 use super::run_state::{DECISION_TRACE, ProjectedState, State};
 use super::status::{RunStatus, TerminationReason};
@@ -12,7 +13,7 @@ use crate::contracts::SYSTEM_SLICE;
 
 /// How a run ended (or paused): what a caller inspects.
 ///
-/// As in [`RunState`], the trace is stored once, in [`RunOutcome::trace`]; serialized (as
+/// As in [`RunState`](super::RunState), the trace is stored once, in [`RunOutcome::trace`]; serialized (as
 /// a [`RunSummary`]), it appears once: as `state.system.decision_trace` when the trace
 /// belongs in the state, else as `trace`.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +38,8 @@ pub struct RunOutcome {
     pub question: Option<String>,
     /// Frames open when the run stopped, reported and not merged.
     pub uncommitted: Vec<UncommittedFrame>,
+    /// What the run cost, summed from the trace's usage records (see [`Accounting`]).
+    pub accounting: Accounting,
     /// Whether the trace belongs in `state.system.decision_trace` of the serialized state.
     pub(crate) trace_in_state: bool,
 }
@@ -65,13 +68,32 @@ impl RunOutcome {
             state: self.projected_state(),
             question: self.question.as_deref(),
             uncommitted: &self.uncommitted,
+            accounting: AccountingOf::Kept(&self.accounting),
             trace: (!self.trace_in_state).then_some(&self.trace),
         }
     }
 }
 
+/// A summary's accounting: the outcome's, or summed from the trace when serialized.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum AccountingOf<'a> {
+    /// Already summed.
+    Kept(&'a Accounting),
+    /// Summed from this trace when written.
+    Trace(&'a DecisionTrace),
+}
+
+impl Serialize for AccountingOf<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            AccountingOf::Kept(a) => a.serialize(serializer),
+            AccountingOf::Trace(t) => Accounting::from_trace(t).serialize(serializer),
+        }
+    }
+}
+
 /// A run's summary: `{workflow, status, termination_reason, steps, message?, state,
-/// question?, uncommitted?, trace?}`, the trace appearing once (in
+/// question?, uncommitted?, accounting, trace?}`, the trace appearing once (in
 /// `state.system.decision_trace`, or as `trace` when it is kept out of the state).
 /// What `pactgraph run` prints and how a [`RunOutcome`] serializes; borrows everything.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -87,6 +109,7 @@ pub struct RunSummary<'a> {
     pub(super) question: Option<&'a str>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub(super) uncommitted: &'a [UncommittedFrame],
+    pub(super) accounting: AccountingOf<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) trace: Option<&'a DecisionTrace>,
 }
@@ -112,6 +135,9 @@ struct SummaryData {
     question: Option<String>,
     #[serde(default)]
     uncommitted: Vec<UncommittedFrame>,
+    /// Written for readers; summed again from the trace when read.
+    #[serde(default, rename = "accounting")]
+    _accounting: Option<Value>,
     #[serde(default)]
     trace: Option<DecisionTrace>,
 }
@@ -138,6 +164,7 @@ impl<'de> Deserialize<'de> for RunOutcome {
             (None, None) => (DecisionTrace::default(), false),
         };
         Ok(Self {
+            accounting: Accounting::from_trace(&trace),
             workflow: d.workflow,
             status: d.status,
             termination_reason: d.termination_reason,

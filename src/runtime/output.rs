@@ -25,6 +25,19 @@ use crate::contracts::condition::json_kind;
 /// The reserved key a node reports its cost under.
 pub const USAGE_KEY: &str = "$usage";
 
+/// The usage name of a node's input tokens (counted by `max_tokens`).
+pub const INPUT_TOKENS: &str = "input_tokens";
+
+/// The usage name of a node's output tokens (counted by `max_tokens`).
+pub const OUTPUT_TOKENS: &str = "output_tokens";
+
+/// The usage name of what a node's step cost in US dollars (counted by `max_cost_usd`).
+pub const COST_USD: &str = "cost_usd";
+
+/// The usage name of a node run's wall time in milliseconds: measured by the engine (from
+/// the trace item's `duration_us`), never sent by a node.
+pub const WALL_MS: &str = "wall_ms";
+
 /// The reserved key a router names its destination under.
 pub const ROUTE_KEY: &str = "$route";
 
@@ -81,6 +94,12 @@ impl Usage {
     /// The amounts, in the order their names first appeared.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Number)> {
         self.0.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    /// This usage without `name`.
+    pub fn without(mut self, name: &str) -> Self {
+        self.0.shift_remove(name);
+        self
     }
 
     /// Number of names.
@@ -244,12 +263,8 @@ pub fn accept(output: NodeOutput, router: bool) -> Result<NodeOutput, String> {
         mut route,
         mut message,
     } = output;
-    if let Some(u) = &usage
-        && let Some((name, n)) = u.iter().find(|(_, n)| n.as_f64().is_none_or(|f| f < 0.0))
-    {
-        return Err(format!(
-            "usage `{name}` is {n}; an amount cannot be negative"
-        ));
+    if let Some(u) = &usage {
+        check_usage(u).map_err(|e| format!("usage {e}"))?;
     }
     if !router && (route.is_some() || message.is_some()) {
         let key = if route.is_some() {
@@ -309,12 +324,30 @@ pub fn accept(output: NodeOutput, router: bool) -> Result<NodeOutput, String> {
             ));
         }
     }
+    let usage = usage.transpose()?;
+    if let Some(u) = &usage {
+        check_usage(u).map_err(|e| format!("`{USAGE_KEY}` {e}"))?;
+    }
     Ok(NodeOutput {
         writes: rest,
-        usage: usage.transpose()?,
+        usage,
         route,
         message,
     })
+}
+
+/// Every amount finite and not negative, and no `wall_ms` (the engine measures it).
+fn check_usage(u: &Usage) -> Result<(), String> {
+    if let Some((name, n)) = u.iter().find(|(_, n)| n.as_f64().is_none_or(|f| f < 0.0)) {
+        return Err(format!("`{name}` is {n}; an amount cannot be negative"));
+    }
+    if u.get(WALL_MS).is_some() {
+        return Err(format!(
+            "names `{WALL_MS}`, which the engine measures itself; report the time under \
+             another name"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -427,6 +460,8 @@ mod tests {
         let negative = out(json!({})).with_usage(Usage::new().with("t", -2));
         let e = accept(negative, false).expect_err("negative");
         assert!(e.contains("usage `t` is -2"), "{e}");
+        let e = accept(out(json!({"$usage": {"wall_ms": 3}})), false).expect_err("measured");
+        assert!(e.contains("`$usage` names `wall_ms`"), "{e}");
     }
 
     #[test]

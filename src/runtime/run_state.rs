@@ -7,8 +7,9 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use super::callstack::{Frame, UncommittedFrame};
-use super::outcome::{RunOutcome, RunSummary};
+use super::accounting::Accounting;
+use super::callstack::{Frame, KeptChild, UncommittedFrame};
+use super::outcome::{AccountingOf, RunOutcome, RunSummary};
 use super::output::Usage;
 pub use super::pending::Pending;
 use super::record::RunId;
@@ -81,6 +82,9 @@ pub struct RunState {
     pub uncommitted: Vec<UncommittedFrame>,
     /// The sum of every `$usage` the run's nodes reported (empty when none did).
     pub usage_total: Usage,
+    /// Final child states of `chat` subgraphs that returned, kept at their calling level
+    /// for `clarify` (outermost level first).
+    pub kept: Vec<KeptChild>,
     /// Wall-clock start, in milliseconds since the Unix epoch (for the run deadline).
     pub started_at_ms: u64,
     /// Whether the trace is projected into `state.system.decision_trace` of the outcome
@@ -172,6 +176,7 @@ impl RunState {
             Control::Running(_) => (None, None),
         };
         RunOutcome {
+            accounting: Accounting::from_trace(&self.trace),
             workflow: self.workflow,
             status,
             termination_reason,
@@ -208,6 +213,7 @@ impl RunState {
             state: self.projected_state(),
             question: self.question(),
             uncommitted: &self.uncommitted,
+            accounting: AccountingOf::Trace(&self.trace),
             trace: (!self.trace_in_state).then_some(&self.trace),
         }
     }
@@ -339,6 +345,8 @@ struct RunStateData {
     uncommitted: Vec<UncommittedFrame>,
     #[serde(default)]
     usage_total: Usage,
+    #[serde(default)]
+    kept: Vec<KeptChild>,
     started_at_ms: u64,
     trace_in_state: bool,
 }
@@ -368,6 +376,8 @@ impl Serialize for RunState {
             uncommitted: &'a [UncommittedFrame],
             #[serde(skip_serializing_if = "Usage::is_empty")]
             usage_total: &'a Usage,
+            #[serde(skip_serializing_if = "<[_]>::is_empty")]
+            kept: &'a [KeptChild],
             started_at_ms: u64,
             trace_in_state: bool,
         }
@@ -401,6 +411,7 @@ impl Serialize for RunState {
             trace: &self.trace,
             uncommitted: &self.uncommitted,
             usage_total: &self.usage_total,
+            kept: &self.kept,
             started_at_ms: self.started_at_ms,
             trace_in_state: self.trace_in_state,
         }
@@ -434,6 +445,7 @@ impl<'de> Deserialize<'de> for RunState {
             trace: d.trace,
             uncommitted: d.uncommitted,
             usage_total: d.usage_total,
+            kept: d.kept,
             started_at_ms: d.started_at_ms,
             trace_in_state: d.trace_in_state,
         })

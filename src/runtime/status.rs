@@ -86,6 +86,11 @@ pub enum TerminationReason {
     DependencyFailed,
     /// A dependency was not final by the run's dependency timeout.
     DependencyTimeout,
+    /// The nodes' reported usage reached the run's `max_tokens` or `max_cost_usd`.
+    BudgetExceeded,
+    /// A supervisor asked a subgraph to clarify that is not `chat`, or that has not
+    /// returned at its level.
+    ClarifyUnavailable,
 }
 
 impl TerminationReason {
@@ -111,6 +116,8 @@ impl TerminationReason {
             TerminationReason::InvalidRoute => "invalid_route",
             TerminationReason::DependencyFailed => "dependency_failed",
             TerminationReason::DependencyTimeout => "dependency_timeout",
+            TerminationReason::BudgetExceeded => "budget_exceeded",
+            TerminationReason::ClarifyUnavailable => "clarify_unavailable",
         }
     }
 
@@ -123,6 +130,7 @@ impl TerminationReason {
                 | TerminationReason::CycleDetected
                 | TerminationReason::Timeout
                 | TerminationReason::Cancelled
+                | TerminationReason::BudgetExceeded
         )
     }
 }

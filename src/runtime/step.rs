@@ -177,6 +177,12 @@ pub(crate) enum Then<'e> {
     },
     /// The run pauses for an answer.
     Ask { sup: Arc<str>, question: String },
+    /// A finished `chat` subgraph kept at this level is asked a follow-up.
+    Clarify {
+        caller: Arc<str>,
+        sg: &'e SubgraphPlan,
+        question: String,
+    },
 }
 
 /// A node run, planned.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::output::Usage;
+use super::output::{Usage, WALL_MS};
 use super::status::TerminationReason;
 
 /// What a trace item records.
@@ -44,6 +44,10 @@ pub enum TraceKind {
     Advisor,
     /// Every advisor has reported (`target` the primary, `reason` the tally).
     Join,
+    /// A finished `chat` subgraph kept at this level resumes to answer a follow-up
+    /// (`source` the calling supervisor, `target` the subgraph, `reason` the question); it
+    /// returns like a call.
+    Clarify,
 }
 
 /// How a chain stage was reached.
@@ -174,6 +178,28 @@ impl TraceItem {
         self.detail.as_ref().and_then(|d| d.chain.as_ref())
     }
 
+    /// The node this item records a run of: the `target` of a dispatch, handoff or
+    /// advisor item, or the `source` of the end of a run that a node's refused output
+    /// failed. `None` for items that record no node run.
+    pub fn ran_node(&self) -> Option<&Arc<str>> {
+        match self.kind {
+            TraceKind::Dispatch | TraceKind::Handoff | TraceKind::Advisor => self.target.as_ref(),
+            TraceKind::End | TraceKind::GuardStop => self.source.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The usage record of a node run: the `$usage` the node reported plus
+    /// [`WALL_MS`], its call's wall time (from `duration_us`, so a trace
+    /// [without timing](DecisionTrace::without_timing) records `wall_ms: 0`). `None` for
+    /// items that record no node run (see [`TraceItem::ran_node`]).
+    pub fn usage_record(&self) -> Option<Usage> {
+        self.ran_node()?;
+        let mut usage = self.usage().cloned().unwrap_or_default();
+        usage.add(WALL_MS, wall_ms(self.duration_us));
+        Some(usage)
+    }
+
     /// Sets (or clears) the item's usage.
     pub fn set_usage(&mut self, usage: Option<Usage>) {
         self.detail_mut().usage = usage;
@@ -198,6 +224,17 @@ impl TraceItem {
         {
             self.detail = None;
         }
+    }
+}
+
+/// Microseconds as milliseconds: a whole number when it is one, else with the
+/// microseconds as a fraction.
+pub(crate) fn wall_ms(duration_us: u64) -> serde_json::Number {
+    if duration_us.is_multiple_of(1000) {
+        serde_json::Number::from(duration_us / 1000)
+    } else {
+        serde_json::Number::from_f64(duration_us as f64 / 1000.0)
+            .unwrap_or_else(|| serde_json::Number::from(duration_us / 1000))
     }
 }
 
@@ -226,7 +263,7 @@ struct ItemOut<'a> {
     at_ms: u64,
     duration_us: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    usage: Option<&'a Usage>,
+    usage: Option<Usage>,
     #[serde(skip_serializing_if = "Option::is_none")]
     chain: Option<&'a Chain>,
 }
@@ -263,7 +300,8 @@ struct ItemIn {
     /// How long the step took, in microseconds (0 for instantaneous items).
     #[serde(default)]
     duration_us: u64,
-    /// Node runs: what the step cost, as the node reported it in `$usage`.
+    /// Node runs: the usage record, what the node reported in `$usage` plus `wall_ms`,
+    /// the node call's wall time in milliseconds (`duration_us` / 1000).
     #[serde(default)]
     usage: Option<Usage>,
     /// Items of a step that runs a chain stage: where the stage stands in its chain.
@@ -286,7 +324,7 @@ impl Serialize for TraceItem {
             candidates: &self.candidates,
             at_ms: self.at_ms,
             duration_us: self.duration_us,
-            usage: self.usage(),
+            usage: self.usage_record().or_else(|| self.usage().cloned()),
             chain: self.chain(),
         }
         .serialize(s)
@@ -296,13 +334,7 @@ impl Serialize for TraceItem {
 impl<'de> Deserialize<'de> for TraceItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let i = ItemIn::deserialize(d)?;
-        let detail = (i.usage.is_some() || i.chain.is_some()).then(|| {
-            Box::new(ItemDetail {
-                usage: i.usage,
-                chain: i.chain,
-            })
-        });
-        Ok(Self {
+        let mut item = Self {
             step: i.step,
             depth: i.depth,
             kind: i.kind,
@@ -315,8 +347,16 @@ impl<'de> Deserialize<'de> for TraceItem {
             candidates: i.candidates,
             at_ms: i.at_ms,
             duration_us: i.duration_us,
-            detail,
-        })
+            detail: None,
+        };
+        // A node run's `wall_ms` is its `duration_us`, written for readers: not kept.
+        let usage = match i.usage {
+            Some(u) if item.ran_node().is_some() => Some(u.without(WALL_MS)),
+            other => other,
+        };
+        item.set_usage(usage.filter(|u| !u.is_empty()));
+        item.set_chain(i.chain);
+        Ok(item)
     }
 }
 
@@ -366,8 +406,36 @@ mod layout {
         it.set_chain(None);
         assert!(it.detail.is_none(), "an emptied detail is dropped");
         let v = serde_json::to_value(&it).expect("plain data");
+        assert_eq!(v["usage"], json!({"wall_ms": 0}), "a node run has a record");
+        assert!(v.get("chain").is_none());
+        assert_eq!(serde_json::from_value::<TraceItem>(v).expect("reads"), it);
+        it.kind = TraceKind::Decision;
+        let v = serde_json::to_value(&it).expect("plain data");
         assert!(v.get("usage").is_none() && v.get("chain").is_none());
         assert_eq!(serde_json::from_value::<TraceItem>(v).expect("reads"), it);
+    }
+
+    /// A node run's record adds `wall_ms` (its `duration_us` in milliseconds) to what it
+    /// reported; `wall_ms` is written, and read back into `duration_us` only.
+    #[test]
+    fn a_node_run_records_its_wall_time() {
+        let mut it = TraceItem::new(TraceKind::Handoff, 2, 0);
+        it.target = Some(Arc::from("n"));
+        it.duration_us = 1_500;
+        it.set_usage(Some(Usage::new().with("input_tokens", 3)));
+        let v = serde_json::to_value(&it).expect("plain data");
+        assert_eq!(v["usage"], json!({"input_tokens": 3, "wall_ms": 1.5}));
+        let back: TraceItem = serde_json::from_value(v).expect("reads back");
+        assert_eq!(back, it);
+        assert_eq!(back.usage(), Some(&Usage::new().with("input_tokens", 3)));
+        it.duration_us = 7_000;
+        let record = it.usage_record().expect("a node run");
+        assert_eq!(record.get("wall_ms"), Some(&7.into()));
+        assert!(
+            TraceItem::new(TraceKind::Call, 1, 0)
+                .usage_record()
+                .is_none()
+        );
     }
 
     /// Past 128 bytes every item is copied with a `memcpy` call instead of inline moves,
@@ -403,8 +471,9 @@ impl DecisionTrace {
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
-    /// The trace with timestamps and durations zeroed: the part that is the same on every
-    /// run of the same workflow and input.
+    /// The trace with timestamps and durations zeroed (and so every node run's `wall_ms`,
+    /// which is its `duration_us`): the part that is the same on every run of the same
+    /// workflow and input.
     pub fn without_timing(&self) -> Self {
         Self {
             items: self

@@ -12,11 +12,11 @@ use super::builder::{NodePlan, NodeRun, SubgraphPlan, check};
 use super::callstack::{Frame, commit, pick};
 use super::executor::Executor;
 use super::guarded::Fault;
-use super::output::{NodeOutput, Usage};
+use super::output::Usage;
 use super::route::{RoutedCall, RouterRun, next_stage};
 use super::run_state::{Control, Pending, RunState};
 use super::status::{RunStatus, TerminationReason};
-use super::step::{After, Level, NodeResult, NodeStep, Planned, Ran, Then};
+use super::step::{After, Level, NodeResult, NodeStep, Planned, Then};
 use super::trace::{Chain, ChainTrigger, TraceItem, TraceKind, trace_depth};
 use crate::contracts::{SYSTEM_SLICE, StopGlobal, StopLocal};
 
@@ -99,6 +99,11 @@ impl Tx<'_> {
             Then::EndLevel { sup, stop, reason } => self.end_level(level, sup, stop, reason),
             Then::StopGlobal { sup, stop, frames } => self.stop_global(sup, stop, &frames),
             Then::Ask { sup, question } => self.pause(sup, question),
+            Then::Clarify {
+                caller,
+                sg,
+                question,
+            } => self.clarify(sg, caller, question),
         }
     }
 
@@ -186,7 +191,7 @@ impl Tx<'_> {
             return self.commit_router(level, run, writes, routed);
         }
         if let Err((reason, msg)) = self.check_writes(level, np, &writes) {
-            return self.fail_after_run(reason, msg, dispatcher, usage);
+            return self.fail_after_run(reason, msg, dispatcher, (&np.id, duration_us), usage);
         }
         // All checks passed: apply the writes in one go.
         self.apply_writes(writes);
@@ -408,6 +413,10 @@ impl Tx<'_> {
         let Some(frame) = self.run.stack.pop() else {
             return;
         };
+        self.level_ended(frame.depth);
+        if sg.contract.chat {
+            self.keep_child(&frame);
+        }
         let parent = self.run.level_state_mut();
         commit(parent, &frame.state, &sg.contract.writes);
         if let Some(slice) = &sg.contract.result_slice {
@@ -478,79 +487,6 @@ impl Tx<'_> {
         self.ex.sync_system(self.run);
     }
 
-    /// Maps a handler fault to the run's end.
-    fn fault(&mut self, who: &str, what: &str, fault: Fault, sup: Option<Arc<str>>) {
-        match fault {
-            Fault::Failed(m) | Fault::Permanent(m) => {
-                let msg = format!("{what} `{who}` failed: {m}");
-                self.fail(TerminationReason::NodeFailed, msg, sup);
-            }
-            Fault::Timeout(m) => {
-                let g = GuardStop {
-                    reason: TerminationReason::Timeout,
-                    message: format!("{what} `{who}` {m}"),
-                };
-                self.guard_stop(g, sup);
-            }
-            Fault::Cancelled => {
-                let g = GuardStop {
-                    reason: TerminationReason::Cancelled,
-                    message: format!("the run was cancelled while {what} `{who}` ran"),
-                };
-                self.guard_stop(g, sup);
-            }
-            Fault::InvalidOutput(m) => {
-                let msg = format!("{what} `{who}` {m}");
-                self.fail(TerminationReason::InvalidOutput, msg, sup);
-            }
-        }
-    }
-
-    /// Records a `retry` item for each attempt of the node call that failed and was
-    /// tried again, and hands back the last attempt's result.
-    fn retried(
-        &mut self,
-        ran: Ran,
-        np: &NodePlan,
-        dispatcher: &Arc<str>,
-    ) -> Result<NodeOutput, Fault> {
-        let Ran { result, failed } = ran;
-        for f in failed {
-            let it = self.record(TraceKind::Retry, Some(Arc::clone(dispatcher)));
-            it.target = Some(Arc::clone(&np.id));
-            it.duration_us = f.duration_us;
-            it.reason = Some(
-                format!(
-                    "attempt {} failed ({}): {}; attempt {} in {} ms",
-                    f.attempt,
-                    f.kind,
-                    f.message,
-                    f.attempt.saturating_add(1),
-                    f.backoff_ms
-                )
-                .into(),
-            );
-        }
-        result
-    }
-
-    /// Fails the run after its node ran (its writes refused): the failure's item is the
-    /// node run's, so it carries what the run cost.
-    pub(crate) fn fail_after_run(
-        &mut self,
-        reason: TerminationReason,
-        msg: String,
-        dispatcher: Arc<str>,
-        usage: Option<Usage>,
-    ) {
-        self.fail(reason, msg, Some(dispatcher));
-        if let Some(it) = self.run.trace.items.last_mut()
-            && let Some(u) = usage
-        {
-            attach_usage(it, u);
-        }
-    }
-
     /// A guard stopped the run (status `stopped`).
     pub(crate) fn guard_stop(&mut self, g: GuardStop, supervisor: Option<Arc<str>>) {
         self.finish(RunStatus::Stopped, g.reason, Some(g.message), supervisor);
@@ -592,6 +528,8 @@ impl Tx<'_> {
         };
         let open = self.run.stack.drain(..).map(Into::into);
         self.run.uncommitted.extend(open);
+        // Every level has ended.
+        self.run.kept.clear();
         self.ex.sync_system(self.run);
     }
 }

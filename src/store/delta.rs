@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::runtime::{
-    Frame, Pending, RunState, RunStatus, State, TerminationReason, TraceItem, UncommittedFrame,
-    Usage,
+    Frame, KeptChild, Pending, RunState, RunStatus, State, TerminationReason, TraceItem,
+    UncommittedFrame, Usage,
 };
 
 /// What a run looked like before a transition: the parts a [`StepDelta`] compares. Take it
@@ -29,6 +29,7 @@ pub struct Before {
     uncommitted: Vec<UncommittedFrame>,
     started_at_ms: u64,
     usage_total: Usage,
+    kept: Vec<KeptChild>,
 }
 
 impl Before {
@@ -43,6 +44,7 @@ impl Before {
             uncommitted: run.uncommitted.clone(),
             started_at_ms: run.started_at_ms,
             usage_total: run.usage_total.clone(),
+            kept: run.kept.clone(),
         }
     }
 }
@@ -253,6 +255,9 @@ pub struct StepDelta {
     /// The run's summed `$usage`, when a node reported some.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_total: Option<Usage>,
+    /// The kept children of `chat` subgraphs, when they changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<Vec<KeptChild>>,
 }
 
 /// Frames are the same call when everything but their state matches.
@@ -306,6 +311,7 @@ impl StepDelta {
                 .then_some(after.started_at_ms),
             usage_total: (before.usage_total != after.usage_total)
                 .then(|| after.usage_total.clone()),
+            kept: (before.kept != after.kept).then(|| after.kept.clone()),
         }
     }
 
@@ -359,6 +365,9 @@ impl StepDelta {
         }
         if let Some(u) = &self.usage_total {
             run.usage_total.clone_from(u);
+        }
+        if let Some(k) = &self.kept {
+            run.kept.clone_from(k);
         }
         Ok(())
     }

@@ -136,6 +136,11 @@ codes! {
     BAD_ADVICE_SLICE = 822, Error, "advice slice not declared or not read";
     /// `advisors.members` is empty.
     NO_ADVISORS = 823, Warning, "advisors without members";
+    /// A supervisor's `clarify` default names a subgraph it may not call, or one that is
+    /// not `chat`.
+    CLARIFY_UNAVAILABLE = 840, Error, "clarify default cannot clarify";
+    /// A `chat` subgraph's boundary does not read `clarification`.
+    CHAT_WITHOUT_CLARIFICATION = 841, Warning, "chat subgraph does not read clarification";
     /// A JSON Schema does not compile.
     BAD_SCHEMA = 901, Error, "invalid JSON Schema";
     /// `max_steps` is 0.
@@ -151,6 +156,8 @@ codes! {
     /// A node's `retry` policy never retries (`on: []`, `max_attempts: 1`, or a node that
     /// cannot fail: no handler or program).
     RETRY_NEVER = 1006, Warning, "retry that never retries";
+    /// `max_tokens` is 0, or `max_cost_usd` is 0 or negative: no step can ever run.
+    ZERO_USAGE_BUDGET = 1007, Error, "usage budget of 0 or less";
     /// A slice is written by several nodes.
     SHARED_WRITE = 1101, Info, "slice written by several nodes";
     /// A slice is written but never read.

@@ -237,6 +237,7 @@ fn write_edge(
         Drawn::Fallback => ("dashed", Some(FALLBACK), None, Some("fallback")),
         Drawn::Route => ("bold", None, None, Some("route")),
         Drawn::Advice => ("dashed", None, None, Some("advice")),
+        Drawn::Clarify => ("dashed", None, Some("1.5"), Some("clarify")),
     };
     match (taken, fell_back) {
         (_, true) => {
@@ -267,10 +268,10 @@ fn write_edge(
         (None, true) => {}
     }
     if let Some(sub) = e.subgraph {
-        let what = if e.kind == Drawn::Route {
-            "route to"
-        } else {
-            "call"
+        let what = match e.kind {
+            Drawn::Route => "route to",
+            Drawn::Clarify => "clarify",
+            _ => "call",
         };
         write!(out, ", tooltip=\"{what} ")?;
         dot_label(out, sub)?;

@@ -149,6 +149,7 @@ pub fn write_mermaid<W: Write>(
             Drawn::Fallback => ("-.->", Some("fallback")),
             Drawn::Route => ("==>", Some("route")),
             Drawn::Advice => ("-.->", Some("advice")),
+            Drawn::Clarify => ("-.->", Some("clarify")),
         };
         match &ov {
             Some(o) => {

@@ -4,6 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::contracts::RoutingDecision;
 use crate::graph::{CompiledGraph, EdgeKind};
 use crate::runtime::{ChainTrigger, DecisionTrace, TraceItem, TraceKind};
 
@@ -24,10 +25,14 @@ pub(crate) enum Drawn {
     Route,
     /// An advisor to its primary (the advice flowing in).
     Advice,
+    /// A supervisor whose default can `clarify` a finished `chat` subgraph, to the
+    /// subgraph's entrypoint.
+    Clarify,
 }
 
 /// One edge as drawn: the compiled graph's edges in order, then one fallback edge per
-/// supervisor whose fallback node is not in its allowlist, in declaration order.
+/// supervisor whose fallback node is not in its allowlist, then one clarify edge per
+/// supervisor whose `default` clarifies a subgraph, each in declaration order.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct EdgeView<'a> {
     pub from: &'a str,
@@ -84,7 +89,22 @@ pub(crate) fn drawn_edges(g: &CompiledGraph) -> impl Iterator<Item = EdgeView<'_
             is_fallback: true,
         })
     });
-    static_edges.chain(fallbacks)
+    // A supervisor whose default clarifies a subgraph asks it follow-ups: drawn from the
+    // supervisor to the subgraph's entrypoint, which decides again.
+    let clarifies = reg.supervisors().filter_map(move |s| {
+        let Some(RoutingDecision::Clarify(c)) = &s.default else {
+            return None;
+        };
+        let sg = reg.get_subgraph(&c.subgraph)?;
+        Some(EdgeView {
+            from: s.id.as_str(),
+            to: sg.entrypoint.as_str(),
+            kind: Drawn::Clarify,
+            subgraph: Some(sg.id.as_str()),
+            is_fallback: false,
+        })
+    });
+    static_edges.chain(fallbacks).chain(clarifies)
 }
 
 /// A transition the run took that has no drawn edge (a subgraph returning to its caller,
@@ -263,6 +283,29 @@ pub(crate) fn overlay(g: &CompiledGraph, trace: &DecisionTrace) -> Overlay {
                     hit,
                     (s, entry, None),
                     "call",
+                    next,
+                    &known,
+                );
+                next += 1;
+            }
+            TraceKind::Clarify => {
+                let (Some(s), Some(sub)) = (source, target) else {
+                    o.unmatched += 1;
+                    continue;
+                };
+                let Some(entry) = g.cluster(sub).map(|c| c.entrypoint.as_str()) else {
+                    o.unmatched += 1;
+                    continue;
+                };
+                mark(&mut o, Some(s));
+                mark(&mut o, Some(entry));
+                let hit = keys.get(&Key::Edge(s, entry, Drawn::Clarify)).copied();
+                take(
+                    &mut o,
+                    &mut extra_index,
+                    hit,
+                    (s, entry, None),
+                    "clarify",
                     next,
                     &known,
                 );

@@ -216,7 +216,7 @@ pub fn untimed(value: &Value) -> Value {
     match value {
         Value::Object(m) => Value::Object(
             m.iter()
-                .filter(|(k, _)| k.as_str() != "at_ms" && k.as_str() != "duration_us")
+                .filter(|(k, _)| !matches!(k.as_str(), "at_ms" | "duration_us" | "wall_ms"))
                 .map(|(k, v)| (k.clone(), untimed(v)))
                 .collect(),
         ),

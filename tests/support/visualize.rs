@@ -250,7 +250,18 @@ pub fn expected_edges(g: &CompiledGraph) -> usize {
                 .is_some_and(|f| !s.allow.contains(f) && g.registry().get_node(f).is_some())
         })
         .count();
-    g.edges().count() + extra_fallbacks
+    // One clarify edge per supervisor whose default clarifies a subgraph.
+    let clarifies = g
+        .registry()
+        .supervisors()
+        .filter(|s| match &s.default {
+            Some(pactgraph::RoutingDecision::Clarify(c)) => {
+                g.registry().get_subgraph(&c.subgraph).is_some()
+            }
+            _ => false,
+        })
+        .count();
+    g.edges().count() + extra_fallbacks + clarifies
 }
 
 /// Checks the parsed DOT against the graph: every cluster once with the right parent,

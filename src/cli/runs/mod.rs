@@ -1,5 +1,6 @@
 //! `pactgraph runs ...`: the runs kept in the run store. One file per command.
 
+mod accounting;
 mod deps;
 mod list;
 mod prune;

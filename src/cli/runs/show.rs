@@ -4,11 +4,12 @@ use std::process::ExitCode;
 use std::time::{Duration, UNIX_EPOCH};
 
 use comfy_table::{Table, presets};
-use pactgraph::runtime::RunId;
+use pactgraph::runtime::{Accounting, RunId};
 use pactgraph::store::{RunStore, SqliteStore, StoredRun};
 use serde_json::{Value, json};
 
 use super::ShowFormat;
+use super::accounting::accounting_table;
 use super::list::{expires_text, pactgraph_now_ms, status_text, waits_on};
 use crate::exit;
 use crate::run::write_json;
@@ -46,7 +47,7 @@ pub async fn show(
     }
 }
 
-/// `runs show --format json`: `{run: {...}, question, message, usage_total,
+/// `runs show --format json`: `{run: {...}, question, message, usage_total, accounting,
 /// dependencies, trace?, state?}`.
 fn show_json(stored: &StoredRun, trace: bool, state: bool) -> Value {
     let info = &stored.info;
@@ -73,6 +74,7 @@ fn show_json(stored: &StoredRun, trace: bool, state: bool) -> Value {
         "question": run.question(),
         "message": run.message(),
         "usage_total": run.usage_total,
+        "accounting": Accounting::from_trace(&run.trace),
         "dependencies": [],
     });
     if trace {
@@ -182,6 +184,10 @@ fn show_human(stored: &StoredRun, links: &super::deps::Links, trace: bool, state
     let mut out = String::new();
     for (k, v) in lines {
         out.push_str(&format!("{k:<13}{v}\n"));
+    }
+    let acct = Accounting::from_trace(&run.trace);
+    if !acct.is_empty() {
+        out.push_str(&format!("\naccounting\n{}\n", accounting_table(&acct)));
     }
     if trace {
         let mut table = Table::new();

@@ -90,6 +90,7 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             );
         }
     }
+    usage_budgets(b, out);
     for n in ctx.reg.nodes() {
         if n.max_visits == Some(0) {
             out.push(
@@ -104,6 +105,33 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     }
 }
 
+/// `max_tokens` and `max_cost_usd` must leave room for a step: no step starts once the
+/// usage has reached the limit, so a limit of 0 (or less) stops the run before its first.
+fn usage_budgets(b: &crate::Budgets, out: &mut Vec<Diagnostic>) {
+    if b.max_tokens == Some(0) {
+        out.push(
+            Diagnostic::new(
+                Code::ZERO_USAGE_BUDGET,
+                "/budgets/max_tokens",
+                "`max_tokens` is 0: no step can ever run",
+            )
+            .fix("set the most tokens (input plus output) the run may use, or remove it"),
+        );
+    }
+    if let Some(usd) = b.max_cost_usd
+        && usd <= 0.0
+    {
+        out.push(
+            Diagnostic::new(
+                Code::ZERO_USAGE_BUDGET,
+                "/budgets/max_cost_usd",
+                format!("`max_cost_usd` is {usd}: no step can ever run"),
+            )
+            .fix("set the most the run may spend, in US dollars, above 0, or remove it"),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,6 +141,22 @@ mod tests {
     #[test]
     fn defaults_pass() {
         assert!(run(check, base()).is_empty());
+    }
+
+    #[test]
+    fn usage_budgets_must_be_positive() {
+        let mut doc = base();
+        doc["budgets"] = json!({"max_tokens": 0, "max_cost_usd": -0.5});
+        assert_eq!(
+            run(check, doc),
+            vec![
+                (Code::ZERO_USAGE_BUDGET, "/budgets/max_tokens".into()),
+                (Code::ZERO_USAGE_BUDGET, "/budgets/max_cost_usd".into()),
+            ]
+        );
+        let mut doc = base();
+        doc["budgets"] = json!({"max_tokens": 1000, "max_cost_usd": 0.25});
+        assert!(run(check, doc).is_empty());
     }
 
     #[test]

@@ -4,6 +4,7 @@ mod advisors;
 mod allowlist;
 mod boundary;
 mod budgets;
+mod chat;
 mod clarification;
 mod exits;
 mod handoff;
@@ -103,6 +104,10 @@ pub(crate) const ALL: &[Rule] = &[
     Rule {
         name: "advisors",
         check: advisors::check,
+    },
+    Rule {
+        name: "chat",
+        check: chat::check,
     },
     Rule {
         name: "schemas",

@@ -1,0 +1,115 @@
+//! Clarifying a finished child (spec 5.6): a `chat` subgraph's final child state is kept
+//! at the level that called it; that level's supervisor may then decide `clarify`, and the
+//! child resumes from its kept state with `{"question", "from"}` in its `clarification`
+//! slice, its entrypoint deciding, and returns like a call.
+//!
+//! Kept children live in [`RunState::kept`], tagged with the depth of their calling
+//! level: a return of a `chat` subgraph replaces the one kept for it there, and a level
+//! that ends drops every child kept at it (the run's end drops them all).
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::budgets::check_clarify;
+use super::builder::SubgraphPlan;
+use super::callstack::{Frame, KeptChild};
+use super::executor::{CLARIFICATION_SLICE, Executor};
+use super::run_state::{Control, Pending, RunState};
+use super::trace::TraceKind;
+use super::transitions::Tx;
+
+impl Executor {
+    /// The plan of subgraph `id` when the run's current level may clarify it: it is
+    /// `chat` and has returned at this level. Otherwise why not, in words (the reason of
+    /// the `clarify_unavailable` fallback).
+    pub(crate) fn clarifiable(&self, run: &RunState, id: &str) -> Result<&SubgraphPlan, String> {
+        let Some(sg) = self.plan.subgraphs.get(id) else {
+            return Err(format!("clarify_unavailable: `{id}` names no subgraph"));
+        };
+        if !sg.contract.chat {
+            return Err(format!(
+                "clarify_unavailable: subgraph `{id}` is not `chat`, so nothing of it is kept"
+            ));
+        }
+        if kept_at(run, run.depth(), id).is_none() {
+            return Err(format!(
+                "clarify_unavailable: subgraph `{id}` has not returned at this level"
+            ));
+        }
+        Ok(sg)
+    }
+}
+
+/// The index of the child of subgraph `id` kept at level `depth`.
+fn kept_at(run: &RunState, depth: u32, id: &str) -> Option<usize> {
+    run.kept
+        .iter()
+        .position(|k| k.depth == depth && &*k.subgraph_id == id)
+}
+
+impl Tx<'_> {
+    /// Resumes the child of `sg` kept at the current level for `caller`'s follow-up: one
+    /// step (not an entry), a `clarify` item, a frame holding the kept state with
+    /// `{"question", "from": caller}` in its `clarification` slice, and the subgraph's
+    /// entrypoint deciding.
+    pub(crate) fn clarify(&mut self, sg: &SubgraphPlan, caller: Arc<str>, question: String) {
+        let id = &*sg.id;
+        if let Err(g) = check_clarify(self.run, self.ex.plan.graph.budgets(), id) {
+            return self.guard_stop(g, Some(caller));
+        }
+        let Some(at) = kept_at(self.run, self.run.depth(), id) else {
+            // Planning found it; nothing between planning and commit removes it.
+            let msg = format!("subgraph `{id}` was to be clarified but is no longer kept");
+            return self.fail(
+                super::status::TerminationReason::NodeFailed,
+                msg,
+                Some(caller),
+            );
+        };
+        let kept = self.run.kept.remove(at);
+        self.run.steps += 1;
+        let it = self.record(TraceKind::Clarify, Some(Arc::clone(&caller)));
+        it.source = Some(Arc::clone(&caller));
+        it.target = Some(Arc::clone(&sg.id));
+        it.reason = Some(question.as_str().into());
+        let mut state = kept.state;
+        state.insert(
+            CLARIFICATION_SLICE.to_string(),
+            json!({"question": Value::String(question), "from": &*caller}),
+        );
+        self.run.stack.push(Frame {
+            subgraph_id: Arc::clone(&sg.id),
+            depth: self.run.depth() + 1,
+            entry_step: self.run.steps,
+            caller,
+            state,
+            owed: None,
+        });
+        self.run.control = Control::Running(Pending::Decide {
+            supervisor: Arc::clone(&sg.entrypoint),
+        });
+    }
+
+    /// The level at `depth` ended: the children kept there (and deeper) are dropped.
+    pub(crate) fn level_ended(&mut self, depth: u32) {
+        if !self.run.kept.is_empty() {
+            self.run.kept.retain(|k| k.depth < depth);
+        }
+    }
+
+    /// A `chat` subgraph's frame returned: its final state is kept at the calling level,
+    /// replacing what was kept for it there.
+    pub(crate) fn keep_child(&mut self, frame: &Frame) {
+        let depth = frame.depth.saturating_sub(1);
+        let kept = KeptChild {
+            depth,
+            subgraph_id: Arc::clone(&frame.subgraph_id),
+            state: frame.state.clone(),
+        };
+        match kept_at(self.run, depth, &frame.subgraph_id) {
+            Some(at) => self.run.kept[at] = kept,
+            None => self.run.kept.push(kept),
+        }
+    }
+}
