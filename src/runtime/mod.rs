@@ -29,6 +29,8 @@ mod rules;
 mod run_state;
 mod status;
 mod step;
+mod team;
+mod team_commit;
 #[cfg(test)]
 mod testing;
 mod trace;
@@ -44,11 +46,14 @@ pub use handlers::{
     Writes, sync_node, sync_policy,
 };
 pub use outcome::{RunOutcome, RunSummary};
-pub use output::{MESSAGE_KEY, NodeOutput, ROUTE_KEY, USAGE_KEY, Usage};
+pub use output::{
+    BROADCAST_KEY, EXIT_KEY, FINAL_KEY, MESSAGE_KEY, NodeOutput, ROUTE_KEY, USAGE_KEY, Usage,
+};
 pub use record::{RUN_RECORD_FORMAT, RecordError, RunId, RunIdError, RunRecord, digest_of};
 pub use run_state::{Pending, ProjectedState, RunState, State};
 pub use status::{RunStatus, TerminationReason};
 pub use step::Step;
+pub use team::{Broadcast, BroadcastKind, MemberProgress, MemberStatus, TeamPhase, TeamRun};
 pub use trace::{
     Chain, ChainTrigger, DecisionTrace, ItemDetail, MAX_TRACE_DEPTH, TraceItem, TraceKind,
 };

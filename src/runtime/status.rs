@@ -81,6 +81,9 @@ pub enum TerminationReason {
     /// A router named no valid destination in `$route`, on its first run and on each
     /// retry.
     InvalidRoute,
+    /// A team's lead did not answer `$final: true` on its final turn (no member was
+    /// active, its `lead_max_turns` was reached, or a broadcast overflowed).
+    TeamNoFinal,
 }
 
 impl TerminationReason {
@@ -104,6 +107,7 @@ impl TerminationReason {
             TerminationReason::InvalidOutput => "invalid_output",
             TerminationReason::InvalidChainPayload => "invalid_chain_payload",
             TerminationReason::InvalidRoute => "invalid_route",
+            TerminationReason::TeamNoFinal => "team_no_final",
         }
     }
 

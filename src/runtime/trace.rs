@@ -44,6 +44,12 @@ pub enum TraceKind {
     Advisor,
     /// Every advisor has reported (`target` the primary, `reason` the tally).
     Join,
+    /// A team's cycle starts: its active members take a turn each, at once (`target` the
+    /// team node, `reason` the cycle number and the members taking a turn).
+    TeamCycle,
+    /// One turn of a team member or lead, a step (`source` the team node, `target` the
+    /// member or lead, `reason` the turn and what it gave, `usage` its `$usage`).
+    TeamTurn,
 }
 
 /// How a chain stage was reached.

@@ -186,6 +186,8 @@ pub(crate) fn overlay(g: &CompiledGraph, trace: &DecisionTrace) -> Overlay {
             // A failed attempt moves nothing: the node's own item draws the edge. A fork
             // and its join happen at the primary.
             TraceKind::Retry | TraceKind::Fork | TraceKind::Join => mark(&mut o, target),
+            // A team's cycle happens at the team node; each turn visits its member or lead.
+            TraceKind::TeamCycle | TraceKind::TeamTurn => mark(&mut o, target),
             // An advisor's report: its advice edge, advisor -> primary.
             TraceKind::Advisor => {
                 let (Some(primary), Some(member)) = (item.source.as_deref(), target) else {

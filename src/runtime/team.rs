@@ -1,0 +1,623 @@
+//! Teams (brief §5.5): running a node with a `team` field runs its members in cycles and
+//! its lead after each cycle, until the lead answers `$final: true`.
+//!
+//! A team is a run of ordinary steps (ADR 0021). Its progress (the transcript, each
+//! member's status, turns and read position, the lead's turns) lives in
+//! [`Pending::Team`](super::Pending::Team), so a run saved between any two steps resumes
+//! the team where it was. Two kinds of steps alternate:
+//!
+//! - **a member cycle**: one [`Fork`](super::EffectKind::Fork) effect runs every active
+//!   member's turn at once; the commit counts one step per member turn (in declaration
+//!   order, like advisors) and adds their broadcasts to the transcript in that order;
+//! - **a lead turn**: one node effect (the lead's call); the commit counts one step. A
+//!   final turn is also the team node's run: its writes are checked against the team
+//!   node's contract and applied as the team node's, and control goes on from the team
+//!   node (handoff, terminal, back to its supervisor).
+//!
+//! This file holds the progress types and the planning half; `team_commit.rs` the commit.
+//!
+//! Complexity: a cycle with m active members costs O(m) effects and trace items; each
+//! turn's inbox is what its participant has not seen, so a team's transcript is copied
+//! into inputs about once per participant.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use super::advisors::{Member, Report};
+use super::budgets::{GuardStop, check_node};
+use super::builder::{NodePlan, NodeRun};
+use super::effects::{Call, CallIds, Effect, EffectKind, node_stdin};
+use super::executor::Executor;
+use super::guarded::Fault;
+use super::handlers::NodeInput;
+use super::output::{NodeOutput, Role, accept_as};
+use super::plan_node::NodeTarget;
+use super::run_state::RunState;
+use super::status::TerminationReason;
+use super::step::{After, Awaiting, Decided, Level, Planned, Stage, Step, Then};
+use super::trace::{Chain, TraceItem, TraceKind};
+use crate::contracts::Team;
+
+/// A team under way: which team node, how it was reached, and its progress. The whole of
+/// [`Pending::Team`](super::Pending::Team).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TeamRun {
+    /// The team node.
+    pub node: Arc<str>,
+    /// The supervisor control returns to afterwards.
+    pub dispatcher: Arc<str>,
+    /// How the team node was reached: `dispatch` or `handoff`.
+    pub kind: TraceKind,
+    /// The trace item's `source` (the dispatching supervisor, or the node that handed
+    /// off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<Arc<str>>,
+    /// Where it stands in a chain, if it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<Chain>,
+    /// Routers whose own `handoff` is owed (see [`Pending::Handoff`](super::Pending)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub owed: Vec<Arc<str>>,
+    /// The current cycle (1 for the first).
+    pub cycle: u32,
+    /// Who takes the next step.
+    pub next: TeamPhase,
+    /// Every broadcast so far, in `seq` order.
+    pub transcript: Vec<Broadcast>,
+    /// The members, in declaration order.
+    pub members: IndexMap<String, MemberProgress>,
+    /// Turns the lead has taken.
+    pub lead_turns: u32,
+    /// How much of the transcript the lead has been given.
+    pub lead_seen: usize,
+    /// A broadcast overflowed: the lead's next turn is final.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub final_next: bool,
+}
+
+/// Who takes a team's next step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TeamPhase {
+    /// The active members, one turn each, at once.
+    Members,
+    /// The lead.
+    Lead,
+}
+
+/// One member's standing in its team.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberProgress {
+    /// Whether it is still in the team, and if not why.
+    pub status: MemberStatus,
+    /// Turns it has taken.
+    pub turns: u32,
+    /// How much of the transcript it has been given.
+    pub seen: usize,
+}
+
+/// A member's status, as the team slice reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemberStatus {
+    /// Still in the team.
+    Active,
+    /// Left with `$exit: true`.
+    Exited,
+    /// Left after an error, a time-out, a refused output or its turns used up.
+    Failed,
+    /// Still in the team when the lead answered: it takes no more turns.
+    Cancelled,
+}
+
+/// One message of a team's transcript.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Broadcast {
+    /// Its position in the transcript (1 for the first); within a cycle members'
+    /// broadcasts follow their declaration order.
+    pub seq: u32,
+    /// The cycle it was sent in (a lead's broadcast: the cycle its turn closed).
+    pub cycle: u32,
+    /// The member or lead that sent it (for a failure or an overflow: whom it is about).
+    pub from: String,
+    /// What it is.
+    #[serde(rename = "type")]
+    pub kind: BroadcastKind,
+    /// The message: any JSON value for an update, an exit or the lead's; a sentence for a
+    /// failure or an overflow.
+    pub message: Value,
+}
+
+/// The type of a broadcast.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BroadcastKind {
+    /// A member's message.
+    Update,
+    /// A member's last message (`$exit: true`).
+    Exit,
+    /// The engine's: a member failed and left.
+    Failure,
+    /// The engine's: a broadcast was too large and was dropped.
+    Overflow,
+    /// The lead's message, starting the next cycle.
+    Lead,
+}
+
+impl TeamRun {
+    /// A team starting its first cycle.
+    fn start(target: &NodeTarget<'_>, spec: &Team) -> Self {
+        Self {
+            node: Arc::clone(&target.np.id),
+            dispatcher: Arc::clone(&target.dispatcher),
+            kind: target.kind,
+            from: target.source.clone(),
+            chain: target.chain.clone(),
+            owed: target
+                .extra
+                .as_ref()
+                .map(|x| x.owed.clone())
+                .unwrap_or_default(),
+            cycle: 1,
+            next: TeamPhase::Members,
+            transcript: Vec::new(),
+            members: spec
+                .members
+                .iter()
+                .map(|m| {
+                    let p = MemberProgress {
+                        status: MemberStatus::Active,
+                        turns: 0,
+                        seen: 0,
+                    };
+                    (m.clone(), p)
+                })
+                .collect(),
+            lead_turns: 0,
+            lead_seen: 0,
+            final_next: false,
+        }
+    }
+
+    /// Whether any member is still in the team.
+    pub fn any_active(&self) -> bool {
+        self.members
+            .values()
+            .any(|m| m.status == MemberStatus::Active)
+    }
+
+    /// Appends a broadcast of `kind` from `from` in the current cycle. A message larger
+    /// than `max_bytes` (as JSON) is replaced by an `overflow` broadcast, and the lead's
+    /// next turn becomes final; returns whether it overflowed.
+    pub(crate) fn push(
+        &mut self,
+        max_bytes: u64,
+        from: &str,
+        kind: BroadcastKind,
+        message: Value,
+    ) -> bool {
+        let bytes = serde_json::to_vec(&message).map_or(0, |b| b.len());
+        let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
+        // The engine's own notices are never dropped.
+        let over = bytes > max_bytes && kind != BroadcastKind::Failure;
+        let (kind, message) = if over {
+            self.final_next = true;
+            let what = match kind {
+                BroadcastKind::Lead => "lead",
+                _ => "member",
+            };
+            let msg = format!(
+                "the broadcast of {what} `{from}` ({bytes} bytes) was dropped: it exceeds \
+                 max_broadcast_bytes ({max_bytes}); the lead's next turn is final"
+            );
+            (BroadcastKind::Overflow, Value::String(msg))
+        } else {
+            (kind, message)
+        };
+        let seq = u32::try_from(self.transcript.len())
+            .unwrap_or(u32::MAX)
+            .saturating_add(1);
+        self.transcript.push(Broadcast {
+            seq,
+            cycle: self.cycle,
+            from: from.to_string(),
+            kind,
+            message,
+        });
+        over
+    }
+
+    /// Member `id` fails and leaves, with a `failure` broadcast giving `reason`.
+    pub(crate) fn fail_member(&mut self, max_bytes: u64, id: &str, reason: &str) {
+        if let Some(m) = self.members.get_mut(id) {
+            m.status = MemberStatus::Failed;
+        }
+        let msg = format!(
+            "member `{id}` failed and is no longer in the team. Reason: {}",
+            reason.trim_end()
+        );
+        self.push(max_bytes, id, BroadcastKind::Failure, Value::String(msg));
+    }
+
+    /// The broadcasts from `seen` on that `me` did not send, as JSON (the engine's
+    /// `failure` and `overflow` notices about `me` are included).
+    fn inbox(&self, seen: usize, me: &str) -> Value {
+        let items = self.transcript.get(seen..).unwrap_or_default();
+        Value::Array(
+            items
+                .iter()
+                // The engine's notices about `me` (a failure, an overflow) are not its own.
+                .filter(|b| {
+                    b.from != me
+                        || matches!(b.kind, BroadcastKind::Failure | BroadcastKind::Overflow)
+                })
+                .map(|b| serde_json::to_value(b).expect("a broadcast is plain data"))
+                .collect(),
+        )
+    }
+
+    /// The team slice's value once the team has ended: `{"transcript", "members",
+    /// "lead_turns"}`.
+    pub(crate) fn summary(&self) -> Value {
+        let members: Map<String, Value> = self
+            .members
+            .iter()
+            .map(|(id, m)| {
+                let v = json!({"status": m.status, "turns": m.turns});
+                (id.clone(), v)
+            })
+            .collect();
+        json!({
+            "transcript": self.transcript,
+            "members": members,
+            "lead_turns": self.lead_turns,
+        })
+    }
+}
+
+/// A team step, planned: the team, its progress as planning left it, and the turn(s).
+pub(crate) struct TeamStep<'e> {
+    pub(crate) np: &'e NodePlan,
+    pub(crate) spec: &'e Team,
+    pub(crate) run: Box<TeamRun>,
+    pub(crate) turn: TeamTurn<'e>,
+}
+
+/// The turn(s) a team step takes.
+pub(crate) enum TeamTurn<'e> {
+    /// A member cycle: the reports once the fork is performed (in `members` order).
+    Members(Vec<Report>),
+    /// The lead's turn: whether it must be final, where the team node's control goes if it
+    /// is, and its output once performed.
+    Lead {
+        lead: &'e NodePlan,
+        final_turn: bool,
+        after: After<'e>,
+        result: Option<Result<NodeOutput, Fault>>,
+        duration_us: u64,
+    },
+    /// No step can be taken (a budget, or a node the workflow lacks).
+    Stop(Stop),
+}
+
+/// Why a team step cannot be taken.
+pub(crate) enum Stop {
+    Guard(GuardStop),
+    Mismatch(String),
+}
+
+/// What a planned team step waits on (at most one effect) and then commits.
+type Planning<'e> = (Option<Effect>, TeamTurn<'e>);
+
+impl Executor {
+    /// Plans the first step of team node `target` (its gate: budgets and `max_visits`).
+    pub(super) fn plan_team_start<'e>(
+        &'e self,
+        run: &RunState,
+        level: Level<'e>,
+        head: (Option<Decided>, Option<Box<TraceItem>>),
+        target: NodeTarget<'e>,
+        spec: &'e Team,
+        step: &mut Step<'e>,
+    ) {
+        let contract = target.np.contract(&self.plan.graph);
+        let mut team = Box::new(TeamRun::start(&target, spec));
+        if team.chain.is_none() && contract.handoff.is_some() {
+            // A dispatched team node with a `handoff` starts a chain (stage 0).
+            team.chain = Some(Chain::handoff_root(Arc::clone(&target.np.id)));
+        }
+        match check_node(
+            run,
+            self.plan.graph.budgets(),
+            &target.np.id,
+            contract.max_visits,
+        ) {
+            Ok(()) => self.plan_team(run, level, head, target.np, spec, team, step),
+            Err(g) => {
+                let turn = TeamTurn::Stop(Stop::Guard(g));
+                self.team_stage(level, head, None, target.np, spec, team, turn, step);
+            }
+        }
+    }
+
+    /// Plans a pending team's next step.
+    pub(super) fn plan_pending_team<'e>(
+        &'e self,
+        run: &RunState,
+        level: Level<'e>,
+        team: &TeamRun,
+        step: &mut Step<'e>,
+    ) {
+        let plan = &*self.plan;
+        let found = plan.nodes.get(&*team.node).and_then(|np| {
+            let spec = np.contract(&plan.graph).team.as_ref()?;
+            Some((np, spec))
+        });
+        let Some((np, spec)) = found else {
+            let msg = self.unknown("team node", &team.node);
+            let then = Then::Mismatch(msg, Some(Arc::clone(&team.dispatcher)));
+            return super::step::ready(step, level, None, then);
+        };
+        let team = Box::new(team.clone());
+        self.plan_team(run, level, (None, None), np, spec, team, step);
+    }
+
+    /// Plans the team's next step from its progress: the members' cycle (after failing
+    /// those whose turns are used up), or the lead's turn.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_team<'e>(
+        &'e self,
+        run: &RunState,
+        level: Level<'e>,
+        head: (Option<Decided>, Option<Box<TraceItem>>),
+        np: &'e NodePlan,
+        spec: &'e Team,
+        mut team: Box<TeamRun>,
+        step: &mut Step<'e>,
+    ) {
+        let cycle = match team.next {
+            TeamPhase::Members => self.plan_cycle(run, spec, &mut team),
+            TeamPhase::Lead => None,
+        };
+        let (effect, turn) = match cycle {
+            Some(planned) => planned,
+            None => {
+                team.next = TeamPhase::Lead;
+                self.plan_lead(run, level, np, spec, &mut team)
+            }
+        };
+        self.team_stage(level, head, effect, np, spec, team, turn, step);
+    }
+
+    /// Sets the step's stage: waiting on `effect`, or ready.
+    #[allow(clippy::too_many_arguments)]
+    fn team_stage<'e>(
+        &'e self,
+        level: Level<'e>,
+        head: (Option<Decided>, Option<Box<TraceItem>>),
+        effect: Option<Effect>,
+        np: &'e NodePlan,
+        spec: &'e Team,
+        run: Box<TeamRun>,
+        turn: TeamTurn<'e>,
+        step: &mut Step<'e>,
+    ) {
+        let planned = Planned {
+            level,
+            decision: head.0,
+            fallback: head.1,
+            then: Then::Team(TeamStep {
+                np,
+                spec,
+                run,
+                turn,
+            }),
+        };
+        step.stage = match effect {
+            Some(e) => Stage::Waiting {
+                effect: Some(Box::new(e)),
+                then: Awaiting::Team(planned),
+            },
+            None => Stage::Ready(planned),
+        };
+    }
+
+    /// Plans a members' cycle. Members whose turns are used up fail first; with nobody
+    /// left to take a turn, gives `None`: the lead is next.
+    fn plan_cycle<'e>(
+        &'e self,
+        run: &RunState,
+        spec: &'e Team,
+        team: &mut TeamRun,
+    ) -> Option<Planning<'e>> {
+        let used_up: Vec<String> = team
+            .members
+            .iter()
+            .filter(|(_, m)| m.status == MemberStatus::Active && m.turns >= spec.member_max_turns)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in used_up {
+            let why = format!(
+                "it used all {} of its turns (member_max_turns) without `$exit`",
+                spec.member_max_turns
+            );
+            team.fail_member(spec.max_broadcast_bytes, &id, &why);
+        }
+        let turning: Vec<String> = team
+            .members
+            .iter()
+            .filter(|(_, m)| m.status == MemberStatus::Active)
+            .map(|(id, _)| id.clone())
+            .collect();
+        if turning.is_empty() {
+            return None;
+        }
+        let budgets = self.plan.graph.budgets();
+        let need = u64::try_from(turning.len())
+            .unwrap_or(u64::MAX)
+            .saturating_add(1);
+        let left = u64::from(budgets.max_steps.saturating_sub(run.steps));
+        if need > left {
+            return Some((
+                None,
+                TeamTurn::Stop(Stop::Guard(GuardStop {
+                    reason: TerminationReason::MaxStepsExceeded,
+                    message: format!(
+                        "cycle {} of team `{}` needs {need} steps ({} member turn(s) and the \
+                         lead's) but {left} are left of max_steps {}",
+                        team.cycle,
+                        team.node,
+                        turning.len(),
+                        budgets.max_steps
+                    ),
+                })),
+            ));
+        }
+        let mut members: Vec<Member> = Vec::with_capacity(turning.len());
+        let transcript_len = team.transcript.len();
+        for (i, id) in turning.iter().enumerate() {
+            let (turn, seen) = match team.members.get(id) {
+                Some(m) => (m.turns.saturating_add(1), m.seen),
+                None => continue,
+            };
+            let input = json!({
+                "me": id,
+                "turn": turn,
+                "inbox": team.inbox(seen, id),
+                "final_turn": turn >= spec.member_max_turns,
+            });
+            if let Some(m) = team.members.get_mut(id) {
+                m.seen = transcript_len;
+            }
+            let at = run
+                .steps
+                .saturating_add(u32::try_from(i).unwrap_or(u32::MAX));
+            members.push(self.member(run, id, at, None, Some((&spec.slice, input))));
+        }
+        let effect = Effect {
+            kind: EffectKind::Fork,
+            id: Arc::clone(&team.node),
+            step: run.steps,
+            limit: None,
+            delay: Duration::ZERO,
+            call: Call::Fork(members),
+            role: Role::Plain,
+        };
+        Some((Some(effect), TeamTurn::Members(Vec::new())))
+    }
+
+    /// Plans the lead's turn.
+    fn plan_lead<'e>(
+        &'e self,
+        run: &RunState,
+        level: Level<'e>,
+        np: &'e NodePlan,
+        spec: &'e Team,
+        team: &mut TeamRun,
+    ) -> Planning<'e> {
+        let plan = &*self.plan;
+        let Some(lead) = plan.nodes.get(spec.lead.as_str()) else {
+            return (
+                None,
+                TeamTurn::Stop(Stop::Mismatch(self.unknown("node", &spec.lead))),
+            );
+        };
+        let after = match self.after_node(level, np) {
+            Ok(a) => a,
+            Err(msg) => return (None, TeamTurn::Stop(Stop::Mismatch(msg))),
+        };
+        if run.steps >= plan.graph.budgets().max_steps {
+            let g = GuardStop {
+                reason: TerminationReason::MaxStepsExceeded,
+                message: format!(
+                    "the lead `{}` of team `{}` needs a step but none is left of max_steps {}",
+                    lead.id,
+                    np.id,
+                    plan.graph.budgets().max_steps
+                ),
+            };
+            return (None, TeamTurn::Stop(Stop::Guard(g)));
+        }
+        let turn = team.lead_turns.saturating_add(1);
+        let final_turn = !team.any_active() || turn >= spec.lead_max_turns || team.final_next;
+        let input = json!({
+            "me": &*lead.id,
+            "turn": turn,
+            "inbox": team.inbox(team.lead_seen, &lead.id),
+            "final_turn": final_turn,
+        });
+        team.lead_seen = team.transcript.len();
+        let contract = lead.contract(&plan.graph);
+        let mut view = self.view(run, &contract.reads);
+        view.insert(spec.slice.clone(), input);
+        let ids = CallIds {
+            run_id: run.run_id,
+            step: run.steps,
+            attempt: 1,
+        };
+        let call = match &lead.run {
+            NodeRun::Handler(h) => Call::Node(
+                h.clone(),
+                NodeInput {
+                    node: lead.id.to_string(),
+                    view,
+                    depth: run.depth(),
+                    subgraph: run.current_subgraph().map(str::to_string),
+                    step: ids.step,
+                    run_id: ids.run_id,
+                    attempt: 1,
+                    error: None,
+                },
+            ),
+            NodeRun::Exec(spec) => Call::Program(
+                Arc::clone(spec),
+                node_stdin(&lead.id, view, ids, None),
+                Some(ids),
+            ),
+            // Constants: read as the lead's envelope (a `set` lead may send `$final`).
+            constant => {
+                let m = match constant {
+                    NodeRun::Set(Value::Object(m)) => m.clone(),
+                    _ => Map::new(),
+                };
+                let result = Some(
+                    accept_as(NodeOutput::new(m), Role::Lead)
+                        .map_err(|e| Fault::InvalidOutput(format!("sent an invalid output: {e}"))),
+                );
+                let turn = TeamTurn::Lead {
+                    lead,
+                    final_turn,
+                    after,
+                    result,
+                    duration_us: 0,
+                };
+                return (None, turn);
+            }
+        };
+        let own = match &lead.run {
+            NodeRun::Exec(spec) => spec.timeout_ms,
+            _ => None,
+        };
+        let effect = Effect {
+            kind: EffectKind::Node,
+            id: Arc::clone(&lead.id),
+            step: run.steps,
+            limit: self.call_limit(run, own),
+            delay: Duration::ZERO,
+            call,
+            role: Role::Lead,
+        };
+        let turn = TeamTurn::Lead {
+            lead,
+            final_turn,
+            after,
+            result: None,
+            duration_us: 0,
+        };
+        (Some(effect), turn)
+    }
+}
