@@ -162,6 +162,9 @@ pub struct EffectOutput {
 }
 
 /// A successful effect's value.
+// A node's output is the common value, moved once from the call to the step: boxing it
+// would allocate on every node step.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(crate) enum Produced {
     /// A node's output, its envelope read (see [`super::output`]).

@@ -159,8 +159,8 @@ pub(crate) enum Then<'e> {
     Node(NodeStep<'e>),
     /// A node's advisors run (the node itself runs in the next step).
     Fork(ForkStep<'e>),
-    /// A team's member cycle or lead turn.
-    Team(TeamStep<'e>),
+    /// A team's member cycle or lead turn (boxed: rare, and large).
+    Team(Box<TeamStep<'e>>),
     /// A subgraph is entered (by its caller's decision, or as a router's destination:
     /// then with the router's chain and the handoffs owed when it returns).
     Call {

@@ -288,6 +288,8 @@ pub(crate) struct TeamStep<'e> {
 }
 
 /// The turn(s) a team step takes.
+// Lives boxed in its step (`Then::Team`): the lead's output inline costs nothing more.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum TeamTurn<'e> {
     /// A member cycle: the reports once the fork is performed (in `members` order).
     Members(Vec<Report>),
@@ -410,12 +412,12 @@ impl Executor {
             level,
             decision: head.0,
             fallback: head.1,
-            then: Then::Team(TeamStep {
+            then: Then::Team(Box::new(TeamStep {
                 np,
                 spec,
                 run,
                 turn,
-            }),
+            })),
         };
         step.stage = match effect {
             Some(e) => Stage::Waiting {

@@ -22,13 +22,13 @@ use crate::contracts::Team;
 
 impl Tx<'_> {
     /// Commits a team step.
-    pub(crate) fn team(&mut self, level: Level<'_>, ts: TeamStep<'_>) {
+    pub(crate) fn team(&mut self, level: Level<'_>, ts: Box<TeamStep<'_>>) {
         let TeamStep {
             np,
             spec,
             run: team,
             turn,
-        } = ts;
+        } = *ts;
         self.chain.clone_from(&team.chain);
         let dispatcher = Arc::clone(&team.dispatcher);
         match turn {

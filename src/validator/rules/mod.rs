@@ -21,6 +21,7 @@ mod schema_fit;
 mod schemas;
 mod slice_names;
 mod system;
+mod team;
 mod terminal_handoff;
 
 use super::{Context, Diagnostic};
@@ -103,6 +104,10 @@ pub(crate) const ALL: &[Rule] = &[
     Rule {
         name: "advisors",
         check: advisors::check,
+    },
+    Rule {
+        name: "team",
+        check: team::check,
     },
     Rule {
         name: "schemas",
