@@ -506,3 +506,61 @@ fn a_team_saved_after_every_step_resumes_identically() {
     assert_eq!(saved.trace.without_timing(), whole.trace.without_timing());
     assert_eq!(saved.steps, whole.steps);
 }
+
+/// Driven through the run store one checkpoint at a time (`store::drive` with
+/// `max_checkpoints(1)`, the run reloaded from its snapshot and deltas before every
+/// step), the team ends exactly as the uninterrupted run: the pending team (transcript and
+/// progress) survives every checkpoint.
+#[cfg(feature = "store")]
+#[test]
+fn a_team_driven_one_checkpoint_at_a_time_through_the_store_ends_identically() {
+    use pactgraph::runtime::RunRecord;
+    use pactgraph::store::{CreateOptions, DriveOptions, RunStore, SqliteStore, drive};
+    let doc = team_doc(
+        &[
+            ("a", json!({"handler": "a"})),
+            ("b", json!({"handler": "b"})),
+        ],
+        json!({"handler": "chair"}),
+        json!({}),
+        40,
+    );
+    let g = graph(doc);
+    let document = g.to_document();
+    let ex = builder(g)
+        .node_handler("a", talker(1))
+        .node_handler("b", talker(9))
+        .node_handler("chair", two_turn_lead)
+        .build()
+        .expect("builds");
+    let start = ex.start(json!({"request": 1})).expect("starts");
+    let mut whole = start.clone();
+    run_to_end(&ex, &mut whole);
+    io().block_on(async {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let url = format!("sqlite:{}", dir.path().join("store.db").display());
+        let store = SqliteStore::open(&url).await.expect("opens");
+        let record = RunRecord::new(document, start);
+        let id = record.run_id;
+        store
+            .create(&record, &CreateOptions::default())
+            .await
+            .expect("creates");
+        let one = DriveOptions::default().max_checkpoints(1);
+        let mut hops = 0;
+        let run = loop {
+            let run = drive(&ex, &store, id, "worker", &one)
+                .await
+                .expect("drives");
+            assert_eq!(store.load(id).await.expect("loads").record.run, run);
+            hops += 1;
+            assert!(hops < 50, "the run ends");
+            if run.status() != RunStatus::Running {
+                break run;
+            }
+        };
+        assert!(hops >= 5, "one checkpoint per step ({hops})");
+        assert_eq!(run.state, whole.state);
+        assert_eq!(run.trace.without_timing(), whole.trace.without_timing());
+    });
+}

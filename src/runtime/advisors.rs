@@ -181,10 +181,12 @@ impl Executor {
             step,
             attempt: 1,
         };
-        let view = || {
+        let mut team = team;
+        // Called once, by the branch that calls the member: the team input is moved in.
+        let mut view = || {
             let mut view = self.view(run, &contract.reads);
-            if let Some((slice, input)) = &team {
-                view.insert((*slice).to_string(), input.clone());
+            if let Some((slice, input)) = team.take() {
+                view.insert(slice.to_string(), input);
             }
             view
         };

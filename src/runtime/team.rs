@@ -66,8 +66,9 @@ pub struct TeamRun {
     pub cycle: u32,
     /// Who takes the next step.
     pub next: TeamPhase,
-    /// Every broadcast so far, in `seq` order.
-    pub transcript: Vec<Broadcast>,
+    /// Every broadcast so far, in `seq` order. Shared: planning a step copies the team's
+    /// progress, not its transcript (commit appends to the one copy left).
+    pub transcript: Arc<Vec<Broadcast>>,
     /// The members, in declaration order.
     pub members: IndexMap<String, MemberProgress>,
     /// Turns the lead has taken.
@@ -164,7 +165,7 @@ impl TeamRun {
                 .unwrap_or_default(),
             cycle: 1,
             next: TeamPhase::Members,
-            transcript: Vec::new(),
+            transcript: Arc::default(),
             members: spec
                 .members
                 .iter()
@@ -200,8 +201,7 @@ impl TeamRun {
         kind: BroadcastKind,
         message: Value,
     ) -> bool {
-        let bytes = serde_json::to_vec(&message).map_or(0, |b| b.len());
-        let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
+        let bytes = json_len(&message);
         // The engine's own notices are never dropped.
         let over = bytes > max_bytes && kind != BroadcastKind::Failure;
         let (kind, message) = if over {
@@ -221,7 +221,7 @@ impl TeamRun {
         let seq = u32::try_from(self.transcript.len())
             .unwrap_or(u32::MAX)
             .saturating_add(1);
-        self.transcript.push(Broadcast {
+        Arc::make_mut(&mut self.transcript).push(Broadcast {
             seq,
             cycle: self.cycle,
             from: from.to_string(),
@@ -272,11 +272,31 @@ impl TeamRun {
             })
             .collect();
         json!({
-            "transcript": self.transcript,
+            "transcript": &*self.transcript,
             "members": members,
             "lead_turns": self.lead_turns,
         })
     }
+}
+
+/// The length in bytes of `value` serialized as compact JSON, counted without building it.
+fn json_len(value: &Value) -> u64 {
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 = self
+                .0
+                .saturating_add(u64::try_from(buf.len()).unwrap_or(u64::MAX));
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    // Writing a JSON value to a counter cannot fail.
+    let _ = serde_json::to_writer(&mut n, value);
+    n.0
 }
 
 /// A team step, planned: the team, its progress as planning left it, and the turn(s).

@@ -31,6 +31,13 @@ impl Tx<'_> {
         } = *ts;
         self.chain.clone_from(&team.chain);
         let dispatcher = Arc::clone(&team.dispatcher);
+        if let Control::Running(Pending::Team(_)) = &self.run.control {
+            // Drops the run's copy of the progress (every path below sets the control
+            // again), so the planned copy owns the transcript and appends in place.
+            self.run.control = Control::Running(Pending::Decide {
+                supervisor: Arc::clone(&dispatcher),
+            });
+        }
         match turn {
             TeamTurn::Stop(Stop::Guard(g)) => self.guard_stop(g, Some(dispatcher)),
             TeamTurn::Stop(Stop::Mismatch(msg)) => {
