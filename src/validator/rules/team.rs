@@ -204,7 +204,7 @@ mod tests {
     fn bad_members_and_leads_are_errors_naming_their_place() {
         let d = doc(
             json!({"members": ["m1", "m1", "panel", "chair", "nope", "sub"],
-                           "lead": "root", "slice": "team"}),
+                           "lead": "chair", "slice": "team"}),
         );
         assert_eq!(
             run(check, d),
@@ -214,9 +214,16 @@ mod tests {
                 (Code::BAD_TEAM_MEMBER, "/nodes/panel/team/members/3".into()),
                 (Code::BAD_TEAM_MEMBER, "/nodes/panel/team/members/4".into()),
                 (Code::BAD_TEAM_MEMBER, "/nodes/panel/team/members/5".into()),
-                (Code::BAD_TEAM_LEAD, "/nodes/panel/team/lead".into()),
             ]
         );
+        for lead in ["root", "panel", "nope"] {
+            let d = doc(json!({"members": ["m1"], "lead": lead, "slice": "team"}));
+            assert_eq!(
+                run(check, d),
+                vec![(Code::BAD_TEAM_LEAD, "/nodes/panel/team/lead".into())],
+                "{lead}"
+            );
+        }
     }
 
     #[test]
