@@ -31,6 +31,7 @@ mod status;
 mod step;
 mod team;
 mod team_commit;
+mod team_state;
 #[cfg(test)]
 mod testing;
 mod trace;
@@ -53,7 +54,7 @@ pub use record::{RUN_RECORD_FORMAT, RecordError, RunId, RunIdError, RunRecord, d
 pub use run_state::{Pending, ProjectedState, RunState, State};
 pub use status::{RunStatus, TerminationReason};
 pub use step::Step;
-pub use team::{Broadcast, BroadcastKind, MemberProgress, MemberStatus, TeamPhase, TeamRun};
+pub use team_state::{Broadcast, BroadcastKind, MemberProgress, MemberStatus, TeamPhase, TeamRun};
 pub use trace::{
     Chain, ChainTrigger, DecisionTrace, ItemDetail, MAX_TRACE_DEPTH, TraceItem, TraceKind,
 };

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::team::TeamRun;
+use super::team_state::TeamRun;
 use super::trace::{Chain, TraceKind};
 
 /// What the next step of a running run does.
