@@ -353,7 +353,8 @@ pub(crate) fn accept_as(output: NodeOutput, role: Role) -> Result<NodeOutput, St
         });
     }
     let mut usage = usage.map(Ok);
-    let mut rest = Map::with_capacity(writes.len());
+    // Sized for the slice writes only: an output of reserved keys alone allocates none.
+    let mut rest = Map::with_capacity(writes.keys().filter(|k| !k.starts_with('$')).count());
     for (key, value) in std::mem::take(&mut writes) {
         if !key.starts_with('$') {
             rest.insert(key, value);

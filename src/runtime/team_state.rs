@@ -103,6 +103,20 @@ pub struct Broadcast {
     pub message: Value,
 }
 
+impl Broadcast {
+    /// Its JSON form, `{"seq", "cycle", "from", "type", "message"}` (as serde writes it,
+    /// built directly: an inbox builds one per entry).
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::with_capacity(5);
+        m.insert("seq".into(), self.seq.into());
+        m.insert("cycle".into(), self.cycle.into());
+        m.insert("from".into(), self.from.as_str().into());
+        m.insert("type".into(), self.kind.as_str().into());
+        m.insert("message".into(), self.message.clone());
+        Value::Object(m)
+    }
+}
+
 /// The type of a broadcast.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -117,6 +131,19 @@ pub enum BroadcastKind {
     Overflow,
     /// The lead's message, starting the next cycle.
     Lead,
+}
+
+impl BroadcastKind {
+    /// Its name in JSON: `update`, `exit`, `failure`, `overflow` or `lead`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BroadcastKind::Update => "update",
+            BroadcastKind::Exit => "exit",
+            BroadcastKind::Failure => "failure",
+            BroadcastKind::Overflow => "overflow",
+            BroadcastKind::Lead => "lead",
+        }
+    }
 }
 
 impl TeamRun {
@@ -225,7 +252,7 @@ impl TeamRun {
                     b.from != me
                         || matches!(b.kind, BroadcastKind::Failure | BroadcastKind::Overflow)
                 })
-                .map(|b| serde_json::to_value(b).expect("a broadcast is plain data"))
+                .map(Broadcast::to_json)
                 .collect(),
         )
     }
@@ -242,7 +269,7 @@ impl TeamRun {
             })
             .collect();
         json!({
-            "transcript": &*self.transcript,
+            "transcript": self.transcript.iter().map(Broadcast::to_json).collect::<Vec<_>>(),
             "members": members,
             "lead_turns": self.lead_turns,
         })
@@ -267,4 +294,30 @@ fn json_len(value: &Value) -> u64 {
     // Writing a JSON value to a counter cannot fail.
     let _ = serde_json::to_writer(&mut n, value);
     n.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hand-built JSON form of a broadcast is exactly what serde writes.
+    #[test]
+    fn to_json_matches_serde() {
+        for kind in [
+            BroadcastKind::Update,
+            BroadcastKind::Exit,
+            BroadcastKind::Failure,
+            BroadcastKind::Overflow,
+            BroadcastKind::Lead,
+        ] {
+            let b = Broadcast {
+                seq: 3,
+                cycle: 2,
+                from: "m".into(),
+                kind,
+                message: json!({"x": [1, "y"]}),
+            };
+            assert_eq!(b.to_json(), serde_json::to_value(&b).expect("plain data"));
+        }
+    }
 }
