@@ -20,7 +20,8 @@ pub mod visualize;
 
 pub use contracts::{
     Advisors, Budgets, Condition, NodeBehaviour, NodeContract, RetryOn, RetryPolicy,
-    RoutingDecision, SliceDecl, SubgraphContract, SupervisorContract, Trigger, WorkflowDocument,
+    RoutingDecision, SliceDecl, SubgraphContract, SupervisorContract, Team, Trigger,
+    WorkflowDocument,
 };
 pub use graph::{CompiledGraph, GraphBuilder, Registry};
 

@@ -191,3 +191,58 @@ fn clarify_child_validates_clean_runs_and_accounts() {
     assert!(acct["by_owner"].get("draft").is_none(), "{acct:#}");
     assert!(acct["by_node"]["draft"]["wall_ms"].is_number());
 }
+
+/// The team example: clean under `--strict`, and a run (no store) reaches the lead's
+/// decision in two cycles, `editor` leaving after its first turn, every turn reporting
+/// its usage on a `team_turn` item that names the team node.
+#[test]
+fn team_review_validates_clean_and_runs() {
+    let file = workflow("team_review.json");
+    let (code, out, err) = pactgraph(&["validate", &file, "--strict"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        format!("{out}{err}").contains("0 errors, 0 warnings, 0 infos"),
+        "{out}{err}"
+    );
+    let (code, out, err) = pactgraph(&[
+        "run",
+        &file,
+        "--store",
+        "none",
+        "--input",
+        r#"{"draft": {"text": "Ship it next week."}}"#,
+        "--quiet",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("JSON output");
+    assert_eq!(v["status"], "completed");
+    assert_eq!(v["steps"], 5);
+    let state = &v["state"];
+    assert_eq!(state["decision"]["verdict"], "approve with a date");
+    assert_eq!(
+        state["team"]["members"],
+        serde_json::json!({"critic": {"status": "cancelled", "turns": 2},
+                           "editor": {"status": "exited", "turns": 1}})
+    );
+    assert_eq!(state["team"]["lead_turns"], 2);
+    let cycles: Vec<u64> = state["team"]["transcript"]
+        .as_array()
+        .expect("a transcript")
+        .iter()
+        .filter_map(|b| b["cycle"].as_u64())
+        .collect();
+    assert_eq!(cycles, [1, 1, 1, 2]);
+    let turns: Vec<&Value> = state["system"]["decision_trace"]
+        .as_array()
+        .expect("a trace")
+        .iter()
+        .filter(|i| i["kind"] == "team_turn")
+        .collect();
+    assert_eq!(turns.len(), 5);
+    assert!(
+        turns
+            .iter()
+            .all(|i| i["source"] == "review" && i["usage"]["output_tokens"].is_u64()),
+        "{turns:#?}"
+    );
+}

@@ -564,6 +564,7 @@ fn show_progress(run: &RunState) {
         Some(Pending::Advised { node, .. }) => format!("advised node {node}"),
         Some(Pending::Retry { node, .. }) => format!("router {node} again"),
         Some(Pending::Call { subgraph, .. }) => format!("routed call of {subgraph}"),
+        Some(Pending::Team(team)) => format!("team {} (cycle {})", team.node, team.cycle),
         _ => String::new(),
     };
     let level = run.current_subgraph().unwrap_or("root");

@@ -20,6 +20,7 @@ mod schema;
 mod slice;
 mod subgraph;
 mod supervisor;
+mod team;
 
 pub use advisors::Advisors;
 pub use behaviour::{ExecSpec, NodeBehaviour, SupervisorPolicy};
@@ -36,6 +37,7 @@ pub use schema::document_schema;
 pub use slice::{SYSTEM_SLICE, SliceDecl};
 pub use subgraph::SubgraphContract;
 pub use supervisor::SupervisorContract;
+pub use team::Team;
 
 /// Turns any iterable of string-likes into owned strings (used by the builder methods).
 pub(crate) fn strings<I, S>(items: I) -> Vec<String>

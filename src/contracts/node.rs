@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Advisors, NodeBehaviour, RetryPolicy, RouterSpec, Trigger, strings};
+use super::{Advisors, NodeBehaviour, RetryPolicy, RouterSpec, Team, Trigger, strings};
 
 /// A unit of work: the slices it reads and writes, the supervisor that owns it, when it
 /// wants to run, and how it runs.
@@ -66,6 +66,10 @@ pub struct NodeContract {
     /// `router.destinations`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub router: Option<RouterSpec>,
+    /// Makes the node a team: running it runs `team.members` in cycles and `team.lead`,
+    /// whose final writes are the node's (a team node has no `run`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team: Option<Team>,
 }
 
 impl NodeContract {
@@ -144,6 +148,11 @@ impl NodeContract {
     /// Makes the node a router.
     pub fn router(mut self, spec: RouterSpec) -> Self {
         self.router = Some(spec);
+        self
+    }
+    /// Makes the node a team.
+    pub fn team(mut self, team: Team) -> Self {
+        self.team = Some(team);
         self
     }
     /// Sets the description.

@@ -410,6 +410,19 @@ impl GraphBuilder {
                     graph.add_edge(from, to, EdgeKind::Advice);
                 }
             }
+            // Teams: members, then the lead (the validator names bad ones, PG0830-PG0831).
+            let team = n
+                .team
+                .iter()
+                .flat_map(|t| t.members.iter().chain([&t.lead]));
+            for m in team {
+                if let Some(&to) = index.get(m.as_str())
+                    && reg.get_node(m).is_some()
+                    && *m != n.id
+                {
+                    graph.add_edge(from, to, EdgeKind::Team);
+                }
+            }
         }
 
         nest_clusters(&mut clusters, &supervisor_cluster, reg);

@@ -52,10 +52,13 @@ pub enum EdgeKind {
     /// A primary node to one of its advisors (they run before it; pictures draw the edge
     /// the other way, the advice flowing in).
     Advice,
+    /// A team node to one of its members or its lead (they run when it runs; pictures
+    /// draw them in the team's cluster around a broadcast hub).
+    Team,
 }
 
 impl EdgeKind {
-    /// `dispatch`, `return`, `call`, `handoff`, `route` or `advice`.
+    /// `dispatch`, `return`, `call`, `handoff`, `route`, `advice` or `team`.
     pub fn name(&self) -> &'static str {
         match self {
             EdgeKind::Dispatch => "dispatch",
@@ -64,6 +67,7 @@ impl EdgeKind {
             EdgeKind::Handoff => "handoff",
             EdgeKind::Route { .. } => "route",
             EdgeKind::Advice => "advice",
+            EdgeKind::Team => "team",
         }
     }
 }

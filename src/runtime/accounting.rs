@@ -153,6 +153,8 @@ pub(crate) enum Rollup<'a> {
 pub(crate) fn rollup_of(item: &TraceItem) -> Rollup<'_> {
     match (item.kind, item.source.as_ref(), item.chain()) {
         (TraceKind::Advisor, Some(primary), _) => Rollup::Serves(primary),
+        // A team member's or lead's turn (`source` the team node).
+        (TraceKind::TeamTurn, Some(team), _) => Rollup::Serves(team),
         (_, _, Some(chain)) => Rollup::ChainStage {
             root: &chain.root,
             stage: chain.stage,

@@ -24,7 +24,7 @@ use super::effects::{Call, CallIds, Effect, EffectKind, node_stdin};
 use super::executor::Executor;
 use super::guarded::Fault;
 use super::handlers::{NodeInput, Writes};
-use super::output::Usage;
+use super::output::{Role, Usage, accept_as};
 use super::record::RunId;
 use super::run_state::{Control, Pending, RunState};
 use super::status::TerminationReason;
@@ -39,6 +39,8 @@ pub(crate) struct Member {
     pub(crate) id: Arc<str>,
     pub(crate) limit: Option<Duration>,
     pub(crate) call: MemberCall,
+    /// An advisor's call is a plain node's; a team member's may broadcast and exit.
+    pub(crate) role: Role,
 }
 
 /// How a member is carried out.
@@ -76,6 +78,9 @@ pub(crate) struct Report {
     pub(crate) advisor: Arc<str>,
     pub(crate) status: ReportStatus,
     pub(crate) output: Option<Writes>,
+    /// Team members: the `$broadcast` sent, and whether it sent `$exit: true`.
+    pub(crate) broadcast: Option<Value>,
+    pub(crate) exit: bool,
     pub(crate) usage: Option<Usage>,
     pub(crate) error: Option<String>,
     pub(crate) duration_us: u64,
@@ -112,7 +117,7 @@ impl Executor {
             let step = run
                 .steps
                 .saturating_add(u32::try_from(i).unwrap_or(u32::MAX));
-            planned.push(self.member(run, id, step, spec.timeout_ms));
+            planned.push(self.member(run, id, step, spec.timeout_ms, None));
         }
         Ok(Effect {
             kind: EffectKind::Fork,
@@ -121,12 +126,25 @@ impl Executor {
             limit: None,
             delay: Duration::ZERO,
             call: Call::Fork(planned),
-            router: false,
+            role: Role::Plain,
         })
     }
 
-    /// Member `id`, as step `step` of the run.
-    fn member(&self, run: &RunState, id: &str, step: u32, cap: Option<u64>) -> Member {
+    /// Member `id`, as step `step` of the run. `team`: a team member's turn, given this
+    /// team input in this slice (besides its `reads` view).
+    pub(crate) fn member(
+        &self,
+        run: &RunState,
+        id: &str,
+        step: u32,
+        cap: Option<u64>,
+        team: Option<(&str, Value)>,
+    ) -> Member {
+        let role = if team.is_some() {
+            Role::Member
+        } else {
+            Role::Plain
+        };
         let plan = &*self.plan;
         let Some(mp) = plan.nodes.get(id) else {
             // A validated graph has every member; a run state from elsewhere may not.
@@ -134,6 +152,7 @@ impl Executor {
                 id: Arc::from(id),
                 limit: None,
                 call: MemberCall::Refused(format!("the workflow has no node `{id}`")),
+                role,
             };
         };
         let contract = mp.contract(&plan.graph);
@@ -145,6 +164,7 @@ impl Executor {
                 call: MemberCall::Refused(format!(
                     "it already ran {done} time(s); its max_visits is {max}"
                 )),
+                role,
             };
         }
         let own = match &mp.run {
@@ -161,12 +181,21 @@ impl Executor {
             step,
             attempt: 1,
         };
+        let mut team = team;
+        // Called once, by the branch that calls the member: the team input is moved in.
+        let mut view = || {
+            let mut view = self.view(run, &contract.reads);
+            if let Some((slice, input)) = team.take() {
+                view.insert(slice.to_string(), input);
+            }
+            view
+        };
         let call = match &mp.run {
             NodeRun::Handler(h) => MemberCall::Call(Call::Node(
                 h.clone(),
                 NodeInput {
                     node: mp.id.to_string(),
-                    view: self.view(run, &contract.reads),
+                    view: view(),
                     depth: run.depth(),
                     subgraph: run.current_subgraph().map(str::to_string),
                     step,
@@ -176,7 +205,7 @@ impl Executor {
                 },
             )),
             NodeRun::Exec(spec) => {
-                let stdin = node_stdin(&mp.id, self.view(run, &contract.reads), ids, None);
+                let stdin = node_stdin(&mp.id, view(), ids, None);
                 MemberCall::Call(Call::Program(Arc::clone(spec), stdin, Some(ids)))
             }
             NodeRun::Set(Value::Object(m)) => MemberCall::Constant(m.clone()),
@@ -186,6 +215,7 @@ impl Executor {
             id: Arc::clone(&mp.id),
             limit: self.call_limit(run, own),
             call,
+            role,
         }
     }
 
@@ -203,13 +233,20 @@ impl Executor {
     async fn run_member(&self, m: Member) -> Report {
         let t0 = self.timer();
         let result = match m.call {
-            MemberCall::Constant(w) => Ok(w.into()),
+            // Constants are read as the role's envelope (a team member's may broadcast).
+            MemberCall::Constant(w) => accept_as(w.into(), m.role)
+                .map_err(|e| Fault::InvalidOutput(format!("sent an invalid output: {e}"))),
             MemberCall::Refused(msg) => Err(Fault::Failed(msg)),
-            MemberCall::Call(call) => self.call_node(m.limit, call, false).await,
+            MemberCall::Call(call) => self.call_node(m.limit, call, m.role).await,
         };
         let duration_us = Self::elapsed(t0);
+        let (mut broadcast, mut exit) = (None, false);
         let (status, output, usage, error, cancelled) = match result {
-            Ok(out) => (ReportStatus::Ok, Some(out.writes), out.usage, None, false),
+            Ok(out) => {
+                broadcast = out.broadcast;
+                exit = out.exit;
+                (ReportStatus::Ok, Some(out.writes), out.usage, None, false)
+            }
             Err(fault) => {
                 let status = match fault {
                     Fault::Timeout(_) => ReportStatus::Timeout,
@@ -229,6 +266,8 @@ impl Executor {
             advisor: m.id,
             status,
             output,
+            broadcast,
+            exit,
             usage,
             error,
             duration_us,

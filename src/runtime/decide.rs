@@ -9,6 +9,7 @@ use super::decisions::Action;
 use super::effects::{Call, Effect, EffectKind};
 use super::executor::Executor;
 use super::handlers::{PolicyInput, RunContext};
+use super::output::Role;
 use super::run_state::RunState;
 use super::status::TerminationReason;
 use super::step::*;
@@ -173,7 +174,7 @@ impl Executor {
             limit: self.call_limit(run, own),
             delay: Duration::ZERO,
             call,
-            router: false,
+            role: Role::Plain,
         }
     }
 }

@@ -15,7 +15,7 @@ use super::advisors::{Member, Report};
 use super::executor::Executor;
 use super::guarded::{CatchUnwind, Fault, call_guarded, exec_program};
 use super::handlers::{NodeInput, PolicyInput, SharedNode, SharedPolicy, Writes};
-use super::output::{NodeOutput, accept};
+use super::output::{NodeOutput, Role, accept_as};
 use super::record::RunId;
 use crate::contracts::condition::json_kind;
 use crate::contracts::{ExecSpec, SupervisorOutput};
@@ -43,8 +43,9 @@ pub struct Effect {
     /// How long to wait before calling (a retry's backoff; zero otherwise).
     pub(crate) delay: Duration,
     pub(crate) call: Call,
-    /// A router's call: its output may carry `$route` and `$message`.
-    pub(crate) router: bool,
+    /// The role the call plays (a router's, a team member's or lead's output may carry
+    /// more reserved keys).
+    pub(crate) role: Role,
 }
 
 /// How the effect is carried out. Cloned only for a node with a retry policy (the next
@@ -161,6 +162,9 @@ pub struct EffectOutput {
 }
 
 /// A successful effect's value.
+// A node's output is the common value, moved once from the call to the step: boxing it
+// would allocate on every node step.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(crate) enum Produced {
     /// A node's output, its envelope read (see [`super::output`]).
@@ -220,7 +224,7 @@ impl Executor {
             limit,
             delay,
             call,
-            router,
+            role,
             ..
         } = effect;
         if !delay.is_zero() {
@@ -246,10 +250,7 @@ impl Executor {
                         .map(Produced::Decision)
                         .map_err(|e| Fault::Failed(format!("printed an invalid decision: {e}")))
                 }),
-            (_, call) => self
-                .call_node(limit, call, router)
-                .await
-                .map(Produced::Node),
+            (_, call) => self.call_node(limit, call, role).await.map(Produced::Node),
         };
         EffectOutput {
             result,
@@ -261,21 +262,21 @@ impl Executor {
 
 impl Executor {
     /// Calls a node's handler or runs its program under `limit` and the run's
-    /// cancellation, and reads its output envelope (`router`: as a router's, which may
-    /// carry `$route` and `$message`).
+    /// cancellation, and reads its output envelope as `role`'s (a router's may carry
+    /// `$route` and `$message`, a team member's or lead's `$broadcast` and more).
     pub(crate) async fn call_node(
         &self,
         limit: Option<Duration>,
         call: Call,
-        router: bool,
+        role: Role,
     ) -> Result<NodeOutput, Fault> {
         match call {
             Call::Node(h, input) => call_guarded(|| h.0.call(input), limit, &self.cancel)
                 .await
-                .and_then(|out| node_output(out, router)),
+                .and_then(|out| node_output(out, role)),
             Call::Program(spec, stdin, ids) => {
                 match self.program(&spec, &stdin, ids, limit).await {
-                    Ok(Value::Object(m)) => node_output(m.into(), router),
+                    Ok(Value::Object(m)) => node_output(m.into(), role),
                     Ok(other) => Err(Fault::Failed(format!(
                         "printed {} instead of an object of slice writes",
                         json_kind(&other)
@@ -310,8 +311,8 @@ impl Executor {
 }
 
 /// Reads a node's output envelope; a refused one is an `invalid_output` fault.
-fn node_output(out: NodeOutput, router: bool) -> Result<NodeOutput, Fault> {
-    accept(out, router).map_err(|e| Fault::InvalidOutput(format!("sent an invalid output: {e}")))
+fn node_output(out: NodeOutput, role: Role) -> Result<NodeOutput, Fault> {
+    accept_as(out, role).map_err(|e| Fault::InvalidOutput(format!("sent an invalid output: {e}")))
 }
 
 /// The stdin of a node program:

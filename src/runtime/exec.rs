@@ -234,9 +234,10 @@ pub async fn run_json_program_with_env(
         }
     };
     let _ = writer.await;
-    // The direct child exited; anything it left in its group goes too.
-    kill_group(&mut child).await;
-    group.disarm();
+    // The direct child exited (and was reaped, so `child.id()` is gone): anything it left
+    // in its group goes too, signalled through the group id kept at spawn. A group with a
+    // live member keeps its id, so no other process is signalled.
+    group.kill_now();
     let out = match reader.await {
         Ok(Ok(buf)) => buf,
         Ok(Err(source)) => return Err(ExecError::Io { program, source }),
@@ -302,6 +303,19 @@ impl GroupGuard {
     }
 
     fn disarm(&mut self) {
+        self.pgid = None;
+    }
+
+    /// Kills what is left of the group now, and disarms.
+    fn kill_now(&mut self) {
+        #[cfg(unix)]
+        if let Some(pgid) = self.pgid.take() {
+            // The group may already be gone; ESRCH is fine.
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pgid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
         self.pgid = None;
     }
 }

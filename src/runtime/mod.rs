@@ -32,6 +32,9 @@ mod rules;
 mod run_state;
 mod status;
 mod step;
+mod team;
+mod team_commit;
+mod team_state;
 #[cfg(test)]
 mod testing;
 mod trace;
@@ -49,13 +52,14 @@ pub use handlers::{
 };
 pub use outcome::{RunOutcome, RunSummary};
 pub use output::{
-    COST_USD, INPUT_TOKENS, MESSAGE_KEY, NodeOutput, OUTPUT_TOKENS, ROUTE_KEY, USAGE_KEY, Usage,
-    WALL_MS,
+    BROADCAST_KEY, COST_USD, EXIT_KEY, FINAL_KEY, INPUT_TOKENS, MESSAGE_KEY, NodeOutput,
+    OUTPUT_TOKENS, ROUTE_KEY, USAGE_KEY, Usage, WALL_MS,
 };
 pub use record::{RUN_RECORD_FORMAT, RecordError, RunId, RunIdError, RunRecord, digest_of};
 pub use run_state::{Pending, ProjectedState, RunState, State};
 pub use status::{RunStatus, TerminationReason};
 pub use step::Step;
+pub use team_state::{Broadcast, BroadcastKind, MemberProgress, MemberStatus, TeamPhase, TeamRun};
 pub use trace::{
     Chain, ChainTrigger, DecisionTrace, ItemDetail, MAX_TRACE_DEPTH, TraceItem, TraceKind,
 };

@@ -9,7 +9,8 @@
 //! | --- | --- | --- |
 //! | `$usage` | any node | kept: on the node's trace item and summed per run |
 //! | `$route`, `$message` | router nodes | kept for the router's commit (see `route.rs`); refused from other nodes |
-//! | `$broadcast`, `$exit`, `$final` | team members and leads | refused: teams do not exist yet |
+//! | `$broadcast`, `$exit` | team members | kept for the team's commit (see `team.rs`) |
+//! | `$broadcast`, `$final` | a team's lead | kept for the team's commit |
 //! | any other `$` key | nobody | refused |
 //!
 //! A refused output fails the step with `invalid_output` and applies nothing.
@@ -43,6 +44,50 @@ pub const ROUTE_KEY: &str = "$route";
 
 /// The reserved key a router sends a note for its destination under.
 pub const MESSAGE_KEY: &str = "$message";
+
+/// The reserved key a team member or lead sends a message to the team under.
+pub const BROADCAST_KEY: &str = "$broadcast";
+
+/// The reserved key a team member leaves the team with (`true`).
+pub const EXIT_KEY: &str = "$exit";
+
+/// The reserved key a team's lead gives the team's answer with (`true`).
+pub const FINAL_KEY: &str = "$final";
+
+/// Which role a node call plays: it decides which reserved keys its output may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// An ordinary node: `$usage` only.
+    Plain,
+    /// A router: `$route` and `$message` too.
+    Router,
+    /// A team member's turn: `$broadcast` and `$exit` too.
+    Member,
+    /// A team lead's turn: `$broadcast` and `$final` too.
+    Lead,
+}
+
+impl Role {
+    /// Whether this role may send `key`.
+    fn may_send(self, key: &str) -> bool {
+        match self {
+            Role::Plain => false,
+            Role::Router => key == ROUTE_KEY || key == MESSAGE_KEY,
+            Role::Member => key == BROADCAST_KEY || key == EXIT_KEY,
+            Role::Lead => key == BROADCAST_KEY || key == FINAL_KEY,
+        }
+    }
+
+    /// The reserved keys this role may send, for messages.
+    fn allowed(self) -> &'static str {
+        match self {
+            Role::Plain => "`$usage`",
+            Role::Router => "`$usage`, `$route` and `$message`",
+            Role::Member => "`$usage`, `$broadcast` and `$exit`",
+            Role::Lead => "`$usage`, `$broadcast` and `$final`",
+        }
+    }
+}
 
 /// What a step cost: name to amount (`input_tokens`, `output_tokens`, `cost_usd`, or
 /// any other name), each a non-negative JSON number. Integers stay integers when summed.
@@ -193,6 +238,12 @@ pub struct NodeOutput {
     pub route: Option<Value>,
     /// Routers: the `$message` sent, as sent (a string is expected).
     pub message: Option<Value>,
+    /// Team members and leads: the `$broadcast` sent, as sent (any JSON value).
+    pub broadcast: Option<Value>,
+    /// Team members: `$exit: true`, the member leaves the team after this turn.
+    pub exit: bool,
+    /// Team leads: `$final: true`, the writes are the team's answer.
+    pub is_final: bool,
 }
 
 impl NodeOutput {
@@ -203,7 +254,29 @@ impl NodeOutput {
             usage: None,
             route: None,
             message: None,
+            broadcast: None,
+            exit: false,
+            is_final: false,
         }
+    }
+
+    /// This output broadcasting `message` to the team (`$broadcast`; team members and
+    /// leads only).
+    pub fn with_broadcast(mut self, message: impl Into<Value>) -> Self {
+        self.broadcast = Some(message.into());
+        self
+    }
+
+    /// This output leaving the team (`$exit: true`; team members only).
+    pub fn exiting(mut self) -> Self {
+        self.exit = true;
+        self
+    }
+
+    /// This output as the team's answer (`$final: true`; team leads only).
+    pub fn finalized(mut self) -> Self {
+        self.is_final = true;
+        self
     }
 
     /// This output with `usage`.
@@ -242,38 +315,45 @@ impl From<Writes> for NodeOutput {
 fn reserved_for(key: &str) -> Option<&'static str> {
     match key {
         ROUTE_KEY | MESSAGE_KEY => Some("a router node"),
-        "$broadcast" => Some("a team member or a team's lead"),
-        "$exit" => Some("a team member"),
-        "$final" => Some("a team's lead"),
+        BROADCAST_KEY => Some("a team member or a team's lead"),
+        EXIT_KEY => Some("a team member"),
+        FINAL_KEY => Some("a team's lead"),
         _ => None,
     }
 }
 
 /// Reads a node's raw output: takes the reserved `$` keys out of its writes and checks
-/// them. `router` says whether the node is a router (which may send `$route` and
-/// `$message`, kept as sent for its commit to judge); `$usage` is accepted from any node.
-/// The error names the key and what is wrong with it.
+/// them against what `role` may send (a router `$route` and `$message`, kept as sent for
+/// its commit to judge; a team member `$broadcast` and `$exit`; a team's lead
+/// `$broadcast` and `$final`; `$exit` and `$final` must be booleans); `$usage` is accepted
+/// from any node. The error names the key and what is wrong with it.
 ///
 /// The common output has no `$` key: then the writes are handed back as they are, and
 /// nothing is allocated.
-pub fn accept(output: NodeOutput, router: bool) -> Result<NodeOutput, String> {
+pub(crate) fn accept_as(output: NodeOutput, role: Role) -> Result<NodeOutput, String> {
     let NodeOutput {
         mut writes,
         usage,
         mut route,
         mut message,
+        mut broadcast,
+        mut exit,
+        mut is_final,
     } = output;
     if let Some(u) = &usage {
         check_usage(u).map_err(|e| format!("usage {e}"))?;
     }
-    if !router && (route.is_some() || message.is_some()) {
-        let key = if route.is_some() {
-            ROUTE_KEY
-        } else {
-            MESSAGE_KEY
-        };
+    let typed = [
+        (ROUTE_KEY, route.is_some()),
+        (MESSAGE_KEY, message.is_some()),
+        (BROADCAST_KEY, broadcast.is_some()),
+        (EXIT_KEY, exit),
+        (FINAL_KEY, is_final),
+    ];
+    if let Some((key, _)) = typed.iter().find(|(k, set)| *set && !role.may_send(k)) {
+        let who = reserved_for(key).unwrap_or("nobody");
         return Err(format!(
-            "`{key}` may be sent only by a router node, and this node is not one"
+            "`{key}` may be sent only by {who}, and this node is not one"
         ));
     }
     if !writes.keys().any(|k| k.starts_with('$')) {
@@ -282,10 +362,14 @@ pub fn accept(output: NodeOutput, router: bool) -> Result<NodeOutput, String> {
             usage,
             route,
             message,
+            broadcast,
+            exit,
+            is_final,
         });
     }
     let mut usage = usage.map(Ok);
-    let mut rest = Map::with_capacity(writes.len());
+    // Sized for the slice writes only: an output of reserved keys alone allocates none.
+    let mut rest = Map::with_capacity(writes.keys().filter(|k| !k.starts_with('$')).count());
     for (key, value) in std::mem::take(&mut writes) {
         if !key.starts_with('$') {
             rest.insert(key, value);
@@ -296,31 +380,50 @@ pub fn accept(output: NodeOutput, router: bool) -> Result<NodeOutput, String> {
                 ));
             }
             usage = Some(Usage::from_value(value).map_err(|e| format!("`{USAGE_KEY}` {e}")));
-        } else if router && (key == ROUTE_KEY || key == MESSAGE_KEY) {
-            let slot = if key == ROUTE_KEY {
-                &mut route
-            } else {
-                &mut message
-            };
-            if slot.is_some() {
-                return Err(format!(
-                    "`{key}` is given twice (as a NodeOutput field and as a `{key}` key)"
-                ));
+        } else if role.may_send(&key) {
+            let twice =
+                || format!("`{key}` is given twice (as a NodeOutput field and as a `{key}` key)");
+            match key.as_str() {
+                ROUTE_KEY | MESSAGE_KEY | BROADCAST_KEY => {
+                    let slot = match key.as_str() {
+                        ROUTE_KEY => &mut route,
+                        MESSAGE_KEY => &mut message,
+                        _ => &mut broadcast,
+                    };
+                    if slot.is_some() {
+                        return Err(twice());
+                    }
+                    *slot = Some(value);
+                }
+                _ => {
+                    let flag = if key == EXIT_KEY {
+                        &mut exit
+                    } else {
+                        &mut is_final
+                    };
+                    if *flag {
+                        return Err(twice());
+                    }
+                    *flag = match value {
+                        Value::Bool(b) => b,
+                        other => {
+                            return Err(format!(
+                                "`{key}` must be a boolean, not {}",
+                                json_kind(&other)
+                            ));
+                        }
+                    };
+                }
             }
-            *slot = Some(value);
-        } else if let Some(role) = reserved_for(&key) {
+        } else if let Some(who) = reserved_for(&key) {
             return Err(format!(
-                "`{key}` may be sent only by {role}, and this node is not one"
+                "`{key}` may be sent only by {who}, and this node is not one"
             ));
         } else {
-            let allowed = if router {
-                "`$usage`, `$route` and `$message`"
-            } else {
-                "`$usage`"
-            };
             return Err(format!(
                 "`{key}` is not a reserved key (keys beginning with `$` are reserved; this \
-                 node may send only {allowed})"
+                 node may send only {})",
+                role.allowed()
             ));
         }
     }
@@ -333,6 +436,9 @@ pub fn accept(output: NodeOutput, router: bool) -> Result<NodeOutput, String> {
         usage,
         route,
         message,
+        broadcast,
+        exit,
+        is_final,
     })
 }
 
@@ -354,6 +460,45 @@ fn check_usage(u: &Usage) -> Result<(), String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn accept(o: NodeOutput, router: bool) -> Result<NodeOutput, String> {
+        accept_as(o, if router { Role::Router } else { Role::Plain })
+    }
+
+    #[test]
+    fn team_roles_send_their_keys_only() {
+        let o = accept_as(
+            out(json!({"$broadcast": {"x": 1}, "$exit": true, "$usage": {"t": 1}})),
+            Role::Member,
+        )
+        .expect("a member may");
+        assert_eq!(o.broadcast, Some(json!({"x": 1})));
+        assert!(o.exit && !o.is_final && o.writes.is_empty());
+        let o = accept_as(out(json!({"a": 1, "$final": true})), Role::Lead).expect("lead");
+        assert!(o.is_final && !o.exit);
+        assert_eq!(Value::Object(o.writes), json!({"a": 1}));
+        let e = accept_as(out(json!({"$final": true})), Role::Member).expect_err("member");
+        assert!(
+            e.contains("`$final` may be sent only by a team's lead"),
+            "{e}"
+        );
+        let e = accept_as(out(json!({"$exit": true})), Role::Lead).expect_err("lead");
+        assert!(
+            e.contains("`$exit` may be sent only by a team member"),
+            "{e}"
+        );
+        let e = accept_as(out(json!({"$exit": "yes"})), Role::Member).expect_err("bool");
+        assert!(e.contains("`$exit` must be a boolean, not a string"), "{e}");
+        let e = accept_as(NodeOutput::default().finalized(), Role::Plain).expect_err("typed");
+        assert!(
+            e.contains("`$final` may be sent only by a team's lead"),
+            "{e}"
+        );
+        let e = accept_as(out(json!({"$route": "x"})), Role::Lead).expect_err("route");
+        assert!(e.contains("may be sent only by a router node"), "{e}");
+        let e = accept_as(out(json!({"$what": 1})), Role::Member).expect_err("unknown");
+        assert!(e.contains("`$usage`, `$broadcast` and `$exit`"), "{e}");
+    }
 
     fn out(v: Value) -> NodeOutput {
         match v {

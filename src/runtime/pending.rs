@@ -1,11 +1,12 @@
 //! `Pending`: what the next step of a running run does (a supervisor decides, a chain
 //! stage or an advised node runs, a router runs again, a router's destination subgraph is
-//! entered). Part of the run state; split from `run_state.rs`.
+//! entered, a team's next cycle or lead turn). Part of the run state; split from `run_state.rs`.
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::team_state::TeamRun;
 use super::trace::{Chain, TraceKind};
 
 /// What the next step of a running run does.
@@ -91,6 +92,9 @@ pub enum Pending {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         owed: Vec<Arc<str>>,
     },
+    /// A team is under way: its members' next cycle, or its lead's next turn, is next.
+    /// Boxed: it carries the team's transcript and progress.
+    Team(Box<TeamRun>),
 }
 
 impl Pending {
@@ -101,6 +105,7 @@ impl Pending {
             Pending::Handoff { dispatcher, .. }
             | Pending::Retry { dispatcher, .. }
             | Pending::Advised { dispatcher, .. } => dispatcher,
+            Pending::Team(team) => &team.dispatcher,
             Pending::Call { caller, .. } => caller,
         }
     }

@@ -10,6 +10,7 @@ use super::builder::{NodePlan, NodeRun, check, check_at};
 use super::effects::{Call, CallIds, Effect, EffectKind, node_stdin};
 use super::executor::Executor;
 use super::handlers::NodeInput;
+use super::output::Role;
 use super::retry::Retrying;
 use super::route::{StageExtra, router_chain};
 use super::run_state::RunState;
@@ -29,6 +30,10 @@ impl Executor {
         step: &mut Step<'e>,
     ) {
         let plan = &*self.plan;
+        if let Some(spec) = &target.np.contract(&plan.graph).team {
+            // A team node runs its team (see `team.rs`); its own run is the lead's answer.
+            return self.plan_team_start(run, level, (decision, fallback), target, spec, step);
+        }
         let NodeTarget {
             np,
             dispatcher,
@@ -83,27 +88,13 @@ impl Executor {
             fallback,
             then,
         };
-        let after = if contract.router.is_some() {
-            // A router's own handoff is owed until its destination's chain completes.
-            After::Route
-        } else if let Some(next) = &contract.handoff {
-            match plan.nodes.get(next.as_str()) {
-                Some(n) => After::Handoff(n),
-                None => {
-                    let then = Then::Mismatch(self.unknown("node", next), Some(dispatcher));
-                    step.stage = Stage::Ready(planned(then));
-                    return;
-                }
+        let after = match self.after_node(level, np) {
+            Ok(a) => a,
+            Err(msg) => {
+                let then = Then::Mismatch(msg, Some(dispatcher));
+                step.stage = Stage::Ready(planned(then));
+                return;
             }
-        } else if contract.terminal {
-            After::EndLevel("terminal node")
-        } else if level
-            .frame
-            .is_some_and(|(sg, _)| sg.contract.exitpoints.iter().any(|e| *e == *np.id))
-        {
-            After::EndLevel("exitpoint")
-        } else {
-            After::Return
         };
         let handed_off = kind == TraceKind::Handoff;
         let mut ns = NodeStep {
@@ -205,13 +196,49 @@ impl Executor {
             limit: self.call_limit(run, own),
             delay: Duration::ZERO,
             call,
-            router: contract.router.is_some(),
+            role: if contract.router.is_some() {
+                Role::Router
+            } else {
+                Role::Plain
+            },
         };
         ns.result = NodeResult::Awaiting;
         step.stage = Stage::Waiting {
             effect: Some(Box::new(effect)),
             then: Awaiting::Node(planned(Then::Node(ns)), retrying),
         };
+    }
+}
+
+impl Executor {
+    /// Where control goes after node `np` runs at `level`: its router's `$route`, its
+    /// handoff, the end of its level (terminal, or an exitpoint), or back to its
+    /// supervisor. The error names a handoff target the workflow lacks.
+    pub(super) fn after_node<'e>(
+        &'e self,
+        level: Level<'e>,
+        np: &NodePlan,
+    ) -> Result<After<'e>, String> {
+        let plan = &*self.plan;
+        let contract = np.contract(&plan.graph);
+        Ok(if contract.router.is_some() {
+            // A router's own handoff is owed until its destination's chain completes.
+            After::Route
+        } else if let Some(next) = &contract.handoff {
+            match plan.nodes.get(next.as_str()) {
+                Some(n) => After::Handoff(n),
+                None => return Err(self.unknown("node", next)),
+            }
+        } else if contract.terminal {
+            After::EndLevel("terminal node")
+        } else if level
+            .frame
+            .is_some_and(|(sg, _)| sg.contract.exitpoints.iter().any(|e| *e == *np.id))
+        {
+            After::EndLevel("exitpoint")
+        } else {
+            After::Return
+        })
     }
 }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::effects::{Call, Effect, EffectKind};
 use super::executor::Executor;
 use super::guarded::Fault;
+use super::output::Role;
 use super::run_state::RunState;
 use crate::contracts::RetryPolicy;
 
@@ -81,7 +82,7 @@ impl Executor {
             limit,
             delay: Duration::from_millis(backoff_ms),
             call,
-            router,
+            role: if router { Role::Router } else { Role::Plain },
         })
     }
 }

@@ -155,7 +155,10 @@ impl Executor {
                 ready(step, level, None, then);
             }
             // Planned in `step.rs`.
-            Pending::Decide { .. } | Pending::Handoff { .. } | Pending::Advised { .. } => {}
+            Pending::Decide { .. }
+            | Pending::Handoff { .. }
+            | Pending::Advised { .. }
+            | Pending::Team(_) => {}
         }
     }
 }

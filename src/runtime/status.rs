@@ -91,6 +91,9 @@ pub enum TerminationReason {
     /// A supervisor asked a subgraph to clarify that is not `chat`, or that has not
     /// returned at its level.
     ClarifyUnavailable,
+    /// A team's lead did not answer `$final: true` on its final turn (no member was
+    /// active, its `lead_max_turns` was reached, or a broadcast overflowed).
+    TeamNoFinal,
 }
 
 impl TerminationReason {
@@ -118,6 +121,7 @@ impl TerminationReason {
             TerminationReason::DependencyTimeout => "dependency_timeout",
             TerminationReason::BudgetExceeded => "budget_exceeded",
             TerminationReason::ClarifyUnavailable => "clarify_unavailable",
+            TerminationReason::TeamNoFinal => "team_no_final",
         }
     }
 

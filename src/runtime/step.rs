@@ -24,6 +24,7 @@ use super::retry::{FailedAttempt, Retrying};
 use super::route::{RoutedCall, StageExtra};
 use super::run_state::{Pending, RunState};
 use super::status::{RunStatus, TerminationReason};
+use super::team::{TeamStep, TeamTurn};
 use super::trace::{Chain, TraceItem, TraceKind};
 use crate::contracts::{Advisors, RoutingDecision, StopGlobal, StopLocal, SupervisorOutput};
 
@@ -106,6 +107,8 @@ pub(crate) enum Awaiting<'e> {
     Node(Planned<'e>, Option<Box<Retrying<'e>>>),
     /// A primary's advisors' reports: the plan is complete but for [`ForkStep::reports`].
     Fork(Planned<'e>),
+    /// A team's member cycle or lead turn: complete but for the reports or the output.
+    Team(Planned<'e>),
 }
 
 /// What running a node gave: its output or failure, and the attempts that failed before
@@ -156,6 +159,8 @@ pub(crate) enum Then<'e> {
     Node(NodeStep<'e>),
     /// A node's advisors run (the node itself runs in the next step).
     Fork(ForkStep<'e>),
+    /// A team's member cycle or lead turn (boxed: rare, and large).
+    Team(Box<TeamStep<'e>>),
     /// A subgraph is entered (by its caller's decision, or as a router's destination:
     /// then with the router's chain and the handoffs owed when it returns).
     Call {
@@ -369,6 +374,36 @@ impl Executor {
                 }
                 step.stage = Stage::Ready(planned);
             }
+            Stage::Waiting {
+                then: Awaiting::Team(mut planned),
+                ..
+            } => {
+                if let Then::Team(ts) = &mut planned.then {
+                    match &mut ts.turn {
+                        TeamTurn::Members(reports) => {
+                            if let Ok(Produced::Reports(r)) = output.result {
+                                *reports = r;
+                            }
+                        }
+                        TeamTurn::Lead {
+                            result,
+                            duration_us,
+                            ..
+                        } => {
+                            *duration_us = output.duration_us;
+                            *result = Some(match output.result {
+                                Ok(Produced::Node(out)) => Ok(out),
+                                Ok(_) => Err(Fault::Failed(
+                                    "was given something other than its output".into(),
+                                )),
+                                Err(f) => Err(f),
+                            });
+                        }
+                        TeamTurn::Stop(_) => {}
+                    }
+                }
+                step.stage = Stage::Ready(planned);
+            }
             other => step.stage = other,
         }
     }
@@ -492,6 +527,7 @@ impl Executor {
             Pending::Retry { .. } | Pending::Call { .. } => {
                 self.plan_routed(run, level, pending, step);
             }
+            Pending::Team(team) => self.plan_pending_team(run, level, team, step),
         }
     }
 

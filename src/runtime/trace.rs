@@ -48,6 +48,12 @@ pub enum TraceKind {
     /// (`source` the calling supervisor, `target` the subgraph, `reason` the question); it
     /// returns like a call.
     Clarify,
+    /// A team's cycle starts: its active members take a turn each, at once (`target` the
+    /// team node, `reason` the cycle number and the members taking a turn).
+    TeamCycle,
+    /// One turn of a team member or lead, a step (`source` the team node, `target` the
+    /// member or lead, `reason` the turn and what it gave, `usage` its `$usage`).
+    TeamTurn,
 }
 
 /// How a chain stage was reached.
@@ -183,7 +189,9 @@ impl TraceItem {
     /// failed. `None` for items that record no node run.
     pub fn ran_node(&self) -> Option<&Arc<str>> {
         match self.kind {
-            TraceKind::Dispatch | TraceKind::Handoff | TraceKind::Advisor => self.target.as_ref(),
+            TraceKind::Dispatch | TraceKind::Handoff | TraceKind::Advisor | TraceKind::TeamTurn => {
+                self.target.as_ref()
+            }
             TraceKind::End | TraceKind::GuardStop => self.source.as_ref(),
             _ => None,
         }

@@ -95,6 +95,7 @@ impl Tx<'_> {
             }
             Then::Node(ns) => self.run_node(level, ns),
             Then::Fork(fs) => self.fork(fs),
+            Then::Team(ts) => self.team(level, ts),
             Then::Call { caller, sg, routed } => self.call(sg, caller, routed),
             Then::EndLevel { sup, stop, reason } => self.end_level(level, sup, stop, reason),
             Then::StopGlobal { sup, stop, frames } => self.stop_global(sup, stop, &frames),
@@ -120,7 +121,7 @@ impl Tx<'_> {
 
     /// Runs a planned node: counts the step, checks every write, applies them in one go
     /// and moves control on.
-    fn run_node(&mut self, level: Level<'_>, ns: NodeStep<'_>) {
+    pub(crate) fn run_node(&mut self, level: Level<'_>, ns: NodeStep<'_>) {
         let NodeStep {
             np,
             dispatcher,

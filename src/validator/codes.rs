@@ -9,7 +9,7 @@ use super::Severity;
 /// A stable diagnostic code, shown as `PG` and four digits. Families by hundreds:
 /// `PG00xx` documents and references, `PG01xx` the slices the runtime writes, `PG02xx` boundaries,
 /// `PG03xx` allowlists, `PG04xx` membership, `PG05xx` reachability, `PG06xx` exits,
-/// `PG07xx` recursion, `PG08xx` handoffs, routers and advisors, `PG09xx` schemas,
+/// `PG07xx` recursion, `PG08xx` handoffs, routers, advisors and teams, `PG09xx` schemas,
 /// `PG10xx` budgets and `PG11xx` information.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Code(pub u16);
@@ -141,6 +141,21 @@ codes! {
     CLARIFY_UNAVAILABLE = 840, Error, "clarify default cannot clarify";
     /// A `chat` subgraph's boundary does not read `clarification`.
     CHAT_WITHOUT_CLARIFICATION = 841, Warning, "chat subgraph does not read clarification";
+    /// A team member is missing, not a node, the team node itself, the lead, or listed
+    /// twice.
+    BAD_TEAM_MEMBER = 830, Error, "invalid team member";
+    /// A team's lead is missing, not a node, or the team node itself.
+    BAD_TEAM_LEAD = 831, Error, "invalid team lead";
+    /// A team member or lead has `terminal`, `handoff`, `router`, `team` or `advisors`.
+    TEAM_PARTICIPANT_WITH_PATTERN = 832, Error, "team member or lead with a pattern";
+    /// A team node has a `run` (or `router`, or `advisors`): running it runs the team.
+    TEAM_NODE_WITH_RUN = 833, Error, "team node with its own run";
+    /// The team slice is not declared (or is `system`).
+    BAD_TEAM_SLICE = 834, Error, "team slice not declared";
+    /// `team.members` is empty.
+    NO_TEAM_MEMBERS = 835, Warning, "team without members";
+    /// `member_max_turns` or `lead_max_turns` is 0.
+    TEAM_NO_TURNS = 836, Error, "team limit of zero turns";
     /// A JSON Schema does not compile.
     BAD_SCHEMA = 901, Error, "invalid JSON Schema";
     /// `max_steps` is 0.

@@ -4,6 +4,7 @@ use std::fmt::{self, Write};
 
 use super::escape::{dot_id, dot_label};
 use super::overlay::{self, Drawn, EdgeView, Overlay};
+use super::team::{TeamDraw, Teams};
 use super::{
     DotOptions, LabelSink, Nesting, VertexRef, cluster_label, exitpoints, members, root_members,
 };
@@ -15,6 +16,8 @@ pub(super) const TAKEN: &str = "#d62728";
 pub(super) const FALLBACK: &str = "#b35900";
 /// Colour of vertices and edges a run never used.
 pub(super) const UNUSED: &str = "#bbbbbb";
+/// Colour of teams: their clusters, hubs and edges.
+pub(super) const TEAM: &str = "#6a51a3";
 
 /// A DOT label; the second field is the line break (`\\n` centred, `\\l` left-aligned).
 struct DotLabel<'w, W>(&'w mut W, &'static str);
@@ -82,9 +85,49 @@ pub fn write_dot<W: Write>(
     out.write_str("];\n  node [fontname=\"Helvetica\", fontsize=10];\n")?;
     out.write_str("  edge [fontname=\"Helvetica\", fontsize=9];\n")?;
 
+    let teams = Teams::of(g);
     let vertex = |out: &mut W, v: VertexRef<'_>, level: usize| {
+        if teams.claimed.contains(v.id()) {
+            // Drawn in its team's cluster, next to the team node.
+            return Ok(());
+        }
         let exit = !exits.is_empty() && exits.contains(v.id());
-        write_vertex(out, g, v, exit, ov.as_ref(), options, level)
+        write_vertex(out, g, v, exit, ov.as_ref(), options, level)?;
+        if let Some((_, t)) = teams.of_node(v.id()) {
+            indent(out, level)?;
+            out.write_str("subgraph ")?;
+            quoted(out, &format!("cluster_team_{}", t.node))?;
+            out.write_str(" {\n")?;
+            indent(out, level + 1)?;
+            out.write_str("label=\"team ")?;
+            DotLabel(out, "\\n").text(t.node)?;
+            if let Some(n) = ov.as_ref().and_then(|o| o.team_cycles.get(t.node)) {
+                write!(out, "\\n{n} cycle(s)")?;
+            }
+            writeln!(
+                out,
+                "\"; labeljust=l; style=\"dashed,rounded\"; color=\"{TEAM}\"; fontcolor=\"{TEAM}\";"
+            )?;
+            indent(out, level + 1)?;
+            quoted(out, &t.hub)?;
+            writeln!(
+                out,
+                " [shape=circle, style=filled, fillcolor=\"#efedf5\", color=\"{TEAM}\", fontcolor=\"{TEAM}\", label=\"broadcast\"];"
+            )?;
+            let drawn = t
+                .drawn
+                .iter()
+                .copied()
+                .chain(t.lead.filter(|_| t.draws_lead));
+            for p in drawn.filter_map(|p| g.registry().get_node(p)) {
+                let exit = !exits.is_empty() && exits.contains(p.id.as_str());
+                let pv = VertexRef::Node(p);
+                write_vertex(out, g, pv, exit, ov.as_ref(), options, level + 1)?;
+            }
+            indent(out, level)?;
+            out.write_str("}\n")?;
+        }
+        Ok(())
     };
     for v in root_members(g) {
         vertex(out, v, 1)?;
@@ -143,10 +186,39 @@ pub fn write_dot<W: Write>(
         };
         write_edge(out, &e, taken, fell_back, &steps)?;
     }
+    for t in &teams.list {
+        write_hub_edges(out, t)?;
+    }
     if let Some(o) = &ov {
         write_overlay_extras(out, g, o)?;
     }
     out.write_str("}\n")
+}
+
+/// A team's hub edges: each member to the hub (both ways: it broadcasts and reads its
+/// inbox), the hub to the lead.
+fn write_hub_edges(out: &mut impl Write, t: &TeamDraw<'_>) -> fmt::Result {
+    for m in &t.members {
+        out.write_str("  ")?;
+        quoted(out, m)?;
+        out.write_str(" -> ")?;
+        quoted(out, &t.hub)?;
+        writeln!(
+            out,
+            " [style=dashed, dir=both, arrowsize=0.6, color=\"{TEAM}\"];"
+        )?;
+    }
+    if let Some(lead) = t.lead {
+        out.write_str("  ")?;
+        quoted(out, &t.hub)?;
+        out.write_str(" -> ")?;
+        quoted(out, lead)?;
+        writeln!(
+            out,
+            " [style=dashed, color=\"{TEAM}\", fontcolor=\"{TEAM}\", label=\"lead\"];"
+        )?;
+    }
+    Ok(())
 }
 
 /// Whether an edge leaving `cluster` from `from` can be drawn from the cluster's border.
@@ -238,6 +310,7 @@ fn write_edge(
         Drawn::Route => ("bold", None, None, Some("route")),
         Drawn::Advice => ("dashed", None, None, Some("advice")),
         Drawn::Clarify => ("dashed", None, Some("1.5"), Some("clarify")),
+        Drawn::Team => ("dotted", Some(TEAM), None, Some("team")),
     };
     match (taken, fell_back) {
         (_, true) => {

@@ -2,7 +2,8 @@
 //!
 //! Mermaid ids are restrictive, so vertices are named `n<i>` (their index in the compiled
 //! graph: supervisors then nodes, in declaration order), clusters `g<i>` (declaration
-//! order) and guard-stop markers `x<i>`; labels carry the real ids. The workflow's name
+//! order), guard-stop markers `x<i>`, team clusters `t<i>` and their broadcast hubs
+//! `h<i>` (team order); labels carry the real ids. The workflow's name
 //! is the diagram's `title` (front matter).
 
 use std::fmt::{self, Write};
@@ -10,6 +11,7 @@ use std::fmt::{self, Write};
 use super::dot::{FALLBACK, TAKEN, UNUSED};
 use super::escape::mermaid_label;
 use super::overlay::{self, Drawn, Overlay};
+use super::team::Teams;
 use super::{
     DotOptions, LabelSink, Nesting, VertexRef, cluster_label, exitpoints, members, root_members,
 };
@@ -101,7 +103,8 @@ pub fn write_mermaid<W: Write>(
         writeln!(out, "---\ntitle: {title}\n---")?;
     }
     out.write_str("flowchart TB\n")?;
-    let vertex = |out: &mut W, v: VertexRef<'_>, level: usize| {
+    let teams = Teams::of(g);
+    let plain = |out: &mut W, v: VertexRef<'_>, level: usize| {
         indent(out, level)?;
         vid(out, g, v.id())?;
         let exit = !exits.is_empty() && exits.contains(v.id());
@@ -114,6 +117,36 @@ pub fn write_mermaid<W: Write>(
         super::vertex_label(&mut MermaidLabel(out), g, v, exit, options)?;
         out.write_str(close)?;
         out.write_char('\n')
+    };
+    let vertex = |out: &mut W, v: VertexRef<'_>, level: usize| {
+        if teams.claimed.contains(v.id()) {
+            // Drawn in its team's cluster, next to the team node.
+            return Ok(());
+        }
+        plain(out, v, level)?;
+        if let Some((i, t)) = teams.of_node(v.id()) {
+            indent(out, level)?;
+            write!(out, "subgraph t{i}[\"")?;
+            MermaidLabel(out).text("team ")?;
+            MermaidLabel(out).text(t.node)?;
+            if let Some(n) = ov.as_ref().and_then(|o| o.team_cycles.get(t.node)) {
+                write!(out, "<br/>{n} cycle(s)")?;
+            }
+            out.write_str("\"]\n")?;
+            indent(out, level + 1)?;
+            writeln!(out, "h{i}((\"broadcast\"))")?;
+            let drawn = t
+                .drawn
+                .iter()
+                .copied()
+                .chain(t.lead.filter(|_| t.draws_lead));
+            for p in drawn.filter_map(|p| g.registry().get_node(p)) {
+                plain(out, VertexRef::Node(p), level + 1)?;
+            }
+            indent(out, level)?;
+            out.write_str("end\n")?;
+        }
+        Ok(())
     };
     for v in root_members(g) {
         vertex(out, v, 1)?;
@@ -150,6 +183,7 @@ pub fn write_mermaid<W: Write>(
             Drawn::Route => ("==>", Some("route")),
             Drawn::Advice => ("-.->", Some("advice")),
             Drawn::Clarify => ("-.->", Some("clarify")),
+            Drawn::Team => ("-.->", Some("team")),
         };
         match &ov {
             Some(o) => {
@@ -177,6 +211,21 @@ pub fn write_mermaid<W: Write>(
         vid(out, g, e.to)?;
         out.write_char('\n')?;
         link += 1;
+    }
+    // Teams' hub links: members to the hub both ways, the hub to the lead.
+    for (i, t) in teams.list.iter().enumerate() {
+        for m in &t.members {
+            out.write_str("  ")?;
+            vid(out, g, m)?;
+            writeln!(out, " <-.-> h{i}")?;
+            link += 1;
+        }
+        if let Some(lead) = t.lead {
+            write!(out, "  h{i} -.->|\"lead\"| ")?;
+            vid(out, g, lead)?;
+            out.write_char('\n')?;
+            link += 1;
+        }
     }
     if let Some(o) = &ov {
         write_extras(out, g, o, &mut styles, link)?;

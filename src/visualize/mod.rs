@@ -10,6 +10,11 @@
 //! * [`to_mermaid`] / [`write_mermaid`]: the same information as a Mermaid `flowchart`.
 //! * With [`DotOptions::trace`] set, the edges the run took are painted and numbered in
 //!   order, fallbacks and guard stops are marked and vertices never visited are greyed.
+//! * A team node's members and lead are drawn in a dashed cluster next to it, around a
+//!   `broadcast` hub vertex (members to the hub both ways, the hub to the lead); the edges
+//!   from the team node to its participants are dotted and labelled `team`. With a trace,
+//!   each turn numbers its participant's `team` edge and the cluster's label counts the
+//!   team's cycles.
 //! * [`render`] runs Graphviz's `dot` to make an SVG, PNG or PDF.
 //!
 //! Output is deterministic: everything is written in declaration order, so the same
@@ -35,6 +40,7 @@ mod escape;
 mod mermaid;
 mod overlay;
 mod render;
+mod team;
 
 use std::collections::HashSet;
 use std::fmt;

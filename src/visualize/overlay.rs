@@ -28,6 +28,8 @@ pub(crate) enum Drawn {
     /// A supervisor whose default can `clarify` a finished `chat` subgraph, to the
     /// subgraph's entrypoint.
     Clarify,
+    /// A team node to one of its members or its lead.
+    Team,
 }
 
 /// One edge as drawn: the compiled graph's edges in order, then one fallback edge per
@@ -55,6 +57,7 @@ pub(crate) fn drawn_edges(g: &CompiledGraph) -> impl Iterator<Item = EdgeView<'_
             EdgeKind::Call { subgraph } => (Drawn::Call, Some(subgraph.as_str())),
             EdgeKind::Route { subgraph } => (Drawn::Route, subgraph.as_deref()),
             EdgeKind::Advice => (Drawn::Advice, None),
+            EdgeKind::Team => (Drawn::Team, None),
         };
         // The graph's advice edge goes primary -> advisor; it is drawn advisor -> primary.
         let (from, to) = if kind == Drawn::Advice {
@@ -149,6 +152,8 @@ pub(crate) struct Overlay {
     pub visited: HashSet<String>,
     /// Trace items naming ids this graph does not have.
     pub unmatched: usize,
+    /// Member cycles each team node ran (`team_cycle` items).
+    pub team_cycles: HashMap<String, u32>,
 }
 
 impl Overlay {
@@ -206,6 +211,33 @@ pub(crate) fn overlay(g: &CompiledGraph, trace: &DecisionTrace) -> Overlay {
             // A failed attempt moves nothing: the node's own item draws the edge. A fork
             // and its join happen at the primary.
             TraceKind::Retry | TraceKind::Fork | TraceKind::Join => mark(&mut o, target),
+            // A team's cycle happens at the team node: counted for its cluster's label.
+            TraceKind::TeamCycle => {
+                mark(&mut o, target);
+                if let Some(t) = target.filter(|t| known(t)) {
+                    *o.team_cycles.entry(t.to_string()).or_insert(0) += 1;
+                }
+            }
+            // A turn: its participant's team edge, team node -> member or lead.
+            TraceKind::TeamTurn => {
+                let (Some(team), Some(who)) = (item.source.as_deref(), target) else {
+                    o.unmatched += 1;
+                    continue;
+                };
+                mark(&mut o, Some(team));
+                mark(&mut o, Some(who));
+                let hit = keys.get(&Key::Edge(team, who, Drawn::Team)).copied();
+                take(
+                    &mut o,
+                    &mut extra_index,
+                    hit,
+                    (team, who, None),
+                    "team",
+                    next,
+                    &known,
+                );
+                next += 1;
+            }
             // An advisor's report: its advice edge, advisor -> primary.
             TraceKind::Advisor => {
                 let (Some(primary), Some(member)) = (item.source.as_deref(), target) else {

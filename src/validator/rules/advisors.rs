@@ -59,6 +59,7 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                 ("terminal", member.terminal),
                 ("handoff", member.handoff.is_some()),
                 ("router", member.router.is_some()),
+                ("team", member.team.is_some()),
                 ("advisors", member.advisors.is_some()),
             ]
             .into_iter()

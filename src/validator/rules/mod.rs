@@ -22,6 +22,7 @@ mod schema_fit;
 mod schemas;
 mod slice_names;
 mod system;
+mod team;
 mod terminal_handoff;
 
 use super::{Context, Diagnostic};
@@ -108,6 +109,10 @@ pub(crate) const ALL: &[Rule] = &[
     Rule {
         name: "chat",
         check: chat::check,
+    },
+    Rule {
+        name: "team",
+        check: team::check,
     },
     Rule {
         name: "schemas",

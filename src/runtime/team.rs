@@ -1,0 +1,388 @@
+//! Teams (brief §5.5): running a node with a `team` field runs its members in cycles and
+//! its lead after each cycle, until the lead answers `$final: true`.
+//!
+//! A team is a run of ordinary steps (ADR 0021). Its progress (the transcript, each
+//! member's status, turns and read position, the lead's turns) lives in
+//! [`Pending::Team`](super::Pending::Team), so a run saved between any two steps resumes
+//! the team where it was. Two kinds of steps alternate:
+//!
+//! - **a member cycle**: one [`Fork`](super::EffectKind::Fork) effect runs every active
+//!   member's turn at once; the commit counts one step per member turn (in declaration
+//!   order, like advisors) and adds their broadcasts to the transcript in that order;
+//! - **a lead turn**: one node effect (the lead's call); the commit counts one step. A
+//!   final turn is also the team node's run: its writes are checked against the team
+//!   node's contract and applied as the team node's, and control goes on from the team
+//!   node (handoff, terminal, back to its supervisor).
+//!
+//! This file holds the planning half; `team_state.rs` the progress types, `team_commit.rs`
+//! the commit.
+//!
+//! Complexity: a cycle with m active members costs O(m) effects and trace items; each
+//! turn's inbox is what its participant has not seen, so a team's transcript is copied
+//! into inputs about once per participant.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use super::advisors::{Member, Report};
+use super::budgets::{GuardStop, check_node};
+use super::builder::{NodePlan, NodeRun};
+use super::effects::{Call, CallIds, Effect, EffectKind, node_stdin};
+use super::executor::Executor;
+use super::guarded::Fault;
+use super::handlers::NodeInput;
+use super::output::{NodeOutput, Role, accept_as};
+use super::plan_node::NodeTarget;
+use super::run_state::RunState;
+use super::status::TerminationReason;
+use super::step::{After, Awaiting, Decided, Level, Planned, Stage, Step, Then};
+use super::team_state::{MemberStatus, TeamPhase, TeamRun};
+use super::trace::{Chain, TraceItem};
+use crate::contracts::Team;
+
+/// A team step, planned: the team, its progress as planning left it, and the turn(s).
+pub(crate) struct TeamStep<'e> {
+    pub(crate) np: &'e NodePlan,
+    pub(crate) spec: &'e Team,
+    pub(crate) run: Box<TeamRun>,
+    pub(crate) turn: TeamTurn<'e>,
+}
+
+/// The turn(s) a team step takes.
+// Lives boxed in its step (`Then::Team`): the lead's output inline costs nothing more.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum TeamTurn<'e> {
+    /// A member cycle: the reports once the fork is performed (in `members` order).
+    Members(Vec<Report>),
+    /// The lead's turn: whether it must be final, where the team node's control goes if it
+    /// is, and its output once performed.
+    Lead {
+        lead: &'e NodePlan,
+        final_turn: bool,
+        after: After<'e>,
+        result: Option<Result<NodeOutput, Fault>>,
+        duration_us: u64,
+    },
+    /// No step can be taken (a budget, or a node the workflow lacks).
+    Stop(Stop),
+}
+
+/// Why a team step cannot be taken.
+pub(crate) enum Stop {
+    Guard(GuardStop),
+    Mismatch(String),
+}
+
+/// What a planned team step waits on (at most one effect) and then commits.
+type Planning<'e> = (Option<Effect>, TeamTurn<'e>);
+
+impl Executor {
+    /// Plans the first step of team node `target` (its gate: budgets and `max_visits`).
+    pub(super) fn plan_team_start<'e>(
+        &'e self,
+        run: &RunState,
+        level: Level<'e>,
+        head: (Option<Decided>, Option<Box<TraceItem>>),
+        target: NodeTarget<'e>,
+        spec: &'e Team,
+        step: &mut Step<'e>,
+    ) {
+        let contract = target.np.contract(&self.plan.graph);
+        let mut team = Box::new(TeamRun::start(&target, spec));
+        if team.chain.is_none() && contract.handoff.is_some() {
+            // A dispatched team node with a `handoff` starts a chain (stage 0).
+            team.chain = Some(Chain::handoff_root(Arc::clone(&target.np.id)));
+        }
+        match check_node(
+            run,
+            self.plan.graph.budgets(),
+            &target.np.id,
+            contract.max_visits,
+        ) {
+            Ok(()) => self.plan_team(run, level, head, target.np, spec, team, step),
+            Err(g) => {
+                let turn = TeamTurn::Stop(Stop::Guard(g));
+                self.team_stage(level, head, None, target.np, spec, team, turn, step);
+            }
+        }
+    }
+
+    /// Plans a pending team's next step.
+    pub(super) fn plan_pending_team<'e>(
+        &'e self,
+        run: &RunState,
+        level: Level<'e>,
+        team: &TeamRun,
+        step: &mut Step<'e>,
+    ) {
+        let plan = &*self.plan;
+        let found = plan.nodes.get(&*team.node).and_then(|np| {
+            let spec = np.contract(&plan.graph).team.as_ref()?;
+            Some((np, spec))
+        });
+        let Some((np, spec)) = found else {
+            let msg = self.unknown("team node", &team.node);
+            let then = Then::Mismatch(msg, Some(Arc::clone(&team.dispatcher)));
+            return super::step::ready(step, level, None, then);
+        };
+        let team = Box::new(team.clone());
+        self.plan_team(run, level, (None, None), np, spec, team, step);
+    }
+
+    /// Plans the team's next step from its progress: the members' cycle (after failing
+    /// those whose turns are used up), or the lead's turn.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_team<'e>(
+        &'e self,
+        run: &RunState,
+        level: Level<'e>,
+        head: (Option<Decided>, Option<Box<TraceItem>>),
+        np: &'e NodePlan,
+        spec: &'e Team,
+        mut team: Box<TeamRun>,
+        step: &mut Step<'e>,
+    ) {
+        let cycle = match team.next {
+            TeamPhase::Members => self.plan_cycle(run, spec, &mut team),
+            TeamPhase::Lead => None,
+        };
+        let (effect, turn) = match cycle {
+            Some(planned) => planned,
+            None => {
+                team.next = TeamPhase::Lead;
+                self.plan_lead(run, level, np, spec, &mut team)
+            }
+        };
+        self.team_stage(level, head, effect, np, spec, team, turn, step);
+    }
+
+    /// Sets the step's stage: waiting on `effect`, or ready.
+    #[allow(clippy::too_many_arguments)]
+    fn team_stage<'e>(
+        &'e self,
+        level: Level<'e>,
+        head: (Option<Decided>, Option<Box<TraceItem>>),
+        effect: Option<Effect>,
+        np: &'e NodePlan,
+        spec: &'e Team,
+        run: Box<TeamRun>,
+        turn: TeamTurn<'e>,
+        step: &mut Step<'e>,
+    ) {
+        let planned = Planned {
+            level,
+            decision: head.0,
+            fallback: head.1,
+            then: Then::Team(Box::new(TeamStep {
+                np,
+                spec,
+                run,
+                turn,
+            })),
+        };
+        step.stage = match effect {
+            Some(e) => Stage::Waiting {
+                effect: Some(Box::new(e)),
+                then: Awaiting::Team(planned),
+            },
+            None => Stage::Ready(planned),
+        };
+    }
+
+    /// Plans a members' cycle. Members whose turns are used up fail first; with nobody
+    /// left to take a turn, gives `None`: the lead is next.
+    fn plan_cycle<'e>(
+        &'e self,
+        run: &RunState,
+        spec: &'e Team,
+        team: &mut TeamRun,
+    ) -> Option<Planning<'e>> {
+        let used_up: Vec<String> = team
+            .members
+            .iter()
+            .filter(|(_, m)| m.status == MemberStatus::Active && m.turns >= spec.member_max_turns)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in used_up {
+            let why = format!(
+                "it used all {} of its turns (member_max_turns) without `$exit`",
+                spec.member_max_turns
+            );
+            team.fail_member(spec.max_broadcast_bytes, &id, &why);
+        }
+        let turning: Vec<String> = team
+            .members
+            .iter()
+            .filter(|(_, m)| m.status == MemberStatus::Active)
+            .map(|(id, _)| id.clone())
+            .collect();
+        if turning.is_empty() {
+            return None;
+        }
+        let budgets = self.plan.graph.budgets();
+        let need = u64::try_from(turning.len())
+            .unwrap_or(u64::MAX)
+            .saturating_add(1);
+        let left = u64::from(budgets.max_steps.saturating_sub(run.steps));
+        if need > left {
+            return Some((
+                None,
+                TeamTurn::Stop(Stop::Guard(GuardStop {
+                    reason: TerminationReason::MaxStepsExceeded,
+                    message: format!(
+                        "cycle {} of team `{}` needs {need} steps ({} member turn(s) and the \
+                         lead's) but {left} are left of max_steps {}",
+                        team.cycle,
+                        team.node,
+                        turning.len(),
+                        budgets.max_steps
+                    ),
+                })),
+            ));
+        }
+        let mut members: Vec<Member> = Vec::with_capacity(turning.len());
+        let transcript_len = team.transcript.len();
+        for (i, id) in turning.iter().enumerate() {
+            let (turn, seen) = match team.members.get(id) {
+                Some(m) => (m.turns.saturating_add(1), m.seen),
+                None => continue,
+            };
+            let input = json!({
+                "me": id,
+                "turn": turn,
+                "inbox": team.inbox(seen, id),
+                "final_turn": turn >= spec.member_max_turns,
+            });
+            if let Some(m) = team.members.get_mut(id) {
+                m.seen = transcript_len;
+            }
+            let at = run
+                .steps
+                .saturating_add(u32::try_from(i).unwrap_or(u32::MAX));
+            members.push(self.member(run, id, at, None, Some((&spec.slice, input))));
+        }
+        let effect = Effect {
+            kind: EffectKind::Fork,
+            id: Arc::clone(&team.node),
+            step: run.steps,
+            limit: None,
+            delay: Duration::ZERO,
+            call: Call::Fork(members),
+            role: Role::Plain,
+        };
+        Some((Some(effect), TeamTurn::Members(Vec::new())))
+    }
+
+    /// Plans the lead's turn.
+    fn plan_lead<'e>(
+        &'e self,
+        run: &RunState,
+        level: Level<'e>,
+        np: &'e NodePlan,
+        spec: &'e Team,
+        team: &mut TeamRun,
+    ) -> Planning<'e> {
+        let plan = &*self.plan;
+        let Some(lead) = plan.nodes.get(spec.lead.as_str()) else {
+            return (
+                None,
+                TeamTurn::Stop(Stop::Mismatch(self.unknown("node", &spec.lead))),
+            );
+        };
+        let after = match self.after_node(level, np) {
+            Ok(a) => a,
+            Err(msg) => return (None, TeamTurn::Stop(Stop::Mismatch(msg))),
+        };
+        if run.steps >= plan.graph.budgets().max_steps {
+            let g = GuardStop {
+                reason: TerminationReason::MaxStepsExceeded,
+                message: format!(
+                    "the lead `{}` of team `{}` needs a step but none is left of max_steps {}",
+                    lead.id,
+                    np.id,
+                    plan.graph.budgets().max_steps
+                ),
+            };
+            return (None, TeamTurn::Stop(Stop::Guard(g)));
+        }
+        let turn = team.lead_turns.saturating_add(1);
+        let final_turn = !team.any_active() || turn >= spec.lead_max_turns || team.final_next;
+        let input = json!({
+            "me": &*lead.id,
+            "turn": turn,
+            "inbox": team.inbox(team.lead_seen, &lead.id),
+            "final_turn": final_turn,
+        });
+        team.lead_seen = team.transcript.len();
+        let contract = lead.contract(&plan.graph);
+        let mut view = self.view(run, &contract.reads);
+        view.insert(spec.slice.clone(), input);
+        let ids = CallIds {
+            run_id: run.run_id,
+            step: run.steps,
+            attempt: 1,
+        };
+        let call = match &lead.run {
+            NodeRun::Handler(h) => Call::Node(
+                h.clone(),
+                NodeInput {
+                    node: lead.id.to_string(),
+                    view,
+                    depth: run.depth(),
+                    subgraph: run.current_subgraph().map(str::to_string),
+                    step: ids.step,
+                    run_id: ids.run_id,
+                    attempt: 1,
+                    error: None,
+                },
+            ),
+            NodeRun::Exec(spec) => Call::Program(
+                Arc::clone(spec),
+                node_stdin(&lead.id, view, ids, None),
+                Some(ids),
+            ),
+            // Constants: read as the lead's envelope (a `set` lead may send `$final`).
+            constant => {
+                let m = match constant {
+                    NodeRun::Set(Value::Object(m)) => m.clone(),
+                    _ => Map::new(),
+                };
+                let result = Some(
+                    accept_as(NodeOutput::new(m), Role::Lead)
+                        .map_err(|e| Fault::InvalidOutput(format!("sent an invalid output: {e}"))),
+                );
+                let turn = TeamTurn::Lead {
+                    lead,
+                    final_turn,
+                    after,
+                    result,
+                    duration_us: 0,
+                };
+                return (None, turn);
+            }
+        };
+        let own = match &lead.run {
+            NodeRun::Exec(spec) => spec.timeout_ms,
+            _ => None,
+        };
+        let effect = Effect {
+            kind: EffectKind::Node,
+            id: Arc::clone(&lead.id),
+            step: run.steps,
+            limit: self.call_limit(run, own),
+            delay: Duration::ZERO,
+            call,
+            role: Role::Lead,
+        };
+        let turn = TeamTurn::Lead {
+            lead,
+            final_turn,
+            after,
+            result: None,
+            duration_us: 0,
+        };
+        (Some(effect), turn)
+    }
+}

@@ -1,0 +1,336 @@
+//! The commit half of a team's steps (see `team.rs`): a member cycle's reports become
+//! steps, trace items and broadcasts; a lead turn starts the next cycle, ends the team as
+//! the team node's run, or fails the run (`team_no_final`).
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::advisors::{Report, ReportStatus};
+use super::budgets::GuardStop;
+use super::builder::NodePlan;
+use super::guarded::Fault;
+use super::output::{NodeOutput, Usage};
+use super::route::StageExtra;
+use super::run_state::{Control, Pending};
+use super::status::TerminationReason;
+use super::step::{After, Level, NodeResult, NodeStep, Ran};
+use super::team::{Stop, TeamStep, TeamTurn};
+use super::team_state::{BroadcastKind, MemberStatus, TeamPhase, TeamRun};
+use super::trace::TraceKind;
+use super::transitions::{Tx, attach_usage};
+use crate::contracts::Team;
+
+impl Tx<'_> {
+    /// Commits a team step.
+    pub(crate) fn team(&mut self, level: Level<'_>, ts: Box<TeamStep<'_>>) {
+        let TeamStep {
+            np,
+            spec,
+            run: team,
+            turn,
+        } = *ts;
+        self.chain.clone_from(&team.chain);
+        let dispatcher = Arc::clone(&team.dispatcher);
+        if let Control::Running(Pending::Team(_)) = &self.run.control {
+            // Drops the run's copy of the progress (every path below sets the control
+            // again), so the planned copy owns the transcript and appends in place.
+            self.run.control = Control::Running(Pending::Decide {
+                supervisor: Arc::clone(&dispatcher),
+            });
+        }
+        match turn {
+            TeamTurn::Stop(Stop::Guard(g)) => self.guard_stop(g, Some(dispatcher)),
+            TeamTurn::Stop(Stop::Mismatch(msg)) => {
+                self.fail(TerminationReason::NodeFailed, msg, Some(dispatcher));
+            }
+            TeamTurn::Members(reports) => self.team_cycle(np, spec, team, reports),
+            TeamTurn::Lead {
+                lead,
+                final_turn,
+                after,
+                result,
+                duration_us,
+            } => {
+                let result = result.unwrap_or_else(|| {
+                    Err(Fault::Failed(
+                        "was committed before its output arrived".into(),
+                    ))
+                });
+                let turn = LeadTurn {
+                    lead,
+                    final_turn,
+                    after,
+                    result,
+                    duration_us,
+                };
+                self.team_lead(level, np, spec, team, turn);
+            }
+        }
+    }
+
+    /// Records a `team_turn` item for `who`'s turn in team `np`.
+    fn turn_item(
+        &mut self,
+        np: &NodePlan,
+        dispatcher: &Arc<str>,
+        who: &Arc<str>,
+        reason: String,
+        duration_us: u64,
+        usage: Option<Usage>,
+    ) {
+        let it = self.record(TraceKind::TeamTurn, Some(Arc::clone(dispatcher)));
+        it.source = Some(Arc::clone(&np.id));
+        it.target = Some(Arc::clone(who));
+        it.reason = Some(reason.into());
+        it.duration_us = duration_us;
+        if let Some(u) = usage {
+            attach_usage(it, u);
+        }
+    }
+
+    /// Counts one turn of node `id`: a step and a visit, and what it cost.
+    fn count_turn(&mut self, id: &str, usage: Option<&Usage>) {
+        self.run.steps += 1;
+        match self.run.visits.get_mut(id) {
+            Some(n) => *n += 1,
+            None => {
+                self.run.visits.insert(id.to_string(), 1);
+            }
+        }
+        if let Some(u) = usage {
+            self.run.usage_total.add_all(u);
+        }
+    }
+
+    /// Commits a member cycle: a `team_cycle` item, then per report (declaration order) a
+    /// step, the member's broadcast or failure, and its `team_turn` item; the lead is next.
+    fn team_cycle(
+        &mut self,
+        np: &NodePlan,
+        spec: &Team,
+        mut team: Box<TeamRun>,
+        reports: Vec<Report>,
+    ) {
+        let dispatcher = Arc::clone(&team.dispatcher);
+        let names: Vec<&str> = reports.iter().map(|r| &*r.advisor).collect();
+        let it = self.record(TraceKind::TeamCycle, Some(Arc::clone(&dispatcher)));
+        it.target = Some(Arc::clone(&np.id));
+        it.reason = Some(format!("cycle {}: {}", team.cycle, names.join(", ")).into());
+        let max = spec.max_broadcast_bytes;
+        let mut cancelled = false;
+        for r in reports {
+            self.count_turn(&r.advisor, r.usage.as_ref());
+            cancelled |= r.cancelled;
+            let turn = match team.members.get_mut(&*r.advisor) {
+                Some(m) => {
+                    m.turns += 1;
+                    m.turns
+                }
+                None => continue,
+            };
+            let id = &*r.advisor;
+            let refused = r.output.as_ref().filter(|w| !w.is_empty()).map(|w| {
+                let slices: Vec<&str> = w.keys().map(String::as_str).collect();
+                format!(
+                    "it wrote slice(s) `{}`; a team member only broadcasts",
+                    slices.join("`, `")
+                )
+            });
+            let failure = match (r.status, &r.error, refused) {
+                (ReportStatus::Ok, _, None) => None,
+                (ReportStatus::Ok, _, Some(why)) => Some(why),
+                (ReportStatus::Timeout, e, _) => Some(format!(
+                    "timed out: {}",
+                    e.as_deref().unwrap_or("no answer")
+                )),
+                (ReportStatus::Failed, e, _) => {
+                    Some(e.clone().unwrap_or_else(|| "it gave no output".into()))
+                }
+            };
+            let outcome = match failure {
+                Some(why) => {
+                    team.fail_member(max, id, &why);
+                    format!("failed: {why}")
+                }
+                None => {
+                    let kind = if r.exit {
+                        BroadcastKind::Exit
+                    } else {
+                        BroadcastKind::Update
+                    };
+                    let over = match r.broadcast {
+                        Some(msg) => team.push(max, id, kind, msg),
+                        None if r.exit => {
+                            let msg = format!("member `{id}` left the team");
+                            team.push(max, id, kind, Value::String(msg))
+                        }
+                        None => false,
+                    };
+                    if r.exit
+                        && let Some(m) = team.members.get_mut(id)
+                    {
+                        m.status = MemberStatus::Exited;
+                    }
+                    let said = match (r.exit, team.transcript.last()) {
+                        _ if over => "overflow",
+                        (true, _) => "exit",
+                        (false, Some(b)) if b.from == id && b.cycle == team.cycle => "update",
+                        _ => "silent",
+                    };
+                    said.to_string()
+                }
+            };
+            let reason = format!("member turn {turn} of cycle {}: {outcome}", team.cycle);
+            self.turn_item(np, &dispatcher, &r.advisor, reason, r.duration_us, r.usage);
+        }
+        if cancelled {
+            let g = GuardStop {
+                reason: TerminationReason::Cancelled,
+                message: format!(
+                    "the run was cancelled while the members of team `{}` ran",
+                    np.id
+                ),
+            };
+            return self.guard_stop(g, Some(dispatcher));
+        }
+        team.next = TeamPhase::Lead;
+        self.run.control = Control::Running(Pending::Team(team));
+    }
+
+    /// Commits the lead's turn.
+    fn team_lead(
+        &mut self,
+        level: Level<'_>,
+        np: &NodePlan,
+        spec: &Team,
+        mut team: Box<TeamRun>,
+        turn: LeadTurn<'_>,
+    ) {
+        let LeadTurn {
+            lead,
+            final_turn,
+            after,
+            result,
+            duration_us,
+        } = turn;
+        let dispatcher = Arc::clone(&team.dispatcher);
+        team.lead_turns += 1;
+        let n = team.lead_turns;
+        let out = match result {
+            Ok(out) => out,
+            Err(fault) => {
+                self.count_turn(&lead.id, None);
+                let reason = format!("lead turn {n}: failed");
+                self.turn_item(np, &dispatcher, &lead.id, reason, duration_us, None);
+                return self.fault(&lead.id, "the lead of team", fault, Some(dispatcher));
+            }
+        };
+        let NodeOutput {
+            writes,
+            usage,
+            broadcast,
+            is_final,
+            ..
+        } = out;
+        if let Some(msg) = broadcast {
+            team.push(spec.max_broadcast_bytes, &lead.id, BroadcastKind::Lead, msg);
+        }
+        if is_final {
+            // The final turn is the team node's run: its step is counted (with a visit of
+            // the team node) by `run_node`, the lead's visit and cost here.
+            if let Some(u) = &usage {
+                self.run.usage_total.add_all(u);
+            }
+            match self.run.visits.get_mut(&*lead.id) {
+                Some(v) => *v += 1,
+                None => {
+                    self.run.visits.insert(lead.id.to_string(), 1);
+                }
+            }
+            let reason = format!("lead turn {n}: final");
+            self.turn_item(np, &dispatcher, &lead.id, reason, duration_us, usage);
+            for m in team.members.values_mut() {
+                if m.status == MemberStatus::Active {
+                    m.status = MemberStatus::Cancelled;
+                }
+            }
+            self.run
+                .level_state_mut()
+                .insert(spec.slice.clone(), team.summary());
+            let TeamRun {
+                kind,
+                from,
+                chain,
+                owed,
+                ..
+            } = *team;
+            let source = from;
+            let ran = Ran {
+                result: Ok(NodeOutput::new(writes)),
+                failed: Vec::new(),
+            };
+            let ns = NodeStep {
+                np,
+                dispatcher,
+                kind,
+                source,
+                chain,
+                result: NodeResult::Ran(Box::new(ran), duration_us),
+                after,
+                extra: StageExtra::owing(&owed),
+            };
+            return self.run_node(level, ns);
+        }
+        self.count_turn(&lead.id, usage.as_ref());
+        let said = if team.transcript.last().is_some_and(|b| {
+            b.from == *lead.id && b.cycle == team.cycle && b.kind == BroadcastKind::Lead
+        }) {
+            "broadcast"
+        } else if team.final_next {
+            "overflow"
+        } else {
+            "no broadcast"
+        };
+        let reason = format!("lead turn {n}: {said}");
+        self.turn_item(np, &dispatcher, &lead.id, reason, duration_us, usage);
+        if !writes.is_empty() {
+            let slices: Vec<&str> = writes.keys().map(String::as_str).collect();
+            let msg = format!(
+                "the lead `{}` of team `{}` wrote slice(s) `{}` without `$final: true` (its \
+                 writes are the team's answer only on a final turn)",
+                lead.id,
+                np.id,
+                slices.join("`, `")
+            );
+            return self.fail(TerminationReason::InvalidOutput, msg, Some(dispatcher));
+        }
+        if final_turn {
+            let why = if !team.any_active() {
+                "no member is active".to_string()
+            } else if n >= spec.lead_max_turns {
+                format!("its lead_max_turns ({}) is reached", spec.lead_max_turns)
+            } else {
+                "a broadcast overflowed".to_string()
+            };
+            let msg = format!(
+                "the lead `{}` of team `{}` did not answer `$final: true` on its final turn \
+                 (turn {n}: {why})",
+                lead.id, np.id
+            );
+            return self.fail(TerminationReason::TeamNoFinal, msg, Some(dispatcher));
+        }
+        team.cycle += 1;
+        team.next = TeamPhase::Members;
+        self.run.control = Control::Running(Pending::Team(team));
+    }
+}
+
+/// A lead's turn, performed.
+struct LeadTurn<'e> {
+    lead: &'e NodePlan,
+    final_turn: bool,
+    after: After<'e>,
+    result: Result<NodeOutput, Fault>,
+    duration_us: u64,
+}
