@@ -55,11 +55,27 @@ const SCRIPT: &[(&str, &str, &str)] = &[
         r#"{"s": 1}"#,
         r#"{"input_tokens": 80, "output_tokens": 8, "cost_usd": 8.0}"#,
     ),
+    (
+        "m1",
+        r#"{"$broadcast": "looks fine", "$exit": true}"#,
+        r#"{"input_tokens": 100, "output_tokens": 10, "cost_usd": 16.0}"#,
+    ),
+    (
+        "m2",
+        r#"{"$broadcast": "ship it", "$exit": true}"#,
+        r#"{"input_tokens": 200, "output_tokens": 20, "cost_usd": 32.0}"#,
+    ),
+    (
+        "lead",
+        r#"{"verdict": 1, "$final": true}"#,
+        r#"{"input_tokens": 300, "output_tokens": 30, "cost_usd": 64.0}"#,
+    ),
 ];
 
 /// The root runs, in order: the handoff chain `h1 -> h2`, router `r` routing to `a`, the
-/// primary `p` with advisors `adv1` and `adv2`, and subgraph `sub` (whose node `w` is
-/// terminal); then it stops.
+/// primary `p` with advisors `adv1` and `adv2`, subgraph `sub` (whose node `w` is
+/// terminal), and team `t` (members `m1` and `m2` broadcast and leave, then `lead`
+/// answers for it); then it stops.
 fn workflow(budgets: Value) -> Value {
     let node = |reads: Value, writes: Value, when: &str| {
         json!({"supervisor": "root", "reads": reads, "writes": writes,
@@ -76,11 +92,11 @@ fn workflow(budgets: Value) -> Value {
     json!({
         "workflow": "accounted",
         "slices": {"req": {}, "h": {}, "h2": {}, "routed": {}, "a": {}, "p": {}, "advice": {},
-                   "s": {}},
+                   "s": {}, "team": {}, "verdict": {}},
         "budgets": budgets,
         "entry": "root",
         "supervisors": {
-            "root": {"allow": ["h1", "r", "p", "sub"],
+            "root": {"allow": ["h1", "r", "p", "sub", "t"],
                      "default": {"stop_global": {"reason": "done"}}},
             "sub_sup": {"allow": ["w"]}
         },
@@ -98,7 +114,13 @@ fn workflow(budgets: Value) -> Value {
             "p": p,
             "w": {"supervisor": "sub_sup", "reads": ["req"], "writes": ["s"], "terminal": true,
                   "triggers": [{"when": {"path": "/s", "exists": false}}],
-                  "run": {"handler": "pay"}}
+                  "run": {"handler": "pay"}},
+            "t": {"supervisor": "root", "reads": ["req"], "writes": ["verdict"],
+                  "triggers": [{"when": {"path": "/verdict", "exists": false}}],
+                  "team": {"members": ["m1", "m2"], "lead": "lead", "slice": "team"}},
+            "m1": plain(json!(["req"]), json!([])),
+            "m2": plain(json!(["req"]), json!([])),
+            "lead": plain(json!(["req"]), json!(["verdict"]))
         }
     })
 }
@@ -135,7 +157,7 @@ fn sums(input: u64, output: u64, cost: f64) -> Value {
 }
 
 #[test]
-fn a_run_rolls_up_chains_routers_advisors_and_subgraphs_number_by_number() {
+fn a_run_rolls_up_chains_routers_advisors_teams_and_subgraphs_number_by_number() {
     let s = run_state(&executor(json!({})));
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
     let acct = untimed(&s);
@@ -146,25 +168,28 @@ fn a_run_rolls_up_chains_routers_advisors_and_subgraphs_number_by_number() {
         json!({
             "a": sums(40, 4, 1.0), "adv1": adv1, "adv2": sums(60, 6, 2.0),
             "h1": sums(10, 1, 0.5), "h2": sums(20, 2, 0.25), "p": sums(70, 7, 4.0),
-            "r": sums(30, 3, 0.125), "w": sums(80, 8, 8.0)
+            "r": sums(30, 3, 0.125), "w": sums(80, 8, 8.0),
+            "m1": sums(100, 10, 16.0), "m2": sums(200, 20, 32.0), "lead": sums(300, 30, 64.0),
+            "t": {"wall_ms": 0}
         })
     );
     // h1 hands off to h2 (the chain's last stage); r routes to a; the advisors serve p;
-    // w stands alone in its subgraph.
+    // w stands alone in its subgraph; the team's members and lead roll up to t.
     let mut p = sums(180, 18, 6.0625);
     p["calls"] = json!(1);
     assert_eq!(
         acct["by_owner"],
-        json!({"h2": sums(30, 3, 0.75), "a": sums(70, 7, 1.125), "p": p, "w": sums(80, 8, 8.0)})
+        json!({"h2": sums(30, 3, 0.75), "a": sums(70, 7, 1.125), "p": p, "w": sums(80, 8, 8.0),
+               "t": sums(600, 60, 112.0)})
     );
     assert_eq!(acct["by_subgraph"], json!({"sub": sums(80, 8, 8.0)}));
-    let mut total = sums(360, 36, 15.9375);
+    let mut total = sums(960, 96, 127.9375);
     total["calls"] = json!(1);
     assert_eq!(acct["total"], total);
     // The outcome carries the same accounting, with real wall times that add up.
     let outcome = s.outcome();
     let real = &outcome.accounting;
-    assert_eq!(real.by_owner.len(), 4);
+    assert_eq!(real.by_owner.len(), 5);
     let wall = |u: &pactgraph::runtime::Usage| {
         u.get("wall_ms")
             .and_then(serde_json::Number::as_f64)
@@ -191,7 +216,10 @@ fn node_run_items_carry_their_usage_record() {
         .expect("adv2 reported");
     assert_eq!(adv["usage"], sums(60, 6, 2.0));
     for i in items {
-        let runs = matches!(i["kind"].as_str(), Some("dispatch" | "handoff" | "advisor"));
+        let runs = matches!(
+            i["kind"].as_str(),
+            Some("dispatch" | "handoff" | "advisor" | "team_turn")
+        );
         assert_eq!(i.get("usage").is_some(), runs, "{i}");
     }
 }

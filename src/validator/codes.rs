@@ -136,11 +136,6 @@ codes! {
     BAD_ADVICE_SLICE = 822, Error, "advice slice not declared or not read";
     /// `advisors.members` is empty.
     NO_ADVISORS = 823, Warning, "advisors without members";
-    /// A supervisor's `clarify` default names a subgraph it may not call, or one that is
-    /// not `chat`.
-    CLARIFY_UNAVAILABLE = 840, Error, "clarify default cannot clarify";
-    /// A `chat` subgraph's boundary does not read `clarification`.
-    CHAT_WITHOUT_CLARIFICATION = 841, Warning, "chat subgraph does not read clarification";
     /// A team member is missing, not a node, the team node itself, the lead, or listed
     /// twice.
     BAD_TEAM_MEMBER = 830, Error, "invalid team member";
@@ -156,6 +151,11 @@ codes! {
     NO_TEAM_MEMBERS = 835, Warning, "team without members";
     /// `member_max_turns` or `lead_max_turns` is 0.
     TEAM_NO_TURNS = 836, Error, "team limit of zero turns";
+    /// A supervisor's `clarify` default names a subgraph it may not call, or one that is
+    /// not `chat`.
+    CLARIFY_UNAVAILABLE = 840, Error, "clarify default cannot clarify";
+    /// A `chat` subgraph's boundary does not read `clarification`.
+    CHAT_WITHOUT_CLARIFICATION = 841, Warning, "chat subgraph does not read clarification";
     /// A JSON Schema does not compile.
     BAD_SCHEMA = 901, Error, "invalid JSON Schema";
     /// `max_steps` is 0.
