@@ -297,7 +297,9 @@ pub(crate) fn overlay(g: &CompiledGraph, trace: &DecisionTrace) -> Overlay {
                 );
                 next += 1;
             }
-            TraceKind::Call => {
+            // A call, or a follow-up asked of a kept child: supervisor -> the subgraph's
+            // entrypoint, on the call edge or the clarify edge.
+            TraceKind::Call | TraceKind::Clarify => {
                 let (Some(s), Some(sub)) = (source, target) else {
                     o.unmatched += 1;
                     continue;
@@ -308,36 +310,17 @@ pub(crate) fn overlay(g: &CompiledGraph, trace: &DecisionTrace) -> Overlay {
                 };
                 mark(&mut o, Some(s));
                 mark(&mut o, Some(entry));
-                let hit = keys.get(&Key::Call(s, sub)).copied();
+                let (hit, kind) = if item.kind == TraceKind::Call {
+                    (keys.get(&Key::Call(s, sub)), "call")
+                } else {
+                    (keys.get(&Key::Edge(s, entry, Drawn::Clarify)), "clarify")
+                };
                 take(
                     &mut o,
                     &mut extra_index,
-                    hit,
+                    hit.copied(),
                     (s, entry, None),
-                    "call",
-                    next,
-                    &known,
-                );
-                next += 1;
-            }
-            TraceKind::Clarify => {
-                let (Some(s), Some(sub)) = (source, target) else {
-                    o.unmatched += 1;
-                    continue;
-                };
-                let Some(entry) = g.cluster(sub).map(|c| c.entrypoint.as_str()) else {
-                    o.unmatched += 1;
-                    continue;
-                };
-                mark(&mut o, Some(s));
-                mark(&mut o, Some(entry));
-                let hit = keys.get(&Key::Edge(s, entry, Drawn::Clarify)).copied();
-                take(
-                    &mut o,
-                    &mut extra_index,
-                    hit,
-                    (s, entry, None),
-                    "clarify",
+                    kind,
                     next,
                     &known,
                 );
