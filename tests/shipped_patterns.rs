@@ -14,6 +14,23 @@ fn workflow(name: &str) -> String {
         .to_string()
 }
 
+/// `validate FILE --strict`: exit 0 and a summary containing `summary`.
+fn validates_clean(file: &str, summary: &str) {
+    let (code, out, err) = pactgraph(&["validate", file, "--strict"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(format!("{out}{err}").contains(summary), "{out}{err}");
+}
+
+/// `run FILE --input INPUT --quiet` (plus `extra`): exit 0; the printed result.
+fn runs(file: &str, input: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["run", file];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--input", input, "--quiet"]);
+    let (code, out, err) = pactgraph(&args);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).expect("JSON output")
+}
+
 /// Runs the binary in a fresh temporary directory; returns exit code, stdout and stderr.
 fn pactgraph(args: &[&str]) -> (i32, String, String) {
     let cwd = tempfile::tempdir().expect("a temp dir");
@@ -115,12 +132,7 @@ fn advisors_are_drawn_as_advice_edges_and_painted_by_the_trace() {
 #[test]
 fn router_triage_validates_clean_and_runs() {
     let file = workflow("router_triage.json");
-    let (code, out, err) = pactgraph(&["validate", &file, "--strict"]);
-    assert_eq!(code, 0, "{out}{err}");
-    assert!(
-        format!("{out}{err}").contains("0 errors, 0 warnings, 0 infos"),
-        "{out}{err}"
-    );
+    validates_clean(&file, "0 errors, 0 warnings, 0 infos");
     for (text, route, answer) in [
         ("I was charged twice", "billing_reply", "billing_answer"),
         (
@@ -130,9 +142,7 @@ fn router_triage_validates_clean_and_runs() {
         ),
     ] {
         let input = serde_json::json!({"ticket": {"text": text}}).to_string();
-        let (code, out, err) = pactgraph(&["run", &file, "--input", &input, "--quiet"]);
-        assert_eq!(code, 0, "{err}");
-        let v: Value = serde_json::from_str(&out).expect("JSON output");
+        let v = runs(&file, &input, &[]);
         assert_eq!(v["status"], "completed");
         let state = &v["state"];
         assert!(state[answer]["text"].is_string(), "{state:#}");
@@ -154,24 +164,13 @@ fn router_triage_validates_clean_and_runs() {
 #[test]
 fn clarify_child_validates_clean_runs_and_accounts() {
     let file = workflow("clarify_child.json");
-    let (code, out, err) = pactgraph(&["validate", &file, "--strict"]);
-    assert_eq!(code, 0, "{out}{err}");
-    assert!(
-        format!("{out}{err}").contains("0 errors, 0 warnings"),
-        "{out}{err}"
-    );
+    validates_clean(&file, "0 errors, 0 warnings");
 
-    let (code, out, err) = pactgraph(&[
-        "run",
+    let v = runs(
         &file,
-        "--store",
-        "none",
-        "--input",
         r#"{"question": {"text": "When is high tide in the harbour tomorrow?"}}"#,
-        "--quiet",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let v: Value = serde_json::from_str(&out).expect("JSON output");
+        &["--store", "none"],
+    );
     assert_eq!(v["status"], "completed");
     assert_eq!(
         v["state"]["report"]["followup"]["answer"],
@@ -198,23 +197,12 @@ fn clarify_child_validates_clean_runs_and_accounts() {
 #[test]
 fn team_review_validates_clean_and_runs() {
     let file = workflow("team_review.json");
-    let (code, out, err) = pactgraph(&["validate", &file, "--strict"]);
-    assert_eq!(code, 0, "{out}{err}");
-    assert!(
-        format!("{out}{err}").contains("0 errors, 0 warnings, 0 infos"),
-        "{out}{err}"
-    );
-    let (code, out, err) = pactgraph(&[
-        "run",
+    validates_clean(&file, "0 errors, 0 warnings, 0 infos");
+    let v = runs(
         &file,
-        "--store",
-        "none",
-        "--input",
         r#"{"draft": {"text": "Ship it next week."}}"#,
-        "--quiet",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let v: Value = serde_json::from_str(&out).expect("JSON output");
+        &["--store", "none"],
+    );
     assert_eq!(v["status"], "completed");
     assert_eq!(v["steps"], 5);
     let state = &v["state"];
