@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use pactgraph::runtime::{Clock, Executor, Pending, RunId, RunRecord, RunState, RunStatus};
 use pactgraph::store::{
-    Continue, CreateOptions, Dependencies, DriveOptions, OnDepFailure, RunInfo, RunStore,
-    SqliteStore, StoreError, StoredStatus, drive_with, local_owner,
+    AnyStore, Continue, CreateOptions, Dependencies, DriveOptions, OnDepFailure, RunInfo, RunStore,
+    StoreError, StoredStatus, drive_with, local_owner,
 };
 use pactgraph::validator::{Severity, ValidGraph, Validator, check_file};
 use serde::Serialize;
@@ -187,7 +187,7 @@ pub fn run(
 /// The dependencies `args` name, resolved in `store` (an unknown or ambiguous run, a bad
 /// duration or policy, an undeclared result slice: usage errors, exit 2).
 async fn dependencies(
-    store: &SqliteStore,
+    store: &AnyStore,
     args: &DepArgs,
     record: &RunRecord,
 ) -> Result<Option<Dependencies>, ExitCode> {
@@ -411,7 +411,7 @@ async fn drive_plain(
 /// program's process group is killed), records the run `interrupted` and exits 130.
 pub async fn drive_stored(
     executor: &Executor,
-    store: &SqliteStore,
+    store: &AnyStore,
     id: RunId,
     how: Continue,
     outputs: &Outputs,

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use pactgraph::store::{Durability, SqliteOptions, SqliteStore, StoreError};
+use pactgraph::store::{AnyStore, Durability, StoreError};
 
 use crate::exit;
 
@@ -15,12 +15,16 @@ pub const DEFAULT_STORE: &str = "sqlite:.pactgraph/store.db";
 /// The store options every command that runs or reads runs takes.
 #[derive(Args, Debug, Clone)]
 pub struct StoreArgs {
-    /// Where runs are kept: `sqlite:PATH` (created on first use) or `none` (nothing is
-    /// kept). Default: `sqlite:.pactgraph/store.db` under the current directory.
+    /// Where runs are kept: `sqlite:PATH` (created on first use),
+    /// `postgres://USER:PASSWORD@HOST:PORT/DATABASE` (its schema made on first use; workers
+    /// on many machines can share it) or `none` (nothing is kept). Default:
+    /// `sqlite:.pactgraph/store.db` under the current directory.
     #[arg(long, value_name = "URL", env = "PACTGRAPH_STORE", default_value = DEFAULT_STORE)]
     pub store: String,
-    /// `normal`: a commit survives the process dying (SQLite synchronous=NORMAL); `full`:
-    /// every step's commit reaches the disk before the next step (synchronous=FULL).
+    /// `normal`: a commit survives the process dying (SQLite synchronous=NORMAL,
+    /// PostgreSQL synchronous_commit=off); `full`: every step's commit reaches the disk
+    /// before the next step, surviving a crash of the machine or the database server
+    /// (synchronous=FULL, synchronous_commit=on).
     #[arg(long, value_enum, default_value = "normal")]
     pub durability: DurabilityArg,
 }
@@ -42,37 +46,35 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
         .map_err(|e| exit::failed(&format!("cannot start the async runtime: {e}")))
 }
 
-/// Opens the store `args` name: `None` for `--store none`. A `postgres://` URL or any
-/// other scheme is a usage error; a store that cannot be opened (its folder cannot be
+/// Opens the store `args` name: `None` for `--store none`. Any scheme but `sqlite:` and
+/// `postgres://` is a usage error; a store that cannot be opened (its folder cannot be
 /// made, the file is not a database, a newer format) fails with exit 1.
-pub async fn open(args: &StoreArgs) -> Result<Option<SqliteStore>, ExitCode> {
+pub async fn open(args: &StoreArgs) -> Result<Option<AnyStore>, ExitCode> {
     let url = args.store.trim();
     if url == "none" {
         return Ok(None);
     }
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+    if !(url.starts_with("sqlite:")
+        || url.starts_with("postgres://")
+        || url.starts_with("postgresql://"))
+    {
         return Err(exit::usage(&format!(
-            "--store {url}: PostgreSQL stores are not supported yet (issue 18); use \
-             `sqlite:PATH` or `none`"
+            "--store {url}: expected `sqlite:PATH`, `postgres://USER:PASSWORD@HOST:PORT/DATABASE` \
+             or `none`"
         )));
     }
-    if !url.starts_with("sqlite:") {
-        return Err(exit::usage(&format!(
-            "--store {url}: expected `sqlite:PATH` or `none`"
-        )));
-    }
-    let options = SqliteOptions::default().durability(match args.durability {
+    let durability = match args.durability {
         DurabilityArg::Normal => Durability::Normal,
         DurabilityArg::Full => Durability::Full,
-    });
-    SqliteStore::open_with(url, options)
+    };
+    AnyStore::open(url, durability)
         .await
         .map(Some)
         .map_err(|e| error(&e))
 }
 
 /// Opens the store for a `runs` command, which needs one.
-pub async fn open_required(args: &StoreArgs) -> Result<SqliteStore, ExitCode> {
+pub async fn open_required(args: &StoreArgs) -> Result<AnyStore, ExitCode> {
     match open(args).await? {
         Some(store) => Ok(store),
         None => Err(exit::usage(

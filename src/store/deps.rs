@@ -262,7 +262,7 @@ async fn end<S: RunStore>(
     message: String,
 ) -> Result<(), StoreError> {
     let before = Before::of(run);
-    super::sqlite::end_run(run, RunStatus::Failed, reason, &message, now_ms()).map_err(|why| {
+    super::rows::end_run(run, RunStatus::Failed, reason, &message, now_ms()).map_err(|why| {
         StoreError::Corrupt {
             run_id: id,
             what: "run state".into(),

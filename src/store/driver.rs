@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::delta::{Before, StepDelta};
-use super::sqlite::cancel_run;
+use super::rows::cancel_run;
 use super::{
     Checkpoint, RunInfo, RunStore, Settled, StoreError, StoredStatus, attempt_key, duration_ms,
     now_ms, settle,

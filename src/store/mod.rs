@@ -16,14 +16,19 @@ use serde::{Deserialize, Serialize};
 use crate::contracts::WorkflowDocument;
 use crate::runtime::{RunId, RunRecord, RunState, RunStatus, TerminationReason};
 
+mod any;
 mod delta;
 mod deps;
 mod driver;
 mod error;
 mod owner;
+mod postgres;
+mod rows;
 mod sqlite;
+mod weights;
 mod worker;
 
+pub use any::AnyStore;
 pub use delta::{Before, ControlDelta, FrameDelta, MapDelta, StepDelta};
 pub use deps::{
     DEFAULT_DEP_TIMEOUT, Dependencies, DependencySpec, OnDepFailure, Settled, settle,
@@ -32,7 +37,9 @@ pub use deps::{
 pub use driver::{Continue, DriveOptions, drive, drive_with};
 pub use error::StoreError;
 pub use owner::{local_owner, owner_gone};
-pub use sqlite::{Durability, STORE_FORMAT, SqliteOptions, SqliteStore};
+pub use postgres::{PgOptions, PgStore};
+pub use rows::STORE_FORMAT;
+pub use sqlite::{Durability, RunStorage, SqliteOptions, SqliteStore};
 pub use worker::{WorkEvent, WorkSummary, WorkerOptions, work};
 
 /// A run's status as the store shows it.

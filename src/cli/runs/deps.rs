@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::process::ExitCode;
 
 use pactgraph::runtime::RunId;
-use pactgraph::store::{DependencySpec, RunInfo, RunStore, SqliteStore, StoreError, StoredStatus};
+use pactgraph::store::{AnyStore, DependencySpec, RunInfo, RunStore, StoreError, StoredStatus};
 use serde_json::{Value, json};
 
 use crate::store;
@@ -41,7 +41,7 @@ impl Links {
 }
 
 /// Reads run `id`'s dependencies and dependents.
-pub async fn links(store: &SqliteStore, id: RunId) -> Result<Links, StoreError> {
+pub async fn links(store: &AnyStore, id: RunId) -> Result<Links, StoreError> {
     let spec = store.dependency_spec(id).await?;
     let mut dependencies = Vec::new();
     for dep in spec.iter().flat_map(|s| s.after.iter()) {
@@ -61,7 +61,7 @@ pub async fn links(store: &SqliteStore, id: RunId) -> Result<Links, StoreError> 
 }
 
 /// `RUN (status), ...` of a waiting run's dependencies that are not final yet.
-pub async fn waiting_on(store: &SqliteStore, info: &RunInfo) -> Option<String> {
+pub async fn waiting_on(store: &AnyStore, info: &RunInfo) -> Option<String> {
     if info.status != StoredStatus::Waiting {
         return None;
     }
@@ -84,7 +84,7 @@ pub async fn waiting_on(store: &SqliteStore, info: &RunInfo) -> Option<String> {
 
 /// `runs graph [RUN] [--mermaid]`: the dependency graph (of RUN's connected runs, or of
 /// every run with a dependency or a dependent) as DOT or Mermaid, nodes coloured by status.
-pub async fn graph(store: &SqliteStore, root: Option<RunId>, mermaid: bool) -> ExitCode {
+pub async fn graph(store: &AnyStore, root: Option<RunId>, mermaid: bool) -> ExitCode {
     let edges = match store.dependency_edges().await {
         Ok(e) => e,
         Err(e) => return store::error(&e),

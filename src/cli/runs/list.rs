@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use comfy_table::{Table, presets};
 use pactgraph::runtime::RunId;
-use pactgraph::store::{RunFilter, RunInfo, RunStore, SqliteStore, StoredStatus};
+use pactgraph::store::{AnyStore, RunFilter, RunInfo, RunStore, StoredStatus};
 use serde::Serialize;
 
 use super::ListFormat;
@@ -50,7 +50,7 @@ pub fn status_text(info: &RunInfo) -> String {
 
 /// `runs list`: the table or JSON array of the runs `filter` selects, newest first.
 pub async fn list(
-    store: &SqliteStore,
+    store: &AnyStore,
     status: Option<StoredStatus>,
     workflow: Option<String>,
     all: bool,

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use clap::{Subcommand, ValueEnum};
 use pactgraph::runtime::RunId;
-use pactgraph::store::{RunStore, SqliteStore, StoredStatus};
+use pactgraph::store::{AnyStore, RunStore, StoredStatus};
 
 use crate::store::{self, StoreArgs};
 
@@ -247,7 +247,7 @@ pub fn run(command: RunsCommand) -> ExitCode {
 }
 
 /// Opens the store and finds RUN in it.
-async fn opened(args: &StoreArgs, key: &str) -> Result<(SqliteStore, RunId), ExitCode> {
+async fn opened(args: &StoreArgs, key: &str) -> Result<(AnyStore, RunId), ExitCode> {
     let s = store::open_required(args).await?;
     let id = s.find(key).await.map_err(|e| store::error(&e))?;
     Ok((s, id))

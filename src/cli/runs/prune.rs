@@ -2,14 +2,14 @@
 
 use std::process::ExitCode;
 
-use pactgraph::store::{PruneFilter, RunStore, SqliteStore, StoreError, StoredStatus};
+use pactgraph::store::{AnyStore, PruneFilter, RunStore, StoreError, StoredStatus};
 
 use crate::exit;
 use crate::store::{self, parse_duration};
 
 /// `runs prune`: deletes the runs the filters select and prints how many.
 pub async fn prune(
-    store: &SqliteStore,
+    store: &AnyStore,
     expired: bool,
     older_than: Option<&str>,
     status: Option<StoredStatus>,

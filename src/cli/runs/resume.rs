@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use pactgraph::runtime::{Clock, Executor, RunId, TerminationReason};
-use pactgraph::store::{Continue, RunStore, SqliteStore, StoreError, StoredStatus};
+use pactgraph::store::{AnyStore, Continue, RunStore, StoreError, StoredStatus};
 
 use crate::exit;
 use crate::run::{Outputs, drive_stored, with_max_steps};
@@ -12,7 +12,7 @@ use crate::store;
 
 /// `runs resume`: continues the run as its status allows (see `docs/spec/cli.md`).
 pub async fn resume(
-    store: &SqliteStore,
+    store: &AnyStore,
     id: RunId,
     answer: Option<String>,
     max_steps: Option<u32>,
@@ -117,7 +117,7 @@ fn answer_given_but_unused(how: &Continue, answer: &Option<String>) -> bool {
 const CANCEL_WAIT: Duration = Duration::from_secs(30);
 
 /// `runs cancel`: stops the run, at once or (running) at its next step.
-pub async fn cancel(store: &SqliteStore, id: RunId) -> ExitCode {
+pub async fn cancel(store: &AnyStore, id: RunId) -> ExitCode {
     let info = match store.cancel(id).await {
         Ok(i) => i,
         Err(e @ StoreError::WrongStatus { .. }) => return exit::failed(&e.to_string()),
@@ -157,7 +157,7 @@ pub async fn cancel(store: &SqliteStore, id: RunId) -> ExitCode {
 
 /// Settles the waiting runs that depend on the cancelled run `id` (and, in turn, on
 /// those that end), by their failure policy; prints each one ended.
-async fn settle_dependents(store: &SqliteStore, id: RunId) -> ExitCode {
+async fn settle_dependents(store: &AnyStore, id: RunId) -> ExitCode {
     let owner = pactgraph::store::local_owner();
     let mut queue = vec![id];
     while let Some(next) = queue.pop() {
@@ -177,7 +177,7 @@ async fn settle_dependents(store: &SqliteStore, id: RunId) -> ExitCode {
 }
 
 /// The run was let go (interrupted) before its driver saw the cancel: stop it now.
-async fn cancel_again(store: &SqliteStore, id: RunId) -> ExitCode {
+async fn cancel_again(store: &AnyStore, id: RunId) -> ExitCode {
     match store.cancel(id).await {
         Ok(i) if i.status == StoredStatus::Stopped => {
             println!("run {id} cancelled");

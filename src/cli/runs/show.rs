@@ -5,7 +5,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use comfy_table::{Table, presets};
 use pactgraph::runtime::{Accounting, RunId};
-use pactgraph::store::{RunStore, SqliteStore, StoredRun};
+use pactgraph::store::{AnyStore, RunStore, StoredRun};
 use serde_json::{Value, json};
 
 use super::ShowFormat;
@@ -17,7 +17,7 @@ use crate::store::{self, ago};
 
 /// `runs show`: the run's summary, and its trace and state when asked.
 pub async fn show(
-    store: &SqliteStore,
+    store: &AnyStore,
     id: RunId,
     trace: bool,
     state: bool,
@@ -224,7 +224,7 @@ fn show_human(stored: &StoredRun, links: &super::deps::Links, trace: bool, state
 }
 
 /// `runs export`: the saved-run JSON of the run's last checkpoint.
-pub async fn export(store: &SqliteStore, id: RunId) -> ExitCode {
+pub async fn export(store: &AnyStore, id: RunId) -> ExitCode {
     match store.load(id).await {
         Ok(stored) => {
             println!("{}", stored.record.to_json_pretty());

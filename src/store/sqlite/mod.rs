@@ -17,26 +17,26 @@ mod snapshots;
 mod store;
 
 use self::deps::insert_dependencies;
-pub use self::rows::STORE_FORMAT;
 use self::rows::*;
-pub(crate) use self::rows::{cancel_run, end_run};
 use self::snapshots::{checkpoint_sql, is_refusal};
+use super::rows::{
+    INFO, STORE_FORMAT, cancel_run, delta_from_row, info_from_row, is_unique_violation,
+    stored_status, to_i64, to_u64,
+};
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
-    SqliteSynchronous,
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use sqlx::{Connection, Row, Sqlite, SqliteConnection, Transaction};
 
 use super::delta::StepDelta;
+use super::weights::Weights;
 use super::{
     Checkpoint, CreateOptions, DependencySpec, Lease, PruneFilter, RunFilter, RunInfo, RunStore,
     StoreError, StoredRun, StoredStatus, attempt_key, duration_ms, now_ms, owner_gone,
 };
-use crate::contracts::{SYSTEM_SLICE, WorkflowDocument};
-use crate::runtime::{
-    RunId, RunRecord, RunState, RunStatus, TerminationReason, TraceItem, TraceKind, digest_of,
-};
+use crate::contracts::WorkflowDocument;
+use crate::runtime::{RunId, RunRecord, RunState, TerminationReason, digest_of};
 
 /// How hard a commit tries to reach the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -120,7 +120,7 @@ pub struct SqliteStore {
     /// write at a time anyway.
     writer: Arc<tokio::sync::Mutex<SqliteConnection>>,
     snapshot_every: Option<u64>,
-    weights: Arc<snapshots::Weights>,
+    weights: Arc<Weights>,
 }
 
 /// Pages of WAL written before SQLite copies them into the database file.

@@ -1,0 +1,169 @@
+//! Dependency records in PostgreSQL (the same statements as SQLite's): writing them with a new run, reading a run's
+//! dependencies and dependents, and finding the runs a worker may take.
+
+use sqlx::Row;
+
+use super::*;
+use crate::store::RunInfo;
+use crate::store::deps::deadline;
+use crate::store::rows::{INFO, info_from_row};
+use crate::store::{Dependencies, DependencySpec, OnDepFailure};
+
+/// Records `deps` for the new run `id` in the create transaction: each must exist
+/// ([`StoreError::NotFound`] naming it otherwise); the run becomes `waiting`.
+pub(super) async fn insert_dependencies(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    id: RunId,
+    deps: &Dependencies,
+) -> Result<(), StoreError> {
+    let db = StoreError::db("recording dependencies", Some(id));
+    let key = id.to_string();
+    for (position, dep) in deps.after.iter().enumerate() {
+        let found = sqlx::query("SELECT 1 FROM runs WHERE id = $1")
+            .bind(dep.to_string())
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(&db)?;
+        if found.is_none() {
+            return Err(StoreError::NotFound {
+                key: dep.to_string(),
+            });
+        }
+        sqlx::query("INSERT INTO dependencies (run_id, position, dep_id) VALUES ($1, $2, $3)")
+            .bind(&key)
+            .bind(i64::try_from(position).unwrap_or(i64::MAX))
+            .bind(dep.to_string())
+            .execute(&mut **tx)
+            .await
+            .map_err(&db)?;
+    }
+    sqlx::query(
+        "UPDATE runs SET status = 'waiting', dep_deadline_ms = $2, on_dep_failure = $3, \
+         dep_result = $4 WHERE id = $1",
+    )
+    .bind(&key)
+    .bind(to_i64(deadline(deps.timeout)))
+    .bind(deps.on_failure.as_str())
+    .bind(&deps.result_slice)
+    .execute(&mut **tx)
+    .await
+    .map_err(&db)?;
+    Ok(())
+}
+
+impl PgStore {
+    pub(super) async fn read_dependency_spec(
+        &self,
+        id: RunId,
+    ) -> Result<Option<DependencySpec>, StoreError> {
+        let db = StoreError::db("reading dependencies", Some(id));
+        let key = id.to_string();
+        let row = sqlx::query(
+            "SELECT dep_deadline_ms, on_dep_failure, dep_result FROM runs WHERE id = $1",
+        )
+        .bind(&key)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(&db)?
+        .ok_or_else(|| StoreError::NotFound { key: key.clone() })?;
+        let Some(deadline_ms) = row
+            .try_get::<Option<i64>, _>("dep_deadline_ms")
+            .map_err(&db)?
+        else {
+            return Ok(None);
+        };
+        let policy: Option<String> = row.try_get("on_dep_failure").map_err(&db)?;
+        let on_failure = match policy.as_deref().map(OnDepFailure::parse) {
+            Some(Some(p)) => p,
+            _ => {
+                return Err(StoreError::Corrupt {
+                    run_id: id,
+                    what: "on_dep_failure".into(),
+                    reason: format!("{policy:?} is not `abort` or `continue`"),
+                });
+            }
+        };
+        let rows =
+            sqlx::query("SELECT dep_id FROM dependencies WHERE run_id = $1 ORDER BY position")
+                .bind(&key)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(&db)?;
+        let mut after = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let text: String = row.try_get("dep_id").map_err(&db)?;
+            after.push(text.parse().map_err(|e: crate::runtime::RunIdError| {
+                StoreError::Corrupt {
+                    run_id: id,
+                    what: "dependencies".into(),
+                    reason: e.to_string(),
+                }
+            })?);
+        }
+        Ok(Some(DependencySpec {
+            after,
+            deadline_ms: to_u64(deadline_ms),
+            on_failure,
+            result_slice: row.try_get("dep_result").map_err(&db)?,
+        }))
+    }
+
+    pub(super) async fn read_dependents(&self, id: RunId) -> Result<Vec<RunInfo>, StoreError> {
+        let now = now_ms();
+        let rows = sqlx::query(&format!(
+            "SELECT {INFO} FROM runs WHERE id IN \
+             (SELECT run_id FROM dependencies WHERE dep_id = $1) ORDER BY id"
+        ))
+        .bind(id.to_string())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::db("reading dependents", Some(id)))?;
+        rows.iter().map(|r| info_from_row(r, now)).collect()
+    }
+
+    pub(super) async fn read_runnable(&self, limit: usize) -> Result<Vec<RunInfo>, StoreError> {
+        let now = now_ms();
+        let rows = sqlx::query(&format!(
+            "SELECT {INFO} FROM runs r WHERE status IN ('queued', 'waiting', 'running') \
+             AND (expires_ms IS NULL OR expires_ms > $1) \
+             AND (owner IS NULL OR lease_expires_ms IS NULL OR lease_expires_ms <= $1) \
+             AND (status <> 'waiting' OR dep_deadline_ms <= $1 OR NOT EXISTS ( \
+                  SELECT 1 FROM dependencies d JOIN runs dr ON dr.id = d.dep_id \
+                  WHERE d.run_id = r.id \
+                    AND dr.status NOT IN ('completed', 'stopped', 'failed'))) \
+             ORDER BY id LIMIT $2"
+        ))
+        .bind(to_i64(now))
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::db("finding runnable runs", None))?;
+        rows.iter().map(|r| info_from_row(r, now)).collect()
+    }
+}
+
+impl PgStore {
+    /// Every dependency edge in the store, `(dependency, dependent)`, ordered by the
+    /// dependent's id then position (for `runs graph`).
+    pub async fn dependency_edges(&self) -> Result<Vec<(RunId, RunId)>, StoreError> {
+        let db = StoreError::db("reading dependencies", None);
+        let rows = sqlx::query("SELECT dep_id, run_id FROM dependencies ORDER BY run_id, position")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(&db)?;
+        let parse = |text: String| {
+            text.parse::<RunId>().map_err(|e| StoreError::Database {
+                operation: "reading dependencies",
+                run_id: None,
+                source: sqlx::Error::Decode(Box::new(e)),
+            })
+        };
+        let mut edges = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let dep: String = row.try_get("dep_id").map_err(&db)?;
+            let run: String = row.try_get("run_id").map_err(&db)?;
+            edges.push((parse(dep)?, parse(run)?));
+        }
+        Ok(edges)
+    }
+}

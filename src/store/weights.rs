@@ -1,0 +1,121 @@
+//! When a checkpoint carries a snapshot (both stores decide alike).
+//!
+//! A snapshot is written when the deltas since the last one weigh a quarter of it (or
+//! at a pause, at the end, every `snapshot_every` checkpoints when set,
+//! and at a run's first checkpoint in this process). It replaces the run's previous
+//! snapshot and the step rows it covers. So loading replays at most a quarter of the
+//! snapshot's bytes in deltas, and the snapshots a run writes over its life weigh about
+//! five times its deltas at most: a snapshot that grows with the trace is written at
+//! geometrically spaced steps, not every N steps (which costs quadratic time and space).
+//!
+//! Complexity: O(1) per checkpoint to decide (a hash map entry per run being written).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::runtime::{RunId, RunState, RunStatus};
+
+/// How much a run's latest snapshot and the deltas after it weigh (bytes of JSON).
+#[derive(Debug, Clone, Copy)]
+struct Weight {
+    snapshot: usize,
+    replay: usize,
+}
+
+/// The weights of the runs this store writes or loaded to write. Losing an entry only
+/// brings the next snapshot forward.
+#[derive(Debug, Default)]
+pub(crate) struct Weights(Mutex<HashMap<RunId, Weight>>);
+
+/// A snapshot is due when the deltas since the last one weigh this fraction (1/N) of it.
+/// Replaying a delta costs about twice what reading the same bytes of snapshot does, so
+/// a quarter keeps a load within ~1.25 snapshot reads, for snapshots that weigh, over a
+/// run's life, about five times its trace (geometric steps of 1.25).
+const REPLAY_SHARE: usize = 4;
+
+/// Entries kept at most; past it the map starts again (a long-lived process that loads
+/// many runs it never writes would otherwise grow it).
+const MAX_WEIGHTS: usize = 4096;
+
+impl Weights {
+    fn with<T>(&self, f: impl FnOnce(&mut HashMap<RunId, Weight>) -> T) -> T {
+        // A poisoned map only held weights: start again.
+        let mut map = self.0.lock().unwrap_or_else(|poisoned| {
+            let mut map = poisoned.into_inner();
+            map.clear();
+            map
+        });
+        if map.len() > MAX_WEIGHTS {
+            map.clear();
+        }
+        f(&mut map)
+    }
+
+    /// Run `id` was loaded: its snapshot weighs `snapshot` bytes and the deltas replayed
+    /// after it `replay`.
+    pub(crate) fn loaded(&self, id: RunId, snapshot: usize, replay: usize) {
+        self.with(|map| map.insert(id, Weight { snapshot, replay }));
+    }
+}
+
+impl Weights {
+    /// Whether checkpoint `seq` of run `id` (with a snapshot at least every
+    /// `snapshot_every` checkpoints when set), leaving `run` and a delta of `delta_bytes`,
+    /// carries a snapshot.
+    pub(crate) fn wants_snapshot(
+        &self,
+        snapshot_every: Option<u64>,
+        id: RunId,
+        seq: u64,
+        run: &RunState,
+        delta_bytes: usize,
+    ) -> bool {
+        // A run ended `failed` or `stopped` may be reopened as it was before this step
+        // (`load_at(seq - 1)`): no snapshot, so the one before and the deltas after it stay.
+        if matches!(run.status(), RunStatus::Failed | RunStatus::Stopped) {
+            return false;
+        }
+        if !run.is_running() || snapshot_every.is_some_and(|n| seq.is_multiple_of(n)) {
+            return true;
+        }
+        self.with(|map| {
+            map.get(&id)
+                .is_none_or(|w| (w.replay + delta_bytes) * REPLAY_SHARE >= w.snapshot)
+        })
+    }
+
+    /// Records checkpoint of `delta_bytes` (and a snapshot of `snapshot` bytes if one)
+    /// for run `id`, which is still `running` or not.
+    pub(crate) fn weigh(
+        &self,
+        id: RunId,
+        running: bool,
+        delta_bytes: usize,
+        snapshot: Option<usize>,
+    ) {
+        self.with(|map| {
+            if !running {
+                map.remove(&id);
+                return;
+            }
+            match (snapshot, map.get_mut(&id)) {
+                (Some(snapshot), _) => {
+                    map.insert(
+                        id,
+                        Weight {
+                            snapshot,
+                            replay: 0,
+                        },
+                    );
+                }
+                (None, Some(w)) => w.replay += delta_bytes,
+                (None, None) => {}
+            }
+        });
+    }
+
+    /// Forgets run `id`'s weights (it was released).
+    pub(crate) fn forget(&self, id: RunId) {
+        self.with(|map| map.remove(&id));
+    }
+}
