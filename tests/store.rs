@@ -11,11 +11,12 @@ use pactgraph::runtime::{
     Executor, ExecutorBuilder, RunId, RunRecord, RunState, RunStatus, TerminationReason, TraceKind,
 };
 use pactgraph::store::{
-    Before, Checkpoint, CreateOptions, DriveOptions, PruneFilter, RunFilter, RunStore, SqliteStore,
-    StepDelta, StoreError, StoredStatus, drive,
+    AnyStore, Before, Checkpoint, CreateOptions, DriveOptions, PruneFilter, RunFilter, RunStore,
+    SqliteStore, StepDelta, StoreError, StoredStatus, drive,
 };
 use serde_json::{Value, json};
 use support::runtime::{builder, graph, rt};
+use support::stores::{backends, open};
 
 const LEASE: Duration = Duration::from_secs(60);
 
@@ -56,18 +57,10 @@ fn setup(doc: Value, input: Value) -> (Executor, RunRecord) {
     (ex, RunRecord::new(document, run))
 }
 
-/// A store in a fresh temporary folder (kept alive by the returned guard).
-async fn store() -> (tempfile::TempDir, SqliteStore) {
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let url = format!("sqlite:{}", dir.path().join("store.db").display());
-    let store = SqliteStore::open(&url).await.expect("opens");
-    (dir, store)
-}
-
 /// Builds an executor for `doc` (handlers added by `with`), starts a run with input `{}`
 /// and creates its record in `store`.
 async fn created(
-    store: &SqliteStore,
+    store: &AnyStore,
     doc: Value,
     with: impl FnOnce(ExecutorBuilder) -> ExecutorBuilder,
 ) -> (Executor, RunId) {
@@ -93,59 +86,62 @@ async fn step(ex: &Executor, run: &mut RunState) -> StepDelta {
 /// or a skip) is refused with `SeqMismatch` and writes nothing.
 #[test]
 fn a_duplicate_or_skipped_seq_is_refused_and_writes_nothing() {
-    rt().block_on(async {
-        let (_dir, store) = store().await;
-        let (ex, record) = setup(ticker(10, "t"), json!({}));
-        let id = record.run_id;
-        store
-            .create(&record, &CreateOptions::default())
-            .await
-            .unwrap();
-        store.claim(id, "a", LEASE).await.unwrap();
-        let mut run = record.run.clone();
-        let d1 = step(&ex, &mut run).await;
-        store
-            .checkpoint(id, "a", Checkpoint::new(1, &d1, &run))
-            .await
-            .unwrap();
-        let after_one = run.clone();
-        let d2 = step(&ex, &mut run).await;
-        for bad in [1, 3, 0] {
-            match store
-                .checkpoint(id, "a", Checkpoint::new(bad, &d2, &run))
+    for backend in backends() {
+        rt().block_on(async {
+            let held = open(backend).await;
+            let store = held.store.clone();
+            let (ex, record) = setup(ticker(10, "t"), json!({}));
+            let id = record.run_id;
+            store
+                .create(&record, &CreateOptions::default())
                 .await
-            {
-                Err(StoreError::SeqMismatch {
-                    run_id,
-                    expected: 2,
-                    given,
-                }) => {
-                    assert_eq!((run_id, given), (id, bad));
+                .unwrap();
+            store.claim(id, "a", LEASE).await.unwrap();
+            let mut run = record.run.clone();
+            let d1 = step(&ex, &mut run).await;
+            store
+                .checkpoint(id, "a", Checkpoint::new(1, &d1, &run))
+                .await
+                .unwrap();
+            let after_one = run.clone();
+            let d2 = step(&ex, &mut run).await;
+            for bad in [1, 3, 0] {
+                match store
+                    .checkpoint(id, "a", Checkpoint::new(bad, &d2, &run))
+                    .await
+                {
+                    Err(StoreError::SeqMismatch {
+                        run_id,
+                        expected: 2,
+                        given,
+                    }) => {
+                        assert_eq!((run_id, given), (id, bad));
+                    }
+                    other => panic!("seq {bad}: expected SeqMismatch, got {other:?}"),
                 }
-                other => panic!("seq {bad}: expected SeqMismatch, got {other:?}"),
             }
-        }
-        let e = store
-            .checkpoint(id, "a", Checkpoint::new(3, &d2, &run))
-            .await
-            .unwrap_err();
-        assert!(
-            e.to_string().contains(&id.to_string()),
-            "the error names the run: {e}"
-        );
-        // Nothing of the refused writes is there.
-        let loaded = store.load(id).await.unwrap();
-        assert_eq!(loaded.record.seq, 1);
-        assert_eq!(loaded.record.run, after_one);
-        let kept = store.storage(id).await.unwrap();
-        assert_eq!(kept.snapshot_seq + kept.steps, 1, "{kept:?}");
-        // The right number goes through.
-        store
-            .checkpoint(id, "a", Checkpoint::new(2, &d2, &run))
-            .await
-            .unwrap();
-        assert_eq!(store.load(id).await.unwrap().record.run, run);
-    });
+            let e = store
+                .checkpoint(id, "a", Checkpoint::new(3, &d2, &run))
+                .await
+                .unwrap_err();
+            assert!(
+                e.to_string().contains(&id.to_string()),
+                "the error names the run: {e}"
+            );
+            // Nothing of the refused writes is there.
+            let loaded = store.load(id).await.unwrap();
+            assert_eq!(loaded.record.seq, 1);
+            assert_eq!(loaded.record.run, after_one);
+            let kept = store.storage(id).await.unwrap();
+            assert_eq!(kept.snapshot_seq + kept.steps, 1, "{kept:?}");
+            // The right number goes through.
+            store
+                .checkpoint(id, "a", Checkpoint::new(2, &d2, &run))
+                .await
+                .unwrap();
+            assert_eq!(store.load(id).await.unwrap().record.run, run);
+        });
+    }
 }
 
 /// Proves lease fencing: a claim fails while another owner holds an unexpired lease,
@@ -153,76 +149,79 @@ fn a_duplicate_or_skipped_seq_is_refused_and_writes_nothing() {
 /// can be claimed, and the old owner can then neither write nor renew.
 #[test]
 fn another_owners_write_is_refused_and_an_expired_lease_can_be_claimed() {
-    rt().block_on(async {
-        let (_dir, store) = store().await;
-        let (ex, record) = setup(ticker(10, "t"), json!({}));
-        let id = record.run_id;
-        store
-            .create(&record, &CreateOptions::default())
-            .await
-            .unwrap();
-        // No lease at all: a write is refused.
-        let mut run = record.run.clone();
-        let d1 = step(&ex, &mut run).await;
-        assert!(matches!(
+    for backend in backends() {
+        rt().block_on(async {
+            let held = open(backend).await;
+            let store = held.store.clone();
+            let (ex, record) = setup(ticker(10, "t"), json!({}));
+            let id = record.run_id;
+            store
+                .create(&record, &CreateOptions::default())
+                .await
+                .unwrap();
+            // No lease at all: a write is refused.
+            let mut run = record.run.clone();
+            let d1 = step(&ex, &mut run).await;
+            assert!(matches!(
+                store
+                    .checkpoint(id, "a", Checkpoint::new(1, &d1, &run))
+                    .await,
+                Err(StoreError::LeaseLost { holder: None, .. })
+            ));
+            store
+                .claim(id, "a", Duration::from_millis(200))
+                .await
+                .unwrap();
+            assert_eq!(store.info(id).await.unwrap().status, StoredStatus::Running);
+            match store.claim(id, "b", LEASE).await {
+                Err(StoreError::LeaseHeld { run_id, holder, .. }) => {
+                    assert_eq!((run_id, holder.as_str()), (id, "a"));
+                }
+                other => panic!("expected LeaseHeld, got {other:?}"),
+            }
+            match store
+                .checkpoint(id, "b", Checkpoint::new(1, &d1, &run))
+                .await
+            {
+                Err(StoreError::LeaseLost { owner, holder, .. }) => {
+                    assert_eq!((owner.as_str(), holder.as_deref()), ("b", Some("a")));
+                }
+                other => panic!("expected LeaseLost, got {other:?}"),
+            }
+            assert_eq!(store.info(id).await.unwrap().seq, 0, "nothing written");
             store
                 .checkpoint(id, "a", Checkpoint::new(1, &d1, &run))
-                .await,
-            Err(StoreError::LeaseLost { holder: None, .. })
-        ));
-        store
-            .claim(id, "a", Duration::from_millis(200))
-            .await
-            .unwrap();
-        assert_eq!(store.info(id).await.unwrap().status, StoredStatus::Running);
-        match store.claim(id, "b", LEASE).await {
-            Err(StoreError::LeaseHeld { run_id, holder, .. }) => {
-                assert_eq!((run_id, holder.as_str()), (id, "a"));
-            }
-            other => panic!("expected LeaseHeld, got {other:?}"),
-        }
-        match store
-            .checkpoint(id, "b", Checkpoint::new(1, &d1, &run))
-            .await
-        {
-            Err(StoreError::LeaseLost { owner, holder, .. }) => {
-                assert_eq!((owner.as_str(), holder.as_deref()), ("b", Some("a")));
-            }
-            other => panic!("expected LeaseLost, got {other:?}"),
-        }
-        assert_eq!(store.info(id).await.unwrap().seq, 0, "nothing written");
-        store
-            .checkpoint(id, "a", Checkpoint::new(1, &d1, &run))
-            .await
-            .unwrap();
-        // The lease lapses: the run shows as interrupted and `b` may claim it.
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        assert_eq!(
-            store.info(id).await.unwrap().status,
-            StoredStatus::Interrupted
-        );
-        store.claim(id, "b", LEASE).await.unwrap();
-        let d2 = step(&ex, &mut run).await;
-        assert!(matches!(
-            store.checkpoint(id, "a", Checkpoint::new(2, &d2, &run)).await,
-            Err(StoreError::LeaseLost { holder: Some(h), .. }) if h == "b"
-        ));
-        assert!(matches!(
-            store.renew(id, "a", LEASE).await,
-            Err(StoreError::LeaseLost { .. })
-        ));
-        assert!(matches!(
-            store.release(id, "a").await,
-            Err(StoreError::LeaseLost { .. })
-        ));
-        store.renew(id, "b", LEASE).await.unwrap();
-        store
-            .checkpoint(id, "b", Checkpoint::new(2, &d2, &run))
-            .await
-            .unwrap();
-        store.release(id, "b").await.unwrap();
-        assert_eq!(store.info(id).await.unwrap().owner, None);
-    });
+                .await
+                .unwrap();
+            // The lease lapses: the run shows as interrupted and `b` may claim it.
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            assert_eq!(
+                store.info(id).await.unwrap().status,
+                StoredStatus::Interrupted
+            );
+            store.claim(id, "b", LEASE).await.unwrap();
+            let d2 = step(&ex, &mut run).await;
+            assert!(matches!(
+                store.checkpoint(id, "a", Checkpoint::new(2, &d2, &run)).await,
+                Err(StoreError::LeaseLost { holder: Some(h), .. }) if h == "b"
+            ));
+            assert!(matches!(
+                store.renew(id, "a", LEASE).await,
+                Err(StoreError::LeaseLost { .. })
+            ));
+            assert!(matches!(
+                store.release(id, "a").await,
+                Err(StoreError::LeaseLost { .. })
+            ));
+            store.renew(id, "b", LEASE).await.unwrap();
+            store
+                .checkpoint(id, "b", Checkpoint::new(2, &d2, &run))
+                .await
+                .unwrap();
+            store.release(id, "b").await.unwrap();
+            assert_eq!(store.info(id).await.unwrap().owner, None);
+        });
+    }
 }
 
 /// Proves storage grows with what steps write: a run with a 20 KB slice no step writes
@@ -232,8 +231,10 @@ fn another_owners_write_is_refused_and_an_expired_lease_can_be_claimed() {
 /// no more than it holds); the checkpoints it replaced cannot be loaded (`Compacted`).
 #[test]
 fn storage_grows_with_what_steps_write_not_with_state_size() {
-    rt().block_on(async {
-        let (_dir, store) = store().await;
+    for backend in backends() {
+        rt().block_on(async {
+        let held = open(backend).await;
+        let store = held.store.clone();
         let big: Vec<String> = (0..1500).map(|i| format!("item-{i:06}")).collect();
         let big = json!(big);
         let big_bytes = big.to_string().len() as u64;
@@ -302,6 +303,7 @@ fn storage_grows_with_what_steps_write_not_with_state_size() {
         }
         assert_eq!(store.load(id).await.unwrap().record.run, run);
     });
+    }
 }
 
 /// Proves listing (newest first, filters, expired hidden unless asked), finding (full
@@ -309,176 +311,179 @@ fn storage_grows_with_what_steps_write_not_with_state_size() {
 /// unexpired runs) and pruning (counts, dry runs, documents no run uses go too).
 #[test]
 fn list_find_and_prune() {
-    rt().block_on(async {
-        let (_dir, store) = store().await;
-        let create = |doc: Value, opts: CreateOptions| {
-            let store = &store;
-            async move {
-                let (_, record) = setup(doc, json!({}));
-                store.create(&record, &opts).await.map(|i| i.id)
+    for backend in backends() {
+        rt().block_on(async {
+            let held = open(backend).await;
+            let store = held.store.clone();
+            let create = |doc: Value, opts: CreateOptions| {
+                let store = &store;
+                async move {
+                    let (_, record) = setup(doc, json!({}));
+                    store.create(&record, &opts).await.map(|i| i.id)
+                }
+            };
+            let a = create(ticker(5, "t"), CreateOptions::default().name("alpha"))
+                .await
+                .unwrap();
+            let b = create(
+                ticker(5, "t"),
+                CreateOptions::default().name("beta").expires_at(1),
+            )
+            .await
+            .unwrap();
+            let c = create(ticker(5, "other"), CreateOptions::default().ttl(LEASE))
+                .await
+                .unwrap();
+            // Newest first; the expired run only when asked.
+            let ids =
+                |v: Vec<pactgraph::store::RunInfo>| v.into_iter().map(|i| i.id).collect::<Vec<_>>();
+            assert_eq!(
+                ids(store.list(&RunFilter::default()).await.unwrap()),
+                vec![c, a]
+            );
+            assert_eq!(
+                ids(store
+                    .list(&RunFilter::default().include_expired())
+                    .await
+                    .unwrap()),
+                vec![c, b, a]
+            );
+            assert_eq!(
+                ids(store
+                    .list(&RunFilter::default().workflow("other"))
+                    .await
+                    .unwrap()),
+                vec![c]
+            );
+            assert_eq!(
+                ids(store
+                    .list(&RunFilter::default().status(StoredStatus::Queued))
+                    .await
+                    .unwrap()),
+                vec![c, a]
+            );
+            assert!(
+                store
+                    .list(&RunFilter::default().status(StoredStatus::Completed))
+                    .await
+                    .unwrap()
+                    .is_empty()
+            );
+            // Finding by id, name and prefix.
+            assert_eq!(store.find(&a.to_string()).await.unwrap(), a);
+            assert_eq!(store.find(&a.to_string().to_lowercase()).await.unwrap(), a);
+            assert_eq!(store.find("alpha").await.unwrap(), a);
+            assert!(
+                matches!(store.find("beta").await, Err(StoreError::NotFound { .. })),
+                "expired names are not found"
+            );
+            assert!(matches!(
+                store.find("nobody").await,
+                Err(StoreError::NotFound { .. })
+            ));
+            // The ids share their time prefix (made in the same few ms): 6 characters match all.
+            let prefix = &a.to_string()[..6];
+            match store.find(prefix).await {
+                Err(StoreError::Ambiguous { candidates, .. }) => {
+                    assert_eq!(candidates, vec![c, b, a]);
+                }
+                other => panic!("expected Ambiguous, got {other:?}"),
             }
-        };
-        let a = create(ticker(5, "t"), CreateOptions::default().name("alpha"))
-            .await
-            .unwrap();
-        let b = create(
-            ticker(5, "t"),
-            CreateOptions::default().name("beta").expires_at(1),
-        )
-        .await
-        .unwrap();
-        let c = create(ticker(5, "other"), CreateOptions::default().ttl(LEASE))
-            .await
-            .unwrap();
-        // Newest first; the expired run only when asked.
-        let ids =
-            |v: Vec<pactgraph::store::RunInfo>| v.into_iter().map(|i| i.id).collect::<Vec<_>>();
-        assert_eq!(
-            ids(store.list(&RunFilter::default()).await.unwrap()),
-            vec![c, a]
-        );
-        assert_eq!(
-            ids(store
-                .list(&RunFilter::default().include_expired())
-                .await
-                .unwrap()),
-            vec![c, b, a]
-        );
-        assert_eq!(
-            ids(store
-                .list(&RunFilter::default().workflow("other"))
-                .await
-                .unwrap()),
-            vec![c]
-        );
-        assert_eq!(
-            ids(store
-                .list(&RunFilter::default().status(StoredStatus::Queued))
-                .await
-                .unwrap()),
-            vec![c, a]
-        );
-        assert!(
-            store
-                .list(&RunFilter::default().status(StoredStatus::Completed))
-                .await
-                .unwrap()
-                .is_empty()
-        );
-        // Finding by id, name and prefix.
-        assert_eq!(store.find(&a.to_string()).await.unwrap(), a);
-        assert_eq!(store.find(&a.to_string().to_lowercase()).await.unwrap(), a);
-        assert_eq!(store.find("alpha").await.unwrap(), a);
-        assert!(
-            matches!(store.find("beta").await, Err(StoreError::NotFound { .. })),
-            "expired names are not found"
-        );
-        assert!(matches!(
-            store.find("nobody").await,
-            Err(StoreError::NotFound { .. })
-        ));
-        // The ids share their time prefix (made in the same few ms): 6 characters match all.
-        let prefix = &a.to_string()[..6];
-        match store.find(prefix).await {
-            Err(StoreError::Ambiguous { candidates, .. }) => {
-                assert_eq!(candidates, vec![c, b, a]);
+            let unique = |id: RunId, others: &[RunId]| {
+                let s = id.to_string();
+                (6..=26)
+                    .map(|n| s[..n].to_string())
+                    .find(|p| {
+                        others
+                            .iter()
+                            .all(|o| !o.to_string().starts_with(p.as_str()))
+                    })
+                    .unwrap()
+            };
+            let p = unique(a, &[b, c]);
+            assert_eq!(store.find(&p).await.unwrap(), a);
+            // Names: taken while the holder is unexpired; an expired one's name is free.
+            match create(ticker(5, "t"), CreateOptions::default().name("alpha")).await {
+                Err(StoreError::NameTaken { name, holder }) => {
+                    assert_eq!((name.as_str(), holder), ("alpha", a))
+                }
+                other => panic!("expected NameTaken, got {other:?}"),
             }
-            other => panic!("expected Ambiguous, got {other:?}"),
-        }
-        let unique = |id: RunId, others: &[RunId]| {
-            let s = id.to_string();
-            (6..=26)
-                .map(|n| s[..n].to_string())
-                .find(|p| {
-                    others
-                        .iter()
-                        .all(|o| !o.to_string().starts_with(p.as_str()))
-                })
-                .unwrap()
-        };
-        let p = unique(a, &[b, c]);
-        assert_eq!(store.find(&p).await.unwrap(), a);
-        // Names: taken while the holder is unexpired; an expired one's name is free.
-        match create(ticker(5, "t"), CreateOptions::default().name("alpha")).await {
-            Err(StoreError::NameTaken { name, holder }) => {
-                assert_eq!((name.as_str(), holder), ("alpha", a))
-            }
-            other => panic!("expected NameTaken, got {other:?}"),
-        }
-        let d = create(ticker(5, "t"), CreateOptions::default().name("beta"))
-            .await
-            .unwrap();
-        assert_eq!(store.find("beta").await.unwrap(), d);
-        // Creating the same run twice is refused.
-        let (_, record) = setup(ticker(5, "t"), json!({}));
-        store
-            .create(&record, &CreateOptions::default())
-            .await
-            .unwrap();
-        assert!(matches!(
-            store.create(&record, &CreateOptions::default()).await,
-            Err(StoreError::Exists { run_id }) if run_id == record.run_id
-        ));
-        // Pruning.
-        assert!(matches!(
-            store.prune(&PruneFilter::default()).await,
-            Err(StoreError::NoPruneFilter)
-        ));
-        assert_eq!(
-            store
-                .prune(&PruneFilter::default().expired().dry_run())
+            let d = create(ticker(5, "t"), CreateOptions::default().name("beta"))
                 .await
-                .unwrap(),
-            1
-        );
-        assert_eq!(
+                .unwrap();
+            assert_eq!(store.find("beta").await.unwrap(), d);
+            // Creating the same run twice is refused.
+            let (_, record) = setup(ticker(5, "t"), json!({}));
             store
-                .list(&RunFilter::default().include_expired())
+                .create(&record, &CreateOptions::default())
                 .await
-                .unwrap()
-                .len(),
-            5
-        );
-        assert_eq!(
-            store
-                .prune(&PruneFilter::default().expired())
-                .await
-                .unwrap(),
-            1
-        );
-        assert!(matches!(
-            store.load(b).await,
-            Err(StoreError::NotFound { .. })
-        ));
-        assert_eq!(
-            store
-                .prune(&PruneFilter::default().expired())
-                .await
-                .unwrap(),
-            0
-        );
-        assert_eq!(
-            store
-                .prune(&PruneFilter::default().older_than(Duration::from_secs(3600)))
-                .await
-                .unwrap(),
-            0
-        );
-        assert_eq!(
-            store
-                .prune(&PruneFilter::default().status(StoredStatus::Queued))
-                .await
-                .unwrap(),
-            4
-        );
-        assert!(
-            store
-                .list(&RunFilter::default().include_expired())
-                .await
-                .unwrap()
-                .is_empty()
-        );
-    });
+                .unwrap();
+            assert!(matches!(
+                store.create(&record, &CreateOptions::default()).await,
+                Err(StoreError::Exists { run_id }) if run_id == record.run_id
+            ));
+            // Pruning.
+            assert!(matches!(
+                store.prune(&PruneFilter::default()).await,
+                Err(StoreError::NoPruneFilter)
+            ));
+            assert_eq!(
+                store
+                    .prune(&PruneFilter::default().expired().dry_run())
+                    .await
+                    .unwrap(),
+                1
+            );
+            assert_eq!(
+                store
+                    .list(&RunFilter::default().include_expired())
+                    .await
+                    .unwrap()
+                    .len(),
+                5
+            );
+            assert_eq!(
+                store
+                    .prune(&PruneFilter::default().expired())
+                    .await
+                    .unwrap(),
+                1
+            );
+            assert!(matches!(
+                store.load(b).await,
+                Err(StoreError::NotFound { .. })
+            ));
+            assert_eq!(
+                store
+                    .prune(&PruneFilter::default().expired())
+                    .await
+                    .unwrap(),
+                0
+            );
+            assert_eq!(
+                store
+                    .prune(&PruneFilter::default().older_than(Duration::from_secs(3600)))
+                    .await
+                    .unwrap(),
+                0
+            );
+            assert_eq!(
+                store
+                    .prune(&PruneFilter::default().status(StoredStatus::Queued))
+                    .await
+                    .unwrap(),
+                4
+            );
+            assert!(
+                store
+                    .list(&RunFilter::default().include_expired())
+                    .await
+                    .unwrap()
+                    .is_empty()
+            );
+        });
+    }
 }
 
 /// Proves cancelling: a queued run and a paused run are stopped with reason `cancelled`
@@ -486,61 +491,64 @@ fn list_find_and_prune() {
 /// stop); an ended run and a run held under a current lease are refused.
 #[test]
 fn cancel_stops_queued_and_paused_runs_only() {
-    rt().block_on(async {
-        let (_dir, store) = store().await;
-        let (_, queued) = setup(ticker(5, "t"), json!({}));
-        store
-            .create(&queued, &CreateOptions::default())
-            .await
-            .unwrap();
-        let info = store.cancel(queued.run_id).await.unwrap();
-        assert_eq!((info.status, info.seq), (StoredStatus::Stopped, 1));
-        assert_eq!(info.termination_reason, Some(TerminationReason::Cancelled));
-        let run = store.load(queued.run_id).await.unwrap().record.run;
-        assert_eq!(run.status(), RunStatus::Stopped);
-        assert_eq!(run.termination_reason(), Some(TerminationReason::Cancelled));
-        assert_eq!(
-            run.trace.items.last().map(|i| i.kind),
-            Some(TraceKind::GuardStop)
-        );
-        assert!(matches!(
-            store.cancel(queued.run_id).await,
-            Err(StoreError::WrongStatus {
-                status: StoredStatus::Stopped,
-                ..
-            })
-        ));
+    for backend in backends() {
+        rt().block_on(async {
+            let held = open(backend).await;
+            let store = held.store.clone();
+            let (_, queued) = setup(ticker(5, "t"), json!({}));
+            store
+                .create(&queued, &CreateOptions::default())
+                .await
+                .unwrap();
+            let info = store.cancel(queued.run_id).await.unwrap();
+            assert_eq!((info.status, info.seq), (StoredStatus::Stopped, 1));
+            assert_eq!(info.termination_reason, Some(TerminationReason::Cancelled));
+            let run = store.load(queued.run_id).await.unwrap().record.run;
+            assert_eq!(run.status(), RunStatus::Stopped);
+            assert_eq!(run.termination_reason(), Some(TerminationReason::Cancelled));
+            assert_eq!(
+                run.trace.items.last().map(|i| i.kind),
+                Some(TraceKind::GuardStop)
+            );
+            assert!(matches!(
+                store.cancel(queued.run_id).await,
+                Err(StoreError::WrongStatus {
+                    status: StoredStatus::Stopped,
+                    ..
+                })
+            ));
 
-        let (ex, paused) = setup(asker(), json!({}));
-        store
-            .create(&paused, &CreateOptions::default())
-            .await
-            .unwrap();
-        let run = drive(&ex, &store, paused.run_id, "a", &DriveOptions::default())
-            .await
-            .unwrap();
-        assert_eq!(run.status(), RunStatus::AwaitingInput);
-        assert_eq!(
-            store.info(paused.run_id).await.unwrap().status,
-            StoredStatus::AwaitingInput
-        );
-        assert_eq!(
-            store.cancel(paused.run_id).await.unwrap().status,
-            StoredStatus::Stopped
-        );
+            let (ex, paused) = setup(asker(), json!({}));
+            store
+                .create(&paused, &CreateOptions::default())
+                .await
+                .unwrap();
+            let run = drive(&ex, &store, paused.run_id, "a", &DriveOptions::default())
+                .await
+                .unwrap();
+            assert_eq!(run.status(), RunStatus::AwaitingInput);
+            assert_eq!(
+                store.info(paused.run_id).await.unwrap().status,
+                StoredStatus::AwaitingInput
+            );
+            assert_eq!(
+                store.cancel(paused.run_id).await.unwrap().status,
+                StoredStatus::Stopped
+            );
 
-        let (_, held) = setup(ticker(5, "t"), json!({}));
-        store
-            .create(&held, &CreateOptions::default())
-            .await
-            .unwrap();
-        store.claim(held.run_id, "a", LEASE).await.unwrap();
-        // A run held under a current lease is not stopped under its owner: the cancel is
-        // asked, and its driver stops it at its next step (tests/cli_runs.rs).
-        let asked = store.cancel(held.run_id).await.unwrap();
-        assert_eq!(asked.status, StoredStatus::Running);
-        assert!(asked.cancel_requested);
-    });
+            let (_, held) = setup(ticker(5, "t"), json!({}));
+            store
+                .create(&held, &CreateOptions::default())
+                .await
+                .unwrap();
+            store.claim(held.run_id, "a", LEASE).await.unwrap();
+            // A run held under a current lease is not stopped under its owner: the cancel is
+            // asked, and its driver stops it at its next step (tests/cli_runs.rs).
+            let asked = store.cancel(held.run_id).await.unwrap();
+            assert_eq!(asked.status, StoredStatus::Running);
+            assert!(asked.cancel_requested);
+        });
+    }
 }
 
 /// Proves a pause and its resume go through the store: the paused run is snapshotted,
@@ -548,51 +556,54 @@ fn cancel_stops_queued_and_paused_runs_only() {
 /// more transition, and the reloaded run finishes as the same run kept in memory.
 #[test]
 fn a_paused_run_resumes_through_the_store() {
-    rt().block_on(async {
-        let (_dir, store) = store().await;
-        let (ex, record) = setup(asker(), json!({}));
-        let id = record.run_id;
-        store
-            .create(&record, &CreateOptions::default())
-            .await
-            .unwrap();
-        let paused = drive(&ex, &store, id, "a", &DriveOptions::default())
-            .await
-            .unwrap();
-        assert_eq!(paused.question(), Some("which?"));
-        let stored = store.load(id).await.unwrap();
-        assert_eq!(stored.record.run, paused);
-        // The resume, as one checkpoint.
-        store.claim(id, "a", LEASE).await.unwrap();
-        let before = Before::of(&stored.record.run);
-        let resumed = ex.resume(stored.record.run, "the blue one").unwrap();
-        let delta = StepDelta::between(&before, &resumed);
-        assert!(delta.root.set.contains_key("clarification"));
-        assert_eq!(delta.trace.last().map(|i| i.kind), Some(TraceKind::Resume));
-        let seq = stored.record.seq + 1;
-        store
-            .checkpoint(id, "a", Checkpoint::new(seq, &delta, &resumed))
-            .await
-            .unwrap();
-        store.release(id, "a").await.unwrap();
-        assert_eq!(store.load(id).await.unwrap().record.run, resumed);
-        assert_eq!(
-            store.info(id).await.unwrap().status,
-            StoredStatus::Interrupted
-        );
-        // Finished from the store, as in memory.
-        let mut expected = resumed.clone();
-        ex.run_in_place(&mut expected).await;
-        let finished = drive(&ex, &store, id, "b", &DriveOptions::default())
-            .await
-            .unwrap();
-        assert_eq!(finished, expected);
-        assert_eq!(finished.status(), RunStatus::Completed);
-        assert_eq!(
-            store.info(id).await.unwrap().status,
-            StoredStatus::Completed
-        );
-    });
+    for backend in backends() {
+        rt().block_on(async {
+            let held = open(backend).await;
+            let store = held.store.clone();
+            let (ex, record) = setup(asker(), json!({}));
+            let id = record.run_id;
+            store
+                .create(&record, &CreateOptions::default())
+                .await
+                .unwrap();
+            let paused = drive(&ex, &store, id, "a", &DriveOptions::default())
+                .await
+                .unwrap();
+            assert_eq!(paused.question(), Some("which?"));
+            let stored = store.load(id).await.unwrap();
+            assert_eq!(stored.record.run, paused);
+            // The resume, as one checkpoint.
+            store.claim(id, "a", LEASE).await.unwrap();
+            let before = Before::of(&stored.record.run);
+            let resumed = ex.resume(stored.record.run, "the blue one").unwrap();
+            let delta = StepDelta::between(&before, &resumed);
+            assert!(delta.root.set.contains_key("clarification"));
+            assert_eq!(delta.trace.last().map(|i| i.kind), Some(TraceKind::Resume));
+            let seq = stored.record.seq + 1;
+            store
+                .checkpoint(id, "a", Checkpoint::new(seq, &delta, &resumed))
+                .await
+                .unwrap();
+            store.release(id, "a").await.unwrap();
+            assert_eq!(store.load(id).await.unwrap().record.run, resumed);
+            assert_eq!(
+                store.info(id).await.unwrap().status,
+                StoredStatus::Interrupted
+            );
+            // Finished from the store, as in memory.
+            let mut expected = resumed.clone();
+            ex.run_in_place(&mut expected).await;
+            let finished = drive(&ex, &store, id, "b", &DriveOptions::default())
+                .await
+                .unwrap();
+            assert_eq!(finished, expected);
+            assert_eq!(finished.status(), RunStatus::Completed);
+            assert_eq!(
+                store.info(id).await.unwrap().status,
+                StoredStatus::Completed
+            );
+        });
+    }
 }
 
 /// Proves `drive` renews its lease: steps of ~5 ms under a 60 ms lease run for several
@@ -600,72 +611,78 @@ fn a_paused_run_resumes_through_the_store() {
 /// Also that of two owners claiming at once exactly one gets the run.
 #[test]
 fn drive_renews_its_lease_and_claims_are_exclusive() {
-    rt().block_on(async {
-        let (_dir, store) = store().await;
-        let mut doc = ticker(40, "t");
-        doc["nodes"]["tick"]["run"] = json!({"handler": "slow"});
-        let (ex, id) = created(&store, doc, |b| {
-            b.node_handler(
-                "slow",
-                pactgraph::runtime::sync_node(|_| {
-                    std::thread::sleep(Duration::from_millis(5));
-                    let mut w = serde_json::Map::new();
-                    w.insert("n".into(), json!(1));
-                    Ok(w)
-                }),
-            )
-        })
-        .await;
-        let (x, y) = tokio::join!(store.claim(id, "x", LEASE), store.claim(id, "y", LEASE));
-        assert!(
-            x.is_ok() != y.is_ok(),
-            "exactly one claim wins: {x:?} {y:?}"
-        );
-        let winner = if x.is_ok() { "x" } else { "y" };
-        store.release(id, winner).await.unwrap();
+    for backend in backends() {
+        rt().block_on(async {
+            let held = open(backend).await;
+            let store = held.store.clone();
+            let mut doc = ticker(40, "t");
+            doc["nodes"]["tick"]["run"] = json!({"handler": "slow"});
+            let (ex, id) = created(&store, doc, |b| {
+                b.node_handler(
+                    "slow",
+                    pactgraph::runtime::sync_node(|_| {
+                        std::thread::sleep(Duration::from_millis(5));
+                        let mut w = serde_json::Map::new();
+                        w.insert("n".into(), json!(1));
+                        Ok(w)
+                    }),
+                )
+            })
+            .await;
+            let (x, y) = tokio::join!(store.claim(id, "x", LEASE), store.claim(id, "y", LEASE));
+            assert!(
+                x.is_ok() != y.is_ok(),
+                "exactly one claim wins: {x:?} {y:?}"
+            );
+            let winner = if x.is_ok() { "x" } else { "y" };
+            store.release(id, winner).await.unwrap();
 
-        let t0 = std::time::Instant::now();
-        let lease = Duration::from_millis(60);
-        let run = drive(&ex, &store, id, "a", &DriveOptions::default().lease(lease))
-            .await
-            .unwrap();
-        assert!(t0.elapsed() > lease * 3, "the run outlived several leases");
-        assert_eq!(run.steps, 40);
-        let kept = store.storage(id).await.unwrap();
-        assert_eq!(
-            store.info(id).await.unwrap().seq,
-            kept.snapshot_seq + kept.steps
-        );
-        assert_eq!(store.load(id).await.unwrap().record.run, run);
-    });
+            let t0 = std::time::Instant::now();
+            let lease = Duration::from_millis(60);
+            let run = drive(&ex, &store, id, "a", &DriveOptions::default().lease(lease))
+                .await
+                .unwrap();
+            assert!(t0.elapsed() > lease * 3, "the run outlived several leases");
+            assert_eq!(run.steps, 40);
+            let kept = store.storage(id).await.unwrap();
+            assert_eq!(
+                store.info(id).await.unwrap().seq,
+                kept.snapshot_seq + kept.steps
+            );
+            assert_eq!(store.load(id).await.unwrap().record.run, run);
+        });
+    }
 }
 
 /// Proves `drive` renews its lease while an effect runs: each of 3 node calls takes
 /// 150 ms (awaiting, as an LLM call would) under a 60 ms lease, and every checkpoint lands.
 #[test]
 fn drive_renews_its_lease_during_a_long_effect() {
-    rt().block_on(async {
-        let (_dir, store) = store().await;
-        let mut doc = ticker(3, "t");
-        doc["nodes"]["tick"]["run"] = json!({"handler": "long"});
-        let (ex, id) = created(&store, doc, |b| {
-            b.node_handler("long", |_input: pactgraph::runtime::NodeInput| async {
-                tokio::time::sleep(Duration::from_millis(150)).await;
-                let mut w = serde_json::Map::new();
-                w.insert("n".into(), json!(1));
-                Ok(w)
+    for backend in backends() {
+        rt().block_on(async {
+            let held = open(backend).await;
+            let store = held.store.clone();
+            let mut doc = ticker(3, "t");
+            doc["nodes"]["tick"]["run"] = json!({"handler": "long"});
+            let (ex, id) = created(&store, doc, |b| {
+                b.node_handler("long", |_input: pactgraph::runtime::NodeInput| async {
+                    tokio::time::sleep(Duration::from_millis(150)).await;
+                    let mut w = serde_json::Map::new();
+                    w.insert("n".into(), json!(1));
+                    Ok(w)
+                })
             })
-        })
-        .await;
-        let options = DriveOptions::default().lease(Duration::from_millis(60));
-        let run = drive(&ex, &store, id, "a", &options).await.unwrap();
-        assert_eq!(run.steps, 3);
-        assert_eq!(
-            run.termination_reason(),
-            Some(TerminationReason::MaxStepsExceeded)
-        );
-        assert_eq!(store.load(id).await.unwrap().record.run, run);
-    });
+            .await;
+            let options = DriveOptions::default().lease(Duration::from_millis(60));
+            let run = drive(&ex, &store, id, "a", &options).await.unwrap();
+            assert_eq!(run.steps, 3);
+            assert_eq!(
+                run.termination_reason(),
+                Some(TerminationReason::MaxStepsExceeded)
+            );
+            assert_eq!(store.load(id).await.unwrap().record.run, run);
+        });
+    }
 }
 
 /// Proves opening by URL: the file and its folder are created, `sqlite::memory:` works,
@@ -715,47 +732,50 @@ fn opening_by_url() {
 /// the same summed usage, and is equal to the run in memory.
 #[test]
 fn reported_usage_is_checkpointed_and_reloaded() {
-    rt().block_on(async {
-        let (_dir, store) = store().await;
-        let mut doc = ticker(7, "usage");
-        doc["nodes"]["tick"]["run"] = json!({"handler": "costly"});
-        let (ex, id) = created(&store, doc, |b| {
-            b.node_handler(
-                "costly",
-                pactgraph::runtime::sync_node(|_| {
-                    let mut w = serde_json::Map::new();
-                    w.insert("n".into(), json!(1));
-                    w.insert("$usage".into(), json!({"input_tokens": 3, "cost_usd": 0.5}));
-                    Ok(w)
-                }),
+    for backend in backends() {
+        rt().block_on(async {
+            let held = open(backend).await;
+            let store = held.store.clone();
+            let mut doc = ticker(7, "usage");
+            doc["nodes"]["tick"]["run"] = json!({"handler": "costly"});
+            let (ex, id) = created(&store, doc, |b| {
+                b.node_handler(
+                    "costly",
+                    pactgraph::runtime::sync_node(|_| {
+                        let mut w = serde_json::Map::new();
+                        w.insert("n".into(), json!(1));
+                        w.insert("$usage".into(), json!({"input_tokens": 3, "cost_usd": 0.5}));
+                        Ok(w)
+                    }),
+                )
+            })
+            .await;
+            // Stopped mid-run: the load replays deltas after the creation snapshot.
+            let part = drive(
+                &ex,
+                &store,
+                id,
+                "a",
+                &DriveOptions::default().max_checkpoints(4),
             )
-        })
-        .await;
-        // Stopped mid-run: the load replays deltas after the creation snapshot.
-        let part = drive(
-            &ex,
-            &store,
-            id,
-            "a",
-            &DriveOptions::default().max_checkpoints(4),
-        )
-        .await
-        .unwrap();
-        assert!(part.is_running());
-        assert_eq!(
-            serde_json::to_value(&part.usage_total).unwrap(),
-            json!({"input_tokens": 12, "cost_usd": 2.0})
-        );
-        assert_eq!(store.load(id).await.unwrap().record.run, part);
-        let run = drive(&ex, &store, id, "a", &DriveOptions::default())
             .await
             .unwrap();
-        assert_eq!(
-            serde_json::to_value(&run.usage_total).unwrap(),
-            json!({"input_tokens": 21, "cost_usd": 3.5})
-        );
-        assert_eq!(store.load(id).await.unwrap().record.run, run);
-    });
+            assert!(part.is_running());
+            assert_eq!(
+                serde_json::to_value(&part.usage_total).unwrap(),
+                json!({"input_tokens": 12, "cost_usd": 2.0})
+            );
+            assert_eq!(store.load(id).await.unwrap().record.run, part);
+            let run = drive(&ex, &store, id, "a", &DriveOptions::default())
+                .await
+                .unwrap();
+            assert_eq!(
+                serde_json::to_value(&run.usage_total).unwrap(),
+                json!({"input_tokens": 21, "cost_usd": 3.5})
+            );
+            assert_eq!(store.load(id).await.unwrap().record.run, run);
+        });
+    }
 }
 
 /// Proves that a node `retry` policy's later attempts are stored before they run: the
@@ -763,46 +783,49 @@ fn reported_usage_is_checkpointed_and_reloaded() {
 /// run the step again as attempt 4), and the driven run completes with two `retry` items.
 #[test]
 fn retry_attempts_are_stored_before_they_run() {
-    rt().block_on(async {
-        let (_dir, store) = store().await;
-        let mut doc = ticker(3, "retrying");
-        doc["nodes"]["tick"]["run"] = json!({"handler": "flaky"});
-        doc["nodes"]["tick"]["retry"] = json!({"max_attempts": 3});
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(u32, u32)>::new()));
-        let (probe, log) = (store.clone(), std::sync::Arc::clone(&seen));
-        let id_cell = std::sync::Arc::new(std::sync::OnceLock::<RunId>::new());
-        let id_for_handler = std::sync::Arc::clone(&id_cell);
-        let (ex, id) = created(&store, doc, |b| {
-            b.node_handler("flaky", move |input: pactgraph::runtime::NodeInput| {
-                let (probe, log, id) = (probe.clone(), log.clone(), id_for_handler.clone());
-                async move {
-                    let id = *id.get().expect("set before the run is driven");
-                    let stored = probe.info(id).await.expect("readable").attempt;
-                    log.lock()
-                        .expect("not poisoned")
-                        .push((input.attempt, stored));
-                    if input.step == 0 && input.attempt < 3 {
-                        return Err(pactgraph::runtime::HandlerError::new("not yet"));
+    for backend in backends() {
+        rt().block_on(async {
+            let held = open(backend).await;
+            let store = held.store.clone();
+            let mut doc = ticker(3, "retrying");
+            doc["nodes"]["tick"]["run"] = json!({"handler": "flaky"});
+            doc["nodes"]["tick"]["retry"] = json!({"max_attempts": 3});
+            let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(u32, u32)>::new()));
+            let (probe, log) = (store.clone(), std::sync::Arc::clone(&seen));
+            let id_cell = std::sync::Arc::new(std::sync::OnceLock::<RunId>::new());
+            let id_for_handler = std::sync::Arc::clone(&id_cell);
+            let (ex, id) = created(&store, doc, |b| {
+                b.node_handler("flaky", move |input: pactgraph::runtime::NodeInput| {
+                    let (probe, log, id) = (probe.clone(), log.clone(), id_for_handler.clone());
+                    async move {
+                        let id = *id.get().expect("set before the run is driven");
+                        let stored = probe.info(id).await.expect("readable").attempt;
+                        log.lock()
+                            .expect("not poisoned")
+                            .push((input.attempt, stored));
+                        if input.step == 0 && input.attempt < 3 {
+                            return Err(pactgraph::runtime::HandlerError::new("not yet"));
+                        }
+                        let mut w = serde_json::Map::new();
+                        w.insert("n".into(), json!(1));
+                        Ok(w)
                     }
-                    let mut w = serde_json::Map::new();
-                    w.insert("n".into(), json!(1));
-                    Ok(w)
-                }
+                })
             })
-        })
-        .await;
-        id_cell.set(id).expect("set once");
-        let run = drive(&ex, &store, id, "a", &DriveOptions::default())
-            .await
-            .unwrap();
-        let retries = run
-            .trace
-            .items
-            .iter()
-            .filter(|i| i.kind == TraceKind::Retry)
-            .count();
-        assert_eq!(retries, 2, "{:#?}", run.trace.items);
-        let first_step: Vec<(u32, u32)> = seen.lock().unwrap()[..3].to_vec();
-        assert_eq!(first_step, [(1, 1), (2, 2), (3, 3)]);
-    });
+            .await;
+            id_cell.set(id).expect("set once");
+            let run = drive(&ex, &store, id, "a", &DriveOptions::default())
+                .await
+                .unwrap();
+            let retries = run
+                .trace
+                .items
+                .iter()
+                .filter(|i| i.kind == TraceKind::Retry)
+                .count();
+            assert_eq!(retries, 2, "{:#?}", run.trace.items);
+            let first_step: Vec<(u32, u32)> = seen.lock().unwrap()[..3].to_vec();
+            assert_eq!(first_step, [(1, 1), (2, 2), (3, 3)]);
+        });
+    }
 }

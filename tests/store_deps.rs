@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use pactgraph::runtime::{Executor, RunRecord, TerminationReason};
 use pactgraph::store::{
-    CreateOptions, Dependencies, DriveOptions, OnDepFailure, RunStore, SqliteStore, StoreError,
+    AnyStore, CreateOptions, Dependencies, DriveOptions, OnDepFailure, RunStore, StoreError,
     StoredStatus, WorkEvent, WorkerOptions, drive, work,
 };
 use serde_json::{Value, json};
 use support::runtime::{builder, graph, rt};
+use support::stores::{backends, open};
 
 /// Writes `out` once (a handler that echoes its run's `n` input), then stops.
 fn emit() -> Value {
@@ -34,14 +35,8 @@ fn executor() -> (Executor, pactgraph::WorkflowDocument) {
     (builder(g).build().expect("builds"), document)
 }
 
-async fn store() -> (tempfile::TempDir, SqliteStore) {
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let url = format!("sqlite:{}", dir.path().join("store.db").display());
-    (dir, SqliteStore::open(&url).await.expect("opens"))
-}
-
 async fn create(
-    store: &SqliteStore,
+    store: &AnyStore,
     ex: &Executor,
     doc: &pactgraph::WorkflowDocument,
     n: u64,
@@ -58,97 +53,100 @@ async fn create(
 /// dependency ends the run `dependency_failed` without a step.
 #[test]
 fn dependencies_from_rust() {
-    rt().block_on(async {
-        let (_dir, store) = store().await;
-        let (ex, doc) = executor();
-        let a = create(&store, &ex, &doc, 1, CreateOptions::default())
+    for backend in backends() {
+        rt().block_on(async {
+            let held = open(backend).await;
+            let store = held.store.clone();
+            let (ex, doc) = executor();
+            let a = create(&store, &ex, &doc, 1, CreateOptions::default())
+                .await
+                .unwrap();
+            let b = create(
+                &store,
+                &ex,
+                &doc,
+                2,
+                CreateOptions::default().after(Dependencies::new(vec![a]).result_slice("deps")),
+            )
             .await
             .unwrap();
-        let b = create(
-            &store,
-            &ex,
-            &doc,
-            2,
-            CreateOptions::default().after(Dependencies::new(vec![a]).result_slice("deps")),
-        )
-        .await
-        .unwrap();
-        assert_eq!(store.info(b).await.unwrap().status, StoredStatus::Waiting);
-        let spec = store.dependency_spec(b).await.unwrap().expect("a spec");
-        assert_eq!(spec.after, vec![a]);
-        assert_eq!(spec.on_failure, OnDepFailure::Abort);
-        let runnable: Vec<_> = store
-            .runnable(10)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|i| i.id)
-            .collect();
-        assert_eq!(runnable, vec![a], "B is not runnable while A is queued");
-        assert_eq!(store.dependents(a).await.unwrap()[0].id, b);
+            assert_eq!(store.info(b).await.unwrap().status, StoredStatus::Waiting);
+            let spec = store.dependency_spec(b).await.unwrap().expect("a spec");
+            assert_eq!(spec.after, vec![a]);
+            assert_eq!(spec.on_failure, OnDepFailure::Abort);
+            let runnable: Vec<_> = store
+                .runnable(10)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|i| i.id)
+                .collect();
+            assert_eq!(runnable, vec![a], "B is not runnable while A is queued");
+            assert_eq!(store.dependents(a).await.unwrap()[0].id, b);
 
-        let ran_a = drive(&ex, &store, a, "w", &DriveOptions::default())
-            .await
-            .unwrap();
-        let runnable: Vec<_> = store
-            .runnable(10)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|i| i.id)
-            .collect();
-        assert_eq!(runnable, vec![b], "B is runnable once A ended");
-        let ran_b = drive(&ex, &store, b, "w", &DriveOptions::default())
-            .await
-            .unwrap();
-        let result = &ran_b.state["deps"][a.to_string().as_str()];
-        assert_eq!(result["status"], "completed");
-        assert_eq!(result["workflow"], "emit");
-        let mut expected = ran_a.state.clone();
-        expected.shift_remove("system");
-        assert_eq!(result["state"], Value::Object(expected));
+            let ran_a = drive(&ex, &store, a, "w", &DriveOptions::default())
+                .await
+                .unwrap();
+            let runnable: Vec<_> = store
+                .runnable(10)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|i| i.id)
+                .collect();
+            assert_eq!(runnable, vec![b], "B is runnable once A ended");
+            let ran_b = drive(&ex, &store, b, "w", &DriveOptions::default())
+                .await
+                .unwrap();
+            let result = &ran_b.state["deps"][a.to_string().as_str()];
+            assert_eq!(result["status"], "completed");
+            assert_eq!(result["workflow"], "emit");
+            let mut expected = ran_a.state.clone();
+            expected.shift_remove("system");
+            assert_eq!(result["state"], Value::Object(expected));
 
-        let missing = pactgraph::runtime::RunId::new();
-        let e = create(
-            &store,
-            &ex,
-            &doc,
-            3,
-            CreateOptions::default().after(Dependencies::new(vec![missing])),
-        )
-        .await
-        .unwrap_err();
-        assert!(
-            matches!(e, StoreError::NotFound { ref key } if *key == missing.to_string()),
-            "{e}"
-        );
-        assert_eq!(
-            store.list(&Default::default()).await.unwrap().len(),
-            2,
-            "nothing created"
-        );
+            let missing = pactgraph::runtime::RunId::new();
+            let e = create(
+                &store,
+                &ex,
+                &doc,
+                3,
+                CreateOptions::default().after(Dependencies::new(vec![missing])),
+            )
+            .await
+            .unwrap_err();
+            assert!(
+                matches!(e, StoreError::NotFound { ref key } if *key == missing.to_string()),
+                "{e}"
+            );
+            assert_eq!(
+                store.list(&Default::default()).await.unwrap().len(),
+                2,
+                "nothing created"
+            );
 
-        let c = create(&store, &ex, &doc, 4, CreateOptions::default())
+            let c = create(&store, &ex, &doc, 4, CreateOptions::default())
+                .await
+                .unwrap();
+            let d = create(
+                &store,
+                &ex,
+                &doc,
+                5,
+                CreateOptions::default()
+                    .after(Dependencies::new(vec![c]).timeout(Duration::from_secs(60))),
+            )
             .await
             .unwrap();
-        let d = create(
-            &store,
-            &ex,
-            &doc,
-            5,
-            CreateOptions::default()
-                .after(Dependencies::new(vec![c]).timeout(Duration::from_secs(60))),
-        )
-        .await
-        .unwrap();
-        store.cancel(c).await.unwrap();
-        let ended = pactgraph::store::settle_dependents(&store, c, "x", Duration::from_secs(5))
-            .await
-            .unwrap();
-        assert_eq!(ended, vec![(d, TerminationReason::DependencyFailed)]);
-        let info = store.info(d).await.unwrap();
-        assert_eq!((info.status, info.steps), (StoredStatus::Failed, 0));
-    });
+            store.cancel(c).await.unwrap();
+            let ended = pactgraph::store::settle_dependents(&store, c, "x", Duration::from_secs(5))
+                .await
+                .unwrap();
+            assert_eq!(ended, vec![(d, TerminationReason::DependencyFailed)]);
+            let info = store.info(d).await.unwrap();
+            assert_eq!((info.status, info.steps), (StoredStatus::Failed, 0));
+        });
+    }
 }
 
 /// Proves `store::work` with concurrency 4 in one task drains 40 runs (20 pairs, the
@@ -159,62 +157,65 @@ fn dependencies_from_rust() {
 /// outside them once deadlocked on the write connection a suspended drive held.)
 #[test]
 fn work_drains_chains_with_several_runs_at_once() {
-    rt().block_on(async {
-        let (_dir, store) = store().await;
-        let (ex, doc) = executor();
-        let mut ids = Vec::new();
-        for i in 0..40u64 {
-            let options = if i % 2 == 1 {
-                CreateOptions::default().after(Dependencies::new(vec![ids[ids.len() - 1]]))
-            } else {
-                CreateOptions::default()
-            };
-            ids.push(create(&store, &ex, &doc, i, options).await.unwrap());
-        }
-        let mut started = Vec::new();
-        let mut ended = Vec::new();
-        let mut events = Vec::new();
-        let summary = work(
-            &store,
-            &WorkerOptions::default().concurrency(4).once(true),
-            |_| {
-                let (ex, _) = executor();
-                Ok(ex)
-            },
-            |event| match event {
-                WorkEvent::Started { id, .. } => {
-                    started.push(id);
-                    events.push(("started", id));
-                }
-                WorkEvent::Ended { id, result } => {
-                    assert!(result.is_ok(), "{result:?}");
-                    ended.push(id);
-                    events.push(("ended", id));
-                }
-                _ => {}
-            },
-            std::future::pending(),
-        )
-        .await
-        .unwrap();
-        assert_eq!(summary.finished, 40);
-        let mut sorted = started.clone();
-        sorted.sort();
-        sorted.dedup();
-        assert_eq!(sorted.len(), 40, "each run started once");
-        assert_eq!(ended.len(), 40);
-        let at = |kind: &str, id| events.iter().position(|e| *e == (kind, id)).unwrap();
-        for pair in ids.chunks(2) {
-            assert!(
-                at("ended", pair[0]) < at("started", pair[1]),
-                "a dependent starts after its dependency ended"
-            );
-        }
-        for id in &ids {
-            assert_eq!(
-                store.info(*id).await.unwrap().status,
-                StoredStatus::Completed
-            );
-        }
-    });
+    for backend in backends() {
+        rt().block_on(async {
+            let held = open(backend).await;
+            let store = held.store.clone();
+            let (ex, doc) = executor();
+            let mut ids = Vec::new();
+            for i in 0..40u64 {
+                let options = if i % 2 == 1 {
+                    CreateOptions::default().after(Dependencies::new(vec![ids[ids.len() - 1]]))
+                } else {
+                    CreateOptions::default()
+                };
+                ids.push(create(&store, &ex, &doc, i, options).await.unwrap());
+            }
+            let mut started = Vec::new();
+            let mut ended = Vec::new();
+            let mut events = Vec::new();
+            let summary = work(
+                &store,
+                &WorkerOptions::default().concurrency(4).once(true),
+                |_| {
+                    let (ex, _) = executor();
+                    Ok(ex)
+                },
+                |event| match event {
+                    WorkEvent::Started { id, .. } => {
+                        started.push(id);
+                        events.push(("started", id));
+                    }
+                    WorkEvent::Ended { id, result } => {
+                        assert!(result.is_ok(), "{result:?}");
+                        ended.push(id);
+                        events.push(("ended", id));
+                    }
+                    _ => {}
+                },
+                std::future::pending(),
+            )
+            .await
+            .unwrap();
+            assert_eq!(summary.finished, 40);
+            let mut sorted = started.clone();
+            sorted.sort();
+            sorted.dedup();
+            assert_eq!(sorted.len(), 40, "each run started once");
+            assert_eq!(ended.len(), 40);
+            let at = |kind: &str, id| events.iter().position(|e| *e == (kind, id)).unwrap();
+            for pair in ids.chunks(2) {
+                assert!(
+                    at("ended", pair[0]) < at("started", pair[1]),
+                    "a dependent starts after its dependency ended"
+                );
+            }
+            for id in &ids {
+                assert_eq!(
+                    store.info(*id).await.unwrap().status,
+                    StoredStatus::Completed
+                );
+            }
+        });
+    }
 }

@@ -68,6 +68,12 @@ impl AnyStore {
         each!(self, s => s.storage(id).await)
     }
 
+    /// Run `id`'s step rows in sequence order: each checkpoint's number and delta (those
+    /// after its snapshot).
+    pub async fn deltas(&self, id: RunId) -> Result<Vec<(u64, super::StepDelta)>, StoreError> {
+        each!(self, s => s.deltas(id).await)
+    }
+
     /// Every dependency edge, `(dependency, dependent)` (for `runs graph`).
     pub async fn dependency_edges(&self) -> Result<Vec<(RunId, RunId)>, StoreError> {
         each!(self, s => s.dependency_edges().await)

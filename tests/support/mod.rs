@@ -6,6 +6,7 @@
 //!   crash tests.
 //! * [`random_workflow`]: random valid workflows with random rule outcomes and their
 //!   inputs, for the runtime's and the run store's property tests.
+//! * [`stores`]: both run stores (SQLite, and PostgreSQL at `PG_URL`) for the store tests.
 //! * [`runtime`]: compiling workflows, building executors and reading runs, for the
 //!   runtime tests.
 //! * [`valid_workflow`]: a generator of valid workflows, for the validator's property
@@ -17,5 +18,7 @@
 pub mod cli;
 pub mod random_workflow;
 pub mod runtime;
+#[cfg(feature = "store")]
+pub mod stores;
 pub mod valid_workflow;
 pub mod visualize;

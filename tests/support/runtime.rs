@@ -9,10 +9,10 @@ use pactgraph::validator::ValidGraph;
 use pactgraph::{CompiledGraph, GraphBuilder};
 use serde_json::Value;
 
-/// A single-threaded tokio runtime with timers.
+/// A single-threaded tokio runtime with timers and I/O (the PostgreSQL store's sockets).
 pub fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
-        .enable_time()
+        .enable_all()
         .build()
         .expect("a tokio runtime")
 }
