@@ -8,16 +8,16 @@ mod support;
 
 use pactgraph::runtime::RunRecord;
 use pactgraph::store::{
-    Before, Checkpoint, CreateOptions, DriveOptions, RunStore, SqliteOptions, SqliteStore,
-    StepDelta, StoredStatus, drive,
+    Before, Checkpoint, CreateOptions, DriveOptions, RunStore, StepDelta, StoredStatus, drive,
 };
 use proptest::prelude::*;
 use std::time::Duration;
 use support::random_workflow::{input, workflow};
 use support::runtime::{builder, graph, rt};
+use support::stores::{backends, open_with};
 
 proptest! {
-    // Each case opens a fresh database file; 64 cases run in a few seconds.
+    // Each case opens a fresh store on each backend; 64 cases run in a few seconds.
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
@@ -37,13 +37,12 @@ proptest! {
         let mut whole = ex.start(initial.clone()).unwrap();
         rt.block_on(ex.run_in_place(&mut whole));
 
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite:{}", dir.path().join("runs.db").display());
+        for backend in backends() {
+        let (document, initial) = (document.clone(), initial.clone());
         rt.block_on(async {
             // Small snapshot intervals: loads replay deltas across snapshots.
-            let store = SqliteStore::open_with(&url, SqliteOptions::default().snapshot_every(every))
-                .await
-                .unwrap();
+            let held = open_with(backend, Some(every)).await;
+            let store = held.store.clone();
             let record = RunRecord::new(document, ex.start(initial).unwrap());
             let id = record.run_id;
             let info = store.create(&record, &CreateOptions::default()).await.unwrap();
@@ -95,5 +94,6 @@ proptest! {
             prop_assert_eq!(seqs, (store.storage(id).await.unwrap().snapshot_seq + 1..=loaded.record.seq).collect::<Vec<_>>());
             Ok(())
         })?;
+        }
     }
 }

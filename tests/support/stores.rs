@@ -88,7 +88,12 @@ impl Schema {
     /// A new empty schema in `PG_URL`'s database.
     pub fn new() -> Self {
         let base = pg_url().expect("PG_URL is set for a PostgreSQL test");
-        let name = format!("t_{}", pactgraph::runtime::RunId::new().to_string().to_ascii_lowercase());
+        let name = format!(
+            "t_{}",
+            pactgraph::runtime::RunId::new()
+                .to_string()
+                .to_ascii_lowercase()
+        );
         admin(&base, &format!("CREATE SCHEMA {name}"));
         let sep = if base.contains('?') { '&' } else { '?' };
         let url = format!("{base}{sep}options=-c%20search_path%3D{name}");
