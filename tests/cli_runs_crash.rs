@@ -1,5 +1,5 @@
-//! Crashes, signals and concurrency against the `pactgraph` binary and a real SQLite
-//! store: SIGKILL at random moments, SIGTERM, two resumers at once, a cancel of a
+//! Crashes, signals and concurrency against the `pactgraph` binary and a real store
+//! (each test on SQLite and on PostgreSQL at `PG_URL`): SIGKILL at random moments, SIGTERM, two resumers at once, a cancel of a
 //! running run. Each test says what it proves.
 #![cfg(target_os = "linux")]
 
@@ -8,6 +8,7 @@ mod support;
 use std::time::Duration;
 
 use support::cli::{Bench, Rng, crash_run, process_gone, reference, signal};
+use support::stores::backends;
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_pactgraph")
@@ -25,20 +26,22 @@ fn sigkill_at_random_points_then_resume_equals_an_uninterrupted_run() {
     const TICKS: u32 = 30;
     let mut rng = Rng::from_env();
     let expected = reference(bin().as_ref(), TICKS);
-    let mut kills = 0;
-    let mut repeated = 0;
-    // Runs of up to 5 kills each until 20 kills have landed (a run that finishes before
-    // its fifth kill gives fewer; more runs make up for it).
-    let mut i = 0;
-    while kills < 20 && i < 12 {
-        let b = Bench::new(bin());
-        let report = crash_run(&b, &mut rng, TICKS, 5, &format!("crash{i}"), &expected);
-        kills += report.kills;
-        repeated += report.repeated;
-        i += 1;
+    for backend in backends() {
+        let mut kills = 0;
+        let mut repeated = 0;
+        // Runs of up to 5 kills each until 20 kills have landed (a run that finishes
+        // before its fifth kill gives fewer; more runs make up for it).
+        let mut i = 0;
+        while kills < 20 && i < 12 {
+            let b = Bench::on(bin(), backend);
+            let report = crash_run(&b, &mut rng, TICKS, 5, &format!("crash{i}"), &expected);
+            kills += report.kills;
+            repeated += report.repeated;
+            i += 1;
+        }
+        eprintln!("{backend}: {kills} kills, {repeated} steps run again");
+        assert!(kills >= 20, "{backend}: {kills} kills");
     }
-    eprintln!("{kills} kills, {repeated} steps run again");
-    assert!(kills >= 20, "{kills} kills");
 }
 
 /// Proves: SIGTERM to `pactgraph run` kills the running program's process group,
@@ -46,29 +49,30 @@ fn sigkill_at_random_points_then_resume_equals_an_uninterrupted_run() {
 /// flight then runs again with attempt 2 on `runs resume`.
 #[test]
 fn sigterm_kills_the_program_records_interrupted_and_exits_130() {
-    let b = Bench::new(bin());
-    let wf = b.file("wf.json", &support::cli::ticker_json(2, 10));
-    b.file("slow", "60");
-    let mut child = b.spawn(&["run", wf.to_str().unwrap(), "--name", "t"], "run");
-    assert!(b.wait_until(Duration::from_secs(20), || !b.pids().is_empty()));
-    let pid = b.pids()[0];
-    assert!(!process_gone(pid), "the program runs");
-    signal(&child, "TERM");
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130));
-    let (out, err) = b.outputs("run");
-    let printed: serde_json::Value = serde_json::from_str(&out).expect("JSON on stdout");
-    assert_eq!(printed["status"], "interrupted");
-    assert!(err.contains("interrupted by SIGTERM"), "{err}");
-    assert!(
-        b.wait_until(Duration::from_secs(5), || process_gone(pid)),
-        "program {pid} left running"
-    );
-    assert_eq!(b.status("t"), "interrupted");
-    b.remove("slow");
-    let r = b.run(&["runs", "resume", "t", "--quiet"]);
-    assert_eq!(r.code, 0, "{}", r.err);
-    assert_eq!(b.side(), vec![(0, 1), (0, 2), (1, 1)]);
+    for b in Bench::each(bin().as_ref()) {
+        let wf = b.file("wf.json", &support::cli::ticker_json(2, 10));
+        b.file("slow", "60");
+        let mut child = b.spawn(&["run", wf.to_str().unwrap(), "--name", "t"], "run");
+        assert!(b.wait_until(Duration::from_secs(20), || !b.pids().is_empty()));
+        let pid = b.pids()[0];
+        assert!(!process_gone(pid), "the program runs");
+        signal(&child, "TERM");
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(130));
+        let (out, err) = b.outputs("run");
+        let printed: serde_json::Value = serde_json::from_str(&out).expect("JSON on stdout");
+        assert_eq!(printed["status"], "interrupted");
+        assert!(err.contains("interrupted by SIGTERM"), "{err}");
+        assert!(
+            b.wait_until(Duration::from_secs(5), || process_gone(pid)),
+            "program {pid} left running"
+        );
+        assert_eq!(b.status("t"), "interrupted");
+        b.remove("slow");
+        let r = b.run(&["runs", "resume", "t", "--quiet"]);
+        assert_eq!(r.code, 0, "{}", r.err);
+        assert_eq!(b.side(), vec![(0, 1), (0, 2), (1, 1)]);
+    }
 }
 
 /// Proves: two processes resuming the same interrupted run at once do not both run it:
@@ -76,33 +80,34 @@ fn sigterm_kills_the_program_records_interrupted_and_exits_130() {
 /// to the end, and the other exits 1 naming the owner that holds it.
 #[test]
 fn two_resumers_of_one_interrupted_run_exactly_one_runs_it() {
-    let b = Bench::new(bin());
-    let wf = b.file("wf.json", &support::cli::ticker_json(3, 10));
-    b.file("slow", "60");
-    let mut child = b.spawn(&["run", wf.to_str().unwrap(), "--name", "two"], "run");
-    assert!(b.wait_until(Duration::from_secs(20), || !b.pids().is_empty()));
-    signal(&child, "KILL");
-    child.wait().unwrap();
-    for pid in b.pids() {
-        let _ = std::process::Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status();
+    for b in Bench::each(bin().as_ref()) {
+        let wf = b.file("wf.json", &support::cli::ticker_json(3, 10));
+        b.file("slow", "60");
+        let mut child = b.spawn(&["run", wf.to_str().unwrap(), "--name", "two"], "run");
+        assert!(b.wait_until(Duration::from_secs(20), || !b.pids().is_empty()));
+        signal(&child, "KILL");
+        child.wait().unwrap();
+        for pid in b.pids() {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+        assert_eq!(b.status("two"), "interrupted");
+        // Each step now takes two seconds: the winner holds the run while the other tries.
+        b.file("slow", "2");
+        let mut a = b.spawn(&["runs", "resume", "two", "--quiet"], "a");
+        let mut z = b.spawn(&["runs", "resume", "two", "--quiet"], "z");
+        let codes = [a.wait().unwrap().code(), z.wait().unwrap().code()];
+        let (ea, ez) = (b.outputs("a").1, b.outputs("z").1);
+        let mut sorted = codes;
+        sorted.sort();
+        assert_eq!(sorted, [Some(0), Some(1)], "{ea}\n{ez}");
+        let loser = if codes[0] == Some(1) { &ea } else { &ez };
+        assert!(loser.contains("held by"), "{loser}");
+        assert_eq!(b.status("two"), "completed");
+        // Step 0 was in flight at the kill: attempt 1, then 2; no step ran under both.
+        support::cli::check_side(&b.side(), 3, 1);
     }
-    assert_eq!(b.status("two"), "interrupted");
-    // Each step now takes two seconds: the winner holds the run while the other tries.
-    b.file("slow", "2");
-    let mut a = b.spawn(&["runs", "resume", "two", "--quiet"], "a");
-    let mut z = b.spawn(&["runs", "resume", "two", "--quiet"], "z");
-    let codes = [a.wait().unwrap().code(), z.wait().unwrap().code()];
-    let (ea, ez) = (b.outputs("a").1, b.outputs("z").1);
-    let mut sorted = codes;
-    sorted.sort();
-    assert_eq!(sorted, [Some(0), Some(1)], "{ea}\n{ez}");
-    let loser = if codes[0] == Some(1) { &ea } else { &ez };
-    assert!(loser.contains("held by"), "{loser}");
-    assert_eq!(b.status("two"), "completed");
-    // Step 0 was in flight at the kill: attempt 1, then 2; no step ran under both.
-    support::cli::check_side(&b.side(), 3, 1);
 }
 
 /// Proves: `runs cancel` of a running run stops it at its next step, killing its
@@ -110,21 +115,22 @@ fn two_resumers_of_one_interrupted_run_exactly_one_runs_it() {
 /// deletes a run under a current lease.
 #[test]
 fn cancel_of_a_running_run_kills_its_program_and_prune_skips_it() {
-    let b = Bench::new(bin());
-    let wf = b.file("wf.json", &support::cli::ticker_json(3, 10));
-    b.file("slow", "60");
-    let mut child = b.spawn(&["run", wf.to_str().unwrap(), "--name", "c"], "run");
-    assert!(b.wait_until(Duration::from_secs(20), || !b.pids().is_empty()));
-    let pid = b.pids()[0];
-    assert_eq!(b.status("c"), "running");
-    let pruned = b.run(&["runs", "prune", "--older-than", "0s"]);
-    assert_eq!(pruned.out.trim(), "pruned 0 runs", "{}", pruned.err);
-    let c = b.run(&["runs", "cancel", "c"]);
-    assert_eq!(c.code, 0, "{}", c.err);
-    assert!(c.out.contains("cancelled (it was running"), "{}", c.out);
-    assert_eq!(child.wait().unwrap().code(), Some(3), "stopped");
-    assert!(b.wait_until(Duration::from_secs(5), || process_gone(pid)));
-    let shown = b.show("c");
-    assert_eq!(shown["run"]["status"], "stopped");
-    assert_eq!(shown["run"]["termination_reason"], "cancelled");
+    for b in Bench::each(bin().as_ref()) {
+        let wf = b.file("wf.json", &support::cli::ticker_json(3, 10));
+        b.file("slow", "60");
+        let mut child = b.spawn(&["run", wf.to_str().unwrap(), "--name", "c"], "run");
+        assert!(b.wait_until(Duration::from_secs(20), || !b.pids().is_empty()));
+        let pid = b.pids()[0];
+        assert_eq!(b.status("c"), "running");
+        let pruned = b.run(&["runs", "prune", "--older-than", "0s"]);
+        assert_eq!(pruned.out.trim(), "pruned 0 runs", "{}", pruned.err);
+        let c = b.run(&["runs", "cancel", "c"]);
+        assert_eq!(c.code, 0, "{}", c.err);
+        assert!(c.out.contains("cancelled (it was running"), "{}", c.out);
+        assert_eq!(child.wait().unwrap().code(), Some(3), "stopped");
+        assert!(b.wait_until(Duration::from_secs(5), || process_gone(pid)));
+        let shown = b.show("c");
+        assert_eq!(shown["run"]["status"], "stopped");
+        assert_eq!(shown["run"]["termination_reason"], "cancelled");
+    }
 }

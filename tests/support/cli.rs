@@ -57,8 +57,10 @@ pub struct Bench {
     _temp: Option<tempfile::TempDir>,
     /// The `pactgraph` binary.
     pub bin: PathBuf,
-    /// `sqlite:DIR/store.db`.
+    /// `sqlite:DIR/store.db`, or a PostgreSQL schema's URL ([`Bench::on`]).
     pub store: String,
+    /// Where a PostgreSQL store lives (dropped with the bench).
+    _place: Option<super::stores::Place>,
 }
 
 /// What a finished command gave.
@@ -108,7 +110,29 @@ impl Bench {
             _temp: temp,
             bin: bin.into(),
             store,
+            _place: None,
         }
+    }
+
+    /// A new temporary folder with the ticker program and binary `bin`, whose store is on
+    /// `backend` (for PostgreSQL, a fresh schema at `PG_URL`).
+    pub fn on(bin: impl Into<PathBuf>, backend: super::stores::Backend) -> Self {
+        let mut bench = Self::new(bin);
+        eprintln!("== on {backend}");
+        if backend == super::stores::Backend::Postgres {
+            let (url, place) = super::stores::place(backend);
+            bench.store = url;
+            bench._place = Some(place);
+        }
+        bench
+    }
+
+    /// One bench per store the tests run on ([`super::stores::backends`]).
+    pub fn each(bin: &Path) -> Vec<Self> {
+        super::stores::backends()
+            .into_iter()
+            .map(|b| Self::on(bin, b))
+            .collect()
     }
 
     /// Writes `text` to `name` in the folder; returns its path.
