@@ -1,7 +1,8 @@
 //! Bad input to the run store's commands gets a clear error and an exit code, never a
 //! panic and never a silently new, empty store: unknown and ambiguous run ids, a store
 //! path that cannot be created, a store of a newer format, a corrupt database file, an
-//! unsupported URL.
+//! unsupported URL; a PostgreSQL server that does not answer, wrong credentials, a newer
+//! PostgreSQL schema.
 #![cfg(unix)]
 
 mod support;
@@ -176,4 +177,81 @@ fn the_default_store_is_created_under_the_working_directory() {
         .unwrap();
     assert_eq!(r.status.code(), Some(0));
     assert!(b.dir.join(".pactgraph/store.db").is_file());
+}
+
+/// Proves bad PostgreSQL stores are clear errors with exit 1, never a panic, and never
+/// print the password: a server that does not answer (a loopback port nothing listens
+/// on), wrong credentials, and a database whose schema a newer pactgraph wrote (left
+/// untouched: refused again on the next open).
+#[test]
+fn bad_postgres_stores_exit_1_with_a_clear_error() {
+    use support::stores::{Backend, Place, admin, backends, place};
+    let b = bench();
+    let check = |r: &support::cli::Ran, what: &str| {
+        assert_eq!(r.code, 1, "{what}: {}", r.err);
+        assert!(r.err.contains("cannot open the run store") || r.err.contains("newer than"));
+        assert!(!r.err.contains("panicked"), "{what}: {}", r.err);
+        assert!(
+            !r.err.contains("s3cret"),
+            "{what}: the password is not printed: {}",
+            r.err
+        );
+    };
+    let r = b.run(&[
+        "runs",
+        "list",
+        "--store",
+        "postgres://me:s3cret@127.0.0.1:1/runs",
+    ]);
+    check(&r, "unreachable");
+    assert!(
+        r.err.contains("postgres://me:***@127.0.0.1:1/runs"),
+        "{}",
+        r.err
+    );
+    assert!(r.err.contains("Connection refused"), "{}", r.err);
+    let wf = b.file("wf.json", &support::cli::ticker_json(1, 5));
+    let r = b.run(&[
+        "run",
+        wf.to_str().unwrap(),
+        "--store",
+        "postgres://me:s3cret@127.0.0.1:1/runs",
+    ]);
+    check(&r, "run, unreachable");
+    assert!(!b.dir.join("side.txt").exists(), "nothing ran");
+
+    if !backends().contains(&Backend::Postgres) {
+        return;
+    }
+    let (url, place) = place(Backend::Postgres);
+    let Place::Schema(schema) = &place else {
+        unreachable!("a PostgreSQL place is a schema")
+    };
+    // Wrong credentials: the same server, another password.
+    let (head, tail) = url.split_once('@').expect("PG_URL has credentials");
+    let user = head.rsplit_once(':').map_or(head, |(u, _)| u);
+    let wrong = format!("{user}:s3cret@{tail}");
+    let r = b.run(&["runs", "list", "--store", &wrong]);
+    check(&r, "wrong credentials");
+    assert!(
+        r.err.contains("password authentication failed"),
+        "{}",
+        r.err
+    );
+
+    // A newer schema: the store made, then a migration this pactgraph does not know.
+    assert_eq!(b.run(&["runs", "list", "--store", &url]).code, 0);
+    admin(
+        &support::stores::pg_url().expect("PG_URL"),
+        &format!(
+            "INSERT INTO {}._sqlx_migrations (version, description, success, checksum, \
+             execution_time) VALUES (99, 'from the future', true, '\\x00', 0)",
+            schema.name
+        ),
+    );
+    for _ in 0..2 {
+        let r = b.run(&["runs", "list", "--store", &url]);
+        check(&r, "newer schema");
+        assert!(r.err.contains("has format 99, newer than"), "{}", r.err);
+    }
 }

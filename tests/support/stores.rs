@@ -114,7 +114,7 @@ impl Drop for Schema {
 
 /// Runs one statement on `url` on a runtime of its own (usable from sync and async code:
 /// a thread of its own).
-fn admin(url: &str, sql: &str) {
+pub fn admin(url: &str, sql: &str) {
     let (url, sql) = (url.to_string(), sql.to_string());
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
