@@ -40,7 +40,8 @@ pub struct PgOptions {
     pub durability: Durability,
     /// A snapshot at least every this many checkpoints (see `SqliteOptions`).
     pub snapshot_every: Option<u64>,
-    /// Connections kept open to the server at most.
+    /// Connections kept open to the server (all of them, from the start: see
+    /// `PgStore::open_with`).
     pub max_connections: u32,
     /// How long opening waits for the server to answer.
     pub connect_timeout: Duration,
@@ -51,7 +52,7 @@ impl Default for PgOptions {
         Self {
             durability: Durability::Normal,
             snapshot_every: None,
-            max_connections: 8,
+            max_connections: 4,
             connect_timeout: Duration::from_secs(10),
         }
     }
@@ -186,8 +187,14 @@ impl PgStore {
             .map_err(|e| open_err(format!("migrations: {e}")))?;
         first.close().await.map_err(|e| open_err(e.to_string()))?;
         let pool = PgPoolOptions::new()
+            // A fixed number of connections, opened up front: sqlx gives a connection back
+            // to the pool from a task of its own, so a statement right after another often
+            // finds none idle, and a pool below its maximum would open a new one then (a
+            // TCP and SCRAM handshake and a server process: 20 to 150 ms on a loaded
+            // machine, longer than a short lease can spare). At its maximum it waits for
+            // the one being given back instead, which takes microseconds.
             .max_connections(options.max_connections)
-            .min_connections(1)
+            .min_connections(options.max_connections)
             .acquire_timeout(options.connect_timeout)
             // No ping before each acquire: a broken connection fails its statement anyway,
             // and the ping is one more round trip per statement.
