@@ -7,6 +7,11 @@
 //! * `list/100000_runs_*`: `RunStore::list` over 100,000 runs: the newest 100 (what
 //!   `runs list` shows by default) and all of them. Target: under 100 ms.
 //! * `load/10000_steps`: loading a 10,000-step run. Target: under 50 ms.
+//! * `durable_step_postgres/{normal,full}`: the durable step on PostgreSQL (issue 18),
+//!   when `PG_URL` names a server (on loopback for the issue's figure): `normal` is
+//!   `synchronous_commit=off` (a commit survives the worker dying), `full` is
+//!   `synchronous_commit=on` (it survives the server crashing). Each in a schema of its
+//!   own, dropped afterwards. Target: under 240 µs a step (`normal`).
 //!
 //! Run: `cargo bench --bench store -- --measurement-time 3`. Figures in
 //! docs/performance.md.
@@ -16,9 +21,13 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, criterion_group, criterion_main};
 use pactgraph::graph::{GraphBuilder, synth};
 use pactgraph::runtime::{Executor, RunRecord, RunStatus};
-use pactgraph::store::{CreateOptions, DriveOptions, RunFilter, RunStore, SqliteStore, drive};
+use pactgraph::store::{
+    CreateOptions, DriveOptions, Durability, PgOptions, PgStore, RunFilter, RunStore, SqliteStore,
+    drive,
+};
 use pactgraph::validator::ValidGraph;
 use serde_json::{Value, json};
+use sqlx::Connection;
 
 fn executor(steps: u32) -> (Executor, pactgraph::WorkflowDocument) {
     let doc = synth::supervisor_loop(steps);
@@ -47,7 +56,7 @@ async fn open(dir: &tempfile::TempDir) -> SqliteStore {
 
 /// Creates and drives a loop of `steps` steps from `input`; returns the run id.
 async fn loop_run(
-    store: &SqliteStore,
+    store: &impl RunStore,
     ex: &Executor,
     doc: &pactgraph::WorkflowDocument,
     input: Value,
@@ -85,6 +94,52 @@ fn durable_step(c: &mut Criterion) {
             total
         })
     });
+    group.finish();
+}
+
+/// Runs `sql` on `url` (creating or dropping the bench's schema).
+async fn admin(url: &str, sql: &str) {
+    let mut c = sqlx::PgConnection::connect(url)
+        .await
+        .expect("connects to PG_URL");
+    sqlx::raw_sql(sql).execute(&mut c).await.expect("runs");
+}
+
+fn durable_step_postgres(c: &mut Criterion) {
+    const STEPS: u32 = 1_000;
+    let Ok(base) = std::env::var("PG_URL") else {
+        println!("durable_step_postgres: PG_URL is not set, skipped");
+        return;
+    };
+    let rt = rt();
+    let (ex, doc) = executor(STEPS);
+    let mut group = c.benchmark_group("durable_step_postgres");
+    group.sample_size(10);
+    for (label, durability) in [("normal", Durability::Normal), ("full", Durability::Full)] {
+        let schema = format!("bench_{}", pactgraph::runtime::RunId::new()).to_lowercase();
+        rt.block_on(admin(&base, &format!("CREATE SCHEMA {schema}")));
+        let sep = if base.contains('?') { '&' } else { '?' };
+        let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+        let store = rt
+            .block_on(PgStore::open_with(
+                &url,
+                PgOptions::default().durability(durability),
+            ))
+            .expect("opens");
+        group.bench_function(label, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let t = Instant::now();
+                    rt.block_on(loop_run(&store, &ex, &doc, json!({})));
+                    total += t.elapsed() / STEPS;
+                }
+                total
+            })
+        });
+        rt.block_on(store.close());
+        rt.block_on(admin(&base, &format!("DROP SCHEMA {schema} CASCADE")));
+    }
     group.finish();
 }
 
@@ -179,6 +234,6 @@ fn load(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
-    targets = durable_step, storage, list, load
+    targets = durable_step, durable_step_postgres, storage, list, load
 }
 criterion_main!(benches);

@@ -50,6 +50,11 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
 /// `postgres://` is a usage error; a store that cannot be opened (its folder cannot be
 /// made, the file is not a database, a newer format) fails with exit 1.
 pub async fn open(args: &StoreArgs) -> Result<Option<AnyStore>, ExitCode> {
+    open_with(args, 2).await
+}
+
+/// As [`open`], keeping `connections` connections to a PostgreSQL server.
+pub async fn open_with(args: &StoreArgs, connections: u32) -> Result<Option<AnyStore>, ExitCode> {
     let url = args.store.trim();
     if url == "none" {
         return Ok(None);
@@ -67,7 +72,7 @@ pub async fn open(args: &StoreArgs) -> Result<Option<AnyStore>, ExitCode> {
         DurabilityArg::Normal => Durability::Normal,
         DurabilityArg::Full => Durability::Full,
     };
-    AnyStore::open(url, durability)
+    AnyStore::open_with(url, durability, connections)
         .await
         .map(Some)
         .map_err(|e| error(&e))

@@ -75,7 +75,11 @@ pub fn run(args: &WorkerArgs) -> ExitCode {
         Err(code) => return code,
     };
     rt.block_on(async {
-        let store = match store::open(&args.store).await {
+        // One connection per run driven at once, one for the looks (PostgreSQL).
+        let connections = u32::try_from(args.concurrency.saturating_add(1))
+            .unwrap_or(u32::MAX)
+            .min(32);
+        let store = match store::open_with(&args.store, connections).await {
             Ok(Some(s)) => s,
             Ok(None) => return exit::usage("a worker needs a run store, not --store none"),
             Err(code) => return code,

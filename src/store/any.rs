@@ -34,13 +34,26 @@ impl AnyStore {
     /// `sqlite::memory:`), or `postgres://USER:PASSWORD@HOST:PORT/DATABASE` (also
     /// `postgresql://`). Any other scheme is [`StoreError::BadUrl`].
     pub async fn open(url: &str, durability: Durability) -> Result<Self, StoreError> {
+        Self::open_with(url, durability, PgOptions::default().max_connections).await
+    }
+
+    /// As [`AnyStore::open`], keeping `connections` connections to a PostgreSQL server
+    /// (a one-shot command needs 2; a worker one per run it drives at once, and one more).
+    /// SQLite ignores it (one writer connection, a few readers).
+    pub async fn open_with(
+        url: &str,
+        durability: Durability,
+        connections: u32,
+    ) -> Result<Self, StoreError> {
         let url = url.trim();
         if url.starts_with("sqlite:") {
             let options = SqliteOptions::default().durability(durability);
             return SqliteStore::open_with(url, options).await.map(Self::Sqlite);
         }
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let options = PgOptions::default().durability(durability);
+            let options = PgOptions::default()
+                .durability(durability)
+                .max_connections(connections);
             return PgStore::open_with(url, options).await.map(Self::Postgres);
         }
         Err(StoreError::BadUrl {

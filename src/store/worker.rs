@@ -148,6 +148,8 @@ where
     // When the store is next asked (a deadline, so that runs ending often do not keep
     // putting the look off).
     let mut next_look = tokio::time::Instant::now();
+    // Looks in a row the store failed.
+    let mut unanswered: u32 = 0;
     tokio::pin!(stop);
     loop {
         let want = options.concurrency.saturating_sub(running.len());
@@ -158,8 +160,29 @@ where
         };
         tokio::select! {
             found = look, if want > 0 => {
+                // The store not answering (a database restarting, a network cut) does not
+                // end a long-lived worker: it says so and asks again, less often each time
+                // (up to every 5 s). Its runs in flight fail their next store call and are
+                // resumed from their last commit once the store is back.
+                let found = match found {
+                    Ok(found) => {
+                        unanswered = 0;
+                        found
+                    }
+                    Err(e) if !options.once => {
+                        unanswered = unanswered.saturating_add(1);
+                        let wait = retry_after(options.poll, unanswered);
+                        tracing::warn!(
+                            "the run store did not answer ({e}); asking again in {} ms",
+                            wait.as_millis()
+                        );
+                        next_look = tokio::time::Instant::now() + wait;
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
                 let mut took = 0;
-                for info in found? {
+                for info in found {
                     if took == want {
                         break;
                     }
@@ -240,5 +263,27 @@ where
                 return Ok(summary);
             }
         }
+    }
+}
+
+/// How long a worker waits before asking a store that failed `n` looks in a row again:
+/// the poll doubled each time, at most 5 s.
+fn retry_after(poll: Duration, n: u32) -> Duration {
+    let doubled = poll.saturating_mul(1u32 << n.min(16));
+    doubled.clamp(poll, Duration::from_secs(5).max(poll))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_back_off_from_the_poll_to_five_seconds() {
+        let poll = Duration::from_millis(20);
+        assert_eq!(retry_after(poll, 1), Duration::from_millis(40));
+        assert_eq!(retry_after(poll, 3), Duration::from_millis(160));
+        assert_eq!(retry_after(poll, 30), Duration::from_secs(5));
+        let slow = Duration::from_secs(9);
+        assert_eq!(retry_after(slow, 2), slow, "never under the poll");
     }
 }
