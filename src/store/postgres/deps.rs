@@ -62,7 +62,7 @@ impl PgStore {
             "SELECT dep_deadline_ms, on_dep_failure, dep_result FROM runs WHERE id = $1",
         )
         .bind(&key)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.conns.get().await?)
         .await
         .map_err(&db)?
         .ok_or_else(|| StoreError::NotFound { key: key.clone() })?;
@@ -86,7 +86,7 @@ impl PgStore {
         let rows =
             sqlx::query("SELECT dep_id FROM dependencies WHERE run_id = $1 ORDER BY position")
                 .bind(&key)
-                .fetch_all(&self.pool)
+                .fetch_all(&mut *self.conns.get().await?)
                 .await
                 .map_err(&db)?;
         let mut after = Vec::with_capacity(rows.len());
@@ -115,7 +115,7 @@ impl PgStore {
              (SELECT run_id FROM dependencies WHERE dep_id = $1) ORDER BY id"
         ))
         .bind(id.to_string())
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.conns.get().await?)
         .await
         .map_err(StoreError::db("reading dependents", Some(id)))?;
         rows.iter().map(|r| info_from_row(r, now)).collect()
@@ -135,7 +135,7 @@ impl PgStore {
         ))
         .bind(to_i64(now))
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.conns.get().await?)
         .await
         .map_err(StoreError::db("finding runnable runs", None))?;
         rows.iter().map(|r| info_from_row(r, now)).collect()
@@ -148,7 +148,7 @@ impl PgStore {
     pub async fn dependency_edges(&self) -> Result<Vec<(RunId, RunId)>, StoreError> {
         let db = StoreError::db("reading dependencies", None);
         let rows = sqlx::query("SELECT dep_id, run_id FROM dependencies ORDER BY run_id, position")
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.conns.get().await?)
             .await
             .map_err(&db)?;
         let parse = |text: String| {

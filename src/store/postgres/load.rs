@@ -25,11 +25,13 @@ impl PgStore {
         };
         // One read transaction (REPEATABLE READ: one snapshot of the database for all its
         // statements): the row, snapshot and deltas of one moment.
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            .await
-            .map_err(&db)?;
+        let mut c = self.conns.get().await?;
+        let mut tx = sqlx::Connection::begin_with(
+            &mut *c,
+            "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+        )
+        .await
+        .map_err(&db)?;
         let row = sqlx::query(&format!(
             "SELECT {INFO}, format, workflow_file, base_dir, snapshot_seq FROM runs WHERE id = $1"
         ))

@@ -15,13 +15,16 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod conns;
 mod deps;
 mod load;
 mod store;
 
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::{ConnectOptions, Connection, Row};
+
+use self::conns::Conns;
 
 use super::delta::StepDelta;
 use super::rows::{STORE_FORMAT, delta_from_row, to_i64, to_u64};
@@ -40,8 +43,7 @@ pub struct PgOptions {
     pub durability: Durability,
     /// A snapshot at least every this many checkpoints (see `SqliteOptions`).
     pub snapshot_every: Option<u64>,
-    /// Connections kept open to the server (all of them, from the start: see
-    /// `PgStore::open_with`).
+    /// Connections to the server at most (each opened when first needed).
     pub max_connections: u32,
     /// How long opening waits for the server to answer.
     pub connect_timeout: Duration,
@@ -84,7 +86,7 @@ impl PgOptions {
 /// The run store in one PostgreSQL database.
 #[derive(Debug, Clone)]
 pub struct PgStore {
-    pool: PgPool,
+    conns: Arc<Conns>,
     snapshot_every: Option<u64>,
     weights: Arc<Weights>,
 }
@@ -185,40 +187,29 @@ impl PgStore {
             .run(&mut first)
             .await
             .map_err(|e| open_err(format!("migrations: {e}")))?;
-        first.close().await.map_err(|e| open_err(e.to_string()))?;
-        let pool = PgPoolOptions::new()
-            // A fixed number of connections, opened up front: sqlx gives a connection back
-            // to the pool from a task of its own, so a statement right after another often
-            // finds none idle, and a pool below its maximum would open a new one then (a
-            // TCP and SCRAM handshake and a server process: 20 to 150 ms on a loaded
-            // machine, longer than a short lease can spare). At its maximum it waits for
-            // the one being given back instead, which takes microseconds.
-            .max_connections(options.max_connections)
-            .min_connections(options.max_connections)
-            .acquire_timeout(options.connect_timeout)
-            // No ping before each acquire: a broken connection fails its statement anyway,
-            // and the ping is one more round trip per statement.
-            .test_before_acquire(false)
-            .connect_with(connect)
-            .await
-            .map_err(|e| open_err(e.to_string()))?;
+        let conns = Conns::new(
+            options.max_connections,
+            first,
+            connect,
+            options.connect_timeout,
+        );
         Ok(Self {
-            pool,
+            conns: Arc::new(conns),
             snapshot_every: options.snapshot_every.map(|n| n.max(1)),
             weights: Arc::default(),
         })
     }
 
-    /// Closes the pool (waiting for open connections to finish).
+    /// Closes its connections (waiting for their holders).
     pub async fn close(&self) {
-        self.pool.close().await;
+        self.conns.close().await;
     }
 
     /// Run `id`'s step rows in sequence order (see `SqliteStore::deltas`).
     pub async fn deltas(&self, id: RunId) -> Result<Vec<(u64, StepDelta)>, StoreError> {
         let rows = sqlx::query("SELECT seq, delta FROM steps WHERE run_id = $1 ORDER BY seq")
             .bind(id.to_string())
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.conns.get().await?)
             .await
             .map_err(StoreError::db("reading steps", Some(id)))?;
         rows.iter()
@@ -240,7 +231,7 @@ impl PgStore {
                (SELECT COALESCE(MAX(seq), 0) FROM snapshots WHERE run_id = $1) AS snapshot_seq",
         )
         .bind(id.to_string())
-        .fetch_one(&self.pool)
+        .fetch_one(&mut *self.conns.get().await?)
         .await
         .map_err(&db)?;
         let get = |col: &str| row.try_get::<i64, _>(col).map(to_u64).map_err(&db);
@@ -251,6 +242,18 @@ impl PgStore {
             snapshot_bytes: get("snapshot_bytes")?,
             snapshot_seq: get("snapshot_seq")?,
         })
+    }
+
+    /// Gives `result` back; when it is an error that lost its connection (the server
+    /// restarted, the network broke), first drops the idle connections, which are likely
+    /// lost too: the next statements open new ones.
+    fn watch<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        if let Err(e) = &result
+            && conns::connection_lost(e)
+        {
+            self.conns.drop_idle();
+        }
+        result
     }
 
     /// Whether checkpoint `seq` of run `id` carries a snapshot (as on SQLite).
@@ -288,7 +291,7 @@ impl PgStore {
         let updated = sqlx::query(sql)
             .bind(id.to_string())
             .bind(owner)
-            .execute(&self.pool)
+            .execute(&mut *self.conns.get().await?)
             .await
             .map_err(StoreError::db(operation, Some(id)))?
             .rows_affected();

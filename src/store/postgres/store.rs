@@ -26,8 +26,9 @@ fn checkpoint_sql() -> &'static str {
     &SQL
 }
 
-impl RunStore for PgStore {
-    async fn create(
+/// The store's operations as written; `RunStore` wraps each (see `PgStore::watch`).
+impl PgStore {
+    async fn create_inner(
         &self,
         record: &RunRecord,
         options: &CreateOptions,
@@ -48,7 +49,8 @@ impl RunStore for PgStore {
         let run_state = serde_json::to_string(&record.run).expect("a run state is plain data");
         let now = now_ms();
         let db = StoreError::db("create", Some(id));
-        let mut tx = self.pool.begin().await.map_err(&db)?;
+        let mut c = self.conns.get().await?;
+        let mut tx = sqlx::Connection::begin(&mut *c).await.map_err(&db)?;
         sqlx::query(
             "INSERT INTO documents (digest, document) VALUES ($1, $2) \
              ON CONFLICT (digest) DO NOTHING",
@@ -130,10 +132,12 @@ impl RunStore for PgStore {
             insert_dependencies(&mut tx, id, deps).await?;
         }
         tx.commit().await.map_err(&db)?;
+        // The connection goes back before the next statement takes one.
+        drop(c);
         self.info(id).await
     }
 
-    async fn checkpoint(
+    async fn checkpoint_inner(
         &self,
         id: RunId,
         owner: &str,
@@ -175,7 +179,7 @@ impl RunStore for PgStore {
             .bind(document.as_ref().map(|(text, _)| text.as_str()))
             .bind(&delta)
             .bind(snapshot.as_deref())
-            .fetch_one(&self.pool)
+            .fetch_one(&mut *self.conns.get().await?)
             .await;
         let row = match row {
             Ok(row) => row,
@@ -187,18 +191,18 @@ impl RunStore for PgStore {
         info_from_row(&row, now)
     }
 
-    async fn load(&self, id: RunId) -> Result<StoredRun, StoreError> {
+    async fn load_inner(&self, id: RunId) -> Result<StoredRun, StoreError> {
         self.load_upto(id, None).await
     }
 
-    async fn load_at(&self, id: RunId, seq: u64) -> Result<StoredRun, StoreError> {
+    async fn load_at_inner(&self, id: RunId, seq: u64) -> Result<StoredRun, StoreError> {
         self.load_upto(id, Some(seq)).await
     }
 
-    async fn info(&self, id: RunId) -> Result<RunInfo, StoreError> {
+    async fn info_inner(&self, id: RunId) -> Result<RunInfo, StoreError> {
         let row = sqlx::query(&format!("SELECT {INFO} FROM runs WHERE id = $1"))
             .bind(id.to_string())
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *self.conns.get().await?)
             .await
             .map_err(StoreError::db("info", Some(id)))?
             .ok_or_else(|| StoreError::NotFound {
@@ -206,7 +210,7 @@ impl RunStore for PgStore {
             })?;
         info_from_row(&row, now_ms())
     }
-    async fn list(&self, filter: &RunFilter) -> Result<Vec<RunInfo>, StoreError> {
+    async fn list_inner(&self, filter: &RunFilter) -> Result<Vec<RunInfo>, StoreError> {
         let now = now_ms();
         // The stored status narrows the rows in SQL; `running`, `interrupted` and `queued`
         // are derived from the lease when read, so they select both live statuses.
@@ -237,7 +241,7 @@ impl RunStore for PgStore {
             .bind(exact)
             .bind(live)
             .bind(page)
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.conns.get().await?)
             .await
             .map_err(StoreError::db("list", None))?;
             for row in &rows {
@@ -258,7 +262,12 @@ impl RunStore for PgStore {
         }
     }
 
-    async fn claim(&self, id: RunId, owner: &str, lease: Duration) -> Result<Lease, StoreError> {
+    async fn claim_inner(
+        &self,
+        id: RunId,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<Lease, StoreError> {
         let now = now_ms();
         let expires_ms = now.saturating_add(duration_ms(lease));
         // A holder that is a gone process of this host is taken over like a lapsed lease.
@@ -283,7 +292,7 @@ impl RunStore for PgStore {
         .bind(id.to_string())
         .bind(to_i64(now))
         .bind(gone)
-        .execute(&self.pool)
+        .execute(&mut *self.conns.get().await?)
         .await
         .map_err(StoreError::db("claim", Some(id)))?
         .rows_affected();
@@ -302,7 +311,12 @@ impl RunStore for PgStore {
         })
     }
 
-    async fn note_attempt(&self, id: RunId, owner: &str, attempt: u32) -> Result<(), StoreError> {
+    async fn note_attempt_inner(
+        &self,
+        id: RunId,
+        owner: &str,
+        attempt: u32,
+    ) -> Result<(), StoreError> {
         let now = now_ms();
         let updated = sqlx::query(
             "UPDATE runs SET attempt = GREATEST(attempt, $1) WHERE id = $2 AND owner = $3 \
@@ -312,7 +326,7 @@ impl RunStore for PgStore {
         .bind(id.to_string())
         .bind(owner)
         .bind(to_i64(now))
-        .execute(&self.pool)
+        .execute(&mut *self.conns.get().await?)
         .await
         .map_err(StoreError::db("note_attempt", Some(id)))?
         .rows_affected();
@@ -322,7 +336,12 @@ impl RunStore for PgStore {
         Ok(())
     }
 
-    async fn renew(&self, id: RunId, owner: &str, lease: Duration) -> Result<Lease, StoreError> {
+    async fn renew_inner(
+        &self,
+        id: RunId,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<Lease, StoreError> {
         let now = now_ms();
         let expires_ms = now.saturating_add(duration_ms(lease));
         let updated = sqlx::query(
@@ -333,7 +352,7 @@ impl RunStore for PgStore {
         .bind(id.to_string())
         .bind(owner)
         .bind(to_i64(now))
-        .execute(&self.pool)
+        .execute(&mut *self.conns.get().await?)
         .await
         .map_err(StoreError::db("renew", Some(id)))?
         .rows_affected();
@@ -347,7 +366,7 @@ impl RunStore for PgStore {
         })
     }
 
-    async fn release(&self, id: RunId, owner: &str) -> Result<(), StoreError> {
+    async fn release_inner(&self, id: RunId, owner: &str) -> Result<(), StoreError> {
         self.weights.forget(id);
         self.let_go(
             id,
@@ -358,7 +377,7 @@ impl RunStore for PgStore {
         .await
     }
 
-    async fn interrupt(&self, id: RunId, owner: &str) -> Result<(), StoreError> {
+    async fn interrupt_inner(&self, id: RunId, owner: &str) -> Result<(), StoreError> {
         self.let_go(
             id,
             owner,
@@ -372,7 +391,7 @@ impl RunStore for PgStore {
         .await
     }
 
-    async fn cancel(&self, id: RunId) -> Result<RunInfo, StoreError> {
+    async fn cancel_inner(&self, id: RunId) -> Result<RunInfo, StoreError> {
         let stored = self.load(id).await?;
         let status = stored.info.status;
         if status == StoredStatus::Running {
@@ -380,7 +399,7 @@ impl RunStore for PgStore {
             // checkpoint and while an effect runs).
             sqlx::query("UPDATE runs SET cancel_requested = 1 WHERE id = $1")
                 .bind(id.to_string())
-                .execute(&self.pool)
+                .execute(&mut *self.conns.get().await?)
                 .await
                 .map_err(StoreError::db("cancel", Some(id)))?;
             return self.info(id).await;
@@ -410,7 +429,8 @@ impl RunStore for PgStore {
         let seq = stored.info.seq + 1;
         let key = id.to_string();
         let db = StoreError::db("cancel", Some(id));
-        let mut tx = self.pool.begin().await.map_err(&db)?;
+        let mut c = self.conns.get().await?;
+        let mut tx = sqlx::Connection::begin(&mut *c).await.map_err(&db)?;
         // Fenced: the run has not moved since it was loaded and nobody holds a lease.
         let updated = sqlx::query(
             "UPDATE runs SET seq = $1, steps = $2, status = 'stopped', \
@@ -431,6 +451,7 @@ impl RunStore for PgStore {
         .rows_affected();
         if updated == 0 {
             tx.rollback().await.map_err(&db)?;
+            drop(c);
             let info = self.info(id).await?;
             return Err(wrong(info.status));
         }
@@ -455,10 +476,11 @@ impl RunStore for PgStore {
             .await
             .map_err(&db)?;
         tx.commit().await.map_err(&db)?;
+        drop(c);
         self.info(id).await
     }
 
-    async fn prune(&self, filter: &PruneFilter) -> Result<u64, StoreError> {
+    async fn prune_inner(&self, filter: &PruneFilter) -> Result<u64, StoreError> {
         if !filter.expired && filter.older_than.is_none() && filter.status.is_none() {
             return Err(StoreError::NoPruneFilter);
         }
@@ -481,7 +503,8 @@ impl RunStore for PgStore {
             return Ok(count);
         }
         let db = StoreError::db("prune", None);
-        let mut tx = self.pool.begin().await.map_err(&db)?;
+        let mut c = self.conns.get().await?;
+        let mut tx = sqlx::Connection::begin(&mut *c).await.map_err(&db)?;
         for id in &doomed {
             // Steps and snapshots go with the run (ON DELETE CASCADE).
             sqlx::query("DELETE FROM runs WHERE id = $1")
@@ -498,19 +521,19 @@ impl RunStore for PgStore {
         Ok(count)
     }
 
-    async fn dependency_spec(&self, id: RunId) -> Result<Option<DependencySpec>, StoreError> {
+    async fn dependency_spec_inner(&self, id: RunId) -> Result<Option<DependencySpec>, StoreError> {
         self.read_dependency_spec(id).await
     }
 
-    async fn dependents(&self, id: RunId) -> Result<Vec<RunInfo>, StoreError> {
+    async fn dependents_inner(&self, id: RunId) -> Result<Vec<RunInfo>, StoreError> {
         self.read_dependents(id).await
     }
 
-    async fn runnable(&self, limit: usize) -> Result<Vec<RunInfo>, StoreError> {
+    async fn runnable_inner(&self, limit: usize) -> Result<Vec<RunInfo>, StoreError> {
         self.read_runnable(limit).await
     }
 
-    async fn find(&self, key: &str) -> Result<RunId, StoreError> {
+    async fn find_inner(&self, key: &str) -> Result<RunId, StoreError> {
         let db = StoreError::db("find", None);
         if let Ok(id) = key.parse::<RunId>() {
             return self.info(id).await.map(|i| i.id);
@@ -519,7 +542,7 @@ impl RunStore for PgStore {
             let rows =
                 sqlx::query("SELECT id FROM runs WHERE id LIKE $1 ORDER BY id DESC LIMIT 20")
                     .bind(format!("{}%", key.to_ascii_uppercase()))
-                    .fetch_all(&self.pool)
+                    .fetch_all(&mut *self.conns.get().await?)
                     .await
                     .map_err(&db)?;
             let mut ids = Vec::with_capacity(rows.len());
@@ -546,7 +569,7 @@ impl RunStore for PgStore {
         )
         .bind(key)
         .bind(to_i64(now_ms()))
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.conns.get().await?)
         .await
         .map_err(&db)?;
         match row {
@@ -560,5 +583,84 @@ impl RunStore for PgStore {
                 key: key.to_string(),
             }),
         }
+    }
+}
+
+impl RunStore for PgStore {
+    async fn create(
+        &self,
+        record: &RunRecord,
+        options: &CreateOptions,
+    ) -> Result<RunInfo, StoreError> {
+        self.watch(self.create_inner(record, options).await)
+    }
+
+    async fn checkpoint(
+        &self,
+        id: RunId,
+        owner: &str,
+        checkpoint: Checkpoint<'_>,
+    ) -> Result<RunInfo, StoreError> {
+        self.watch(self.checkpoint_inner(id, owner, checkpoint).await)
+    }
+
+    async fn load(&self, id: RunId) -> Result<StoredRun, StoreError> {
+        self.watch(self.load_inner(id).await)
+    }
+
+    async fn load_at(&self, id: RunId, seq: u64) -> Result<StoredRun, StoreError> {
+        self.watch(self.load_at_inner(id, seq).await)
+    }
+
+    async fn info(&self, id: RunId) -> Result<RunInfo, StoreError> {
+        self.watch(self.info_inner(id).await)
+    }
+
+    async fn list(&self, filter: &RunFilter) -> Result<Vec<RunInfo>, StoreError> {
+        self.watch(self.list_inner(filter).await)
+    }
+
+    async fn claim(&self, id: RunId, owner: &str, lease: Duration) -> Result<Lease, StoreError> {
+        self.watch(self.claim_inner(id, owner, lease).await)
+    }
+
+    async fn note_attempt(&self, id: RunId, owner: &str, attempt: u32) -> Result<(), StoreError> {
+        self.watch(self.note_attempt_inner(id, owner, attempt).await)
+    }
+
+    async fn renew(&self, id: RunId, owner: &str, lease: Duration) -> Result<Lease, StoreError> {
+        self.watch(self.renew_inner(id, owner, lease).await)
+    }
+
+    async fn release(&self, id: RunId, owner: &str) -> Result<(), StoreError> {
+        self.watch(self.release_inner(id, owner).await)
+    }
+
+    async fn interrupt(&self, id: RunId, owner: &str) -> Result<(), StoreError> {
+        self.watch(self.interrupt_inner(id, owner).await)
+    }
+
+    async fn cancel(&self, id: RunId) -> Result<RunInfo, StoreError> {
+        self.watch(self.cancel_inner(id).await)
+    }
+
+    async fn prune(&self, filter: &PruneFilter) -> Result<u64, StoreError> {
+        self.watch(self.prune_inner(filter).await)
+    }
+
+    async fn dependency_spec(&self, id: RunId) -> Result<Option<DependencySpec>, StoreError> {
+        self.watch(self.dependency_spec_inner(id).await)
+    }
+
+    async fn dependents(&self, id: RunId) -> Result<Vec<RunInfo>, StoreError> {
+        self.watch(self.dependents_inner(id).await)
+    }
+
+    async fn runnable(&self, limit: usize) -> Result<Vec<RunInfo>, StoreError> {
+        self.watch(self.runnable_inner(limit).await)
+    }
+
+    async fn find(&self, key: &str) -> Result<RunId, StoreError> {
+        self.watch(self.find_inner(key).await)
     }
 }
