@@ -16,6 +16,10 @@
 #[allow(dead_code)]
 #[path = "../tests/support/cli.rs"]
 mod cli;
+// `cli` names the store helpers (`super::stores`) for its PostgreSQL benches (the file
+// allows its own dead code).
+#[path = "../tests/support/stores.rs"]
+mod stores;
 
 use std::path::PathBuf;
 use std::time::Instant;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use pactgraph::runtime::{Executor, RunRecord, TerminationReason};
 use pactgraph::store::{
     AnyStore, CreateOptions, Dependencies, DriveOptions, OnDepFailure, RunStore, StoreError,
-    StoredStatus, WorkEvent, WorkerOptions, drive, work,
+    StoredStatus, WorkEvent, WorkerOptions, drive, local_owner, work,
 };
 use serde_json::{Value, json};
 use support::runtime::{builder, graph, rt};
@@ -223,6 +223,42 @@ fn work_drains_chains_with_several_runs_at_once() {
                     StoredStatus::Completed
                 );
             }
+        });
+    }
+}
+
+/// Proves a run whose owner is a gone process of this host is runnable at once, under a
+/// lease of a minute still current (a killed worker's runs are taken over without waiting
+/// for their leases), and another owner claims it; a run held by a live owner (this
+/// process) is not runnable.
+#[test]
+fn a_gone_local_owners_runs_are_runnable_at_once() {
+    for backend in backends() {
+        rt().block_on(async {
+            let held = open(backend).await;
+            let store = held.store.clone();
+            let (ex, doc) = executor();
+            let orphan = create(&store, &ex, &doc, 1, CreateOptions::default())
+                .await
+                .unwrap();
+            let kept = create(&store, &ex, &doc, 2, CreateOptions::default())
+                .await
+                .unwrap();
+            let mut child = std::process::Command::new("true").spawn().unwrap();
+            let dead = child.id();
+            child.wait().unwrap();
+            let me = local_owner();
+            let host = me.rsplit_once(':').unwrap().0;
+            let gone = format!("{host}:{dead}#1");
+            let minute = Duration::from_secs(60);
+            store.claim(orphan, &gone, minute).await.unwrap();
+            store.claim(kept, &me, minute).await.unwrap();
+            let runnable = store.runnable(10).await.unwrap();
+            let ids: Vec<_> = runnable.iter().map(|i| i.id).collect();
+            assert_eq!(ids, vec![orphan], "only the gone owner's run");
+            assert_eq!(runnable[0].status, StoredStatus::Interrupted);
+            store.claim(orphan, "another", minute).await.unwrap();
+            assert!(store.runnable(10).await.unwrap().is_empty());
         });
     }
 }

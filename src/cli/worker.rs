@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 use pactgraph::runtime::{Clock, Executor};
-use pactgraph::store::{StoredRun, WorkEvent, WorkerOptions, work};
+use pactgraph::store::{StoreError, StoredRun, WorkEvent, WorkerOptions, work};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::exit;
@@ -149,6 +149,17 @@ fn log_event(event: WorkEvent<'_>) {
             run.termination_reason().map_or("-", |r| r.as_str()),
             run.steps
         ),
+        // Its lease lapsed (this worker was paused, say) or another worker took the run:
+        // the store refused the write and the run is left to whoever holds it now.
+        WorkEvent::Ended {
+            id,
+            result: Err(e @ StoreError::LeaseLost { .. }),
+        } => {
+            tracing::warn!(
+                target: "pactgraph::worker",
+                "run {id}: lease lost, write refused (nothing written; the run is left to its current owner): {e}"
+            );
+        }
         WorkEvent::Ended { id, result: Err(e) } => {
             tracing::warn!(target: "pactgraph::worker", "run {id} could not be run: {e}");
         }

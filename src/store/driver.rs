@@ -28,6 +28,10 @@ pub struct DriveOptions {
     pub dependency_poll: Duration,
     /// Called with the dependencies not final yet each time a `waiting` run looks.
     pub on_wait: Option<fn(&[RunInfo])>,
+    /// Refuse ([`StoreError::WrongStatus`]) a run found ended when claimed, instead of
+    /// returning it as it is: a worker that listed it runnable, then was paused while
+    /// another worker ended it, must not report a second end.
+    pub live_only: bool,
 }
 
 impl Default for DriveOptions {
@@ -39,6 +43,7 @@ impl Default for DriveOptions {
             before_step: None,
             dependency_poll: Duration::from_millis(20),
             on_wait: None,
+            live_only: false,
         }
     }
 }
@@ -67,6 +72,11 @@ impl DriveOptions {
     /// Looking at a waiting run's dependencies every `every`.
     pub fn dependency_poll(mut self, every: Duration) -> Self {
         self.dependency_poll = every;
+        self
+    }
+    /// Refusing a run that already ended ([`DriveOptions::live_only`]).
+    pub fn live_only(mut self, live_only: bool) -> Self {
+        self.live_only = live_only;
         self
     }
     /// Calling `f` with the dependencies not final yet while the run waits.
@@ -178,6 +188,13 @@ impl<S: RunStore> Driver<'_, S> {
         let mut info = stored.info;
         let mut seq = stored.record.seq;
         let mut run = stored.record.run;
+        if self.options.live_only && info.status.is_ended() {
+            return Err(StoreError::WrongStatus {
+                run_id: self.id,
+                status: info.status,
+                operation: "drive it (it already ended)",
+            });
+        }
         if info.status == StoredStatus::Waiting {
             match self.wait_for_dependencies(&mut run, &mut seq).await? {
                 Waited::Ready => {}

@@ -36,6 +36,7 @@ pub use deps::{
 };
 pub use driver::{Continue, DriveOptions, drive, drive_with};
 pub use error::StoreError;
+pub(crate) use owner::local_owner_pattern;
 pub use owner::{local_owner, owner_gone};
 pub use postgres::{PgOptions, PgStore};
 pub use rows::STORE_FORMAT;
@@ -480,7 +481,9 @@ pub trait RunStore: Send + Sync {
 
     /// Up to `limit` runs a worker may take now, oldest first: `queued` ones, `waiting`
     /// ones whose dependencies are all final or whose deadline passed, and `interrupted`
-    /// ones (their lease lapsed); none held under a current lease, none expired.
+    /// ones (their lease lapsed, or their owner is a process of this host that is gone:
+    /// [`owner_gone`], as [`RunStore::claim`] takes them over at once); none held under a
+    /// current lease by a live owner, none expired.
     fn runnable(
         &self,
         limit: usize,

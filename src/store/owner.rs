@@ -28,6 +28,13 @@ pub fn local_owner() -> String {
     format!("{}:{}#{n}", host(), std::process::id())
 }
 
+/// A SQL `LIKE` pattern matching the owners [`local_owner`] makes on this host (and
+/// maybe a few others: `_` in a host name matches any character; check with
+/// [`owner_gone`]).
+pub(crate) fn local_owner_pattern() -> String {
+    format!("{}:%", host().replace('%', "_"))
+}
+
 /// The host and process id an owner made by [`local_owner`] names.
 fn parse(owner: &str) -> Option<(&str, u32)> {
     let (host, rest) = owner.rsplit_once(':')?;

@@ -131,7 +131,9 @@ where
     F: Fn(&StoredRun) -> Result<Executor, String>,
     R: FnMut(WorkEvent<'_>),
 {
-    let drive_options = DriveOptions::default().lease(options.lease);
+    // A run found ended when the drive claims it again (this worker was paused after the
+    // check below) is not reported a second time.
+    let drive_options = DriveOptions::default().lease(options.lease).live_only(true);
     let report = Mutex::new(report);
     let emit = |event: WorkEvent<'_>| {
         // A report that panicked once still reports.
@@ -201,6 +203,14 @@ where
                             Err(StoreError::LeaseHeld { .. }) => return (id, None),
                             Err(e) => return (id, Some(Err(e))),
                         }
+                        // Listed runnable, but another worker may have ended it (and let it
+                        // go) since: nothing to do, and no second end to report.
+                        if let Ok(now) = store.info(id).await
+                            && now.status.is_ended()
+                        {
+                            let _ = store.release(id, &owner).await;
+                            return (id, None);
+                        }
                         emit(WorkEvent::Started {
                             id,
                             workflow: &info.workflow,
@@ -221,7 +231,12 @@ where
                                 Err(e)
                             }
                         };
-                        (id, Some(result))
+                        match result {
+                            Err(StoreError::WrongStatus { status, .. }) if status.is_ended() => {
+                                (id, None)
+                            }
+                            result => (id, Some(result)),
+                        }
                     });
                 }
                 if took == 0 && running.is_empty() && options.once {

@@ -8,6 +8,7 @@ use crate::store::RunInfo;
 use crate::store::deps::deadline;
 use crate::store::rows::{INFO, info_from_row};
 use crate::store::{Dependencies, DependencySpec, OnDepFailure};
+use crate::store::{local_owner_pattern, owner_gone};
 
 /// Records `deps` for the new run `id` in the create transaction: each must exist
 /// ([`StoreError::NotFound`] naming it otherwise); the run becomes `waiting`.
@@ -123,22 +124,50 @@ impl PgStore {
 
     pub(super) async fn read_runnable(&self, limit: usize) -> Result<Vec<RunInfo>, StoreError> {
         let now = now_ms();
-        let rows = sqlx::query(&format!(
-            "SELECT {INFO} FROM runs r WHERE status IN ('queued', 'waiting', 'running') \
-             AND (expires_ms IS NULL OR expires_ms > $1) \
-             AND (owner IS NULL OR lease_expires_ms IS NULL OR lease_expires_ms <= $1) \
-             AND (status <> 'waiting' OR dep_deadline_ms <= $1 OR NOT EXISTS ( \
-                  SELECT 1 FROM dependencies d JOIN runs dr ON dr.id = d.dep_id \
-                  WHERE d.run_id = r.id \
-                    AND dr.status NOT IN ('completed', 'stopped', 'failed'))) \
-             ORDER BY id LIMIT $2"
+        let most = i64::try_from(limit).unwrap_or(i64::MAX);
+        let db = StoreError::db("finding runnable runs", None);
+        let rows = sqlx::query(&runnable_sql(
+            "(owner IS NULL OR lease_expires_ms IS NULL OR lease_expires_ms <= $1)",
         ))
         .bind(to_i64(now))
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .bind(most)
         .fetch_all(&mut *self.conns.get().await?)
         .await
-        .map_err(StoreError::db("finding runnable runs", None))?;
-        rows.iter().map(|r| info_from_row(r, now)).collect()
+        .map_err(&db)?;
+        let mut runs = rows
+            .iter()
+            .map(|r| info_from_row(r, now))
+            .collect::<Result<Vec<_>, _>>()?;
+        // A run held under a current lease by a process of this host that is gone (killed,
+        // say) is runnable too: `claim` takes it over at once (`owner_gone`).
+        let owners: Vec<String> = sqlx::query_scalar(
+            "SELECT owner FROM runs WHERE status IN ('queued', 'waiting', 'running') \
+             AND owner LIKE $1 AND lease_expires_ms > $2",
+        )
+        .bind(local_owner_pattern())
+        .bind(to_i64(now))
+        .fetch_all(&mut *self.conns.get().await?)
+        .await
+        .map_err(&db)?;
+        let gone: Vec<&String> = owners.iter().filter(|o| owner_gone(o)).collect();
+        for owner in &gone {
+            let rows = sqlx::query(&runnable_sql("owner = $3"))
+                .bind(to_i64(now))
+                .bind(most)
+                .bind(owner.as_str())
+                .fetch_all(&mut *self.conns.get().await?)
+                .await
+                .map_err(&db)?;
+            for row in &rows {
+                runs.push(info_from_row(row, now)?);
+            }
+        }
+        if !gone.is_empty() {
+            runs.sort_by_key(|i| i.id);
+            runs.dedup_by_key(|i| i.id);
+            runs.truncate(limit);
+        }
+        Ok(runs)
     }
 }
 
@@ -166,4 +195,19 @@ impl PgStore {
         }
         Ok(edges)
     }
+}
+
+/// The runnable runs query (`$1` now, `$2` the limit) whose lease condition is `held`:
+/// runs not ended, not expired, and waiting ones only once their dependencies are final
+/// or their deadline passed; oldest first.
+fn runnable_sql(held: &str) -> String {
+    format!(
+        "SELECT {INFO} FROM runs r WHERE status IN ('queued', 'waiting', 'running') \
+         AND (expires_ms IS NULL OR expires_ms > $1) AND {held} \
+         AND (status <> 'waiting' OR dep_deadline_ms <= $1 OR NOT EXISTS ( \
+              SELECT 1 FROM dependencies d JOIN runs dr ON dr.id = d.dep_id \
+              WHERE d.run_id = r.id \
+                AND dr.status NOT IN ('completed', 'stopped', 'failed'))) \
+         ORDER BY id LIMIT $2"
+    )
 }
