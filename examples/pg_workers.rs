@@ -180,6 +180,7 @@ fn main() {
                     &["worker", "--once", "--concurrency", "1"],
                 )
                 .stderr(Stdio::null())
+                .stdout(Stdio::null())
                 .spawn()
                 .expect("a worker")
             })
@@ -215,6 +216,7 @@ fn main() {
             &["worker", "--concurrency", "1", "--poll", "20ms"],
         )
         .stderr(Stdio::null())
+        .stdout(Stdio::null())
         .spawn()
         .expect("a worker");
         std::thread::sleep(Duration::from_millis(500));
@@ -275,6 +277,7 @@ fn main() {
                 ],
             )
             .stderr(Stdio::null())
+            .stdout(Stdio::null())
             .spawn()
             .expect("a worker")
         };
@@ -288,7 +291,7 @@ fn main() {
                 .map(|r| {
                     (
                         r["id"].as_str().expect("an id").to_string(),
-                        r["seq"].as_u64().expect("a seq"),
+                        r["steps"].as_u64().expect("steps"),
                     )
                 })
                 .collect();
@@ -305,7 +308,7 @@ fn main() {
             let rows = list(&bin, dir.path(), &schema.url);
             let moved = held.iter().any(|(id, seq)| {
                 rows.iter()
-                    .any(|r| r["id"] == id.as_str() && r["seq"].as_u64() > Some(*seq + 1))
+                    .any(|r| r["id"] == id.as_str() && r["steps"].as_u64() > Some(*seq + 1))
             });
             if moved {
                 break t.elapsed();
