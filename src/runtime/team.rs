@@ -24,7 +24,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::advisors::{Member, Report};
 use super::budgets::{GuardStop, check_node};
@@ -38,7 +38,7 @@ use super::plan_node::NodeTarget;
 use super::run_state::RunState;
 use super::status::TerminationReason;
 use super::step::{After, Awaiting, Decided, Level, Planned, Stage, Step, Then};
-use super::team_state::{MemberStatus, TeamPhase, TeamRun};
+use super::team_state::{MemberStatus, TeamPhase, TeamRun, turn_input};
 use super::trace::{Chain, TraceItem};
 use crate::contracts::Team;
 
@@ -249,12 +249,8 @@ impl Executor {
                 Some(m) => (m.turns.saturating_add(1), m.seen),
                 None => continue,
             };
-            let input = json!({
-                "me": id,
-                "turn": turn,
-                "inbox": team.inbox(seen, id),
-                "final_turn": turn >= spec.member_max_turns,
-            });
+            let final_turn = turn >= spec.member_max_turns;
+            let input = turn_input(id, turn, team.inbox(seen, id), final_turn);
             if let Some(m) = team.members.get_mut(id) {
                 m.seen = transcript_len;
             }
@@ -309,12 +305,12 @@ impl Executor {
         }
         let turn = team.lead_turns.saturating_add(1);
         let final_turn = !team.any_active() || turn >= spec.lead_max_turns || team.final_next;
-        let input = json!({
-            "me": &*lead.id,
-            "turn": turn,
-            "inbox": team.inbox(team.lead_seen, &lead.id),
-            "final_turn": final_turn,
-        });
+        let input = turn_input(
+            &lead.id,
+            turn,
+            team.inbox(team.lead_seen, &lead.id),
+            final_turn,
+        );
         team.lead_seen = team.transcript.len();
         let contract = lead.contract(&plan.graph);
         let mut view = self.view(run, &contract.reads);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::plan_node::NodeTarget;
 use super::trace::{Chain, TraceKind};
@@ -83,6 +83,18 @@ pub enum MemberStatus {
     Failed,
     /// Still in the team when the lead answered: it takes no more turns.
     Cancelled,
+}
+
+impl MemberStatus {
+    /// Its name in JSON: `active`, `exited`, `failed` or `cancelled`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemberStatus::Active => "active",
+            MemberStatus::Exited => "exited",
+            MemberStatus::Failed => "failed",
+            MemberStatus::Cancelled => "cancelled",
+        }
+    }
 }
 
 /// One message of a team's transcript.
@@ -258,22 +270,36 @@ impl TeamRun {
     }
 
     /// The team slice's value once the team has ended: `{"transcript", "members",
-    /// "lead_turns"}`.
+    /// "lead_turns"}` (built directly, as serde would write it).
     pub(crate) fn summary(&self) -> Value {
         let members: Map<String, Value> = self
             .members
             .iter()
             .map(|(id, m)| {
-                let v = json!({"status": m.status, "turns": m.turns});
-                (id.clone(), v)
+                let mut v = Map::with_capacity(2);
+                v.insert("status".into(), m.status.as_str().into());
+                v.insert("turns".into(), m.turns.into());
+                (id.clone(), Value::Object(v))
             })
             .collect();
-        json!({
-            "transcript": self.transcript.iter().map(Broadcast::to_json).collect::<Vec<_>>(),
-            "members": members,
-            "lead_turns": self.lead_turns,
-        })
+        let transcript = self.transcript.iter().map(Broadcast::to_json).collect();
+        let mut out = Map::with_capacity(3);
+        out.insert("transcript".into(), Value::Array(transcript));
+        out.insert("members".into(), Value::Object(members));
+        out.insert("lead_turns".into(), self.lead_turns.into());
+        Value::Object(out)
     }
+}
+
+/// A turn's team input, `{"me", "turn", "inbox", "final_turn"}` (built directly: the
+/// inbox moves in instead of being serialized again).
+pub(crate) fn turn_input(me: &str, turn: u32, inbox: Value, final_turn: bool) -> Value {
+    let mut m = Map::with_capacity(4);
+    m.insert("me".into(), me.into());
+    m.insert("turn".into(), turn.into());
+    m.insert("inbox".into(), inbox);
+    m.insert("final_turn".into(), final_turn.into());
+    Value::Object(m)
 }
 
 /// The length in bytes of `value` serialized as compact JSON, counted without building it.
@@ -299,6 +325,61 @@ fn json_len(value: &Value) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    /// The hand-built summary and turn input are what `json!` and serde build.
+    #[test]
+    fn summary_and_turn_input_match_serde() {
+        let mut run = TeamRun {
+            node: "t".into(),
+            dispatcher: "s".into(),
+            kind: TraceKind::Dispatch,
+            from: None,
+            chain: None,
+            owed: Vec::new(),
+            cycle: 2,
+            next: TeamPhase::Lead,
+            transcript: Arc::default(),
+            members: IndexMap::new(),
+            lead_turns: 3,
+            lead_seen: 0,
+            final_next: false,
+        };
+        for (i, status) in [
+            MemberStatus::Active,
+            MemberStatus::Exited,
+            MemberStatus::Failed,
+            MemberStatus::Cancelled,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let p = MemberProgress {
+                status,
+                turns: 7,
+                seen: 1,
+            };
+            run.members.insert(format!("m{i}"), p);
+        }
+        run.push(100, "m0", BroadcastKind::Update, json!({"a": 1}));
+        run.fail_member(100, "m2", "it broke");
+        let members: Map<String, Value> = run
+            .members
+            .iter()
+            .map(|(id, m)| (id.clone(), json!({"status": m.status, "turns": m.turns})))
+            .collect();
+        let expected = json!({
+            "transcript": run.transcript.iter().map(Broadcast::to_json).collect::<Vec<_>>(),
+            "members": members,
+            "lead_turns": run.lead_turns,
+        });
+        assert_eq!(run.summary(), expected);
+        let inbox = run.inbox(0, "m1");
+        assert_eq!(
+            turn_input("m1", 4, inbox.clone(), true),
+            json!({"me": "m1", "turn": 4u32, "inbox": inbox, "final_turn": true})
+        );
+    }
 
     /// The hand-built JSON form of a broadcast is exactly what serde writes.
     #[test]
