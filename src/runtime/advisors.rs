@@ -237,7 +237,9 @@ impl Executor {
             MemberCall::Constant(w) => accept_as(w.into(), m.role)
                 .map_err(|e| Fault::InvalidOutput(format!("sent an invalid output: {e}"))),
             MemberCall::Refused(msg) => Err(Fault::Failed(msg)),
-            MemberCall::Call(call) => self.call_node(m.limit, call, m.role).await,
+            // Boxed: the call's future is large (a time limit, the cancellation waiter),
+            // and every member's future is moved into the join at its full size.
+            MemberCall::Call(call) => Box::pin(self.call_node(m.limit, call, m.role)).await,
         };
         let duration_us = Self::elapsed(t0);
         let (mut broadcast, mut exit) = (None, false);
