@@ -184,7 +184,7 @@ impl Executor {
         let mut team = team;
         // Called once, by the branch that calls the member: the team input is moved in.
         let mut view = || {
-            let mut view = self.view(run, &contract.reads);
+            let mut view = self.view_and(run, &contract.reads, usize::from(team.is_some()));
             if let Some((slice, input)) = team.take() {
                 view.insert(slice.to_string(), input);
             }

@@ -2,7 +2,7 @@
 //! serializable data, so a run saved between any two team steps resumes the team where it
 //! was (see `team.rs` for how it runs, ADR 0021).
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
@@ -119,13 +119,18 @@ impl Broadcast {
     /// Its JSON form, `{"seq", "cycle", "from", "type", "message"}` (as serde writes it,
     /// built directly: an inbox builds one per entry).
     pub fn to_json(&self) -> Value {
-        let mut m = Map::with_capacity(5);
-        m.insert("seq".into(), self.seq.into());
-        m.insert("cycle".into(), self.cycle.into());
-        m.insert("from".into(), self.from.as_str().into());
-        m.insert("type".into(), self.kind.as_str().into());
-        m.insert("message".into(), self.message.clone());
-        Value::Object(m)
+        static KEYS: LazyLock<Map<String, Value>> =
+            LazyLock::new(|| keyed(["seq", "cycle", "from", "type", "message"]));
+        filled(
+            &KEYS,
+            [
+                self.seq.into(),
+                self.cycle.into(),
+                self.from.as_str().into(),
+                self.kind.as_str().into(),
+                self.message.clone(),
+            ],
+        )
     }
 }
 
@@ -272,14 +277,13 @@ impl TeamRun {
     /// The team slice's value once the team has ended: `{"transcript", "members",
     /// "lead_turns"}` (built directly, as serde would write it).
     pub(crate) fn summary(&self) -> Value {
+        static KEYS: LazyLock<Map<String, Value>> = LazyLock::new(|| keyed(["status", "turns"]));
         let members: Map<String, Value> = self
             .members
             .iter()
             .map(|(id, m)| {
-                let mut v = Map::with_capacity(2);
-                v.insert("status".into(), m.status.as_str().into());
-                v.insert("turns".into(), m.turns.into());
-                (id.clone(), Value::Object(v))
+                let v = filled(&KEYS, [m.status.as_str().into(), m.turns.into()]);
+                (id.clone(), v)
             })
             .collect();
         let transcript = self.transcript.iter().map(Broadcast::to_json).collect();
@@ -294,11 +298,28 @@ impl TeamRun {
 /// A turn's team input, `{"me", "turn", "inbox", "final_turn"}` (built directly: the
 /// inbox moves in instead of being serialized again).
 pub(crate) fn turn_input(me: &str, turn: u32, inbox: Value, final_turn: bool) -> Value {
-    let mut m = Map::with_capacity(4);
-    m.insert("me".into(), me.into());
-    m.insert("turn".into(), turn.into());
-    m.insert("inbox".into(), inbox);
-    m.insert("final_turn".into(), final_turn.into());
+    static KEYS: LazyLock<Map<String, Value>> =
+        LazyLock::new(|| keyed(["me", "turn", "inbox", "final_turn"]));
+    filled(&KEYS, [me.into(), turn.into(), inbox, final_turn.into()])
+}
+
+/// An object with these keys (in this order), every value `null`: a template for
+/// [`filled`].
+fn keyed<const N: usize>(keys: [&str; N]) -> Map<String, Value> {
+    keys.into_iter()
+        .map(|k| (k.to_string(), Value::Null))
+        .collect()
+}
+
+/// A copy of `template` with its values replaced, in order, by `values`. Cloning a map
+/// copies its hash table as it is, so the keys are not hashed again as inserting them
+/// would (the objects of team inputs and inboxes are built many times a cycle).
+fn filled<const N: usize>(template: &Map<String, Value>, values: [Value; N]) -> Value {
+    let mut m = template.clone();
+    debug_assert_eq!(m.len(), N, "one value per key of the template");
+    for (slot, v) in m.values_mut().zip(values) {
+        *slot = v;
+    }
     Value::Object(m)
 }
 
