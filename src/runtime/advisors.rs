@@ -184,7 +184,7 @@ impl Executor {
         let mut team = team;
         // Called once, by the branch that calls the member: the team input is moved in.
         let mut view = || {
-            let mut view = self.view(run, &contract.reads);
+            let mut view = self.view_and(run, &contract.reads, usize::from(team.is_some()));
             if let Some((slice, input)) = team.take() {
                 view.insert(slice.to_string(), input);
             }
@@ -237,7 +237,9 @@ impl Executor {
             MemberCall::Constant(w) => accept_as(w.into(), m.role)
                 .map_err(|e| Fault::InvalidOutput(format!("sent an invalid output: {e}"))),
             MemberCall::Refused(msg) => Err(Fault::Failed(msg)),
-            MemberCall::Call(call) => self.call_node(m.limit, call, m.role).await,
+            // Boxed: the call's future is large (a time limit, the cancellation waiter),
+            // and every member's future is moved into the join at its full size.
+            MemberCall::Call(call) => Box::pin(self.call_node(m.limit, call, m.role)).await,
         };
         let duration_us = Self::elapsed(t0);
         let (mut broadcast, mut exit) = (None, false);

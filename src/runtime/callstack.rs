@@ -79,7 +79,12 @@ impl From<Frame> for UncommittedFrame {
 
 /// The slices `names` present in `state`, as an object (in `names` order).
 pub(crate) fn pick(state: &State, names: &[String]) -> State {
-    let mut out = State::with_capacity(names.len());
+    pick_with_room(state, names, 0)
+}
+
+/// [`pick`], with room for `extra` more entries.
+pub(crate) fn pick_with_room(state: &State, names: &[String], extra: usize) -> State {
+    let mut out = State::with_capacity(names.len().saturating_add(extra));
     for n in names {
         if let Some(v) = state.get(n) {
             out.insert(n.clone(), v.clone());

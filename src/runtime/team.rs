@@ -24,7 +24,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::advisors::{Member, Report};
 use super::budgets::{GuardStop, check_node};
@@ -38,7 +38,7 @@ use super::plan_node::NodeTarget;
 use super::run_state::RunState;
 use super::status::TerminationReason;
 use super::step::{After, Awaiting, Decided, Level, Planned, Stage, Step, Then};
-use super::team_state::{MemberStatus, TeamPhase, TeamRun};
+use super::team_state::{MemberStatus, TeamPhase, TeamRun, turn_input};
 use super::trace::{Chain, TraceItem};
 use crate::contracts::Team;
 
@@ -212,11 +212,13 @@ impl Executor {
             );
             team.fail_member(spec.max_broadcast_bytes, &id, &why);
         }
-        let turning: Vec<String> = team
+        // Positions in `members`, not ids: nothing is copied or looked up again.
+        let turning: Vec<usize> = team
             .members
-            .iter()
+            .values()
+            .enumerate()
             .filter(|(_, m)| m.status == MemberStatus::Active)
-            .map(|(id, _)| id.clone())
+            .map(|(i, _)| i)
             .collect();
         if turning.is_empty() {
             return None;
@@ -244,24 +246,20 @@ impl Executor {
         }
         let mut members: Vec<Member> = Vec::with_capacity(turning.len());
         let transcript_len = team.transcript.len();
-        for (i, id) in turning.iter().enumerate() {
-            let (turn, seen) = match team.members.get(id) {
-                Some(m) => (m.turns.saturating_add(1), m.seen),
-                None => continue,
+        for (i, &index) in turning.iter().enumerate() {
+            let Some((id, m)) = team.members.get_index(index) else {
+                continue;
             };
-            let input = json!({
-                "me": id,
-                "turn": turn,
-                "inbox": team.inbox(seen, id),
-                "final_turn": turn >= spec.member_max_turns,
-            });
-            if let Some(m) = team.members.get_mut(id) {
-                m.seen = transcript_len;
-            }
+            let turn = m.turns.saturating_add(1);
+            let final_turn = turn >= spec.member_max_turns;
+            let input = turn_input(id, turn, team.inbox(m.seen, id), final_turn);
             let at = run
                 .steps
                 .saturating_add(u32::try_from(i).unwrap_or(u32::MAX));
             members.push(self.member(run, id, at, None, Some((&spec.slice, input))));
+            if let Some((_, m)) = team.members.get_index_mut(index) {
+                m.seen = transcript_len;
+            }
         }
         let effect = Effect {
             kind: EffectKind::Fork,
@@ -309,15 +307,15 @@ impl Executor {
         }
         let turn = team.lead_turns.saturating_add(1);
         let final_turn = !team.any_active() || turn >= spec.lead_max_turns || team.final_next;
-        let input = json!({
-            "me": &*lead.id,
-            "turn": turn,
-            "inbox": team.inbox(team.lead_seen, &lead.id),
-            "final_turn": final_turn,
-        });
+        let input = turn_input(
+            &lead.id,
+            turn,
+            team.inbox(team.lead_seen, &lead.id),
+            final_turn,
+        );
         team.lead_seen = team.transcript.len();
         let contract = lead.contract(&plan.graph);
-        let mut view = self.view(run, &contract.reads);
+        let mut view = self.view_and(run, &contract.reads, 1);
         view.insert(spec.slice.clone(), input);
         let ids = CallIds {
             run_id: run.run_id,

@@ -2,6 +2,7 @@
 //! steps, trace items and broadcasts; a lead turn starts the next cycle, ends the team as
 //! the team node's run, or fails the run (`team_no_final`).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -151,7 +152,7 @@ impl Tx<'_> {
             let outcome = match failure {
                 Some(why) => {
                     team.fail_member(max, id, &why);
-                    format!("failed: {why}")
+                    Cow::Owned(format!("failed: {why}"))
                 }
                 None => {
                     let kind = if r.exit {
@@ -178,7 +179,7 @@ impl Tx<'_> {
                         (false, Some(b)) if b.from == id && b.cycle == team.cycle => "update",
                         _ => "silent",
                     };
-                    said.to_string()
+                    Cow::Borrowed(said)
                 }
             };
             let reason = format!("member turn {turn} of cycle {}: {outcome}", team.cycle);

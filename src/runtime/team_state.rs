@@ -2,11 +2,11 @@
 //! serializable data, so a run saved between any two team steps resumes the team where it
 //! was (see `team.rs` for how it runs, ADR 0021).
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::plan_node::NodeTarget;
 use super::trace::{Chain, TraceKind};
@@ -85,6 +85,18 @@ pub enum MemberStatus {
     Cancelled,
 }
 
+impl MemberStatus {
+    /// Its name in JSON: `active`, `exited`, `failed` or `cancelled`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemberStatus::Active => "active",
+            MemberStatus::Exited => "exited",
+            MemberStatus::Failed => "failed",
+            MemberStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
 /// One message of a team's transcript.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Broadcast {
@@ -107,13 +119,18 @@ impl Broadcast {
     /// Its JSON form, `{"seq", "cycle", "from", "type", "message"}` (as serde writes it,
     /// built directly: an inbox builds one per entry).
     pub fn to_json(&self) -> Value {
-        let mut m = Map::with_capacity(5);
-        m.insert("seq".into(), self.seq.into());
-        m.insert("cycle".into(), self.cycle.into());
-        m.insert("from".into(), self.from.as_str().into());
-        m.insert("type".into(), self.kind.as_str().into());
-        m.insert("message".into(), self.message.clone());
-        Value::Object(m)
+        static KEYS: LazyLock<Map<String, Value>> =
+            LazyLock::new(|| keyed(["seq", "cycle", "from", "type", "message"]));
+        filled(
+            &KEYS,
+            [
+                self.seq.into(),
+                self.cycle.into(),
+                self.from.as_str().into(),
+                self.kind.as_str().into(),
+                self.message.clone(),
+            ],
+        )
     }
 }
 
@@ -258,22 +275,52 @@ impl TeamRun {
     }
 
     /// The team slice's value once the team has ended: `{"transcript", "members",
-    /// "lead_turns"}`.
+    /// "lead_turns"}` (built directly, as serde would write it).
     pub(crate) fn summary(&self) -> Value {
+        static KEYS: LazyLock<Map<String, Value>> = LazyLock::new(|| keyed(["status", "turns"]));
         let members: Map<String, Value> = self
             .members
             .iter()
             .map(|(id, m)| {
-                let v = json!({"status": m.status, "turns": m.turns});
+                let v = filled(&KEYS, [m.status.as_str().into(), m.turns.into()]);
                 (id.clone(), v)
             })
             .collect();
-        json!({
-            "transcript": self.transcript.iter().map(Broadcast::to_json).collect::<Vec<_>>(),
-            "members": members,
-            "lead_turns": self.lead_turns,
-        })
+        let transcript = self.transcript.iter().map(Broadcast::to_json).collect();
+        let mut out = Map::with_capacity(3);
+        out.insert("transcript".into(), Value::Array(transcript));
+        out.insert("members".into(), Value::Object(members));
+        out.insert("lead_turns".into(), self.lead_turns.into());
+        Value::Object(out)
     }
+}
+
+/// A turn's team input, `{"me", "turn", "inbox", "final_turn"}` (built directly: the
+/// inbox moves in instead of being serialized again).
+pub(crate) fn turn_input(me: &str, turn: u32, inbox: Value, final_turn: bool) -> Value {
+    static KEYS: LazyLock<Map<String, Value>> =
+        LazyLock::new(|| keyed(["me", "turn", "inbox", "final_turn"]));
+    filled(&KEYS, [me.into(), turn.into(), inbox, final_turn.into()])
+}
+
+/// An object with these keys (in this order), every value `null`: a template for
+/// [`filled`].
+fn keyed<const N: usize>(keys: [&str; N]) -> Map<String, Value> {
+    keys.into_iter()
+        .map(|k| (k.to_string(), Value::Null))
+        .collect()
+}
+
+/// A copy of `template` with its values replaced, in order, by `values`. Cloning a map
+/// copies its hash table as it is, so the keys are not hashed again as inserting them
+/// would (the objects of team inputs and inboxes are built many times a cycle).
+fn filled<const N: usize>(template: &Map<String, Value>, values: [Value; N]) -> Value {
+    let mut m = template.clone();
+    debug_assert_eq!(m.len(), N, "one value per key of the template");
+    for (slot, v) in m.values_mut().zip(values) {
+        *slot = v;
+    }
+    Value::Object(m)
 }
 
 /// The length in bytes of `value` serialized as compact JSON, counted without building it.
@@ -299,6 +346,61 @@ fn json_len(value: &Value) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    /// The hand-built summary and turn input are what `json!` and serde build.
+    #[test]
+    fn summary_and_turn_input_match_serde() {
+        let mut run = TeamRun {
+            node: "t".into(),
+            dispatcher: "s".into(),
+            kind: TraceKind::Dispatch,
+            from: None,
+            chain: None,
+            owed: Vec::new(),
+            cycle: 2,
+            next: TeamPhase::Lead,
+            transcript: Arc::default(),
+            members: IndexMap::new(),
+            lead_turns: 3,
+            lead_seen: 0,
+            final_next: false,
+        };
+        for (i, status) in [
+            MemberStatus::Active,
+            MemberStatus::Exited,
+            MemberStatus::Failed,
+            MemberStatus::Cancelled,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let p = MemberProgress {
+                status,
+                turns: 7,
+                seen: 1,
+            };
+            run.members.insert(format!("m{i}"), p);
+        }
+        run.push(100, "m0", BroadcastKind::Update, json!({"a": 1}));
+        run.fail_member(100, "m2", "it broke");
+        let members: Map<String, Value> = run
+            .members
+            .iter()
+            .map(|(id, m)| (id.clone(), json!({"status": m.status, "turns": m.turns})))
+            .collect();
+        let expected = json!({
+            "transcript": run.transcript.iter().map(Broadcast::to_json).collect::<Vec<_>>(),
+            "members": members,
+            "lead_turns": run.lead_turns,
+        });
+        assert_eq!(run.summary(), expected);
+        let inbox = run.inbox(0, "m1");
+        assert_eq!(
+            turn_input("m1", 4, inbox.clone(), true),
+            json!({"me": "m1", "turn": 4u32, "inbox": inbox, "final_turn": true})
+        );
+    }
 
     /// The hand-built JSON form of a broadcast is exactly what serde writes.
     #[test]

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::callstack::pick;
+use super::callstack::pick_with_room;
 use super::executor::Executor;
 use super::run_state::RunState;
 use crate::contracts::SYSTEM_SLICE;
@@ -50,7 +50,18 @@ impl Executor {
     /// The read view of a node: its `reads` slices present at its level. `system` is
     /// built fresh from the run.
     pub(super) fn view(&self, run: &RunState, reads: &[String]) -> Map<String, Value> {
-        let mut view = pick(run.level_state(), reads);
+        self.view_and(run, reads, 0)
+    }
+
+    /// The read view of a node, with room for `extra` more slices (a team turn adds its
+    /// team input) so that adding them does not grow the map.
+    pub(super) fn view_and(
+        &self,
+        run: &RunState,
+        reads: &[String],
+        extra: usize,
+    ) -> Map<String, Value> {
+        let mut view = pick_with_room(run.level_state(), reads, extra);
         if reads.iter().any(|r| r == SYSTEM_SLICE) {
             view.insert(SYSTEM_SLICE.into(), self.system_value(run));
         }
