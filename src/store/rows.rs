@@ -151,6 +151,46 @@ pub(crate) fn delta_from_row(
     Ok((seq, delta, text.len()))
 }
 
+/// Applies step rows `rows` (checkpoints `snap_seq + 1 ..= at`, in order) to `run`, the
+/// state of snapshot `snap_seq`; returns the bytes of deltas replayed. A missing or
+/// unreadable step is `Corrupt`, naming it.
+pub(crate) fn replay(
+    id: RunId,
+    run: &mut RunState,
+    rows: &[impl Cols],
+    snap_seq: u64,
+    at: u64,
+) -> Result<usize, StoreError> {
+    let corrupt = |what: String, reason: String| StoreError::Corrupt {
+        run_id: id,
+        what,
+        reason,
+    };
+    let mut expected = snap_seq + 1;
+    let mut bytes = 0;
+    for row in rows {
+        let (seq, delta, size) = delta_from_row(id, row)?;
+        bytes += size;
+        if seq != expected {
+            return Err(corrupt(
+                format!("step {expected}"),
+                format!("is missing (the next stored step is {seq})"),
+            ));
+        }
+        delta
+            .apply(run)
+            .map_err(|e| corrupt(format!("step {seq}"), e))?;
+        expected += 1;
+    }
+    if expected != at + 1 {
+        return Err(corrupt(
+            format!("step {expected}"),
+            format!("is missing (the run is at {at})"),
+        ));
+    }
+    Ok(bytes)
+}
+
 /// Stops `run` as cancelled: a `guard_stop` trace item, open frames reported as
 /// uncommitted, `system.call_stack` emptied.
 pub(crate) fn cancel_run(run: &mut RunState, at_ms: u64) -> Result<(), String> {

@@ -72,28 +72,7 @@ impl SqliteStore {
         .await
         .map_err(&db)?;
         tx.commit().await.map_err(&db)?;
-        let mut expected = snap_seq + 1;
-        let mut replay = 0;
-        for row in &rows {
-            let (seq, delta, bytes) = delta_from_row(id, row)?;
-            replay += bytes;
-            if seq != expected {
-                return Err(corrupt(
-                    format!("step {expected}"),
-                    format!("is missing (the next stored step is {seq})"),
-                ));
-            }
-            delta
-                .apply(&mut run)
-                .map_err(|e| corrupt(format!("step {seq}"), e))?;
-            expected += 1;
-        }
-        if expected != at + 1 {
-            return Err(corrupt(
-                format!("step {expected}"),
-                format!("is missing (the run is at {at})"),
-            ));
-        }
+        let replay = replay(id, &mut run, &rows, snap_seq, at)?;
         if upto.is_none() && run.is_running() {
             self.weights.loaded(id, snap_text.len(), replay);
         }

@@ -20,7 +20,7 @@ use self::deps::insert_dependencies;
 use self::rows::*;
 use self::snapshots::{checkpoint_sql, is_refusal};
 use super::rows::{
-    INFO, STORE_FORMAT, cancel_run, delta_from_row, info_from_row, is_unique_violation,
+    INFO, STORE_FORMAT, cancel_run, delta_from_row, info_from_row, is_unique_violation, replay,
     stored_status, to_i64, to_u64,
 };
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
