@@ -238,7 +238,8 @@ mod tests {
             json!({"stop_global": {"reason": "x"}})
         );
         assert_eq!(
-            serde_json::to_value(RoutingDecision::clarify("r", "why?")).unwrap(),
+            serde_json::to_value(RoutingDecision::clarify("r", "why?"))
+                .expect("a decision serializes"),
             json!({"clarify": {"subgraph": "r", "question": "why?"}})
         );
     }
