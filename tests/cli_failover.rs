@@ -325,13 +325,24 @@ fn a_killed_and_a_paused_worker_lose_and_duplicate_nothing() {
             "one of A's runs resumed: {kill:?}"
         );
 
-        // B pauses past its lease: C takes its runs once their leases lapse.
-        signal(&w_b, "STOP");
-        let stopped = Instant::now();
-        std::thread::sleep(Duration::from_millis(30));
-        marks.poll();
-        let b_held = marks.held_by(pb);
-        assert!(!b_held.is_empty(), "B was driving runs when stopped");
+        // B pauses past its lease: C takes its runs once their leases lapse. B may be
+        // between runs at the moment it is stopped (its last ones just ended): then it is
+        // continued and stopped again a little later, until it is stopped holding runs.
+        let mut tries = 0;
+        let (stopped, b_held) = loop {
+            signal(&w_b, "STOP");
+            let stopped = Instant::now();
+            std::thread::sleep(Duration::from_millis(30));
+            marks.poll();
+            let b_held = marks.held_by(pb);
+            if !b_held.is_empty() {
+                break (stopped, b_held);
+            }
+            signal(&w_b, "CONT");
+            tries += 1;
+            assert!(tries < 50, "B was never stopped while driving runs");
+            std::thread::sleep(Duration::from_millis(50));
+        };
         let mut continued = false;
         let stop = measure(
             &mut marks,
