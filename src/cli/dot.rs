@@ -103,8 +103,8 @@ fn execute(args: &DotArgs) -> Result<(), Vec<String>> {
 }
 
 /// Reads a trace from a `run --trace-out` file (a JSON array), a saved run
-/// (`run --state-out`: its `run.trace`) or `run`'s printed output (its
-/// `state.system.decision_trace`).
+/// (`run --state-out`: its `run.trace`) or `run`'s printed output with `--trace` (its
+/// `trace`) or `--full` (its `state.system.decision_trace`).
 fn load_trace(path: &Path) -> Result<DecisionTrace, Vec<String>> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| vec![format!("cannot read trace {}: {e}", path.display())])?;
@@ -116,14 +116,14 @@ fn load_trace(path: &Path) -> Result<DecisionTrace, Vec<String>> {
             e.column()
         )]
     })?;
-    let items = ["", "/run/trace", "/state/system/decision_trace"]
+    let items = ["", "/run/trace", "/trace", "/state/system/decision_trace"]
         .iter()
         .find_map(|p| value.pointer(p).filter(|v| v.is_array()))
         .cloned()
         .ok_or_else(|| {
             vec![format!(
                 "{}: not a decision trace: expected a JSON array of trace items, a saved run \
-                 (`run --state-out`) or the output of `run`",
+                 (`run --state-out`) or the output of `run --trace` or `run --full`",
                 path.display()
             )]
         })?;

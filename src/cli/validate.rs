@@ -1,7 +1,7 @@
 //! `pactgraph validate FILE [--strict] [--format human|json]`.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::ValueEnum;
@@ -16,11 +16,24 @@ pub enum Format {
     Json,
 }
 
-/// Validates `file` and prints every diagnostic: exit 0 without errors, 1 otherwise.
-pub fn run(file: &Path, strict: bool, format: Format) -> ExitCode {
-    let checked = check_file(file, strict);
+/// The arguments of `pactgraph validate`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ValidateArgs {
+    /// The workflow document (JSON, or YAML for `.yaml`/`.yml`).
+    pub file: PathBuf,
+    /// Treat warnings as errors.
+    #[arg(long)]
+    pub strict: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "human")]
+    pub format: Format,
+}
+
+/// Validates the file and prints every diagnostic: exit 0 without errors, 1 otherwise.
+pub fn run(args: &ValidateArgs) -> ExitCode {
+    let checked = check_file(&args.file, args.strict);
     // A closed pipe must not turn into a panic: write errors are ignored.
-    let _ = match format {
+    let _ = match args.format {
         Format::Json => writeln!(std::io::stdout().lock(), "{}", checked.report.to_json()),
         Format::Human => {
             let text = checked.report.render_human(checked.source());

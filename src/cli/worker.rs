@@ -47,11 +47,7 @@ fn init_logging() {
 /// The executor for a stored run: its own document, its base folder, the system clock.
 pub fn executor_for(stored: &StoredRun) -> Result<Executor, String> {
     let graph = stored.record.graph().map_err(|e| e.to_string())?;
-    Executor::builder(graph)
-        .base_dir(stored.record.base_dir.as_deref().unwrap_or("."))
-        .clock(Clock::System)
-        .build()
-        .map_err(|e| e.to_string())
+    crate::drive::executor_of(&stored.record, graph, Clock::System)
 }
 
 /// `pactgraph worker ...`.

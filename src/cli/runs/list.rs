@@ -2,20 +2,52 @@
 
 use std::process::ExitCode;
 
+use clap::ValueEnum;
 use comfy_table::{Table, presets};
 use pactgraph::runtime::RunId;
-use pactgraph::store::{AnyStore, RunFilter, RunInfo, RunStore, StoredStatus};
+use pactgraph::store::{RunFilter, RunInfo, RunStore, StoredStatus};
 use serde::Serialize;
 
-use super::ListFormat;
 use crate::exit;
-use crate::run::write_json;
-use crate::store::{self, ago};
+use crate::outcome::write_json;
+use crate::store::{self, StoreArgs, ago};
+
+/// The arguments of `pactgraph runs list`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ListArgs {
+    /// Only runs with this status (queued, waiting, running, interrupted,
+    /// awaiting_input, completed, stopped, failed).
+    #[arg(long, value_name = "S", value_parser = super::parse_status)]
+    pub status: Option<StoredStatus>,
+    /// Only runs of this workflow.
+    #[arg(long, value_name = "W")]
+    pub workflow: Option<String>,
+    /// Expired runs too.
+    #[arg(long)]
+    pub all: bool,
+    /// A table, or a JSON array.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: ListFormat,
+    /// At most this many runs, the newest (0: all of them).
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub limit: usize,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `runs list --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ListFormat {
+    /// A table.
+    Table,
+    /// A JSON array, one object per run.
+    Json,
+}
 
 /// One run as `runs list --format json` prints it (keys in this order).
 #[derive(Serialize)]
 struct Row<'a> {
-    id: RunId,
+    run_id: RunId,
     name: Option<&'a str>,
     workflow: &'a str,
     status: StoredStatus,
@@ -48,15 +80,20 @@ pub fn status_text(info: &RunInfo) -> String {
     }
 }
 
-/// `runs list`: the table or JSON array of the runs `filter` selects, newest first.
-pub async fn list(
-    store: &AnyStore,
-    status: Option<StoredStatus>,
-    workflow: Option<String>,
-    all: bool,
-    format: ListFormat,
-    limit: usize,
-) -> ExitCode {
+/// `runs list`: the table or JSON array of the runs the filters select, newest first.
+pub async fn run(args: ListArgs) -> ExitCode {
+    let store = match store::open_required(&args.store).await {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let ListArgs {
+        status,
+        workflow,
+        all,
+        format,
+        limit,
+        ..
+    } = args;
     let mut filter = RunFilter::default();
     if let Some(s) = status {
         filter = filter.status(s);
@@ -80,7 +117,7 @@ pub async fn list(
     // What each run waits on: its open dependencies for a waiting run.
     let mut waits = Vec::with_capacity(runs.len());
     for i in &runs {
-        waits.push(match super::deps::waiting_on(store, i).await {
+        waits.push(match super::deps::waiting_on(&store, i).await {
             Some(text) => Some(text),
             None => waits_on(i),
         });
@@ -91,7 +128,7 @@ pub async fn list(
                 .iter()
                 .zip(&waits)
                 .map(|(i, waits)| Row {
-                    id: i.id,
+                    run_id: i.id,
                     name: i.name.as_deref(),
                     workflow: &i.workflow,
                     status: i.status,

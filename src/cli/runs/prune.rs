@@ -2,19 +2,42 @@
 
 use std::process::ExitCode;
 
-use pactgraph::store::{AnyStore, PruneFilter, RunStore, StoreError, StoredStatus};
+use pactgraph::store::{PruneFilter, RunStore, StoreError, StoredStatus};
 
 use crate::exit;
-use crate::store::{self, parse_duration};
+use crate::store::{self, StoreArgs, parse_duration};
+
+/// The arguments of `pactgraph runs prune`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PruneArgs {
+    /// Expired runs.
+    #[arg(long)]
+    pub expired: bool,
+    /// Runs last written longer ago than this (`30m`, `24h`, `7d`).
+    #[arg(long, value_name = "DUR")]
+    pub older_than: Option<String>,
+    /// Runs with this status.
+    #[arg(long, value_name = "S", value_parser = super::parse_status)]
+    pub status: Option<StoredStatus>,
+    /// Count only; delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
 
 /// `runs prune`: deletes the runs the filters select and prints how many.
-pub async fn prune(
-    store: &AnyStore,
-    expired: bool,
-    older_than: Option<&str>,
-    status: Option<StoredStatus>,
-    dry_run: bool,
-) -> ExitCode {
+pub async fn run(args: PruneArgs) -> ExitCode {
+    let store = match store::open_required(&args.store).await {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let (expired, older_than, status, dry_run) = (
+        args.expired,
+        args.older_than.as_deref(),
+        args.status,
+        args.dry_run,
+    );
     let mut filter = PruneFilter::default();
     if expired {
         filter = filter.expired();

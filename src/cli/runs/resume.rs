@@ -1,23 +1,59 @@
-//! `pactgraph runs resume` and `pactgraph runs cancel`.
+//! `pactgraph runs resume`.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use pactgraph::runtime::{Clock, Executor, RunId, TerminationReason};
-use pactgraph::store::{AnyStore, Continue, RunStore, StoreError, StoredStatus};
+use pactgraph::runtime::{Clock, TerminationReason};
+use pactgraph::store::{Continue, RunStore, StoredStatus};
 
+use crate::drive::{Target, continue_run, executor_of};
 use crate::exit;
-use crate::run::{Outputs, drive_stored, with_max_steps};
-use crate::store;
+use crate::outcome::{Outputs, ShapeArgs};
+use crate::run::with_max_steps;
+use crate::store::{self, StoreArgs};
 
-/// `runs resume`: continues the run as its status allows (see `docs/spec/cli.md`).
-pub async fn resume(
-    store: &AnyStore,
-    id: RunId,
-    answer: Option<String>,
-    max_steps: Option<u32>,
-    outputs: &Outputs,
-) -> ExitCode {
+/// The arguments of `pactgraph runs resume`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ResumeArgs {
+    /// The run: id, unique id prefix (6+ characters) or name.
+    pub run: String,
+    /// The answer to the pending question (a run awaiting input).
+    #[arg(long)]
+    pub answer: Option<String>,
+    /// A higher `budgets.max_steps` (a run stopped by max_steps_exceeded, or a failed
+    /// one).
+    #[arg(long, value_name = "N")]
+    pub max_steps: Option<u32>,
+    /// Write the decision trace (a JSON array) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub trace_out: Option<PathBuf>,
+    /// Write the saved run (what `pactgraph resume FILE` reads) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub state_out: Option<PathBuf>,
+    /// No messages on stderr besides errors.
+    #[arg(long)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub shape: ShapeArgs,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `runs resume`: continues the run as its status allows (see `docs/spec/cli.md`) and
+/// prints like `run`.
+pub async fn run(args: ResumeArgs) -> ExitCode {
+    let (store, id) = match super::opened(&args.store, &args.run).await {
+        Ok(found) => found,
+        Err(code) => return code,
+    };
+    let outputs = Outputs {
+        trace_out: args.trace_out,
+        state_out: args.state_out,
+        quiet: args.quiet,
+        frozen_clock: false,
+        shape: args.shape,
+    };
+    let (answer, max_steps) = (args.answer, args.max_steps);
     let stored = match store.load(id).await {
         Ok(s) => s,
         Err(e) => return store::error(&e),
@@ -98,92 +134,13 @@ pub async fn resume(
         };
         how = Continue::Reopen(Some(Box::new(graph.to_document())));
     }
-    let executor = match Executor::builder(graph)
-        .base_dir(stored.record.base_dir.as_deref().unwrap_or("."))
-        .clock(Clock::System)
-        .build()
-    {
+    let executor = match executor_of(&stored.record, graph, Clock::System) {
         Ok(e) => e,
         Err(e) => return exit::failed(&format!("run {id}: {e}")),
     };
-    drive_stored(&executor, store, id, how, outputs, None).await
+    continue_run(&executor, Target::Stored(&store, id), how, &outputs, None).await
 }
 
 fn answer_given_but_unused(how: &Continue, answer: &Option<String>) -> bool {
     answer.is_some() && !matches!(how, Continue::Answer(_))
-}
-
-/// How long `runs cancel` waits for a running run to stop.
-const CANCEL_WAIT: Duration = Duration::from_secs(30);
-
-/// `runs cancel`: stops the run, at once or (running) at its next step.
-pub async fn cancel(store: &AnyStore, id: RunId) -> ExitCode {
-    let info = match store.cancel(id).await {
-        Ok(i) => i,
-        Err(e @ StoreError::WrongStatus { .. }) => return exit::failed(&e.to_string()),
-        Err(e) => return store::error(&e),
-    };
-    if info.status != StoredStatus::Running {
-        println!("run {id} cancelled");
-        return settle_dependents(store, id).await;
-    }
-    // Running: its driver stops it at its next step (killing its programs); wait for it.
-    let start = std::time::Instant::now();
-    while start.elapsed() < CANCEL_WAIT {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        match store.info(id).await {
-            Ok(i) if i.status == StoredStatus::Running => {}
-            Ok(i) if i.status == StoredStatus::Stopped => {
-                println!("run {id} cancelled (it was running; its programs were killed)");
-                return settle_dependents(store, id).await;
-            }
-            Ok(i) => {
-                println!(
-                    "run {id} is {}: it ended or let go before the cancel was seen",
-                    i.status
-                );
-                return if i.status.is_ended() {
-                    ExitCode::from(exit::FAILED)
-                } else {
-                    cancel_again(store, id).await
-                };
-            }
-            Err(e) => return store::error(&e),
-        }
-    }
-    println!("run {id}: cancel asked; it stops at its next step");
-    ExitCode::SUCCESS
-}
-
-/// Settles the waiting runs that depend on the cancelled run `id` (and, in turn, on
-/// those that end), by their failure policy; prints each one ended.
-async fn settle_dependents(store: &AnyStore, id: RunId) -> ExitCode {
-    let owner = pactgraph::store::local_owner();
-    let mut queue = vec![id];
-    while let Some(next) = queue.pop() {
-        match pactgraph::store::settle_dependents(store, next, &owner, Duration::from_secs(30))
-            .await
-        {
-            Ok(ended) => {
-                for (dependent, reason) in ended {
-                    println!("run {dependent} (waiting on {next}) ended: {reason}");
-                    queue.push(dependent);
-                }
-            }
-            Err(e) => return store::error(&e),
-        }
-    }
-    ExitCode::SUCCESS
-}
-
-/// The run was let go (interrupted) before its driver saw the cancel: stop it now.
-async fn cancel_again(store: &AnyStore, id: RunId) -> ExitCode {
-    match store.cancel(id).await {
-        Ok(i) if i.status == StoredStatus::Stopped => {
-            println!("run {id} cancelled");
-            settle_dependents(store, id).await
-        }
-        Ok(i) => exit::failed(&format!("run {id} is {}: not cancelled", i.status)),
-        Err(e) => store::error(&e),
-    }
 }

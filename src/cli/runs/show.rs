@@ -1,33 +1,59 @@
-//! `pactgraph runs show` and `pactgraph runs export`.
+//! `pactgraph runs show`.
 
 use std::process::ExitCode;
 use std::time::{Duration, UNIX_EPOCH};
 
+use clap::ValueEnum;
 use comfy_table::{Table, presets};
 use pactgraph::runtime::{Accounting, RunId};
-use pactgraph::store::{AnyStore, RunStore, StoredRun};
+use pactgraph::store::{RunStore, StoredRun};
 use serde_json::{Value, json};
 
-use super::ShowFormat;
 use super::accounting::accounting_table;
 use super::list::{expires_text, pactgraph_now_ms, status_text, waits_on};
 use crate::exit;
-use crate::run::write_json;
-use crate::store::{self, ago};
+use crate::outcome::write_json;
+use crate::store::{self, StoreArgs, ago};
+
+/// The arguments of `pactgraph runs show`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ShowArgs {
+    /// The run: id, unique id prefix (6+ characters) or name.
+    pub run: String,
+    /// The decision trace.
+    #[arg(long)]
+    pub trace: bool,
+    /// The last committed state.
+    #[arg(long)]
+    pub state: bool,
+    /// Text for people, or one JSON object.
+    #[arg(long, value_enum, default_value = "human")]
+    pub format: ShowFormat,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `runs show --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ShowFormat {
+    /// Text for people.
+    Human,
+    /// One JSON object.
+    Json,
+}
 
 /// `runs show`: the run's summary, and its trace and state when asked.
-pub async fn show(
-    store: &AnyStore,
-    id: RunId,
-    trace: bool,
-    state: bool,
-    format: ShowFormat,
-) -> ExitCode {
+pub async fn run(args: ShowArgs) -> ExitCode {
+    let (store, id) = match super::opened(&args.store, &args.run).await {
+        Ok(found) => found,
+        Err(code) => return code,
+    };
+    let (trace, state, format) = (args.trace, args.state, args.format);
     let stored = match store.load(id).await {
         Ok(s) => s,
         Err(e) => return store::error(&e),
     };
-    let links = match super::deps::links(store, id).await {
+    let links = match super::deps::links(&store, id).await {
         Ok(l) => l,
         Err(e) => return store::error(&e),
     };
@@ -47,14 +73,14 @@ pub async fn show(
     }
 }
 
-/// `runs show --format json`: `{run: {...}, question, message, usage_total, accounting,
+/// `runs show --format json`: `{run: {run_id, ...}, question, message, usage_total, accounting,
 /// dependencies, trace?, state?}`.
 fn show_json(stored: &StoredRun, trace: bool, state: bool) -> Value {
     let info = &stored.info;
     let run = &stored.record.run;
     let mut out = json!({
         "run": {
-            "id": info.id,
+            "run_id": info.id,
             "name": info.name,
             "workflow": info.workflow,
             "status": info.status,
@@ -221,15 +247,4 @@ fn show_human(stored: &StoredRun, links: &super::deps::Links, trace: bool, state
         out.push_str(&format!("\nstate\n{text}\n"));
     }
     out
-}
-
-/// `runs export`: the saved-run JSON of the run's last checkpoint.
-pub async fn export(store: &AnyStore, id: RunId) -> ExitCode {
-    match store.load(id).await {
-        Ok(stored) => {
-            println!("{}", stored.record.to_json_pretty());
-            ExitCode::SUCCESS
-        }
-        Err(e) => store::error(&e),
-    }
 }

@@ -1,0 +1,251 @@
+//! Continuing a run to its end or a pause, in memory or through the run store, and
+//! printing its outcome: the one path `run`, `resume STATE` and `runs resume` share.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::process::ExitCode;
+
+use pactgraph::runtime::{Clock, Executor, Pending, RunId, RunRecord, RunState};
+use pactgraph::store::{
+    AnyStore, Continue, DriveOptions, RunInfo, RunStore, StoreError, drive_with, local_owner,
+};
+use pactgraph::validator::ValidGraph;
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+use crate::exit;
+use crate::outcome::{Outputs, finish, interrupted_json, write_json};
+use crate::store;
+
+/// The run to continue: kept in the run store, or only in memory (`--store none`).
+pub enum Target<'a> {
+    /// Stored run `id` in `store`.
+    Stored(&'a AnyStore, RunId),
+    /// A saved run kept in memory; nothing is stored.
+    Memory(Box<RunRecord>),
+}
+
+/// Continues `target` as `how` says (as stored, with an answer, or reopened) to its end
+/// or a pause, writes the requested files and prints the outcome (see
+/// [`crate::outcome::outcome_json`]); the exit code follows the run's status.
+/// `default_state_out` is where the saved run goes without `--state-out` (`resume STATE`
+/// rewrites its own file, so one pause cannot be answered twice).
+pub async fn continue_run(
+    executor: &Executor,
+    target: Target<'_>,
+    how: Continue,
+    outputs: &Outputs,
+    default_state_out: Option<&Path>,
+) -> ExitCode {
+    match target {
+        Target::Stored(store, id) => {
+            drive_stored(executor, store, id, how, outputs, default_state_out).await
+        }
+        Target::Memory(mut record) => {
+            match how {
+                Continue::AsStored => {}
+                Continue::Answer(answer) => {
+                    let RunRecord {
+                        format,
+                        run_id,
+                        seq,
+                        workflow_file,
+                        base_dir,
+                        document,
+                        digest,
+                        run,
+                    } = *record;
+                    let run = match executor.resume(run, &answer) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            let from = default_state_out.map_or_else(
+                                || format!("run {run_id}"),
+                                |p| p.display().to_string(),
+                            );
+                            return exit::failed(&format!("{from}: cannot resume: {e}"));
+                        }
+                    };
+                    record = Box::new(RunRecord {
+                        format,
+                        run_id,
+                        seq,
+                        workflow_file,
+                        base_dir,
+                        document,
+                        digest,
+                        run,
+                    });
+                }
+                _ => {
+                    return exit::failed(&format!(
+                        "run {}: only a stored run can be reopened",
+                        record.run_id
+                    ));
+                }
+            }
+            drive_plain(executor, *record, outputs, default_state_out).await
+        }
+    }
+}
+
+/// SIGINT and SIGTERM, registered before the run starts.
+struct Signals {
+    int: Signal,
+    term: Signal,
+}
+
+impl Signals {
+    fn new() -> Result<Self, ExitCode> {
+        let make = |kind| {
+            signal(kind).map_err(|e| exit::failed(&format!("cannot watch for signals: {e}")))
+        };
+        Ok(Self {
+            int: make(SignalKind::interrupt())?,
+            term: make(SignalKind::terminate())?,
+        })
+    }
+
+    async fn recv(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.int.recv() => "SIGINT",
+            _ = self.term.recv() => "SIGTERM",
+        }
+    }
+}
+
+/// Steps a run kept only in memory to the end or a pause (or a signal: exit 130), then
+/// finishes like [`continue_run`].
+async fn drive_plain(
+    executor: &Executor,
+    mut saved: RunRecord,
+    outputs: &Outputs,
+    default_state_out: Option<&Path>,
+) -> ExitCode {
+    let mut signals = match Signals::new() {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let progress = !outputs.quiet && std::io::stderr().is_terminal();
+    let steps = async {
+        while saved.run.is_running() {
+            if progress {
+                show_progress(&saved.run);
+            }
+            executor.step(&mut saved.run).await;
+            saved.seq += 1;
+        }
+    };
+    // A signal drops the step in flight: its program's process group is killed.
+    let signalled = tokio::select! {
+        () = steps => None,
+        name = signals.recv() => Some(name),
+    };
+    if progress {
+        eprint!("\r\x1b[K");
+    }
+    if let Some(name) = signalled {
+        eprintln!(
+            "pactgraph: run {} interrupted by {name} (--store none: nothing was kept)",
+            saved.run_id
+        );
+        return ExitCode::from(exit::INTERRUPTED);
+    }
+    finish(&saved, outputs, default_state_out, false)
+}
+
+/// Drives stored run `id` (continued as `how`) through the store, one checkpoint a step,
+/// then finishes like [`continue_run`]. SIGINT or SIGTERM drops the step in flight (its
+/// program's process group is killed), records the run `interrupted` and exits 130.
+async fn drive_stored(
+    executor: &Executor,
+    store: &AnyStore,
+    id: RunId,
+    how: Continue,
+    outputs: &Outputs,
+    default_state_out: Option<&Path>,
+) -> ExitCode {
+    let mut signals = match Signals::new() {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let owner = local_owner();
+    let mut options = DriveOptions::default();
+    let progress = !outputs.quiet && std::io::stderr().is_terminal();
+    if progress {
+        options = options.before_step(show_progress).on_wait(show_waiting);
+    }
+    let result = tokio::select! {
+        r = drive_with(executor, store, id, &owner, &options, how) => Ok(r),
+        name = signals.recv() => Err(name),
+    };
+    if progress {
+        eprint!("\r\x1b[K");
+    }
+    match result {
+        Err(name) => {
+            match store.interrupt(id, &owner).await {
+                // The signal came before the run was claimed: nothing of it ran.
+                Ok(()) | Err(StoreError::LeaseLost { holder: None, .. }) => {}
+                Err(e) => eprintln!("pactgraph: error: recording the interruption: {e}"),
+            }
+            let steps = store.info(id).await.map_or(0, |i| i.steps);
+            let printed = interrupted_json(executor.graph().workflow(), id, steps);
+            let _ = write_json(Ok(std::io::stdout().lock()), &printed, "\n");
+            eprintln!(
+                "pactgraph: run {id} interrupted by {name}; continue it with \
+                 `pactgraph runs resume {id}`"
+            );
+            ExitCode::from(exit::INTERRUPTED)
+        }
+        Ok(Err(e)) => store::error(&e),
+        Ok(Ok(_)) => match store.load(id).await {
+            Ok(stored) => finish(&stored.record, outputs, default_state_out, true),
+            Err(e) => store::error(&e),
+        },
+    }
+}
+
+/// The progress line of a run waiting on its dependencies.
+fn show_waiting(on: &[RunInfo]) {
+    let what: Vec<String> = on
+        .iter()
+        .map(|i| format!("{} ({}, {})", i.id, i.workflow, i.status))
+        .collect();
+    eprint!("\r\x1b[Kwaiting on {}", what.join(", "));
+    let _ = std::io::stderr().flush();
+}
+
+/// The progress line of a run: its step, depth and what runs.
+fn show_progress(run: &RunState) {
+    let what = match run.pending() {
+        Some(Pending::Decide { supervisor }) => format!("{supervisor} decides"),
+        Some(Pending::Handoff { node, .. }) => format!("handoff to {node}"),
+        Some(Pending::Advised { node, .. }) => format!("advised node {node}"),
+        Some(Pending::Retry { node, .. }) => format!("router {node} again"),
+        Some(Pending::Call { subgraph, .. }) => format!("routed call of {subgraph}"),
+        Some(Pending::Team(team)) => format!("team {} (cycle {})", team.node, team.cycle),
+        _ => String::new(),
+    };
+    let level = run.current_subgraph().unwrap_or("root");
+    let mut err = std::io::stderr().lock();
+    let _ = write!(
+        err,
+        "\r\x1b[Kstep {} · depth {} ({level}) · {what}",
+        run.steps,
+        run.depth()
+    );
+    let _ = err.flush();
+}
+
+/// The executor that continues a saved run: `graph` (its document validated again, or
+/// given a new budget), the run's base folder for `exec` programs, and `clock`.
+pub fn executor_of(
+    record: &RunRecord,
+    graph: ValidGraph,
+    clock: Clock,
+) -> Result<Executor, String> {
+    Executor::builder(graph)
+        .base_dir(record.base_dir.as_deref().unwrap_or("."))
+        .clock(clock)
+        .build()
+        .map_err(|e| e.to_string())
+}

@@ -1,0 +1,203 @@
+//! What `run`, `resume` and `runs resume` print: the run's outcome, the answer first.
+//! Every command that prints a run's outcome builds it here, with [`outcome_json`].
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use pactgraph::contracts::SYSTEM_SLICE;
+use pactgraph::runtime::{Clock, RunRecord, RunState, RunStatus};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::exit;
+
+/// `--full` and `--trace`: how much of the run the printed object holds.
+#[derive(clap::Args, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShapeArgs {
+    /// Print the whole run: `state` with its `system` slice (budgets, call stack, steps,
+    /// decision trace), `uncommitted` and `accounting`.
+    #[arg(long)]
+    pub full: bool,
+    /// Add the decision trace as a top-level `trace` (with `--full`, moved there out of
+    /// `state.system`, so it appears once).
+    #[arg(long)]
+    pub trace: bool,
+}
+
+/// Where `run`, `resume` and `runs resume` write besides stdout, and what they print.
+#[derive(Debug, Clone, Default)]
+pub struct Outputs {
+    /// `--trace-out`.
+    pub trace_out: Option<PathBuf>,
+    /// `--state-out`.
+    pub state_out: Option<PathBuf>,
+    /// `--quiet`.
+    pub quiet: bool,
+    /// `--frozen-clock`: zero timestamps and durations in the trace.
+    pub frozen_clock: bool,
+    /// `--full` and `--trace`.
+    pub shape: ShapeArgs,
+}
+
+impl Outputs {
+    /// The clock the run's executor records with.
+    pub fn clock(&self) -> Clock {
+        if self.frozen_clock {
+            Clock::Frozen
+        } else {
+            Clock::System
+        }
+    }
+}
+
+/// The printed outcome of `run`:
+///
+/// - by default `{workflow, run_id, status, termination_reason, steps, message?, state,
+///   question?}`, `state` holding the slices without `system`;
+/// - `--trace` adds `trace`, the decision trace items, last;
+/// - `--full` is the whole summary: `state` with `system` (its `decision_trace` included),
+///   then `uncommitted?` and `accounting`;
+/// - `--full --trace` is the whole summary with the trace moved out of
+///   `state.system.decision_trace` into a last `trace`.
+pub fn outcome_json(run: &RunState, shape: ShapeArgs) -> Value {
+    if shape.full {
+        let mut full = full_json(run);
+        if shape.trace
+            && let Value::Object(map) = &mut full
+        {
+            if let Some(Value::Object(system)) =
+                map.get_mut("state").and_then(|s| s.get_mut(SYSTEM_SLICE))
+            {
+                system.shift_remove("decision_trace");
+            }
+            map.insert("trace".into(), trace_json(run));
+        }
+        return full;
+    }
+    let mut out = Map::with_capacity(9);
+    out.insert("workflow".into(), json!(run.workflow));
+    out.insert("run_id".into(), json!(run.run_id));
+    out.insert("status".into(), json!(run.status()));
+    out.insert("termination_reason".into(), json!(run.termination_reason()));
+    out.insert("steps".into(), json!(run.steps));
+    if let Some(m) = run.message() {
+        out.insert("message".into(), json!(m));
+    }
+    let state: Map<String, Value> = run
+        .state
+        .iter()
+        .filter(|(k, _)| k.as_str() != SYSTEM_SLICE)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    out.insert("state".into(), Value::Object(state));
+    if let Some(q) = run.question() {
+        out.insert("question".into(), json!(q));
+    }
+    if shape.trace {
+        out.insert("trace".into(), trace_json(run));
+    }
+    Value::Object(out)
+}
+
+/// What `run` prints when a signal interrupted a stored run: `{workflow, run_id, status:
+/// "interrupted", termination_reason: null, steps}`.
+pub fn interrupted_json(workflow: &str, run_id: impl Serialize, steps: u32) -> Value {
+    json!({
+        "workflow": workflow,
+        "run_id": run_id,
+        "status": "interrupted",
+        "termination_reason": null,
+        "steps": steps,
+    })
+}
+
+/// The decision trace items as a JSON array.
+fn trace_json(run: &RunState) -> Value {
+    serde_json::to_value(&run.trace).unwrap_or(Value::Null)
+}
+
+/// The run's whole summary with `run_id` after `workflow` (every other key as the
+/// library serializes it).
+fn full_json(run: &RunState) -> Value {
+    let summary = serde_json::to_value(run.summary()).unwrap_or(Value::Null);
+    let Value::Object(map) = summary else {
+        return summary;
+    };
+    let mut out = Map::with_capacity(map.len() + 1);
+    for (k, v) in map {
+        let workflow = k == "workflow";
+        out.insert(k, v);
+        if workflow {
+            out.insert("run_id".into(), json!(run.run_id));
+        }
+    }
+    Value::Object(out)
+}
+
+/// Writes the requested files (the whole trace, the whole saved run) and prints the
+/// outcome; the exit code follows the run's status. `default_state_out` is where the
+/// saved run goes without `--state-out`; `stored` says how a pause is answered.
+pub fn finish(
+    saved: &RunRecord,
+    outputs: &Outputs,
+    default_state_out: Option<&Path>,
+    stored: bool,
+) -> ExitCode {
+    let run = &saved.run;
+    if let Some(path) = &outputs.trace_out
+        && let Err(e) = std::fs::write(path, run.trace.to_json_pretty())
+    {
+        return exit::failed(&format!(
+            "cannot write the trace to {}: {e}",
+            path.display()
+        ));
+    }
+    let state_out = outputs.state_out.as_deref().or(default_state_out);
+    if let Some(path) = state_out {
+        if let Err(e) = write_json(std::fs::File::create(path), saved, "\n") {
+            return exit::failed(&format!(
+                "cannot write the run state to {}: {e}",
+                path.display()
+            ));
+        }
+    } else if run.status() == RunStatus::AwaitingInput && !outputs.quiet {
+        if stored {
+            eprintln!(
+                "pactgraph: the run awaits input; answer with `pactgraph runs resume {} \
+                 --answer TEXT`",
+                saved.run_id
+            );
+        } else {
+            eprintln!(
+                "pactgraph: the run awaits input; pass --state-out FILE to be able to resume it"
+            );
+        }
+    }
+    let printed = outcome_json(run, outputs.shape);
+    if let Err(e) = write_json(Ok(std::io::stdout().lock()), &printed, "\n") {
+        return exit::failed(&format!("cannot write the result: {e}"));
+    }
+    if let (Some(m), false) = (run.message(), outputs.quiet)
+        && matches!(run.status(), RunStatus::Failed | RunStatus::Stopped)
+    {
+        let reason = run
+            .termination_reason()
+            .map(|r| r.as_str())
+            .unwrap_or("unknown");
+        eprintln!("pactgraph: run {} ({reason}): {m}", run.status());
+    }
+    ExitCode::from(exit::of_status(run.status()))
+}
+
+/// Streams `value` as pretty JSON, then `end`, to `out` (opened by the caller).
+pub fn write_json(
+    out: std::io::Result<impl Write>,
+    value: &impl Serialize,
+    end: &str,
+) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::new(out?);
+    serde_json::to_writer_pretty(&mut out, value)?;
+    out.write_all(end.as_bytes())?;
+    out.flush()
+}
