@@ -23,7 +23,14 @@ fn examples(name: &str) -> String {
 fn run_prints_run_id_and_runs_list_and_show_read_it() {
     for b in Bench::each(BIN.as_ref()) {
         let wf = b.file("wf.json", &support::cli::ticker_json(3, 20));
-        let r = b.run(&["run", wf.to_str().unwrap(), "--quiet", "--name", "three"]);
+        let r = b.run(&[
+            "run",
+            wf.to_str().unwrap(),
+            "--quiet",
+            "--full",
+            "--name",
+            "three",
+        ]);
         assert_eq!(r.code, 0, "{}", r.err);
         let out = r.json();
         let keys: Vec<&str> = out
@@ -47,7 +54,7 @@ fn run_prints_run_id_and_runs_list_and_show_read_it() {
         assert_eq!(id.len(), 26);
 
         let list = b.run(&["runs", "list", "--format", "json"]).json();
-        assert_eq!(list[0]["id"], id.as_str());
+        assert_eq!(list[0]["run_id"], id.as_str());
         assert_eq!(list[0]["name"], "three");
         assert_eq!(list[0]["status"], "completed");
         assert_eq!(list[0]["steps"], 3);
@@ -60,7 +67,7 @@ fn run_prints_run_id_and_runs_list_and_show_read_it() {
         assert_eq!(
             keys,
             [
-                "id",
+                "run_id",
                 "name",
                 "workflow",
                 "status",
@@ -84,7 +91,7 @@ fn run_prints_run_id_and_runs_list_and_show_read_it() {
         // By id, by a 6+ character prefix, by name: the same run.
         for key in [id.as_str(), &id[..8], "three"] {
             let shown = b.show(key);
-            assert_eq!(shown["run"]["id"], id.as_str(), "{key}");
+            assert_eq!(shown["run"]["run_id"], id.as_str(), "{key}");
         }
         let shown = b.show("three");
         assert_eq!(shown["state"]["n"], 3);

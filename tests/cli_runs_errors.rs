@@ -69,7 +69,7 @@ fn unknown_and_ambiguous_run_ids_exit_1_listing_the_candidates() {
         // `--limit`: the newest first (the default is 100; 0 lists all).
         let one = b.run(&["runs", "list", "--limit", "1", "--format", "json"]);
         assert_eq!(one.json().as_array().unwrap().len(), 1);
-        assert_eq!(one.json()[0]["id"], ids[1].as_str());
+        assert_eq!(one.json()[0]["run_id"], ids[1].as_str());
         assert!(one.err.contains("--limit 0"), "{}", one.err);
         let one = b.run(&[
             "runs",
@@ -81,7 +81,7 @@ fn unknown_and_ambiguous_run_ids_exit_1_listing_the_candidates() {
             "--format",
             "json",
         ]);
-        assert_eq!(one.json()[0]["id"], ids[1].as_str());
+        assert_eq!(one.json()[0]["run_id"], ids[1].as_str());
         let all = b.run(&["runs", "list", "--limit", "0", "--format", "json"]);
         assert!(all.json().as_array().unwrap().len() >= 2);
         let r = b.run(&["runs", "resume", "nosuchname"]);

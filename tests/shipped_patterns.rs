@@ -142,7 +142,7 @@ fn router_triage_validates_clean_and_runs() {
         ),
     ] {
         let input = serde_json::json!({"ticket": {"text": text}}).to_string();
-        let v = runs(&file, &input, &[]);
+        let v = runs(&file, &input, &["--full"]);
         assert_eq!(v["status"], "completed");
         let state = &v["state"];
         assert!(state[answer]["text"].is_string(), "{state:#}");
@@ -169,7 +169,7 @@ fn clarify_child_validates_clean_runs_and_accounts() {
     let v = runs(
         &file,
         r#"{"question": {"text": "When is high tide in the harbour tomorrow?"}}"#,
-        &["--store", "none"],
+        &["--store", "none", "--full"],
     );
     assert_eq!(v["status"], "completed");
     assert_eq!(
@@ -201,7 +201,7 @@ fn team_review_validates_clean_and_runs() {
     let v = runs(
         &file,
         r#"{"draft": {"text": "Ship it next week."}}"#,
-        &["--store", "none"],
+        &["--store", "none", "--full"],
     );
     assert_eq!(v["status"], "completed");
     assert_eq!(v["steps"], 5);

@@ -353,7 +353,7 @@ pub fn id_of(bench: &Bench, name: &str) -> Option<String> {
         .as_array()?
         .iter()
         .find(|i| i["name"] == name)
-        .and_then(|i| i["id"].as_str().map(str::to_string))
+        .and_then(|i| i["run_id"].as_str().map(str::to_string))
 }
 
 /// The path of a file in `dir`, as a string.
