@@ -201,3 +201,38 @@ fn both_resumes_print_like_run() {
         from_file["trace"].as_array().map(Vec::len)
     );
 }
+
+/// Every JSON object that names a run calls its id `run_id`: `run`, `run --detach`,
+/// `runs list --format json`, `runs show --format json`.
+#[test]
+fn run_id_is_one_name_across_commands() {
+    let b = Bench::new(BIN);
+    let printed = fashion(&b, &["--name", "first"]).json();
+    let id = printed["run_id"].as_str().expect("a run id").to_string();
+    let file = examples("fashion.json");
+    let detached = b.run(&["run", &file, "--input", FASHION_INPUT, "--detach"]);
+    assert_eq!(detached.code, 0, "{}", detached.err);
+    let detached = detached.json();
+    assert_eq!(keys(&detached), ["run_id", "status"]);
+
+    let list = b.run(&["runs", "list", "--format", "json"]);
+    assert_eq!(list.code, 0, "{}", list.err);
+    let list = list.json();
+    let ids: Vec<&str> = list
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|row| {
+            assert_eq!(keys(row)[0], "run_id", "{row:#}");
+            assert!(row.get("id").is_none(), "{row:#}");
+            row["run_id"].as_str().expect("a run id")
+        })
+        .collect();
+    assert_eq!(ids, [detached["run_id"].as_str().expect("an id"), &id]);
+
+    let shown = b.run(&["runs", "show", "first", "--format", "json"]);
+    assert_eq!(shown.code, 0, "{}", shown.err);
+    let shown = shown.json();
+    assert_eq!(shown["run"]["run_id"], id.as_str());
+    assert!(shown["run"].get("id").is_none(), "{shown:#}");
+}
