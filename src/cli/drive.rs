@@ -40,7 +40,8 @@ pub async fn continue_run(
         Target::Stored(store, id) => {
             drive_stored(executor, store, id, how, outputs, default_state_out).await
         }
-        Target::Memory(mut record) => {
+        Target::Memory(record) => {
+            let mut record = *record;
             match how {
                 Continue::AsStored => {}
                 Continue::Answer(answer) => {
@@ -53,7 +54,7 @@ pub async fn continue_run(
                         document,
                         digest,
                         run,
-                    } = *record;
+                    } = record;
                     let run = match executor.resume(run, &answer) {
                         Ok(r) => r,
                         Err(e) => {
@@ -64,7 +65,7 @@ pub async fn continue_run(
                             return exit::failed(&format!("{from}: cannot resume: {e}"));
                         }
                     };
-                    record = Box::new(RunRecord {
+                    record = RunRecord {
                         format,
                         run_id,
                         seq,
@@ -73,7 +74,7 @@ pub async fn continue_run(
                         document,
                         digest,
                         run,
-                    });
+                    };
                 }
                 _ => {
                     return exit::failed(&format!(
@@ -82,7 +83,7 @@ pub async fn continue_run(
                     ));
                 }
             }
-            drive_plain(executor, *record, outputs, default_state_out).await
+            drive_plain(executor, record, outputs, default_state_out).await
         }
     }
 }
