@@ -20,16 +20,17 @@ use sha2::{Digest, Sha256};
 
 use super::budgets::GuardStop;
 use super::builder::{NodePlan, NodeRun};
+use super::data::RunId;
+use super::data::TerminationReason;
+use super::data::TraceKind;
+use super::data::Writes;
+use super::data::{Control, Pending, RunState};
+use super::data::{Role, Usage, accept_as};
 use super::effects::{Call, CallIds, Effect, EffectKind, node_stdin};
 use super::executor::Executor;
 use super::guarded::Fault;
-use super::handlers::{NodeInput, Writes};
-use super::output::{Role, Usage, accept_as};
-use super::record::RunId;
-use super::run_state::{Control, Pending, RunState};
-use super::status::TerminationReason;
+use super::handlers::NodeInput;
 use super::step::ForkStep;
-use super::trace::TraceKind;
 use super::transitions::{Tx, attach_usage};
 use crate::contracts::Advisors;
 

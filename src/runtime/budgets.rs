@@ -2,10 +2,10 @@
 
 use tokio_util::sync::CancellationToken;
 
-use super::output::{COST_USD, INPUT_TOKENS, OUTPUT_TOKENS};
-use super::run_state::RunState;
-use super::status::TerminationReason;
-use super::trace::MAX_TRACE_DEPTH;
+use super::data::MAX_TRACE_DEPTH;
+use super::data::RunState;
+use super::data::TerminationReason;
+use super::data::{COST_USD, INPUT_TOKENS, OUTPUT_TOKENS};
 use crate::contracts::Budgets;
 
 /// A guard tripped: the run stops with this reason and message.

@@ -9,6 +9,7 @@ use jsonschema::Validator;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::data::Clock;
 use super::executor::Executor;
 use super::handlers::{NodeHandler, PolicyHandler, SharedNode, SharedPolicy};
 use super::rules::RuleTable;
@@ -18,17 +19,6 @@ use crate::contracts::{
 };
 use crate::graph::CompiledGraph;
 use crate::validator::ValidGraph;
-
-/// Where trace timestamps and durations come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Clock {
-    /// The system clock (`at_ms` since the Unix epoch, measured durations).
-    #[default]
-    System,
-    /// Always zero: traces are byte-for-byte reproducible (tests, golden files). Run
-    /// deadlines still use the system clock.
-    Frozen,
-}
 
 /// The executor could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -13,10 +13,10 @@ use serde_json::{Value, json};
 
 use super::budgets::check_clarify;
 use super::builder::SubgraphPlan;
-use super::callstack::{Frame, KeptChild};
+use super::data::TraceKind;
+use super::data::{Control, Pending, RunState};
+use super::data::{Frame, KeptChild};
 use super::executor::{CLARIFICATION_SLICE, Executor};
-use super::run_state::{Control, Pending, RunState};
-use super::trace::TraceKind;
 use super::transitions::Tx;
 
 impl Executor {
@@ -62,7 +62,7 @@ impl Tx<'_> {
             // Planning found it; nothing between planning and commit removes it.
             let msg = format!("subgraph `{id}` was to be clarified but is no longer kept");
             return self.fail(
-                super::status::TerminationReason::NodeFailed,
+                super::data::TerminationReason::NodeFailed,
                 msg,
                 Some(caller),
             );

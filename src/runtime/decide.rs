@@ -5,15 +5,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::builder::SupervisorPlan;
+use super::data::Role;
+use super::data::RunState;
+use super::data::TerminationReason;
+use super::data::TraceKind;
 use super::decisions::Action;
 use super::effects::{Call, Effect, EffectKind};
 use super::executor::Executor;
 use super::handlers::{PolicyInput, RunContext};
-use super::output::Role;
-use super::run_state::RunState;
-use super::status::TerminationReason;
 use super::step::*;
-use super::trace::TraceKind;
 use crate::contracts::StopLocal;
 
 impl Executor {

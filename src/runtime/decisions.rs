@@ -1,7 +1,7 @@
 //! Resolving what a supervisor returned into the action the executor carries out,
 //! enforcing the allowlist.
 
-use super::status::TerminationReason;
+use super::data::TerminationReason;
 use crate::contracts::{
     RoutingDecision, StopGlobal, StopLocal, SupervisorContract, SupervisorOutput,
 };

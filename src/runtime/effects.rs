@@ -12,11 +12,12 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::advisors::{Member, Report};
+use super::data::RunId;
+use super::data::Writes;
+use super::data::{NodeOutput, Role, accept_as};
 use super::executor::Executor;
 use super::guarded::{CatchUnwind, Fault, call_guarded, exec_program};
-use super::handlers::{NodeInput, PolicyInput, SharedNode, SharedPolicy, Writes};
-use super::output::{NodeOutput, Role, accept_as};
-use super::record::RunId;
+use super::handlers::{NodeInput, PolicyInput, SharedNode, SharedPolicy};
 use crate::contracts::condition::json_kind;
 use crate::contracts::{ExecSpec, SupervisorOutput};
 

@@ -2,20 +2,21 @@
 //! how a step is cut into planning, effects and commit).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use tracing::field::Empty;
 
-use super::builder::{Clock, ExecutorBuilder, Plan, check};
-use super::output::Usage;
-use super::record::RunId;
-use super::run_state::{Control, Pending, RunState};
-use super::status::RunStatus;
+use super::builder::{ExecutorBuilder, Plan, check};
+use super::data::RunId;
+use super::data::RunStatus;
+use super::data::Usage;
+use super::data::{Clock, elapsed, now_ms};
+use super::data::{Control, Pending, RunState};
+use super::data::{DecisionTrace, TraceKind};
 use super::step::item;
-use super::trace::{DecisionTrace, TraceKind};
 use crate::contracts::SYSTEM_SLICE;
 use crate::graph::CompiledGraph;
 use crate::validator::ValidGraph;
@@ -129,12 +130,6 @@ impl std::fmt::Debug for Executor {
     }
 }
 
-pub(super) fn wall_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
 impl Executor {
     /// Starts building an executor for a graph the validator accepted.
     pub fn builder(graph: ValidGraph) -> ExecutorBuilder {
@@ -239,7 +234,7 @@ impl Executor {
             uncommitted: Vec::new(),
             usage_total: Usage::new(),
             kept: Vec::new(),
-            started_at_ms: wall_ms(),
+            started_at_ms: now_ms(),
             trace_in_state: self.plan.trace_in_state,
         };
         self.sync_system(&mut run);
@@ -310,7 +305,7 @@ impl Executor {
             supervisor: Arc::clone(&supervisor),
         });
         // Time spent waiting for the user does not count against the run deadline.
-        let now = wall_ms();
+        let now = now_ms();
         run.started_at_ms = now;
         let at = if self.plan.clock == Clock::System {
             now
@@ -391,16 +386,11 @@ impl Executor {
     // ---- timing ----------------------------------------------------------------------
 
     pub(super) fn timer(&self) -> Option<Instant> {
-        match self.plan.clock {
-            Clock::System => Some(Instant::now()),
-            Clock::Frozen => None,
-        }
+        self.plan.clock.timer()
     }
 
     pub(super) fn elapsed(t0: Option<Instant>) -> u64 {
-        t0.map_or(0, |t| {
-            u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX)
-        })
+        elapsed(t0)
     }
 
     /// The time limit for one handler call: the node limit, capped by the run deadline.
@@ -409,7 +399,7 @@ impl Executor {
         let own = own.or(budgets.node_timeout_ms);
         let left = budgets
             .timeout_ms
-            .map(|t| t.saturating_sub(wall_ms().saturating_sub(run.started_at_ms)));
+            .map(|t| t.saturating_sub(now_ms().saturating_sub(run.started_at_ms)));
         match (own, left) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -418,4 +408,4 @@ impl Executor {
     }
 }
 
-use super::outcome::RunOutcome;
+use super::data::RunOutcome;

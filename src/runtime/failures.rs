@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use super::budgets::GuardStop;
 use super::builder::NodePlan;
+use super::data::TerminationReason;
+use super::data::TraceKind;
+use super::data::{NodeOutput, Usage};
 use super::guarded::Fault;
-use super::output::{NodeOutput, Usage};
-use super::status::TerminationReason;
 use super::step::Ran;
-use super::trace::TraceKind;
 use super::transitions::{Tx, attach_usage};
 
 impl Tx<'_> {

@@ -7,12 +7,11 @@
 //! synchronous transition ([`Step`]); the executor's `docs/spec/runtime.md` gives the
 //! semantics.
 
-mod accounting;
 mod advisors;
 mod budgets;
 mod builder;
-mod callstack;
 mod clarify;
+mod data;
 mod decide;
 mod decisions;
 mod effects;
@@ -21,45 +20,33 @@ mod executor;
 mod failures;
 mod guarded;
 mod handlers;
-mod outcome;
-mod output;
-mod pending;
 mod plan_node;
 mod record;
 mod retry;
 mod route;
 mod rules;
-mod run_state;
-mod status;
 mod step;
 mod team;
 mod team_commit;
-mod team_state;
 #[cfg(test)]
 mod testing;
-mod trace;
 mod transitions;
 mod views;
 
-pub use accounting::Accounting;
-pub use builder::{Clock, ExecutorBuildError, ExecutorBuilder};
-pub use callstack::{Frame, KeptChild, Owed, UncommittedFrame};
+pub use builder::{ExecutorBuildError, ExecutorBuilder};
+pub use data::{
+    Accounting, BROADCAST_KEY, Broadcast, BroadcastKind, COST_USD, Chain, ChainTrigger, Clock,
+    DecisionTrace, EXIT_KEY, FINAL_KEY, Frame, INPUT_TOKENS, ItemDetail, KeptChild,
+    MAX_TRACE_DEPTH, MESSAGE_KEY, MemberProgress, MemberStatus, NodeOutput, OUTPUT_TOKENS, Owed,
+    Pending, ProjectedState, ROUTE_KEY, RunId, RunIdError, RunOutcome, RunState, RunStatus,
+    RunSummary, State, TeamPhase, TeamRun, TerminationReason, TraceItem, TraceKind, USAGE_KEY,
+    UncommittedFrame, Usage, WALL_MS, Writes,
+};
 pub use effects::{Effect, EffectKind, EffectOutput};
 pub use executor::{CLARIFICATION_SLICE, Executor, ResumeError, ResumeErrorKind, StartError};
 pub use handlers::{
     BoxFuture, HandlerError, NodeHandler, NodeInput, PolicyHandler, PolicyInput, RunContext,
-    Writes, sync_node, sync_policy,
+    sync_node, sync_policy,
 };
-pub use outcome::{RunOutcome, RunSummary};
-pub use output::{
-    BROADCAST_KEY, COST_USD, EXIT_KEY, FINAL_KEY, INPUT_TOKENS, MESSAGE_KEY, NodeOutput,
-    OUTPUT_TOKENS, ROUTE_KEY, USAGE_KEY, Usage, WALL_MS,
-};
-pub use record::{RUN_RECORD_FORMAT, RecordError, RunId, RunIdError, RunRecord, digest_of};
-pub use run_state::{Pending, ProjectedState, RunState, State};
-pub use status::{RunStatus, TerminationReason};
+pub use record::{RUN_RECORD_FORMAT, RecordError, RunRecord, digest_of};
 pub use step::Step;
-pub use team_state::{Broadcast, BroadcastKind, MemberProgress, MemberStatus, TeamPhase, TeamRun};
-pub use trace::{
-    Chain, ChainTrigger, DecisionTrace, ItemDetail, MAX_TRACE_DEPTH, TraceItem, TraceKind,
-};

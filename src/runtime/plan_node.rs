@@ -7,15 +7,15 @@ use std::time::Duration;
 
 use super::budgets::check_node;
 use super::builder::{NodePlan, NodeRun, check, check_at};
+use super::data::Role;
+use super::data::RunState;
+use super::data::{Chain, ChainTrigger, TraceItem, TraceKind};
 use super::effects::{Call, CallIds, Effect, EffectKind, node_stdin};
 use super::executor::Executor;
 use super::handlers::NodeInput;
-use super::output::Role;
 use super::retry::Retrying;
 use super::route::{StageExtra, router_chain};
-use super::run_state::RunState;
 use super::step::*;
-use super::trace::{Chain, ChainTrigger, TraceItem, TraceKind};
 
 impl Executor {
     /// Plans a node run: where control goes after it, its gate (budgets, visits, input

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::data::Role;
+use super::data::RunState;
 use super::effects::{Call, Effect, EffectKind};
 use super::executor::Executor;
 use super::guarded::Fault;
-use super::output::Role;
-use super::run_state::RunState;
 use crate::contracts::RetryPolicy;
 
 /// A node call under a retry policy: the policy, the call to repeat and the attempts

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::run_state::State;
+use super::data::State;
 use crate::contracts::compiled_condition::CompiledCondition;
 use crate::contracts::{RoutingDecision, SupervisorContract};
 use crate::graph::{Registry, Resolved};

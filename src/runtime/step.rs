@@ -12,20 +12,22 @@ use std::sync::Arc;
 
 use super::advisors::Report;
 use super::budgets::{GuardStop, check_clock};
-use super::builder::{Clock, NodePlan, PolicyRun, SubgraphPlan, SupervisorPlan};
+use super::builder::{NodePlan, PolicyRun, SubgraphPlan, SupervisorPlan};
+use super::data::Clock;
+use super::data::NodeOutput;
+use super::data::now_ms;
+use super::data::{Chain, TraceItem, TraceKind};
+use super::data::{Pending, RunState};
+use super::data::{RunStatus, TerminationReason};
 use super::decide::Callee;
 use super::decisions::{choice_label, decision_reason, resolve};
 use super::effects::{Effect, EffectOutput, Produced};
-use super::executor::{Executor, wall_ms};
+use super::executor::Executor;
 use super::guarded::Fault;
-use super::output::NodeOutput;
 use super::plan_node::NodeTarget;
 use super::retry::{FailedAttempt, Retrying};
 use super::route::{RoutedCall, StageExtra};
-use super::run_state::{Pending, RunState};
-use super::status::{RunStatus, TerminationReason};
 use super::team::{TeamStep, TeamTurn};
-use super::trace::{Chain, TraceItem, TraceKind};
 use crate::contracts::{Advisors, RoutingDecision, StopGlobal, StopLocal, SupervisorOutput};
 
 /// A step in progress: planned from a [`RunState`], possibly waiting on an [`Effect`],
@@ -280,7 +282,7 @@ impl Executor {
             return step;
         };
         let now = if self.plan.clock == Clock::System || budgets.timeout_ms.is_some() {
-            wall_ms()
+            now_ms()
         } else {
             0
         };

@@ -29,17 +29,17 @@ use serde_json::{Map, Value};
 use super::advisors::{Member, Report};
 use super::budgets::{GuardStop, check_node};
 use super::builder::{NodePlan, NodeRun};
+use super::data::RunState;
+use super::data::TerminationReason;
+use super::data::{Chain, TraceItem};
+use super::data::{MemberStatus, TeamPhase, TeamRun, turn_input};
+use super::data::{NodeOutput, Role, accept_as};
 use super::effects::{Call, CallIds, Effect, EffectKind, node_stdin};
 use super::executor::Executor;
 use super::guarded::Fault;
 use super::handlers::NodeInput;
-use super::output::{NodeOutput, Role, accept_as};
 use super::plan_node::NodeTarget;
-use super::run_state::RunState;
-use super::status::TerminationReason;
 use super::step::{After, Awaiting, Decided, Level, Planned, Stage, Step, Then};
-use super::team_state::{MemberStatus, TeamPhase, TeamRun, turn_input};
-use super::trace::{Chain, TraceItem};
 use crate::contracts::Team;
 
 /// A team step, planned: the team, its progress as planning left it, and the turn(s).
@@ -90,7 +90,17 @@ impl Executor {
         step: &mut Step<'e>,
     ) {
         let contract = target.np.contract(&self.plan.graph);
-        let mut team = Box::new(TeamRun::start(&target, spec));
+        let owed = target
+            .extra
+            .as_ref()
+            .map(|x| x.owed.clone())
+            .unwrap_or_default();
+        let mut team = Box::new(TeamRun::start(
+            (Arc::clone(&target.np.id), Arc::clone(&target.dispatcher)),
+            (target.kind, target.source.clone(), target.chain.clone()),
+            owed,
+            spec,
+        ));
         if team.chain.is_none() && contract.handoff.is_some() {
             // A dispatched team node with a `handoff` starts a chain (stage 0).
             team.chain = Some(Chain::handoff_root(Arc::clone(&target.np.id)));

@@ -9,15 +9,15 @@ use serde_json::{Map, Value};
 
 use super::budgets::{GuardStop, check_call};
 use super::builder::{NodePlan, NodeRun, SubgraphPlan, check};
-use super::callstack::{Frame, commit, pick};
+use super::data::Usage;
+use super::data::{Chain, ChainTrigger, TraceItem, TraceKind, trace_depth};
+use super::data::{Control, Pending, RunState};
+use super::data::{Frame, commit, pick};
+use super::data::{RunStatus, TerminationReason};
 use super::executor::Executor;
 use super::guarded::Fault;
-use super::output::Usage;
 use super::route::{RoutedCall, RouterRun, next_stage};
-use super::run_state::{Control, Pending, RunState};
-use super::status::{RunStatus, TerminationReason};
 use super::step::{After, Level, NodeResult, NodeStep, Planned, Then};
-use super::trace::{Chain, ChainTrigger, TraceItem, TraceKind, trace_depth};
 use crate::contracts::{SYSTEM_SLICE, StopGlobal, StopLocal};
 
 /// A commit in progress: the run being changed and the step's timestamp.

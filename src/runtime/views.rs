@@ -4,9 +4,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::callstack::pick_with_room;
+use super::data::RunState;
+use super::data::pick_with_room;
 use super::executor::Executor;
-use super::run_state::RunState;
 use crate::contracts::SYSTEM_SLICE;
 
 impl Executor {
@@ -15,7 +15,7 @@ impl Executor {
     pub(super) fn system_value(&self, run: &RunState) -> Value {
         let mut system = self.system_map(run);
         if self.plan.trace_in_state {
-            system.insert(super::run_state::DECISION_TRACE.into(), json!(run.trace));
+            system.insert(super::data::DECISION_TRACE.into(), json!(run.trace));
         }
         Value::Object(system)
     }
@@ -35,7 +35,7 @@ impl Executor {
         system.insert("budgets".into(), json!(self.plan.graph.budgets()));
         system.insert("call_stack".into(), Value::Array(stack));
         system.insert("steps".into(), json!(run.steps));
-        system.shift_remove(super::run_state::DECISION_TRACE);
+        system.shift_remove(super::data::DECISION_TRACE);
         system
     }
 

@@ -20,7 +20,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Number, Value};
 
-use super::handlers::Writes;
+use super::slices::Writes;
 use crate::contracts::condition::json_kind;
 
 /// The reserved key a node reports its cost under.
