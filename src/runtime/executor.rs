@@ -1,28 +1,24 @@
-//! The executor: starts runs and drives them one step at a time (see [`super::step`] for
-//! how a step is cut into planning, effects and commit).
+//! The executor: starts runs and drives them one step at a time (see [`Step`] for how a
+//! step is cut into planning, effects and commit). The top of the runtime: it reads the
+//! clock and holds the cancellation token, and hands both to the state machine
+//! (`machine`) and to the effects it performs.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use tracing::field::Empty;
 
-use super::builder::{ExecutorBuilder, Plan, check};
-use super::data::RunId;
-use super::data::RunStatus;
-use super::data::Usage;
-use super::data::{Clock, elapsed, now_ms};
-use super::data::{Control, Pending, RunState};
-use super::data::{DecisionTrace, TraceKind};
-use super::step::item;
-use crate::contracts::SYSTEM_SLICE;
+use super::data::{
+    Clock, Control, DecisionTrace, Pending, RunId, RunOutcome, RunState, RunStatus, TraceKind,
+    Usage, now_ms,
+};
+use super::effects::{Effect, EffectOutput, Performer};
+use super::machine::{Planner, Step, commit_step, item};
+use super::plan::{Plan, check};
+use crate::contracts::{CLARIFICATION_SLICE, SYSTEM_SLICE};
 use crate::graph::CompiledGraph;
-use crate::validator::ValidGraph;
-
-/// The slice `resume` writes the answer to.
-pub const CLARIFICATION_SLICE: &str = "clarification";
 
 /// `start` refused the initial state.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -131,11 +127,6 @@ impl std::fmt::Debug for Executor {
 }
 
 impl Executor {
-    /// Starts building an executor for a graph the validator accepted.
-    pub fn builder(graph: ValidGraph) -> ExecutorBuilder {
-        ExecutorBuilder::new(graph)
-    }
-
     pub(crate) fn from_plan(plan: Plan, cancel: CancellationToken) -> Self {
         Self {
             plan: Arc::new(plan),
@@ -237,7 +228,7 @@ impl Executor {
             started_at_ms: now_ms(),
             trace_in_state: self.plan.trace_in_state,
         };
-        self.sync_system(&mut run);
+        self.plan.sync_system(&mut run);
         Ok(run)
     }
 
@@ -383,29 +374,73 @@ impl Executor {
         run.status()
     }
 
-    // ---- timing ----------------------------------------------------------------------
+    // ---- the step in parts ---------------------------------------------------------
 
-    pub(super) fn timer(&self) -> Option<Instant> {
-        self.plan.clock.timer()
-    }
-
-    pub(super) fn elapsed(t0: Option<Instant>) -> u64 {
-        elapsed(t0)
-    }
-
-    /// The time limit for one handler call: the node limit, capped by the run deadline.
-    pub(super) fn call_limit(&self, run: &RunState, own: Option<u64>) -> Option<Duration> {
-        let budgets = self.plan.graph.budgets();
-        let own = own.or(budgets.node_timeout_ms);
-        let left = budgets
-            .timeout_ms
-            .map(|t| t.saturating_sub(now_ms().saturating_sub(run.started_at_ms)));
-        match (own, left) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+    /// The time planning a step of `run` reads: the system clock when the trace is
+    /// timed or the run has a deadline, else 0 (nothing reads it).
+    #[inline]
+    fn planning_time(&self) -> u64 {
+        if self.plan.clock == Clock::System || self.plan.graph.budgets().timeout_ms.is_some() {
+            now_ms()
+        } else {
+            0
         }
-        .map(Duration::from_millis)
+    }
+
+    /// Plans the run's next step without changing the run: checks the deadline and
+    /// cancellation, decides (rule-based supervisors decide here; a policy becomes an
+    /// effect), gates the node it leads to (budgets, visits, input schema) and describes
+    /// its handler or program call as an effect. A run that is not running gives a step
+    /// that commits nothing.
+    pub fn begin_step<'e>(&'e self, run: &RunState) -> Step<'e> {
+        let planner = Planner {
+            plan: &self.plan,
+            now_ms: self.planning_time(),
+        };
+        planner.begin(run, &self.cancel)
+    }
+
+    /// Feeds an effect's output to the step waiting on it and plans the rest (a policy's
+    /// decision may lead to a node whose call is the next effect). A step not waiting on
+    /// an effect is left as it is.
+    pub fn resolve_step<'e>(&'e self, run: &RunState, step: &mut Step<'e>, output: EffectOutput) {
+        // Only the run deadline reads the time here (the step keeps its timestamp).
+        let now_ms = if self.plan.graph.budgets().timeout_ms.is_some() {
+            now_ms()
+        } else {
+            0
+        };
+        let planner = Planner {
+            plan: &self.plan,
+            now_ms,
+        };
+        planner.resolve(run, step, output);
+    }
+
+    /// Commits a step to the run it was planned on: records its trace items and applies
+    /// its outcome. Returns the status after it. A step still waiting on an effect, or
+    /// planned on a run that has moved since (or on another run), commits nothing.
+    pub fn commit_step(&self, run: &mut RunState, step: Step<'_>) -> RunStatus {
+        commit_step(&self.plan, run, step)
+    }
+
+    /// Performs an effect: calls the handler or runs the program under the effect's time
+    /// limit and this executor's cancellation token, and reads a node's output envelope.
+    /// Never panics: a panic, an error, bad output, a time-out or cancellation comes back
+    /// as a failed output.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future aborts the handler at its next await point (or
+    /// the backoff wait before it) and kills a running program; the run is untouched
+    /// (effects never change it).
+    pub async fn perform(&self, effect: Effect) -> EffectOutput {
+        Performer {
+            base_dir: &self.plan.base_dir,
+            clock: self.plan.clock,
+            cancel: &self.cancel,
+        }
+        .perform(effect)
+        .await
     }
 }
-
-use super::data::RunOutcome;

@@ -1,37 +1,29 @@
 //! The runtime: routing decisions, budgets, the call stack, the decision trace and the
 //! executor.
 //!
+//! In rooms, each importing only from the rooms below it (see `docs/architecture.md` and
+//! ADR 0025): `data` (the run as plain data), `effects` (calls described as data, the
+//! handler interface, guarded execution, programs), `plan` (the compiled workflow the
+//! executor reads), `machine` (the state machine: plan, resolve, commit, one file or
+//! folder per pattern), and on top the executor, its builder and the run record.
+//!
 //! A run is a [`RunState`] (plain serializable data) that an [`Executor`] advances one
 //! step at a time. Each step is planned from the run without changing it, waits on at
 //! most a policy call and a node call ([`Effect`]s), and is then committed in one
 //! synchronous transition ([`Step`]); the executor's `docs/spec/runtime.md` gives the
 //! semantics.
 
-mod advisors;
-mod budgets;
 mod builder;
-mod clarify;
 mod data;
-mod decide;
-mod decisions;
 mod effects;
-pub mod exec;
 mod executor;
-mod failures;
-mod guarded;
-mod handlers;
-mod plan_node;
+mod machine;
+mod plan;
+#[cfg(test)]
+mod planning_clock;
 mod record;
-mod retry;
-mod route;
-mod rules;
-mod step;
-mod team;
-mod team_commit;
 #[cfg(test)]
 mod testing;
-mod transitions;
-mod views;
 
 pub use builder::{ExecutorBuildError, ExecutorBuilder};
 pub use data::{
@@ -42,11 +34,15 @@ pub use data::{
     RunSummary, State, TeamPhase, TeamRun, TerminationReason, TraceItem, TraceKind, USAGE_KEY,
     UncommittedFrame, Usage, WALL_MS, Writes,
 };
-pub use effects::{Effect, EffectKind, EffectOutput};
-pub use executor::{CLARIFICATION_SLICE, Executor, ResumeError, ResumeErrorKind, StartError};
-pub use handlers::{
-    BoxFuture, HandlerError, NodeHandler, NodeInput, PolicyHandler, PolicyInput, RunContext,
-    sync_node, sync_policy,
+pub use effects::exec;
+pub use effects::{
+    BoxFuture, Effect, EffectKind, EffectOutput, HandlerError, NodeHandler, NodeInput,
+    PolicyHandler, PolicyInput, RunContext, sync_node, sync_policy,
 };
+pub use executor::{Executor, ResumeError, ResumeErrorKind, StartError};
+pub use machine::Step;
 pub use record::{RUN_RECORD_FORMAT, RecordError, RunRecord, digest_of};
-pub use step::Step;
+
+/// The slice `resume` writes the answer to (defined with the contracts, which the
+/// validator reads too).
+pub use crate::contracts::CLARIFICATION_SLICE;

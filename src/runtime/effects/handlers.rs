@@ -29,10 +29,10 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-#[cfg(doc)]
-use super::data::Writes;
-use super::data::{NodeOutput, RunId};
 use crate::contracts::{SupervisorContract, SupervisorOutput};
+#[cfg(doc)]
+use crate::runtime::data::Writes;
+use crate::runtime::data::{NodeOutput, RunId};
 
 /// A boxed, sendable future (what handlers return).
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;

@@ -4,13 +4,11 @@
 use std::sync::Arc;
 
 use super::budgets::GuardStop;
-use super::builder::NodePlan;
-use super::data::TerminationReason;
-use super::data::TraceKind;
-use super::data::{NodeOutput, Usage};
-use super::guarded::Fault;
+use super::commit::{Tx, attach_usage};
 use super::step::Ran;
-use super::transitions::{Tx, attach_usage};
+use crate::runtime::data::{NodeOutput, TerminationReason, TraceKind, Usage};
+use crate::runtime::effects::Fault;
+use crate::runtime::plan::NodePlan;
 
 impl Tx<'_> {
     /// Maps a handler fault to the run's end.

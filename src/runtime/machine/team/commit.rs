@@ -7,20 +7,18 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::advisors::{Report, ReportStatus};
-use super::budgets::GuardStop;
-use super::builder::NodePlan;
-use super::data::TerminationReason;
-use super::data::TraceKind;
-use super::data::{BroadcastKind, MemberStatus, TeamPhase, TeamRun};
-use super::data::{Control, Pending};
-use super::data::{NodeOutput, Usage};
-use super::guarded::Fault;
-use super::route::StageExtra;
-use super::step::{After, Level, NodeResult, NodeStep, Ran};
-use super::team::{Stop, TeamStep, TeamTurn};
-use super::transitions::{Tx, attach_usage};
+use super::super::budgets::GuardStop;
+use super::super::commit::{Tx, attach_usage};
+use super::super::step::{
+    After, Level, NodeResult, NodeStep, Ran, StageExtra, TeamStep, TeamStop, TeamTurn,
+};
 use crate::contracts::Team;
+use crate::runtime::data::{
+    BroadcastKind, Control, MemberStatus, NodeOutput, Pending, TeamPhase, TeamRun,
+    TerminationReason, TraceKind, Usage,
+};
+use crate::runtime::effects::{Fault, Report, ReportStatus};
+use crate::runtime::plan::NodePlan;
 
 impl Tx<'_> {
     /// Commits a team step.
@@ -41,8 +39,8 @@ impl Tx<'_> {
             });
         }
         match turn {
-            TeamTurn::Stop(Stop::Guard(g)) => self.guard_stop(g, Some(dispatcher)),
-            TeamTurn::Stop(Stop::Mismatch(msg)) => {
+            TeamTurn::Stop(TeamStop::Guard(g)) => self.guard_stop(g, Some(dispatcher)),
+            TeamTurn::Stop(TeamStop::Mismatch(msg)) => {
                 self.fail(TerminationReason::NodeFailed, msg, Some(dispatcher));
             }
             TeamTurn::Members(reports) => self.team_cycle(np, spec, team, reports),
