@@ -8,8 +8,8 @@
 //! | key | who may send it | today |
 //! | --- | --- | --- |
 //! | `$usage` | any node | kept: on the node's trace item and summed per run |
-//! | `$route`, `$message` | router nodes | kept for the router's commit (see `route.rs`); refused from other nodes |
-//! | `$broadcast`, `$exit` | team members | kept for the team's commit (see `team.rs`) |
+//! | `$route`, `$message` | router nodes | kept for the router's commit (see `machine/chains.rs`); refused from other nodes |
+//! | `$broadcast`, `$exit` | team members | kept for the team's commit (see `machine/team/`) |
 //! | `$broadcast`, `$final` | a team's lead | kept for the team's commit |
 //! | any other `$` key | nobody | refused |
 //!

@@ -1,6 +1,6 @@
 //! The progress of a team under way ([`Pending::Team`](super::Pending::Team)): plain
 //! serializable data, so a run saved between any two team steps resumes the team where it
-//! was (see `team.rs` for how it runs, ADR 0021).
+//! was (see `machine/team/` for how it runs, ADR 0021).
 
 use std::sync::{Arc, LazyLock};
 

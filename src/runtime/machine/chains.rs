@@ -95,7 +95,7 @@ impl<'e> Planner<'e> {
                 };
                 ready(step, level, None, then);
             }
-            // Planned in `step.rs`.
+            // Planned in `planning.rs`.
             Pending::Decide { .. }
             | Pending::Handoff { .. }
             | Pending::Advised { .. }

@@ -189,7 +189,7 @@ impl Tx<'_> {
             },
         };
         if let After::Route = after {
-            // Off the common path (see `route.rs`).
+            // Off the common path (see `chains.rs`).
             let run = RouterRun {
                 np,
                 dispatcher,

@@ -30,7 +30,7 @@ impl<'e> Planner<'e> {
     ) {
         let plan = self.plan;
         if let Some(spec) = &target.np.contract(&plan.graph).team {
-            // A team node runs its team (see `team.rs`); its own run is the lead's answer.
+            // A team node runs its team (see `team/`); its own run is the lead's answer.
             return self.plan_team_start(run, level, (decision, fallback), target, spec, step);
         }
         let NodeTarget {

@@ -1,4 +1,4 @@
-//! The commit half of a team's steps (see `team.rs`): a member cycle's reports become
+//! The commit half of a team's steps (see `plan.rs`): a member cycle's reports become
 //! steps, trace items and broadcasts; a lead turn starts the next cycle, ends the team as
 //! the team node's run, or fails the run (`team_no_final`).
 
