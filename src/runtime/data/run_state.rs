@@ -47,15 +47,15 @@ pub(crate) enum Control {
 ///
 /// The decision trace is stored once, in [`RunState::trace`]. When the executor keeps
 /// the trace in the state (the default, see
-/// [`trace_in_state`](super::ExecutorBuilder::trace_in_state)), the outcome and
+/// [`trace_in_state`](crate::runtime::ExecutorBuilder::trace_in_state)), the outcome and
 /// [`RunState::state_json`] show it as `state.system.decision_trace`, a projection; the
 /// serialized run state holds it only under `trace`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunState {
     /// The workflow's name.
     pub workflow: String,
-    /// The run's id (made by [`Executor::start`](super::Executor::start); a
-    /// [`RunRecord`](super::RunRecord) of the run carries the same one). Node programs and
+    /// The run's id (made by [`Executor::start`](crate::runtime::Executor::start); a
+    /// [`RunRecord`](crate::runtime::RunRecord) of the run carries the same one). Node programs and
     /// handlers get it, to make repeated calls idempotent.
     pub run_id: RunId,
     pub(crate) control: Control,

@@ -141,7 +141,7 @@ impl Effect {
         self.call.set_attempt(n.max(1));
     }
 
-    /// How long [`Executor::perform`] waits before calling (a retry's backoff).
+    /// How long [`Executor::perform`](crate::runtime::Executor::perform) waits before calling (a retry's backoff).
     pub fn delay(&self) -> Duration {
         self.delay
     }

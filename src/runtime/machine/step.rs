@@ -64,7 +64,7 @@ impl Step<'_> {
     }
 
     /// Takes the effect the step waits on, to perform it. The step keeps waiting until
-    /// [`Executor::resolve_step`] feeds the effect's output back.
+    /// [`Executor::resolve_step`](crate::runtime::Executor::resolve_step) feeds the effect's output back.
     pub fn take_effect(&mut self) -> Option<Effect> {
         match &mut self.stage {
             Stage::Waiting { effect, .. } => effect.take().map(|e| *e),
