@@ -34,7 +34,7 @@ pub use pointer::{SourceMap, Span};
 pub use retry::{RetryOn, RetryPolicy};
 pub use router::RouterSpec;
 pub use schema::document_schema;
-pub use slice::{SYSTEM_SLICE, SliceDecl};
+pub use slice::{CLARIFICATION_SLICE, SYSTEM_SLICE, SliceDecl};
 pub use subgraph::SubgraphContract;
 pub use supervisor::SupervisorContract;
 pub use team::Team;

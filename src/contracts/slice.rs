@@ -8,6 +8,12 @@ use serde_json::Value;
 /// Nodes may read it but never write it.
 pub const SYSTEM_SLICE: &str = "system";
 
+/// The slice a clarification is written to: `{"question", "answer"}` when a paused run is
+/// resumed, `{"question", "from"}` when a kept `chat` child is asked a follow-up. The
+/// workflow declares it to use `ask_clarification` or `clarify`; the validator checks that
+/// and the runtime writes it.
+pub const CLARIFICATION_SLICE: &str = "clarification";
+
 /// Declares one slice of the state.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -1,34 +1,23 @@
 //! Building an [`Executor`]: handlers by name, schemas compiled once, and the per-id
-//! tables the executor looks up on every step.
+//! tables (the plan, see `plan/`) the executor looks up on every step.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use jsonschema::Validator;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::data::Clock;
+use super::effects::{NodeHandler, PolicyHandler, SharedNode, SharedPolicy};
 use super::executor::Executor;
-use super::handlers::{NodeHandler, PolicyHandler, SharedNode, SharedPolicy};
-use super::rules::RuleTable;
-use crate::contracts::pointer::join;
-use crate::contracts::{
-    ExecSpec, NodeBehaviour, NodeContract, SubgraphContract, SupervisorContract, SupervisorPolicy,
+use super::plan::{
+    IdMap, NodePlan, NodeRun, Plan, PolicyRun, RuleTable, Schema, SubgraphPlan, SupervisorPlan,
 };
+use crate::contracts::pointer::join;
+use crate::contracts::{NodeBehaviour, SupervisorPolicy};
 use crate::graph::CompiledGraph;
 use crate::validator::ValidGraph;
-
-/// Where trace timestamps and durations come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Clock {
-    /// The system clock (`at_ms` since the Unix epoch, measured durations).
-    #[default]
-    System,
-    /// Always zero: traces are byte-for-byte reproducible (tests, golden files). Run
-    /// deadlines still use the system clock.
-    Frozen,
-}
 
 /// The executor could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -58,88 +47,11 @@ pub enum ExecutorBuildError {
     },
 }
 
-/// A map keyed by contract id.
-/// foldhash, as in the registry: the ids are trusted (from the workflow) and looked up
-/// on every step.
-pub(crate) type IdMap<V> = foldhash::HashMap<String, V>;
-
-/// A compiled schema, shared.
-pub(crate) type Schema = Arc<Validator>;
-
-/// How a node runs, resolved.
-#[derive(Clone)]
-pub(crate) enum NodeRun {
-    /// No behaviour: writes nothing.
-    Nothing,
-    /// Constant writes (an object of slices).
-    Set(Value),
-    /// A registered handler.
-    Handler(SharedNode),
-    /// A program.
-    Exec(Arc<ExecSpec>),
-}
-
-/// A node, ready to run. The contract stays in the graph's registry (at `index`): the plan
-/// adds only what running needs, so a large workflow is not held twice.
-pub(crate) struct NodePlan {
-    /// The id, shared by every trace item that names the node.
-    pub(crate) id: Arc<str>,
-    /// Position of the contract in the registry (see [`NodePlan::contract`]).
-    index: usize,
-    pub(crate) run: NodeRun,
-    pub(crate) input_schema: Option<Schema>,
-    pub(crate) output_schema: Option<Schema>,
-}
-
-impl NodePlan {
-    /// The node's contract, from `graph`'s registry (the graph the plan was built from).
-    pub(crate) fn contract<'g>(&self, graph: &'g CompiledGraph) -> &'g NodeContract {
-        graph
-            .registry()
-            .node_at(self.index)
-            .expect("the plan indexes the registry of the graph it was built from")
+impl Executor {
+    /// Starts building an executor for a graph the validator accepted.
+    pub fn builder(graph: ValidGraph) -> ExecutorBuilder {
+        ExecutorBuilder::new(graph)
     }
-}
-
-/// How a supervisor decides, resolved.
-pub(crate) enum PolicyRun {
-    /// Triggers and priorities, compiled.
-    Rules(RuleTable),
-    /// A registered handler.
-    Handler(SharedPolicy),
-    /// A program.
-    Exec(Arc<ExecSpec>),
-}
-
-/// A supervisor, ready to decide.
-pub(crate) struct SupervisorPlan {
-    /// The id, shared by every trace item that names the supervisor.
-    pub(crate) id: Arc<str>,
-    pub(crate) contract: Arc<SupervisorContract>,
-    pub(crate) policy: PolicyRun,
-}
-
-/// A subgraph, ready to call.
-pub(crate) struct SubgraphPlan {
-    /// The id, shared by every trace item and frame that names the subgraph.
-    pub(crate) id: Arc<str>,
-    /// The entrypoint supervisor's id.
-    pub(crate) entrypoint: Arc<str>,
-    pub(crate) contract: SubgraphContract,
-    pub(crate) input_schema: Option<Schema>,
-    pub(crate) output_schema: Option<Schema>,
-}
-
-/// Everything the executor reads while running (immutable, shared).
-pub(crate) struct Plan {
-    pub(crate) graph: Arc<CompiledGraph>,
-    pub(crate) nodes: IdMap<NodePlan>,
-    pub(crate) supervisors: IdMap<SupervisorPlan>,
-    pub(crate) subgraphs: IdMap<SubgraphPlan>,
-    pub(crate) slice_schemas: IdMap<Schema>,
-    pub(crate) base_dir: PathBuf,
-    pub(crate) clock: Clock,
-    pub(crate) trace_in_state: bool,
 }
 
 /// Collects handlers and settings, then builds an [`Executor`]. Made by
@@ -334,38 +246,4 @@ fn compile(
                 message: e.to_string(),
             }),
     }
-}
-
-/// Checks `value` against a compiled schema; the error lists every problem.
-/// Like [`check`], also giving the JSON Pointer (into `value`) of the first offending
-/// value.
-pub(crate) fn check_at(schema: &Schema, value: &Value) -> Result<(), (String, String)> {
-    if schema.is_valid(value) {
-        return Ok(());
-    }
-    let at = schema
-        .iter_errors(value)
-        .next()
-        .map(|e| e.instance_path().to_string())
-        .unwrap_or_default();
-    let at = if at.is_empty() { "/".to_string() } else { at };
-    check(schema, value).map_err(|msg| (at, msg))
-}
-
-pub(crate) fn check(schema: &Schema, value: &Value) -> Result<(), String> {
-    if schema.is_valid(value) {
-        return Ok(());
-    }
-    let problems: Vec<String> = schema
-        .iter_errors(value)
-        .map(|e| {
-            let at = e.instance_path().to_string();
-            if at.is_empty() {
-                e.to_string()
-            } else {
-                format!("{e} at {at}")
-            }
-        })
-        .collect();
-    Err(problems.join("; "))
 }

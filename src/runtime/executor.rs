@@ -1,27 +1,24 @@
-//! The executor: starts runs and drives them one step at a time (see [`super::step`] for
-//! how a step is cut into planning, effects and commit).
+//! The executor: starts runs and drives them one step at a time (see [`Step`] for how a
+//! step is cut into planning, effects and commit). The top of the runtime: it reads the
+//! clock and holds the cancellation token, and hands both to the state machine
+//! (`machine`) and to the effects it performs.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use tracing::field::Empty;
 
-use super::builder::{Clock, ExecutorBuilder, Plan, check};
-use super::output::Usage;
-use super::record::RunId;
-use super::run_state::{Control, Pending, RunState};
-use super::status::RunStatus;
-use super::step::item;
-use super::trace::{DecisionTrace, TraceKind};
-use crate::contracts::SYSTEM_SLICE;
+use super::data::{
+    Clock, Control, DecisionTrace, Pending, RunId, RunOutcome, RunState, RunStatus, TraceKind,
+    Usage, now_ms,
+};
+use super::effects::{Effect, EffectOutput, Performer};
+use super::machine::{Planner, Step, commit_step, item};
+use super::plan::{Plan, check};
+use crate::contracts::{CLARIFICATION_SLICE, SYSTEM_SLICE};
 use crate::graph::CompiledGraph;
-use crate::validator::ValidGraph;
-
-/// The slice `resume` writes the answer to.
-pub const CLARIFICATION_SLICE: &str = "clarification";
 
 /// `start` refused the initial state.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -129,18 +126,7 @@ impl std::fmt::Debug for Executor {
     }
 }
 
-pub(super) fn wall_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
 impl Executor {
-    /// Starts building an executor for a graph the validator accepted.
-    pub fn builder(graph: ValidGraph) -> ExecutorBuilder {
-        ExecutorBuilder::new(graph)
-    }
-
     pub(crate) fn from_plan(plan: Plan, cancel: CancellationToken) -> Self {
         Self {
             plan: Arc::new(plan),
@@ -239,10 +225,10 @@ impl Executor {
             uncommitted: Vec::new(),
             usage_total: Usage::new(),
             kept: Vec::new(),
-            started_at_ms: wall_ms(),
+            started_at_ms: now_ms(),
             trace_in_state: self.plan.trace_in_state,
         };
-        self.sync_system(&mut run);
+        self.plan.sync_system(&mut run);
         Ok(run)
     }
 
@@ -310,7 +296,7 @@ impl Executor {
             supervisor: Arc::clone(&supervisor),
         });
         // Time spent waiting for the user does not count against the run deadline.
-        let now = wall_ms();
+        let now = now_ms();
         run.started_at_ms = now;
         let at = if self.plan.clock == Clock::System {
             now
@@ -388,34 +374,73 @@ impl Executor {
         run.status()
     }
 
-    // ---- timing ----------------------------------------------------------------------
+    // ---- the step in parts ---------------------------------------------------------
 
-    pub(super) fn timer(&self) -> Option<Instant> {
-        match self.plan.clock {
-            Clock::System => Some(Instant::now()),
-            Clock::Frozen => None,
+    /// The time planning a step of `run` reads: the system clock when the trace is
+    /// timed or the run has a deadline, else 0 (nothing reads it).
+    #[inline]
+    fn planning_time(&self) -> u64 {
+        if self.plan.clock == Clock::System || self.plan.graph.budgets().timeout_ms.is_some() {
+            now_ms()
+        } else {
+            0
         }
     }
 
-    pub(super) fn elapsed(t0: Option<Instant>) -> u64 {
-        t0.map_or(0, |t| {
-            u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX)
-        })
+    /// Plans the run's next step without changing the run: checks the deadline and
+    /// cancellation, decides (rule-based supervisors decide here; a policy becomes an
+    /// effect), gates the node it leads to (budgets, visits, input schema) and describes
+    /// its handler or program call as an effect. A run that is not running gives a step
+    /// that commits nothing.
+    pub fn begin_step<'e>(&'e self, run: &RunState) -> Step<'e> {
+        let planner = Planner {
+            plan: &self.plan,
+            now_ms: self.planning_time(),
+        };
+        planner.begin(run, &self.cancel)
     }
 
-    /// The time limit for one handler call: the node limit, capped by the run deadline.
-    pub(super) fn call_limit(&self, run: &RunState, own: Option<u64>) -> Option<Duration> {
-        let budgets = self.plan.graph.budgets();
-        let own = own.or(budgets.node_timeout_ms);
-        let left = budgets
-            .timeout_ms
-            .map(|t| t.saturating_sub(wall_ms().saturating_sub(run.started_at_ms)));
-        match (own, left) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+    /// Feeds an effect's output to the step waiting on it and plans the rest (a policy's
+    /// decision may lead to a node whose call is the next effect). A step not waiting on
+    /// an effect is left as it is.
+    pub fn resolve_step<'e>(&'e self, run: &RunState, step: &mut Step<'e>, output: EffectOutput) {
+        // Only the run deadline reads the time here (the step keeps its timestamp).
+        let now_ms = if self.plan.graph.budgets().timeout_ms.is_some() {
+            now_ms()
+        } else {
+            0
+        };
+        let planner = Planner {
+            plan: &self.plan,
+            now_ms,
+        };
+        planner.resolve(run, step, output);
+    }
+
+    /// Commits a step to the run it was planned on: records its trace items and applies
+    /// its outcome. Returns the status after it. A step still waiting on an effect, or
+    /// planned on a run that has moved since (or on another run), commits nothing.
+    pub fn commit_step(&self, run: &mut RunState, step: Step<'_>) -> RunStatus {
+        commit_step(&self.plan, run, step)
+    }
+
+    /// Performs an effect: calls the handler or runs the program under the effect's time
+    /// limit and this executor's cancellation token, and reads a node's output envelope.
+    /// Never panics: a panic, an error, bad output, a time-out or cancellation comes back
+    /// as a failed output.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future aborts the handler at its next await point (or
+    /// the backoff wait before it) and kills a running program; the run is untouched
+    /// (effects never change it).
+    pub async fn perform(&self, effect: Effect) -> EffectOutput {
+        Performer {
+            base_dir: &self.plan.base_dir,
+            clock: self.plan.clock,
+            cancel: &self.cancel,
         }
-        .map(Duration::from_millis)
+        .perform(effect)
+        .await
     }
 }
-
-use super::outcome::RunOutcome;

@@ -1,65 +1,48 @@
 //! The runtime: routing decisions, budgets, the call stack, the decision trace and the
 //! executor.
 //!
+//! In rooms, each importing only from the rooms below it (see `docs/architecture.md` and
+//! ADR 0025): `data` (the run as plain data), `effects` (calls described as data, the
+//! handler interface, guarded execution, programs), `plan` (the compiled workflow the
+//! executor reads), `machine` (the state machine: plan, resolve, commit, one file or
+//! folder per pattern), and on top the executor, its builder and the run record.
+//!
 //! A run is a [`RunState`] (plain serializable data) that an [`Executor`] advances one
 //! step at a time. Each step is planned from the run without changing it, waits on at
 //! most a policy call and a node call ([`Effect`]s), and is then committed in one
 //! synchronous transition ([`Step`]); the executor's `docs/spec/runtime.md` gives the
 //! semantics.
 
-mod accounting;
-mod advisors;
-mod budgets;
 mod builder;
-mod callstack;
-mod clarify;
-mod decide;
-mod decisions;
+mod data;
 mod effects;
-pub mod exec;
 mod executor;
-mod failures;
-mod guarded;
-mod handlers;
-mod outcome;
-mod output;
-mod pending;
-mod plan_node;
+mod machine;
+mod plan;
+#[cfg(test)]
+mod planning_clock;
 mod record;
-mod retry;
-mod route;
-mod rules;
-mod run_state;
-mod status;
-mod step;
-mod team;
-mod team_commit;
-mod team_state;
 #[cfg(test)]
 mod testing;
-mod trace;
-mod transitions;
-mod views;
 
-pub use accounting::Accounting;
-pub use builder::{Clock, ExecutorBuildError, ExecutorBuilder};
-pub use callstack::{Frame, KeptChild, Owed, UncommittedFrame};
-pub use effects::{Effect, EffectKind, EffectOutput};
-pub use executor::{CLARIFICATION_SLICE, Executor, ResumeError, ResumeErrorKind, StartError};
-pub use handlers::{
-    BoxFuture, HandlerError, NodeHandler, NodeInput, PolicyHandler, PolicyInput, RunContext,
-    Writes, sync_node, sync_policy,
+pub use builder::{ExecutorBuildError, ExecutorBuilder};
+pub use data::{
+    Accounting, BROADCAST_KEY, Broadcast, BroadcastKind, COST_USD, Chain, ChainTrigger, Clock,
+    DecisionTrace, EXIT_KEY, FINAL_KEY, Frame, INPUT_TOKENS, ItemDetail, KeptChild,
+    MAX_TRACE_DEPTH, MESSAGE_KEY, MemberProgress, MemberStatus, NodeOutput, OUTPUT_TOKENS, Owed,
+    Pending, ProjectedState, ROUTE_KEY, RunId, RunIdError, RunOutcome, RunState, RunStatus,
+    RunSummary, State, TeamPhase, TeamRun, TerminationReason, TraceItem, TraceKind, USAGE_KEY,
+    UncommittedFrame, Usage, WALL_MS, Writes,
 };
-pub use outcome::{RunOutcome, RunSummary};
-pub use output::{
-    BROADCAST_KEY, COST_USD, EXIT_KEY, FINAL_KEY, INPUT_TOKENS, MESSAGE_KEY, NodeOutput,
-    OUTPUT_TOKENS, ROUTE_KEY, USAGE_KEY, Usage, WALL_MS,
+pub use effects::exec;
+pub use effects::{
+    BoxFuture, Effect, EffectKind, EffectOutput, HandlerError, NodeHandler, NodeInput,
+    PolicyHandler, PolicyInput, RunContext, sync_node, sync_policy,
 };
-pub use record::{RUN_RECORD_FORMAT, RecordError, RunId, RunIdError, RunRecord, digest_of};
-pub use run_state::{Pending, ProjectedState, RunState, State};
-pub use status::{RunStatus, TerminationReason};
-pub use step::Step;
-pub use team_state::{Broadcast, BroadcastKind, MemberProgress, MemberStatus, TeamPhase, TeamRun};
-pub use trace::{
-    Chain, ChainTrigger, DecisionTrace, ItemDetail, MAX_TRACE_DEPTH, TraceItem, TraceKind,
-};
+pub use executor::{Executor, ResumeError, ResumeErrorKind, StartError};
+pub use machine::Step;
+pub use record::{RUN_RECORD_FORMAT, RecordError, RunRecord, digest_of};
+
+/// The slice `resume` writes the answer to (defined with the contracts, which the
+/// validator reads too).
+pub use crate::contracts::CLARIFICATION_SLICE;

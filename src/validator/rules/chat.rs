@@ -7,9 +7,8 @@
 //! read `clarification` keeps the question from its nodes (they may read only boundary
 //! slices): a warning.
 
-use crate::contracts::RoutingDecision;
 use crate::contracts::pointer::join;
-use crate::runtime::CLARIFICATION_SLICE;
+use crate::contracts::{CLARIFICATION_SLICE, RoutingDecision};
 use crate::validator::{Code, Context, Diagnostic};
 
 pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {

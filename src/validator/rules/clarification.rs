@@ -6,9 +6,8 @@
 //! warning. A supervisor with a `policy` (an exec program or a handler) may ask but need
 //! not, and most never do, so that is information only.
 
-use crate::contracts::RoutingDecision;
 use crate::contracts::pointer::join;
-use crate::runtime::CLARIFICATION_SLICE;
+use crate::contracts::{CLARIFICATION_SLICE, RoutingDecision};
 use crate::validator::{Code, Context, Diagnostic, Severity};
 
 pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {

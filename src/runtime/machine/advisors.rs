@@ -4,8 +4,8 @@
 //! primary runs in the next step.
 //!
 //! The three halves of the step (ADR 0009) stay apart: planning builds one [`Effect`]
-//! whose call is the whole fork ([`Call::Fork`]), so any driver performs it as it
-//! performs a node call; [`Executor::perform`] joins the members, each under its own time
+//! whose call is the whole fork (`Call::Fork`), so any driver performs it as it
+//! performs a node call; [`Executor::perform`](crate::runtime::Executor::perform) joins the members, each under its own time
 //! limit and the run's cancellation, and always completes; commit records the `fork`,
 //! `advisor` and `join` items, counts a step and a visit per member and writes the slice.
 //!
@@ -19,76 +19,18 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::budgets::GuardStop;
-use super::builder::{NodePlan, NodeRun};
-use super::effects::{Call, CallIds, Effect, EffectKind, node_stdin};
-use super::executor::Executor;
-use super::guarded::Fault;
-use super::handlers::{NodeInput, Writes};
-use super::output::{Role, Usage, accept_as};
-use super::record::RunId;
-use super::run_state::{Control, Pending, RunState};
-use super::status::TerminationReason;
+use super::calls::node_call;
+use super::commit::{Tx, attach_usage};
+use super::planner::Planner;
 use super::step::ForkStep;
-use super::trace::TraceKind;
-use super::transitions::{Tx, attach_usage};
 use crate::contracts::Advisors;
+use crate::runtime::data::{Control, Pending, Role, RunId, RunState, TerminationReason, TraceKind};
+use crate::runtime::effects::{
+    Call, CallIds, Effect, EffectKind, Member, MemberCall, Report, ReportStatus,
+};
+use crate::runtime::plan::NodePlan;
 
-/// One member of a fork, planned: its id, time limit and call.
-#[derive(Debug, Clone)]
-pub(crate) struct Member {
-    pub(crate) id: Arc<str>,
-    pub(crate) limit: Option<Duration>,
-    pub(crate) call: MemberCall,
-    /// An advisor's call is a plain node's; a team member's may broadcast and exit.
-    pub(crate) role: Role,
-}
-
-/// How a member is carried out.
-#[derive(Debug, Clone)]
-pub(crate) enum MemberCall {
-    /// A handler or program.
-    Call(Call),
-    /// A `set` node (or one without behaviour): its report is its constants.
-    Constant(Writes),
-    /// It may not run (its `max_visits` is used up): a failure report, nothing run.
-    Refused(String),
-}
-
-/// How a member's run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ReportStatus {
-    Ok = 0,
-    Failed = 1,
-    Timeout = 2,
-}
-
-impl ReportStatus {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            ReportStatus::Ok => "ok",
-            ReportStatus::Failed => "failed",
-            ReportStatus::Timeout => "timeout",
-        }
-    }
-}
-
-/// What one member gave.
-#[derive(Debug)]
-pub(crate) struct Report {
-    pub(crate) advisor: Arc<str>,
-    pub(crate) status: ReportStatus,
-    pub(crate) output: Option<Writes>,
-    /// Team members: the `$broadcast` sent, and whether it sent `$exit: true`.
-    pub(crate) broadcast: Option<Value>,
-    pub(crate) exit: bool,
-    pub(crate) usage: Option<Usage>,
-    pub(crate) error: Option<String>,
-    pub(crate) duration_us: u64,
-    /// The run was cancelled while it ran.
-    pub(crate) cancelled: bool,
-}
-
-impl Executor {
+impl<'e> Planner<'e> {
     /// Plans the members of `np`'s advisors as one fork effect, or the guard that stops
     /// the run first: the steps left must cover every member and the primary.
     pub(crate) fn fork_effect(
@@ -97,7 +39,7 @@ impl Executor {
         np: &NodePlan,
         spec: &Advisors,
     ) -> Result<Effect, GuardStop> {
-        let plan = &*self.plan;
+        let plan = self.plan;
         let budgets = plan.graph.budgets();
         let members = spec.members.len();
         let need = u64::try_from(members).unwrap_or(u64::MAX).saturating_add(1);
@@ -145,7 +87,7 @@ impl Executor {
         } else {
             Role::Plain
         };
-        let plan = &*self.plan;
+        let plan = self.plan;
         let Some(mp) = plan.nodes.get(id) else {
             // A validated graph has every member; a run state from elsewhere may not.
             return Member {
@@ -167,11 +109,7 @@ impl Executor {
                 role,
             };
         }
-        let own = match &mp.run {
-            NodeRun::Exec(spec) => spec.timeout_ms,
-            _ => None,
-        }
-        .or(plan.graph.budgets().node_timeout_ms);
+        let own = mp.own_timeout_ms().or(plan.graph.budgets().node_timeout_ms);
         let own = match (own, cap) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -183,97 +121,23 @@ impl Executor {
         };
         let mut team = team;
         // Called once, by the branch that calls the member: the team input is moved in.
-        let mut view = || {
-            let mut view = self.view_and(run, &contract.reads, usize::from(team.is_some()));
+        let view = || {
+            let room = usize::from(team.is_some());
+            let mut view = self.plan.view_and(run, &contract.reads, room);
             if let Some((slice, input)) = team.take() {
                 view.insert(slice.to_string(), input);
             }
             view
         };
-        let call = match &mp.run {
-            NodeRun::Handler(h) => MemberCall::Call(Call::Node(
-                h.clone(),
-                NodeInput {
-                    node: mp.id.to_string(),
-                    view: view(),
-                    depth: run.depth(),
-                    subgraph: run.current_subgraph().map(str::to_string),
-                    step,
-                    run_id: run.run_id,
-                    attempt: 1,
-                    error: None,
-                },
-            )),
-            NodeRun::Exec(spec) => {
-                let stdin = node_stdin(&mp.id, view(), ids, None);
-                MemberCall::Call(Call::Program(Arc::clone(spec), stdin, Some(ids)))
-            }
-            NodeRun::Set(Value::Object(m)) => MemberCall::Constant(m.clone()),
-            _ => MemberCall::Constant(Map::new()),
+        let call = match node_call(mp, run, ids, view, None) {
+            Some(call) => MemberCall::Call(call),
+            None => MemberCall::Constant(mp.constant_writes()),
         };
         Member {
             id: Arc::clone(&mp.id),
             limit: self.call_limit(run, own),
             call,
             role,
-        }
-    }
-
-    /// Runs every member at once and waits for all of them. Never fails: an error, a
-    /// panic, bad output or a time-out is that member's failure report.
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropping the future drops every member's call: handlers are aborted at their next
-    /// await point and programs' process groups are killed.
-    pub(crate) async fn join_members(&self, members: Vec<Member>) -> Vec<Report> {
-        futures_util::future::join_all(members.into_iter().map(|m| self.run_member(m))).await
-    }
-
-    async fn run_member(&self, m: Member) -> Report {
-        let t0 = self.timer();
-        let result = match m.call {
-            // Constants are read as the role's envelope (a team member's may broadcast).
-            MemberCall::Constant(w) => accept_as(w.into(), m.role)
-                .map_err(|e| Fault::InvalidOutput(format!("sent an invalid output: {e}"))),
-            MemberCall::Refused(msg) => Err(Fault::Failed(msg)),
-            // Boxed: the call's future is large (a time limit, the cancellation waiter),
-            // and every member's future is moved into the join at its full size.
-            MemberCall::Call(call) => Box::pin(self.call_node(m.limit, call, m.role)).await,
-        };
-        let duration_us = Self::elapsed(t0);
-        let (mut broadcast, mut exit) = (None, false);
-        let (status, output, usage, error, cancelled) = match result {
-            Ok(out) => {
-                broadcast = out.broadcast;
-                exit = out.exit;
-                (ReportStatus::Ok, Some(out.writes), out.usage, None, false)
-            }
-            Err(fault) => {
-                let status = match fault {
-                    Fault::Timeout(_) => ReportStatus::Timeout,
-                    _ => ReportStatus::Failed,
-                };
-                let cancelled = fault == Fault::Cancelled;
-                (
-                    status,
-                    None,
-                    None,
-                    Some(fault.describe().1.to_string()),
-                    cancelled,
-                )
-            }
-        };
-        Report {
-            advisor: m.id,
-            status,
-            output,
-            broadcast,
-            exit,
-            usage,
-            error,
-            duration_us,
-            cancelled,
         }
     }
 }
@@ -405,14 +269,14 @@ impl Tx<'_> {
             };
             return self.guard_stop(g, Some(dispatcher));
         }
-        let contract = np.contract(&self.ex.plan.graph);
+        let contract = np.contract(&self.plan.graph);
         let reads: Vec<String> = contract
             .reads
             .iter()
             .filter(|r| **r != spec.slice)
             .cloned()
             .collect();
-        let request = self.ex.view(self.run, &reads);
+        let request = self.plan.view(self.run, &reads);
         let value = advice(self.run.run_id, base, &np.id, &request, reports);
         self.run.level_state_mut().insert(spec.slice.clone(), value);
         self.run.control = Control::Running(Pending::Advised {

@@ -1,11 +1,11 @@
 //! Resolving what a supervisor returned into the action the executor carries out,
 //! enforcing the allowlist.
 
-use super::status::TerminationReason;
 use crate::contracts::{
     RoutingDecision, StopGlobal, StopLocal, SupervisorContract, SupervisorOutput,
 };
 use crate::graph::{ContractKind, Registry};
+use crate::runtime::data::TerminationReason;
 
 /// What the executor does with a decision.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,8 +1,8 @@
 //! Effects: the calls a step waits on (a node handler or program, a supervisor policy),
 //! described as data by the planning half of a step and carried out by a driver.
 //!
-//! A driver takes the [`Effect`] a [`Step`](super::Step) waits on, performs it (with
-//! [`Executor::perform`](super::Executor::perform), or however it likes: recorded as
+//! A driver takes the [`Effect`] a [`Step`](crate::runtime::Step) waits on, performs it
+//! (with [`Executor::perform`](crate::runtime::Executor::perform), or however it likes: recorded as
 //! started in a store, several at once), and feeds the [`EffectOutput`] back. Nothing
 //! here touches the run.
 
@@ -11,14 +11,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::advisors::{Member, Report};
-use super::executor::Executor;
-use super::guarded::{CatchUnwind, Fault, call_guarded, exec_program};
-use super::handlers::{NodeInput, PolicyInput, SharedNode, SharedPolicy, Writes};
-use super::output::{NodeOutput, Role, accept_as};
-use super::record::RunId;
-use crate::contracts::condition::json_kind;
+use super::guarded::Fault;
+use super::handlers::{NodeInput, PolicyInput, SharedNode, SharedPolicy};
 use crate::contracts::{ExecSpec, SupervisorOutput};
+use crate::runtime::data::{NodeOutput, Role, RunId, Usage, Writes};
 
 /// What an effect runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +70,7 @@ pub(crate) struct CallIds {
 
 impl CallIds {
     /// `PACTGRAPH_RUN_ID`, `PACTGRAPH_STEP` and `PACTGRAPH_ATTEMPT`.
-    fn env(self) -> [(&'static str, String); 3] {
+    pub(crate) fn env(self) -> [(&'static str, String); 3] {
         [
             ("PACTGRAPH_RUN_ID", self.run_id.to_string()),
             ("PACTGRAPH_STEP", self.step.to_string()),
@@ -145,7 +141,7 @@ impl Effect {
         self.call.set_attempt(n.max(1));
     }
 
-    /// How long [`Executor::perform`] waits before calling (a retry's backoff).
+    /// How long [`Executor::perform`](crate::runtime::Executor::perform) waits before calling (a retry's backoff).
     pub fn delay(&self) -> Duration {
         self.delay
     }
@@ -206,113 +202,59 @@ impl EffectOutput {
     }
 }
 
-impl Executor {
-    /// Performs an effect: calls the handler or runs the program under the effect's time
-    /// limit and this executor's cancellation token, and reads a node's output envelope.
-    /// Never panics: a panic, an error, bad output, a time-out or cancellation comes back
-    /// as a failed output.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: dropping the future aborts the handler at its next await point (or
-    /// the backoff wait before it) and kills a running program; the run is untouched
-    /// (effects never change it).
-    pub async fn perform(&self, effect: Effect) -> EffectOutput {
-        let attempt = effect.attempt();
-        let Effect {
-            kind,
-            limit,
-            delay,
-            call,
-            role,
-            ..
-        } = effect;
-        if !delay.is_zero() {
-            tokio::select! {
-                biased;
-                _ = self.cancel.cancelled() => {
-                    return EffectOutput { result: Err(Fault::Cancelled), duration_us: 0, attempt };
-                }
-                _ = tokio::time::sleep(delay) => {}
-            }
-        }
-        let t0 = self.timer();
-        let result = match (kind, call) {
-            (_, Call::Policy(h, input)) => call_guarded(|| h.0.decide(input), limit, &self.cancel)
-                .await
-                .map(Produced::Decision),
-            (_, Call::Fork(members)) => Ok(Produced::Reports(self.join_members(members).await)),
-            (EffectKind::Policy, Call::Program(spec, stdin, _)) => self
-                .program(&spec, &stdin, None, limit)
-                .await
-                .and_then(|v| {
-                    serde_json::from_value::<SupervisorOutput>(v)
-                        .map(Produced::Decision)
-                        .map_err(|e| Fault::Failed(format!("printed an invalid decision: {e}")))
-                }),
-            (_, call) => self.call_node(limit, call, role).await.map(Produced::Node),
-        };
-        EffectOutput {
-            result,
-            duration_us: Self::elapsed(t0),
-            attempt,
+/// One member of a fork, planned: its id, time limit and call.
+#[derive(Debug, Clone)]
+pub(crate) struct Member {
+    pub(crate) id: Arc<str>,
+    pub(crate) limit: Option<Duration>,
+    pub(crate) call: MemberCall,
+    /// An advisor's call is a plain node's; a team member's may broadcast and exit.
+    pub(crate) role: Role,
+}
+
+/// How a member is carried out.
+#[derive(Debug, Clone)]
+pub(crate) enum MemberCall {
+    /// A handler or program.
+    Call(Call),
+    /// A `set` node (or one without behaviour): its report is its constants.
+    Constant(Writes),
+    /// It may not run (its `max_visits` is used up): a failure report, nothing run.
+    Refused(String),
+}
+
+/// How a member's run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReportStatus {
+    Ok = 0,
+    Failed = 1,
+    Timeout = 2,
+}
+
+impl ReportStatus {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            ReportStatus::Ok => "ok",
+            ReportStatus::Failed => "failed",
+            ReportStatus::Timeout => "timeout",
         }
     }
 }
 
-impl Executor {
-    /// Calls a node's handler or runs its program under `limit` and the run's
-    /// cancellation, and reads its output envelope as `role`'s (a router's may carry
-    /// `$route` and `$message`, a team member's or lead's `$broadcast` and more).
-    pub(crate) async fn call_node(
-        &self,
-        limit: Option<Duration>,
-        call: Call,
-        role: Role,
-    ) -> Result<NodeOutput, Fault> {
-        match call {
-            Call::Node(h, input) => call_guarded(|| h.0.call(input), limit, &self.cancel)
-                .await
-                .and_then(|out| node_output(out, role)),
-            Call::Program(spec, stdin, ids) => {
-                match self.program(&spec, &stdin, ids, limit).await {
-                    Ok(Value::Object(m)) => node_output(m.into(), role),
-                    Ok(other) => Err(Fault::Failed(format!(
-                        "printed {} instead of an object of slice writes",
-                        json_kind(&other)
-                    ))),
-                    Err(f) => Err(f),
-                }
-            }
-            Call::Policy(..) | Call::Fork(_) => Err(Fault::Failed(
-                "was given a call that is not a node's".into(),
-            )),
-        }
-    }
-
-    /// Runs a program (a node's, with its call ids in the environment, or a policy's) and
-    /// returns the JSON it printed. A panic while running it (say, a runtime without I/O)
-    /// is a failed call, as a handler's is.
-    async fn program(
-        &self,
-        spec: &ExecSpec,
-        stdin: &Value,
-        ids: Option<CallIds>,
-        limit: Option<Duration>,
-    ) -> Result<Value, Fault> {
-        let env = ids.map(CallIds::env);
-        let env = env.as_ref().map_or(&[][..], |e| &e[..]);
-        let run = exec_program(spec, &self.plan.base_dir, stdin, env, limit, &self.cancel);
-        match CatchUnwind(Box::pin(run)).await {
-            Ok(out) => out,
-            Err(panic) => Err(Fault::Failed(panic)),
-        }
-    }
-}
-
-/// Reads a node's output envelope; a refused one is an `invalid_output` fault.
-fn node_output(out: NodeOutput, role: Role) -> Result<NodeOutput, Fault> {
-    accept_as(out, role).map_err(|e| Fault::InvalidOutput(format!("sent an invalid output: {e}")))
+/// What one member gave.
+#[derive(Debug)]
+pub(crate) struct Report {
+    pub(crate) advisor: Arc<str>,
+    pub(crate) status: ReportStatus,
+    pub(crate) output: Option<Writes>,
+    /// Team members: the `$broadcast` sent, and whether it sent `$exit: true`.
+    pub(crate) broadcast: Option<Value>,
+    pub(crate) exit: bool,
+    pub(crate) usage: Option<Usage>,
+    pub(crate) error: Option<String>,
+    pub(crate) duration_us: u64,
+    /// The run was cancelled while it ran.
+    pub(crate) cancelled: bool,
 }
 
 /// The stdin of a node program:

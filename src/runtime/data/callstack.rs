@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::run_state::State;
+use super::slices::State;
 use super::trace::Chain;
 
 /// One open subgraph call.

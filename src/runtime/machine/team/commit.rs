@@ -1,4 +1,4 @@
-//! The commit half of a team's steps (see `team.rs`): a member cycle's reports become
+//! The commit half of a team's steps (see `plan.rs`): a member cycle's reports become
 //! steps, trace items and broadcasts; a lead turn starts the next cycle, ends the team as
 //! the team node's run, or fails the run (`team_no_final`).
 
@@ -7,20 +7,18 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::advisors::{Report, ReportStatus};
-use super::budgets::GuardStop;
-use super::builder::NodePlan;
-use super::guarded::Fault;
-use super::output::{NodeOutput, Usage};
-use super::route::StageExtra;
-use super::run_state::{Control, Pending};
-use super::status::TerminationReason;
-use super::step::{After, Level, NodeResult, NodeStep, Ran};
-use super::team::{Stop, TeamStep, TeamTurn};
-use super::team_state::{BroadcastKind, MemberStatus, TeamPhase, TeamRun};
-use super::trace::TraceKind;
-use super::transitions::{Tx, attach_usage};
+use super::super::budgets::GuardStop;
+use super::super::commit::{Tx, attach_usage};
+use super::super::step::{
+    After, Level, NodeResult, NodeStep, Ran, StageExtra, TeamStep, TeamStop, TeamTurn,
+};
 use crate::contracts::Team;
+use crate::runtime::data::{
+    BroadcastKind, Control, MemberStatus, NodeOutput, Pending, TeamPhase, TeamRun,
+    TerminationReason, TraceKind, Usage,
+};
+use crate::runtime::effects::{Fault, Report, ReportStatus};
+use crate::runtime::plan::NodePlan;
 
 impl Tx<'_> {
     /// Commits a team step.
@@ -41,8 +39,8 @@ impl Tx<'_> {
             });
         }
         match turn {
-            TeamTurn::Stop(Stop::Guard(g)) => self.guard_stop(g, Some(dispatcher)),
-            TeamTurn::Stop(Stop::Mismatch(msg)) => {
+            TeamTurn::Stop(TeamStop::Guard(g)) => self.guard_stop(g, Some(dispatcher)),
+            TeamTurn::Stop(TeamStop::Mismatch(msg)) => {
                 self.fail(TerminationReason::NodeFailed, msg, Some(dispatcher));
             }
             TeamTurn::Members(reports) => self.team_cycle(np, spec, team, reports),

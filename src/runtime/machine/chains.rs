@@ -16,83 +16,24 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::builder::{NodePlan, SubgraphPlan, check};
-use super::callstack::Owed;
-use super::executor::Executor;
-use super::output::{MESSAGE_KEY, ROUTE_KEY, Usage};
-use super::plan_node::NodeTarget;
-use super::run_state::{Control, Pending, RunState};
-use super::status::TerminationReason;
-use super::step::{Level, Step, Then, ready};
-use super::trace::{Chain, ChainTrigger, TraceKind};
-use super::transitions::{Tx, attach_usage};
+use super::commit::{RouterRun, Tx, attach_usage};
+use super::planner::Planner;
+use super::step::{
+    Level, NodeTarget, RoutedCall, StageExtra, Step, Then, next_stage, ready, router_chain,
+};
 use crate::contracts::condition::json_kind;
 use crate::contracts::{RouterSpec, StopLocal};
+use crate::runtime::data::{
+    ChainTrigger, Control, MESSAGE_KEY, Owed, Pending, ROUTE_KEY, RunState, TerminationReason,
+    TraceKind,
+};
+use crate::runtime::plan::{NodePlan, SubgraphPlan, check};
 
-/// What a router run or a routed chain stage carries besides an ordinary node step.
-#[derive(Debug, Default)]
-pub(crate) struct StageExtra {
-    /// Which run of the router this is in one routing (1, then 2... on retries).
-    pub(crate) run: u32,
-    /// What was wrong with the previous route (for the router's input; taken at planning).
-    pub(crate) error: Option<String>,
-    /// Routers whose own `handoff` is owed, innermost last.
-    pub(crate) owed: Vec<Arc<str>>,
-}
-
-impl StageExtra {
-    /// The extra of a stage owing these handoffs (`None`, allocating nothing, when none
-    /// is owed).
-    pub(crate) fn owing(owed: &[Arc<str>]) -> Option<Box<Self>> {
-        (!owed.is_empty()).then(|| {
-            Box::new(Self {
-                run: 1,
-                error: None,
-                owed: owed.to_vec(),
-            })
-        })
-    }
-}
-
-/// A subgraph entered as a router's destination.
-pub(crate) struct RoutedCall {
-    /// The router (the call item's `source`).
-    pub(crate) router: Arc<str>,
-    /// The subgraph's place in the router's chain, and the handoffs owed on its return.
-    pub(crate) owed: Owed,
-}
-
-/// Stage 0 of a chain starting at router `id`.
-pub(crate) fn router_chain(id: &Arc<str>) -> Chain {
-    Chain {
-        root: Arc::clone(id),
-        stage: 0,
-        trigger: ChainTrigger::Router,
-    }
-}
-
-/// The stage after `chain` (or after stage 0 of a chain rooted at `root`), reached by
-/// `trigger`.
-pub(crate) fn next_stage(chain: Option<&Chain>, root: &Arc<str>, trigger: ChainTrigger) -> Chain {
-    match chain {
-        Some(c) => Chain {
-            root: Arc::clone(&c.root),
-            stage: c.stage.saturating_add(1),
-            trigger,
-        },
-        None => Chain {
-            root: Arc::clone(root),
-            stage: 1,
-            trigger,
-        },
-    }
-}
-
-impl Executor {
+impl<'e> Planner<'e> {
     /// Plans a [`Pending::Retry`] (the router again, with the error) or a
     /// [`Pending::Call`] (a destination subgraph entered).
-    pub(super) fn plan_routed<'e>(
-        &'e self,
+    pub(crate) fn plan_routed(
+        &self,
         run: &RunState,
         level: Level<'e>,
         pending: &Pending,
@@ -154,7 +95,7 @@ impl Executor {
                 };
                 ready(step, level, None, then);
             }
-            // Planned in `step.rs`.
+            // Planned in `planning.rs`.
             Pending::Decide { .. }
             | Pending::Handoff { .. }
             | Pending::Advised { .. }
@@ -192,17 +133,6 @@ pub(crate) enum Rejection {
 /// The router's destinations as a list for messages: `[a, b]`.
 fn listed(spec: &RouterSpec) -> String {
     format!("[{}]", spec.destinations.join(", "))
-}
-
-/// A router's run, its output read: what [`Tx::commit_router`] needs besides the writes.
-pub(crate) struct RouterRun<'p> {
-    pub(crate) np: &'p NodePlan,
-    pub(crate) dispatcher: Arc<str>,
-    pub(crate) kind: TraceKind,
-    pub(crate) source: Option<Arc<str>>,
-    pub(crate) extra: Option<Box<StageExtra>>,
-    pub(crate) duration_us: u64,
-    pub(crate) usage: Option<Usage>,
 }
 
 impl Tx<'_> {
@@ -271,7 +201,7 @@ impl Tx<'_> {
     where
         Self: 'p,
     {
-        let plan = &*self.ex.plan;
+        let plan = self.plan;
         let Some(spec) = np.contract(&plan.graph).router.as_ref() else {
             return Err(Rejection::Fail(
                 TerminationReason::NodeFailed,
@@ -381,7 +311,7 @@ impl Tx<'_> {
         extra: Option<Box<StageExtra>>,
         problem: String,
     ) {
-        let plan = &*self.ex.plan;
+        let plan = self.plan;
         let retries = np
             .contract(&plan.graph)
             .router
@@ -424,7 +354,7 @@ impl Tx<'_> {
         to: Destination<'_>,
         extra: Option<Box<StageExtra>>,
     ) {
-        let plan = &*self.ex.plan;
+        let plan = self.plan;
         let mut owed = extra.map(|x| x.owed).unwrap_or_default();
         let chain = next_stage(self.chain.as_ref(), &np.id, ChainTrigger::Router);
         if !matches!(to, Destination::Answer) && np.contract(&plan.graph).handoff.is_some() {
@@ -467,7 +397,7 @@ impl Tx<'_> {
     #[cold]
     #[inline(never)]
     pub(crate) fn pay_owed(&mut self, dispatcher: Arc<str>, mut owed: Vec<Arc<str>>) {
-        let plan = &*self.ex.plan;
+        let plan = self.plan;
         let Some(router) = owed.pop() else {
             return;
         };

@@ -2,11 +2,10 @@
 
 use tokio_util::sync::CancellationToken;
 
-use super::output::{COST_USD, INPUT_TOKENS, OUTPUT_TOKENS};
-use super::run_state::RunState;
-use super::status::TerminationReason;
-use super::trace::MAX_TRACE_DEPTH;
 use crate::contracts::Budgets;
+use crate::runtime::data::{
+    COST_USD, INPUT_TOKENS, MAX_TRACE_DEPTH, OUTPUT_TOKENS, RunState, TerminationReason,
+};
 
 /// A guard tripped: the run stops with this reason and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,14 +174,30 @@ fn check_depth(run: &RunState, budgets: &Budgets, what: &str, id: &str) -> Resul
 mod tests {
     use std::sync::Arc;
 
-    use serde_json::json;
-
     use super::*;
-    use crate::runtime::Frame;
+    use crate::runtime::data::{Control, DecisionTrace, Frame, Pending, RunId, Usage};
 
+    /// A run at its first step (as `Executor::start` makes it), built here so that the
+    /// budgets are tested below the executor.
     fn run() -> RunState {
-        let (_, ex) = crate::runtime::testing::reply_workflow();
-        ex.start(json!({})).expect("starts")
+        RunState {
+            workflow: "w".into(),
+            run_id: RunId::new(),
+            control: Control::Running(Pending::Decide {
+                supervisor: Arc::from("root"),
+            }),
+            state: Default::default(),
+            stack: Vec::new(),
+            steps: 0,
+            visits: Default::default(),
+            entries: Default::default(),
+            trace: DecisionTrace::default(),
+            uncommitted: Vec::new(),
+            usage_total: Usage::new(),
+            kept: Vec::new(),
+            started_at_ms: 0,
+            trace_in_state: true,
+        }
     }
 
     /// Trace items record depths as `u16`: a `max_depth` above that is capped, and a call

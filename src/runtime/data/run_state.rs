@@ -3,25 +3,19 @@
 use std::sync::Arc;
 
 use indexmap::IndexMap;
-use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::accounting::Accounting;
 use super::callstack::{Frame, KeptChild, UncommittedFrame};
 use super::outcome::{AccountingOf, RunOutcome, RunSummary};
 use super::output::Usage;
-pub use super::pending::Pending;
-use super::record::RunId;
+use super::pending::Pending;
+use super::projected::ProjectedState;
+use super::run_id::RunId;
+use super::slices::State;
 use super::status::{RunStatus, TerminationReason};
 use super::trace::DecisionTrace;
-use crate::contracts::SYSTEM_SLICE;
-
-/// The key of the trace's projection in the `system` slice.
-pub(crate) const DECISION_TRACE: &str = "decision_trace";
-
-/// A state: slice name to value. The root state and every frame's child state are one.
-pub type State = Map<String, Value>;
 
 /// Where a run stands, as one value: a running run always has a next step, a paused run
 /// a question and the supervisor that asked it, an ended run a reason.
@@ -53,15 +47,15 @@ pub(crate) enum Control {
 ///
 /// The decision trace is stored once, in [`RunState::trace`]. When the executor keeps
 /// the trace in the state (the default, see
-/// [`trace_in_state`](super::ExecutorBuilder::trace_in_state)), the outcome and
+/// [`trace_in_state`](crate::runtime::ExecutorBuilder::trace_in_state)), the outcome and
 /// [`RunState::state_json`] show it as `state.system.decision_trace`, a projection; the
 /// serialized run state holds it only under `trace`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunState {
     /// The workflow's name.
     pub workflow: String,
-    /// The run's id (made by [`Executor::start`](super::Executor::start); a
-    /// [`RunRecord`](super::RunRecord) of the run carries the same one). Node programs and
+    /// The run's id (made by [`Executor::start`](crate::runtime::Executor::start); a
+    /// [`RunRecord`](crate::runtime::RunRecord) of the run carries the same one). Node programs and
     /// handlers get it, to make repeated calls idempotent.
     pub run_id: RunId,
     pub(crate) control: Control,
@@ -449,72 +443,5 @@ impl<'de> Deserialize<'de> for RunState {
             started_at_ms: d.started_at_ms,
             trace_in_state: d.trace_in_state,
         })
-    }
-}
-
-// ---- the trace projected into `state.system.decision_trace` -------------------------
-
-/// A root state as it is shown: the `system` slice's entries in their order (any
-/// physically present `decision_trace` skipped), then `"decision_trace": <the trace>` when
-/// the trace belongs in the state. Borrows both; serializing it copies nothing.
-#[derive(Debug, Clone, Copy)]
-pub struct ProjectedState<'a> {
-    state: &'a State,
-    trace: Option<&'a DecisionTrace>,
-}
-
-impl<'a> ProjectedState<'a> {
-    pub(super) fn new(state: &'a State, trace: &'a DecisionTrace, in_state: bool) -> Self {
-        Self {
-            state,
-            trace: in_state.then_some(trace),
-        }
-    }
-
-    /// The projection as one JSON value (copies the state and the trace).
-    pub fn to_value(&self) -> Value {
-        serde_json::to_value(self).expect("a state and a trace are plain data")
-    }
-}
-
-impl Serialize for ProjectedState<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(self.state.len()))?;
-        for (key, value) in self.state {
-            match value {
-                Value::Object(system) if key == SYSTEM_SLICE => map.serialize_entry(
-                    key,
-                    &ProjectedSystem {
-                        system,
-                        trace: self.trace,
-                    },
-                )?,
-                _ => map.serialize_entry(key, value)?,
-            }
-        }
-        map.end()
-    }
-}
-
-/// The `system` slice with the trace spliced in last (see [`ProjectedState`]).
-struct ProjectedSystem<'a> {
-    system: &'a Map<String, Value>,
-    trace: Option<&'a DecisionTrace>,
-}
-
-impl Serialize for ProjectedSystem<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let stale = usize::from(self.system.contains_key(DECISION_TRACE));
-        let len = self.system.len() - stale + usize::from(self.trace.is_some());
-        let mut map = serializer.serialize_map(Some(len))?;
-        for (key, value) in self.system {
-            if key != DECISION_TRACE {
-                map.serialize_entry(key, value)?;
-            }
-        }
-        if let Some(trace) = self.trace {
-            map.serialize_entry(DECISION_TRACE, trace)?;
-        }
-        map.end()
     }
 }

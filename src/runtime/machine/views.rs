@@ -1,21 +1,20 @@
 //! The views of a run that nodes and policies read (the `system` slice built fresh, a
 //! node's `reads`, a policy's level), and the `system` slice the root state keeps. Split
-//! from `transitions.rs`, which writes it at start, pause and end.
+//! from `commit.rs`, which writes it at start, pause and end.
 
 use serde_json::{Map, Value, json};
 
-use super::callstack::pick_with_room;
-use super::executor::Executor;
-use super::run_state::RunState;
 use crate::contracts::SYSTEM_SLICE;
+use crate::runtime::data::{DECISION_TRACE, RunState, pick_with_room};
+use crate::runtime::plan::Plan;
 
-impl Executor {
+impl Plan {
     /// The `system` slice as nodes and policies read it: with `decision_trace` built fresh
     /// when the trace belongs in the state.
-    pub(super) fn system_value(&self, run: &RunState) -> Value {
+    pub(crate) fn system_value(&self, run: &RunState) -> Value {
         let mut system = self.system_map(run);
-        if self.plan.trace_in_state {
-            system.insert(super::run_state::DECISION_TRACE.into(), json!(run.trace));
+        if self.trace_in_state {
+            system.insert(DECISION_TRACE.into(), json!(run.trace));
         }
         Value::Object(system)
     }
@@ -32,30 +31,30 @@ impl Executor {
             Some(Value::Object(m)) => m.clone(),
             _ => Map::new(),
         };
-        system.insert("budgets".into(), json!(self.plan.graph.budgets()));
+        system.insert("budgets".into(), json!(self.graph.budgets()));
         system.insert("call_stack".into(), Value::Array(stack));
         system.insert("steps".into(), json!(run.steps));
-        system.shift_remove(super::run_state::DECISION_TRACE);
+        system.shift_remove(DECISION_TRACE);
         system
     }
 
     /// Writes `system` into the root state (at start, pause and end), and records whether
     /// the trace is projected into it.
-    pub(super) fn sync_system(&self, run: &mut RunState) {
-        run.trace_in_state = self.plan.trace_in_state;
+    pub(crate) fn sync_system(&self, run: &mut RunState) {
+        run.trace_in_state = self.trace_in_state;
         let system = Value::Object(self.system_map(run));
         run.state.insert(SYSTEM_SLICE.into(), system);
     }
 
     /// The read view of a node: its `reads` slices present at its level. `system` is
     /// built fresh from the run.
-    pub(super) fn view(&self, run: &RunState, reads: &[String]) -> Map<String, Value> {
+    pub(crate) fn view(&self, run: &RunState, reads: &[String]) -> Map<String, Value> {
         self.view_and(run, reads, 0)
     }
 
     /// The read view of a node, with room for `extra` more slices (a team turn adds its
     /// team input) so that adding them does not grow the map.
-    pub(super) fn view_and(
+    pub(crate) fn view_and(
         &self,
         run: &RunState,
         reads: &[String],
@@ -69,7 +68,7 @@ impl Executor {
     }
 
     /// The state a policy sees: the current level's slices, with `system` fresh at the root.
-    pub(super) fn policy_view(&self, run: &RunState) -> Map<String, Value> {
+    pub(crate) fn policy_view(&self, run: &RunState) -> Map<String, Value> {
         let mut view = run.level_state().clone();
         if run.stack.is_empty() && view.contains_key(SYSTEM_SLICE) {
             view.insert(SYSTEM_SLICE.into(), self.system_value(run));

@@ -6,22 +6,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::budgets::check_node;
-use super::builder::{NodePlan, NodeRun, check, check_at};
-use super::effects::{Call, CallIds, Effect, EffectKind, node_stdin};
-use super::executor::Executor;
-use super::handlers::NodeInput;
-use super::output::Role;
-use super::retry::Retrying;
-use super::route::{StageExtra, router_chain};
-use super::run_state::RunState;
-use super::step::*;
-use super::trace::{Chain, ChainTrigger, TraceItem, TraceKind};
+use super::calls::node_call;
+use super::planner::Planner;
+use super::step::{
+    After, Awaiting, Decided, ForkStep, Level, NodeResult, NodeStep, NodeTarget, Planned, Retrying,
+    Stage, Step, Then, router_chain,
+};
+use crate::runtime::data::{Chain, ChainTrigger, Role, RunState, TraceItem, TraceKind};
+use crate::runtime::effects::{CallIds, Effect, EffectKind};
+use crate::runtime::plan::{NodePlan, NodeRun, check, check_at};
 
-impl Executor {
+impl<'e> Planner<'e> {
     /// Plans a node run: where control goes after it, its gate (budgets, visits, input
     /// schema) and, for a handler or program, the effect.
-    pub(super) fn plan_node<'e>(
-        &'e self,
+    pub(crate) fn plan_node(
+        &self,
         run: &RunState,
         level: Level<'e>,
         decision: Option<Decided>,
@@ -29,9 +28,9 @@ impl Executor {
         target: NodeTarget<'e>,
         step: &mut Step<'e>,
     ) {
-        let plan = &*self.plan;
+        let plan = self.plan;
         if let Some(spec) = &target.np.contract(&plan.graph).team {
-            // A team node runs its team (see `team.rs`); its own run is the lead's answer.
+            // A team node runs its team (see `team/`); its own run is the lead's answer.
             return self.plan_team_start(run, level, (decision, fallback), target, spec, step);
         }
         let NodeTarget {
@@ -116,7 +115,7 @@ impl Executor {
         }
         let needs_view = matches!(np.run, NodeRun::Handler(_) | NodeRun::Exec(_));
         let mut view =
-            (needs_view || np.input_schema.is_some()).then(|| self.view(run, &contract.reads));
+            (needs_view || np.input_schema.is_some()).then(|| self.plan.view(run, &contract.reads));
         if let Some(schema) = &np.input_schema
             && let Some(map) = view.take()
         {
@@ -148,34 +147,13 @@ impl Executor {
             step: run.steps,
             attempt: 1,
         };
-        let call = match (&np.run, view) {
-            (NodeRun::Handler(h), Some(view)) => Call::Node(
-                h.clone(),
-                NodeInput {
-                    node: np.id.to_string(),
-                    view,
-                    depth: run.depth(),
-                    subgraph: run.current_subgraph().map(str::to_string),
-                    step: ids.step,
-                    run_id: ids.run_id,
-                    attempt: ids.attempt,
-                    error,
-                },
-            ),
-            (NodeRun::Exec(spec), Some(view)) => Call::Program(
-                Arc::clone(spec),
-                node_stdin(&np.id, view, ids, error),
-                Some(ids),
-            ),
-            _ => {
-                step.stage = Stage::Ready(planned(Then::Node(ns)));
-                return;
-            }
+        // A `set` node (or one without behaviour) calls nothing: its writes are applied at
+        // commit.
+        let Some(call) = view.and_then(|view| node_call(np, run, ids, || view, error)) else {
+            step.stage = Stage::Ready(planned(Then::Node(ns)));
+            return;
         };
-        let own = match &np.run {
-            NodeRun::Exec(spec) => spec.timeout_ms,
-            _ => None,
-        };
+        let own = np.own_timeout_ms();
         let retrying = contract
             .retry
             .as_ref()
@@ -210,16 +188,12 @@ impl Executor {
     }
 }
 
-impl Executor {
+impl<'e> Planner<'e> {
     /// Where control goes after node `np` runs at `level`: its router's `$route`, its
     /// handoff, the end of its level (terminal, or an exitpoint), or back to its
     /// supervisor. The error names a handoff target the workflow lacks.
-    pub(super) fn after_node<'e>(
-        &'e self,
-        level: Level<'e>,
-        np: &NodePlan,
-    ) -> Result<After<'e>, String> {
-        let plan = &*self.plan;
+    pub(crate) fn after_node(&self, level: Level<'e>, np: &NodePlan) -> Result<After<'e>, String> {
+        let plan = self.plan;
         let contract = np.contract(&plan.graph);
         Ok(if contract.router.is_some() {
             // A router's own handoff is owed until its destination's chain completes.
@@ -240,22 +214,6 @@ impl Executor {
             After::Return
         })
     }
-}
-
-/// A node about to be planned: which, for whom, reached how.
-pub(super) struct NodeTarget<'e> {
-    pub(super) np: &'e NodePlan,
-    pub(super) dispatcher: Arc<str>,
-    pub(super) kind: TraceKind,
-    pub(super) source: Option<Arc<str>>,
-    /// Set for a stage reached through a handoff or a router; a dispatched node's chain is
-    /// worked out from its contract.
-    pub(super) chain: Option<Chain>,
-    /// Router retries and routed chains only.
-    pub(super) extra: Option<Box<StageExtra>>,
-    /// Its advisors have reported already (it was pending as `Advised`, or it is a
-    /// router run again: its advice stands).
-    pub(super) advised: bool,
 }
 
 /// The message of `invalid_chain_payload`: the upstream stage (the node that handed

@@ -8,8 +8,8 @@
 //! | key | who may send it | today |
 //! | --- | --- | --- |
 //! | `$usage` | any node | kept: on the node's trace item and summed per run |
-//! | `$route`, `$message` | router nodes | kept for the router's commit (see `route.rs`); refused from other nodes |
-//! | `$broadcast`, `$exit` | team members | kept for the team's commit (see `team.rs`) |
+//! | `$route`, `$message` | router nodes | kept for the router's commit (see `machine/chains.rs`); refused from other nodes |
+//! | `$broadcast`, `$exit` | team members | kept for the team's commit (see `machine/team/`) |
 //! | `$broadcast`, `$final` | a team's lead | kept for the team's commit |
 //! | any other `$` key | nobody | refused |
 //!
@@ -20,7 +20,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Number, Value};
 
-use super::handlers::Writes;
+use super::slices::Writes;
 use crate::contracts::condition::json_kind;
 
 /// The reserved key a node reports its cost under.

@@ -12,18 +12,19 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::budgets::check_clarify;
-use super::builder::SubgraphPlan;
-use super::callstack::{Frame, KeptChild};
-use super::executor::{CLARIFICATION_SLICE, Executor};
-use super::run_state::{Control, Pending, RunState};
-use super::trace::TraceKind;
-use super::transitions::Tx;
+use super::commit::Tx;
+use super::planner::Planner;
+use crate::contracts::CLARIFICATION_SLICE;
+use crate::runtime::data::{
+    Control, Frame, KeptChild, Pending, RunState, TerminationReason, TraceKind,
+};
+use crate::runtime::plan::SubgraphPlan;
 
-impl Executor {
+impl<'e> Planner<'e> {
     /// The plan of subgraph `id` when the run's current level may clarify it: it is
     /// `chat` and has returned at this level. Otherwise why not, in words (the reason of
     /// the `clarify_unavailable` fallback).
-    pub(crate) fn clarifiable(&self, run: &RunState, id: &str) -> Result<&SubgraphPlan, String> {
+    pub(crate) fn clarifiable(&self, run: &RunState, id: &str) -> Result<&'e SubgraphPlan, String> {
         let Some(sg) = self.plan.subgraphs.get(id) else {
             return Err(format!("clarify_unavailable: `{id}` names no subgraph"));
         };
@@ -55,17 +56,13 @@ impl Tx<'_> {
     /// entrypoint deciding.
     pub(crate) fn clarify(&mut self, sg: &SubgraphPlan, caller: Arc<str>, question: String) {
         let id = &*sg.id;
-        if let Err(g) = check_clarify(self.run, self.ex.plan.graph.budgets(), id) {
+        if let Err(g) = check_clarify(self.run, self.plan.graph.budgets(), id) {
             return self.guard_stop(g, Some(caller));
         }
         let Some(at) = kept_at(self.run, self.run.depth(), id) else {
             // Planning found it; nothing between planning and commit removes it.
             let msg = format!("subgraph `{id}` was to be clarified but is no longer kept");
-            return self.fail(
-                super::status::TerminationReason::NodeFailed,
-                msg,
-                Some(caller),
-            );
+            return self.fail(TerminationReason::NodeFailed, msg, Some(caller));
         };
         let kept = self.run.kept.remove(at);
         self.run.steps += 1;

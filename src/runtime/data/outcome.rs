@@ -6,7 +6,8 @@ use serde_json::Value;
 
 use super::accounting::Accounting;
 use super::callstack::UncommittedFrame;
-use super::run_state::{DECISION_TRACE, ProjectedState, State};
+use super::projected::ProjectedState;
+use super::slices::{DECISION_TRACE, State};
 use super::status::{RunStatus, TerminationReason};
 use super::trace::DecisionTrace;
 use crate::contracts::SYSTEM_SLICE;

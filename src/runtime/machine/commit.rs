@@ -8,21 +8,31 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::budgets::{GuardStop, check_call};
-use super::builder::{NodePlan, NodeRun, SubgraphPlan, check};
-use super::callstack::{Frame, commit, pick};
-use super::executor::Executor;
-use super::guarded::Fault;
-use super::output::Usage;
-use super::route::{RoutedCall, RouterRun, next_stage};
-use super::run_state::{Control, Pending, RunState};
-use super::status::{RunStatus, TerminationReason};
-use super::step::{After, Level, NodeResult, NodeStep, Planned, Then};
-use super::trace::{Chain, ChainTrigger, TraceItem, TraceKind, trace_depth};
+use super::step::{
+    After, Level, NodeResult, NodeStep, Planned, RoutedCall, StageExtra, Then, next_stage,
+};
 use crate::contracts::{SYSTEM_SLICE, StopGlobal, StopLocal};
+use crate::runtime::data::{
+    Chain, ChainTrigger, Control, Frame, Pending, RunState, RunStatus, TerminationReason,
+    TraceItem, TraceKind, Usage, commit, pick, trace_depth,
+};
+use crate::runtime::effects::Fault;
+use crate::runtime::plan::{NodePlan, NodeRun, Plan, SubgraphPlan, check};
+
+/// A router's run, its output read: what `Tx::commit_router` needs besides the writes.
+pub(crate) struct RouterRun<'p> {
+    pub(crate) np: &'p NodePlan,
+    pub(crate) dispatcher: Arc<str>,
+    pub(crate) kind: TraceKind,
+    pub(crate) source: Option<Arc<str>>,
+    pub(crate) extra: Option<Box<StageExtra>>,
+    pub(crate) duration_us: u64,
+    pub(crate) usage: Option<Usage>,
+}
 
 /// A commit in progress: the run being changed and the step's timestamp.
 pub(crate) struct Tx<'a> {
-    pub(crate) ex: &'a Executor,
+    pub(crate) plan: &'a Plan,
     pub(crate) run: &'a mut RunState,
     pub(crate) at_ms: u64,
     /// The chain stage the step runs, if any: every item recorded from the node run on
@@ -179,7 +189,7 @@ impl Tx<'_> {
             },
         };
         if let After::Route = after {
-            // Off the common path (see `route.rs`).
+            // Off the common path (see `chains.rs`).
             let run = RouterRun {
                 np,
                 dispatcher,
@@ -271,7 +281,7 @@ impl Tx<'_> {
         np: &NodePlan,
         writes: &Value,
     ) -> Result<(), (TerminationReason, String)> {
-        let plan = &*self.ex.plan;
+        let plan = self.plan;
         let (id, contract) = (&np.id, np.contract(&plan.graph));
         let Value::Object(w) = writes else {
             return Ok(());
@@ -316,7 +326,7 @@ impl Tx<'_> {
 
     /// Enters subgraph `sg` for `caller` (as a router's destination when `routed`).
     fn call(&mut self, sg: &SubgraphPlan, caller: Arc<str>, routed: Option<Box<RoutedCall>>) {
-        let plan = &*self.ex.plan;
+        let plan = self.plan;
         let (source, owed) = match routed {
             Some(r) => {
                 self.chain = Some(r.owed.chain.clone());
@@ -374,7 +384,7 @@ impl Tx<'_> {
         stop: StopLocal,
         root_reason: TerminationReason,
     ) {
-        let plan = &*self.ex.plan;
+        let plan = self.plan;
         let (Some((sg, caller)), Some(frame)) = (level.frame, self.run.stack.last()) else {
             return self.finish(
                 RunStatus::Completed,
@@ -485,7 +495,7 @@ impl Tx<'_> {
             question,
             supervisor,
         };
-        self.ex.sync_system(self.run);
+        self.plan.sync_system(self.run);
     }
 
     /// A guard stopped the run (status `stopped`).
@@ -531,7 +541,7 @@ impl Tx<'_> {
         self.run.uncommitted.extend(open);
         // Every level has ended.
         self.run.kept.clear();
-        self.ex.sync_system(self.run);
+        self.plan.sync_system(self.run);
     }
 }
 

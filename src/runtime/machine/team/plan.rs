@@ -3,10 +3,10 @@
 //!
 //! A team is a run of ordinary steps (ADR 0021). Its progress (the transcript, each
 //! member's status, turns and read position, the lead's turns) lives in
-//! [`Pending::Team`](super::Pending::Team), so a run saved between any two steps resumes
+//! [`Pending::Team`](crate::runtime::Pending::Team), so a run saved between any two steps resumes
 //! the team where it was. Two kinds of steps alternate:
 //!
-//! - **a member cycle**: one [`Fork`](super::EffectKind::Fork) effect runs every active
+//! - **a member cycle**: one [`Fork`](crate::runtime::EffectKind::Fork) effect runs every active
 //!   member's turn at once; the commit counts one step per member turn (in declaration
 //!   order, like advisors) and adds their broadcasts to the transcript in that order;
 //! - **a lead turn**: one node effect (the lead's call); the commit counts one step. A
@@ -14,8 +14,8 @@
 //!   node's contract and applied as the team node's, and control goes on from the team
 //!   node (handoff, terminal, back to its supervisor).
 //!
-//! This file holds the planning half; `team_state.rs` the progress types, `team_commit.rs`
-//! the commit.
+//! This file holds the planning half; `data/team_state.rs` the progress types,
+//! `commit.rs` the commit.
 //!
 //! Complexity: a cycle with m active members costs O(m) effects and trace items; each
 //! turn's inbox is what its participant has not seen, so a team's transcript is copied
@@ -24,64 +24,28 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Map, Value};
-
-use super::advisors::{Member, Report};
-use super::budgets::{GuardStop, check_node};
-use super::builder::{NodePlan, NodeRun};
-use super::effects::{Call, CallIds, Effect, EffectKind, node_stdin};
-use super::executor::Executor;
-use super::guarded::Fault;
-use super::handlers::NodeInput;
-use super::output::{NodeOutput, Role, accept_as};
-use super::plan_node::NodeTarget;
-use super::run_state::RunState;
-use super::status::TerminationReason;
-use super::step::{After, Awaiting, Decided, Level, Planned, Stage, Step, Then};
-use super::team_state::{MemberStatus, TeamPhase, TeamRun, turn_input};
-use super::trace::{Chain, TraceItem};
+use super::super::budgets::{GuardStop, check_node};
+use super::super::calls::node_call;
+use super::super::planner::Planner;
+use super::super::step::{
+    Awaiting, Decided, Level, NodeTarget, Planned, Stage, Step, TeamStep, TeamStop, TeamTurn, Then,
+    ready,
+};
 use crate::contracts::Team;
-
-/// A team step, planned: the team, its progress as planning left it, and the turn(s).
-pub(crate) struct TeamStep<'e> {
-    pub(crate) np: &'e NodePlan,
-    pub(crate) spec: &'e Team,
-    pub(crate) run: Box<TeamRun>,
-    pub(crate) turn: TeamTurn<'e>,
-}
-
-/// The turn(s) a team step takes.
-// Lives boxed in its step (`Then::Team`): the lead's output inline costs nothing more.
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum TeamTurn<'e> {
-    /// A member cycle: the reports once the fork is performed (in `members` order).
-    Members(Vec<Report>),
-    /// The lead's turn: whether it must be final, where the team node's control goes if it
-    /// is, and its output once performed.
-    Lead {
-        lead: &'e NodePlan,
-        final_turn: bool,
-        after: After<'e>,
-        result: Option<Result<NodeOutput, Fault>>,
-        duration_us: u64,
-    },
-    /// No step can be taken (a budget, or a node the workflow lacks).
-    Stop(Stop),
-}
-
-/// Why a team step cannot be taken.
-pub(crate) enum Stop {
-    Guard(GuardStop),
-    Mismatch(String),
-}
+use crate::runtime::data::{
+    Chain, MemberStatus, NodeOutput, Role, RunState, TeamPhase, TeamRun, TerminationReason,
+    TraceItem, accept_as, turn_input,
+};
+use crate::runtime::effects::{Call, CallIds, Effect, EffectKind, Fault, Member};
+use crate::runtime::plan::NodePlan;
 
 /// What a planned team step waits on (at most one effect) and then commits.
 type Planning<'e> = (Option<Effect>, TeamTurn<'e>);
 
-impl Executor {
+impl<'e> Planner<'e> {
     /// Plans the first step of team node `target` (its gate: budgets and `max_visits`).
-    pub(super) fn plan_team_start<'e>(
-        &'e self,
+    pub(crate) fn plan_team_start(
+        &self,
         run: &RunState,
         level: Level<'e>,
         head: (Option<Decided>, Option<Box<TraceItem>>),
@@ -90,7 +54,17 @@ impl Executor {
         step: &mut Step<'e>,
     ) {
         let contract = target.np.contract(&self.plan.graph);
-        let mut team = Box::new(TeamRun::start(&target, spec));
+        let owed = target
+            .extra
+            .as_ref()
+            .map(|x| x.owed.clone())
+            .unwrap_or_default();
+        let mut team = Box::new(TeamRun::start(
+            (Arc::clone(&target.np.id), Arc::clone(&target.dispatcher)),
+            (target.kind, target.source.clone(), target.chain.clone()),
+            owed,
+            spec,
+        ));
         if team.chain.is_none() && contract.handoff.is_some() {
             // A dispatched team node with a `handoff` starts a chain (stage 0).
             team.chain = Some(Chain::handoff_root(Arc::clone(&target.np.id)));
@@ -103,21 +77,21 @@ impl Executor {
         ) {
             Ok(()) => self.plan_team(run, level, head, target.np, spec, team, step),
             Err(g) => {
-                let turn = TeamTurn::Stop(Stop::Guard(g));
+                let turn = TeamTurn::Stop(TeamStop::Guard(g));
                 self.team_stage(level, head, None, target.np, spec, team, turn, step);
             }
         }
     }
 
     /// Plans a pending team's next step.
-    pub(super) fn plan_pending_team<'e>(
-        &'e self,
+    pub(crate) fn plan_pending_team(
+        &self,
         run: &RunState,
         level: Level<'e>,
         team: &TeamRun,
         step: &mut Step<'e>,
     ) {
-        let plan = &*self.plan;
+        let plan = self.plan;
         let found = plan.nodes.get(&*team.node).and_then(|np| {
             let spec = np.contract(&plan.graph).team.as_ref()?;
             Some((np, spec))
@@ -125,7 +99,7 @@ impl Executor {
         let Some((np, spec)) = found else {
             let msg = self.unknown("team node", &team.node);
             let then = Then::Mismatch(msg, Some(Arc::clone(&team.dispatcher)));
-            return super::step::ready(step, level, None, then);
+            return ready(step, level, None, then);
         };
         let team = Box::new(team.clone());
         self.plan_team(run, level, (None, None), np, spec, team, step);
@@ -134,8 +108,8 @@ impl Executor {
     /// Plans the team's next step from its progress: the members' cycle (after failing
     /// those whose turns are used up), or the lead's turn.
     #[allow(clippy::too_many_arguments)]
-    fn plan_team<'e>(
-        &'e self,
+    fn plan_team(
+        &self,
         run: &RunState,
         level: Level<'e>,
         head: (Option<Decided>, Option<Box<TraceItem>>),
@@ -160,8 +134,8 @@ impl Executor {
 
     /// Sets the step's stage: waiting on `effect`, or ready.
     #[allow(clippy::too_many_arguments)]
-    fn team_stage<'e>(
-        &'e self,
+    fn team_stage(
+        &self,
         level: Level<'e>,
         head: (Option<Decided>, Option<Box<TraceItem>>),
         effect: Option<Effect>,
@@ -193,8 +167,8 @@ impl Executor {
 
     /// Plans a members' cycle. Members whose turns are used up fail first; with nobody
     /// left to take a turn, gives `None`: the lead is next.
-    fn plan_cycle<'e>(
-        &'e self,
+    fn plan_cycle(
+        &self,
         run: &RunState,
         spec: &'e Team,
         team: &mut TeamRun,
@@ -231,7 +205,7 @@ impl Executor {
         if need > left {
             return Some((
                 None,
-                TeamTurn::Stop(Stop::Guard(GuardStop {
+                TeamTurn::Stop(TeamStop::Guard(GuardStop {
                     reason: TerminationReason::MaxStepsExceeded,
                     message: format!(
                         "cycle {} of team `{}` needs {need} steps ({} member turn(s) and the \
@@ -274,24 +248,24 @@ impl Executor {
     }
 
     /// Plans the lead's turn.
-    fn plan_lead<'e>(
-        &'e self,
+    fn plan_lead(
+        &self,
         run: &RunState,
         level: Level<'e>,
         np: &'e NodePlan,
         spec: &'e Team,
         team: &mut TeamRun,
     ) -> Planning<'e> {
-        let plan = &*self.plan;
+        let plan = self.plan;
         let Some(lead) = plan.nodes.get(spec.lead.as_str()) else {
             return (
                 None,
-                TeamTurn::Stop(Stop::Mismatch(self.unknown("node", &spec.lead))),
+                TeamTurn::Stop(TeamStop::Mismatch(self.unknown("node", &spec.lead))),
             );
         };
         let after = match self.after_node(level, np) {
             Ok(a) => a,
-            Err(msg) => return (None, TeamTurn::Stop(Stop::Mismatch(msg))),
+            Err(msg) => return (None, TeamTurn::Stop(TeamStop::Mismatch(msg))),
         };
         if run.steps >= plan.graph.budgets().max_steps {
             let g = GuardStop {
@@ -303,7 +277,7 @@ impl Executor {
                     plan.graph.budgets().max_steps
                 ),
             };
-            return (None, TeamTurn::Stop(Stop::Guard(g)));
+            return (None, TeamTurn::Stop(TeamStop::Guard(g)));
         }
         let turn = team.lead_turns.saturating_add(1);
         let final_turn = !team.any_active() || turn >= spec.lead_max_turns || team.final_next;
@@ -315,56 +289,32 @@ impl Executor {
         );
         team.lead_seen = team.transcript.len();
         let contract = lead.contract(&plan.graph);
-        let mut view = self.view_and(run, &contract.reads, 1);
-        view.insert(spec.slice.clone(), input);
+        let view = || {
+            let mut view = self.plan.view_and(run, &contract.reads, 1);
+            view.insert(spec.slice.clone(), input);
+            view
+        };
         let ids = CallIds {
             run_id: run.run_id,
             step: run.steps,
             attempt: 1,
         };
-        let call = match &lead.run {
-            NodeRun::Handler(h) => Call::Node(
-                h.clone(),
-                NodeInput {
-                    node: lead.id.to_string(),
-                    view,
-                    depth: run.depth(),
-                    subgraph: run.current_subgraph().map(str::to_string),
-                    step: ids.step,
-                    run_id: ids.run_id,
-                    attempt: 1,
-                    error: None,
-                },
-            ),
-            NodeRun::Exec(spec) => Call::Program(
-                Arc::clone(spec),
-                node_stdin(&lead.id, view, ids, None),
-                Some(ids),
-            ),
+        let Some(call) = node_call(lead, run, ids, view, None) else {
             // Constants: read as the lead's envelope (a `set` lead may send `$final`).
-            constant => {
-                let m = match constant {
-                    NodeRun::Set(Value::Object(m)) => m.clone(),
-                    _ => Map::new(),
-                };
-                let result = Some(
-                    accept_as(NodeOutput::new(m), Role::Lead)
-                        .map_err(|e| Fault::InvalidOutput(format!("sent an invalid output: {e}"))),
-                );
-                let turn = TeamTurn::Lead {
-                    lead,
-                    final_turn,
-                    after,
-                    result,
-                    duration_us: 0,
-                };
-                return (None, turn);
-            }
+            let result = Some(
+                accept_as(NodeOutput::new(lead.constant_writes()), Role::Lead)
+                    .map_err(|e| Fault::InvalidOutput(format!("sent an invalid output: {e}"))),
+            );
+            let turn = TeamTurn::Lead {
+                lead,
+                final_turn,
+                after,
+                result,
+                duration_us: 0,
+            };
+            return (None, turn);
         };
-        let own = match &lead.run {
-            NodeRun::Exec(spec) => spec.timeout_ms,
-            _ => None,
-        };
+        let own = lead.own_timeout_ms();
         let effect = Effect {
             kind: EffectKind::Node,
             id: Arc::clone(&lead.id),

@@ -29,15 +29,13 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::output::NodeOutput;
-use super::record::RunId;
 use crate::contracts::{SupervisorContract, SupervisorOutput};
+#[cfg(doc)]
+use crate::runtime::data::Writes;
+use crate::runtime::data::{NodeOutput, RunId};
 
 /// A boxed, sendable future (what handlers return).
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
-
-/// The writes a node returns: slice name to its new value (each slice replaced whole).
-pub type Writes = Map<String, Value>;
 
 /// A handler failed; the run fails with `node_failed` and this message (or, once node
 /// retries exist, the attempt is retried when [`HandlerError::is_retryable`] says it may

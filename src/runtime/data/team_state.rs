@@ -1,6 +1,6 @@
 //! The progress of a team under way ([`Pending::Team`](super::Pending::Team)): plain
 //! serializable data, so a run saved between any two team steps resumes the team where it
-//! was (see `team.rs` for how it runs, ADR 0021).
+//! was (see `machine/team/` for how it runs, ADR 0021).
 
 use std::sync::{Arc, LazyLock};
 
@@ -8,7 +8,6 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::plan_node::NodeTarget;
 use super::trace::{Chain, TraceKind};
 use crate::contracts::Team;
 
@@ -165,18 +164,21 @@ impl BroadcastKind {
 
 impl TeamRun {
     /// A team starting its first cycle.
-    pub(super) fn start(target: &NodeTarget<'_>, spec: &Team) -> Self {
+    /// `node` is the team node, reached for `dispatcher` as `kind` from `from`, at `chain`
+    /// (if a chain stage), owing `owed` routers' handoffs.
+    pub(crate) fn start(
+        (node, dispatcher): (Arc<str>, Arc<str>),
+        (kind, from, chain): (TraceKind, Option<Arc<str>>, Option<Chain>),
+        owed: Vec<Arc<str>>,
+        spec: &Team,
+    ) -> Self {
         Self {
-            node: Arc::clone(&target.np.id),
-            dispatcher: Arc::clone(&target.dispatcher),
-            kind: target.kind,
-            from: target.source.clone(),
-            chain: target.chain.clone(),
-            owed: target
-                .extra
-                .as_ref()
-                .map(|x| x.owed.clone())
-                .unwrap_or_default(),
+            node,
+            dispatcher,
+            kind,
+            from,
+            chain,
+            owed,
             cycle: 1,
             next: TeamPhase::Members,
             transcript: Arc::default(),

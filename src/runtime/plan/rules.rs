@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use super::run_state::State;
 use crate::contracts::compiled_condition::CompiledCondition;
 use crate::contracts::{RoutingDecision, SupervisorContract};
 use crate::graph::{Registry, Resolved};
+use crate::runtime::data::State;
 
 /// The reason recorded when the trigger `trigger` of `id` wins.
 fn rule_reason(id: &str, trigger: usize, priority: i64) -> String {

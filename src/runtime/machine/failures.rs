@@ -4,13 +4,11 @@
 use std::sync::Arc;
 
 use super::budgets::GuardStop;
-use super::builder::NodePlan;
-use super::guarded::Fault;
-use super::output::{NodeOutput, Usage};
-use super::status::TerminationReason;
+use super::commit::{Tx, attach_usage};
 use super::step::Ran;
-use super::trace::TraceKind;
-use super::transitions::{Tx, attach_usage};
+use crate::runtime::data::{NodeOutput, TerminationReason, TraceKind, Usage};
+use crate::runtime::effects::Fault;
+use crate::runtime::plan::NodePlan;
 
 impl Tx<'_> {
     /// Maps a handler fault to the run's end.

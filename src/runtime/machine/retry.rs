@@ -1,41 +1,15 @@
-//! Node retries within a step (ADR 0015): the state a retried call keeps, and the next
-//! attempt's effect.
+//! Node retries within a step (ADR 0015): the next attempt's effect (the state a retried
+//! call keeps, [`Retrying`], is step data).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::effects::{Call, Effect, EffectKind};
-use super::executor::Executor;
-use super::guarded::Fault;
-use super::output::Role;
-use super::run_state::RunState;
-use crate::contracts::RetryPolicy;
+use super::planner::Planner;
+use super::step::{FailedAttempt, Retrying};
+use crate::runtime::data::{Role, RunState};
+use crate::runtime::effects::{Effect, EffectKind, Fault};
 
-/// A node call under a retry policy: the policy, the call to repeat and the attempts
-/// that failed so far.
-pub(crate) struct Retrying<'e> {
-    pub(crate) policy: &'e RetryPolicy,
-    /// The node's own time limit (a program's `timeout_ms`), for each attempt's limit.
-    pub(crate) own_limit: Option<u64>,
-    /// The call as first planned (its attempt number is set for each try).
-    pub(crate) call: Call,
-    /// Attempts made in this step so far.
-    pub(crate) tried: u32,
-    pub(crate) failed: Vec<FailedAttempt>,
-}
-
-/// An attempt of a node call that failed and was tried again (traced as `retry`).
-#[derive(Debug)]
-pub(crate) struct FailedAttempt {
-    pub(crate) attempt: u32,
-    pub(crate) kind: &'static str,
-    pub(crate) message: String,
-    pub(crate) duration_us: u64,
-    /// The wait before the next attempt.
-    pub(crate) backoff_ms: u64,
-}
-
-impl Executor {
+impl<'e> Planner<'e> {
     /// The next attempt of a node call that failed with `fault`, if its retry policy
     /// covers the failure and has attempts left (and the run has time left). Notes the
     /// failed attempt in `r`.

@@ -4,22 +4,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::builder::SupervisorPlan;
 use super::decisions::Action;
-use super::effects::{Call, Effect, EffectKind};
-use super::executor::Executor;
-use super::handlers::{PolicyInput, RunContext};
-use super::output::Role;
-use super::run_state::RunState;
-use super::status::TerminationReason;
-use super::step::*;
-use super::trace::TraceKind;
-use crate::contracts::StopLocal;
+use super::planner::Planner;
+use super::step::{Decided, Level, Planned, Stage, Step, Then, item, ready};
+use crate::contracts::{ExecSpec, StopLocal};
+use crate::runtime::data::{Role, RunState, TerminationReason, TraceKind};
+use crate::runtime::effects::{Call, Effect, EffectKind, PolicyInput, RunContext, SharedPolicy};
+use crate::runtime::plan::SupervisorPlan;
 
-impl Executor {
+impl<'e> Planner<'e> {
     /// Plans what a resolved decision of `sp` leads to.
-    pub(crate) fn plan_action<'e>(
-        &'e self,
+    pub(crate) fn plan_action(
+        &self,
         run: &RunState,
         level: Level<'e>,
         sp: &'e SupervisorPlan,
@@ -27,7 +23,7 @@ impl Executor {
         decided: Decided,
         step: &mut Step<'e>,
     ) {
-        let plan = &*self.plan;
+        let plan = self.plan;
         let sup = Arc::clone(&sp.id);
         let then = match action {
             Action::Node(id) => {
@@ -140,7 +136,7 @@ impl Executor {
                     "supervisor": &*sp.id,
                     "depth": run.depth(),
                     "allow": sp.contract.allow,
-                    "state": self.policy_view(run),
+                    "state": self.plan.policy_view(run),
                 });
                 (
                     Call::Program(Arc::clone(spec), stdin, None),
@@ -150,7 +146,7 @@ impl Executor {
             Callee::Handler(h) => {
                 let input = PolicyInput {
                     supervisor: sp.id.to_string(),
-                    state: self.policy_view(run),
+                    state: self.plan.policy_view(run),
                     contract: Arc::clone(&sp.contract),
                     context: RunContext {
                         workflow: run.workflow.clone(),
@@ -181,6 +177,6 @@ impl Executor {
 
 /// Who answers a policy call.
 pub(crate) enum Callee<'a> {
-    Handler(&'a super::handlers::SharedPolicy),
-    Program(&'a Arc<crate::contracts::ExecSpec>),
+    Handler(&'a SharedPolicy),
+    Program(&'a Arc<ExecSpec>),
 }

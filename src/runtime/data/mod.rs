@@ -1,0 +1,45 @@
+//! Plain data, below every other room of the runtime: the run state and what it holds
+//! (frames, the pending step, a team's progress, the trace, usage), the outcome, ids and
+//! the clock. Nothing here imports from the rest of the runtime; the state machine
+//! (`machine`), the effects (`effects`) and the executor all build on it.
+
+mod accounting;
+mod callstack;
+mod clock;
+mod outcome;
+mod output;
+mod pending;
+mod projected;
+mod run_id;
+mod run_state;
+mod slices;
+mod status;
+mod team_state;
+mod trace;
+
+pub use accounting::Accounting;
+pub use callstack::{Frame, KeptChild, Owed, UncommittedFrame};
+pub use clock::Clock;
+pub use outcome::{RunOutcome, RunSummary};
+pub use output::{
+    BROADCAST_KEY, COST_USD, EXIT_KEY, FINAL_KEY, INPUT_TOKENS, MESSAGE_KEY, NodeOutput,
+    OUTPUT_TOKENS, ROUTE_KEY, USAGE_KEY, Usage, WALL_MS,
+};
+pub use pending::Pending;
+pub use projected::ProjectedState;
+pub use run_id::{RunId, RunIdError};
+pub use run_state::RunState;
+pub use slices::{State, Writes};
+pub use status::{RunStatus, TerminationReason};
+pub use team_state::{Broadcast, BroadcastKind, MemberProgress, MemberStatus, TeamPhase, TeamRun};
+pub use trace::{
+    Chain, ChainTrigger, DecisionTrace, ItemDetail, MAX_TRACE_DEPTH, TraceItem, TraceKind,
+};
+
+pub(crate) use callstack::{commit, pick, pick_with_room};
+pub(crate) use clock::{elapsed, now_ms};
+pub(crate) use output::{Role, accept_as};
+pub(crate) use run_state::Control;
+pub(crate) use slices::DECISION_TRACE;
+pub(crate) use team_state::turn_input;
+pub(crate) use trace::trace_depth;

@@ -1,0 +1,24 @@
+//! Effects: the calls a step waits on, described as data by planning ([`Effect`]) and
+//! performed by a driver; the handler interface they call ([`NodeHandler`],
+//! [`PolicyHandler`]), guarded execution (panics caught, time limits, cancellation) and
+//! programs (`exec`). Above plain data; below the plan (which holds the handlers) and the
+//! state machine. Nothing here touches a run.
+
+mod effect;
+pub mod exec;
+mod guarded;
+mod handlers;
+mod perform;
+
+pub use effect::{Effect, EffectKind, EffectOutput};
+pub use handlers::{
+    BoxFuture, HandlerError, NodeHandler, NodeInput, PolicyHandler, PolicyInput, RunContext,
+    sync_node, sync_policy,
+};
+
+pub(crate) use effect::{
+    Call, CallIds, Member, MemberCall, Produced, Report, ReportStatus, node_stdin,
+};
+pub(crate) use guarded::Fault;
+pub(crate) use handlers::{SharedNode, SharedPolicy};
+pub(crate) use perform::Performer;

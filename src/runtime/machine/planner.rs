@@ -1,0 +1,83 @@
+//! The planning type: what planning a step reads besides the run. A [`Planner`] is the
+//! executor's plan and the time the step is planned at, passed in: planning never reads
+//! the clock (nor the cancellation token, which [`begin`](super::begin) takes), so a test
+//! drives it with any time it likes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::step::{Level, NodeTarget};
+use crate::runtime::data::{RunState, TraceKind};
+use crate::runtime::plan::{Plan, SupervisorPlan};
+
+/// Plans steps of runs of one plan, at one time. Two words, made per step; every
+/// `plan_*` function of the state machine is a method of it.
+#[derive(Clone, Copy)]
+pub(crate) struct Planner<'e> {
+    /// The compiled workflow and its handlers.
+    pub(crate) plan: &'e Plan,
+    /// Milliseconds since the Unix epoch the step is planned at: what the run deadline
+    /// and the time limits of the step's calls are measured against. Zero when nothing
+    /// needs it (a frozen clock and no deadline).
+    pub(crate) now_ms: u64,
+}
+
+impl<'e> Planner<'e> {
+    /// The message for an id the run state names and the workflow lacks.
+    pub(crate) fn unknown(&self, what: &str, id: &str) -> String {
+        format!(
+            "the run state names {what} `{id}`, which workflow `{}` does not have (was it saved by another workflow?)",
+            self.plan.graph.workflow()
+        )
+    }
+
+    /// Resolves the current level's subgraph and caller.
+    pub(crate) fn level(&self, run: &RunState) -> Result<Level<'e>, String> {
+        let plan = self.plan;
+        let Some(frame) = run.stack.last() else {
+            return Ok(Level { frame: None });
+        };
+        let sg = plan
+            .subgraphs
+            .get(&*frame.subgraph_id)
+            .ok_or_else(|| self.unknown("subgraph", &frame.subgraph_id))?;
+        let caller = plan
+            .supervisors
+            .get(&*frame.caller)
+            .ok_or_else(|| self.unknown("supervisor", &frame.caller))?;
+        Ok(Level {
+            frame: Some((sg, caller)),
+        })
+    }
+
+    /// Node `id`, dispatched by `sp`.
+    pub(crate) fn dispatch(&self, sp: &SupervisorPlan, id: &str) -> Result<NodeTarget<'e>, String> {
+        match self.plan.nodes.get(id) {
+            Some(np) => Ok(NodeTarget {
+                np,
+                dispatcher: Arc::clone(&sp.id),
+                kind: TraceKind::Dispatch,
+                source: Some(Arc::clone(&sp.id)),
+                chain: None,
+                extra: None,
+                advised: false,
+            }),
+            None => Err(self.unknown("node", id)),
+        }
+    }
+
+    /// The time limit for one handler call: the node limit, capped by the run deadline
+    /// (measured at [`Planner::now_ms`]).
+    pub(crate) fn call_limit(&self, run: &RunState, own: Option<u64>) -> Option<Duration> {
+        let budgets = self.plan.graph.budgets();
+        let own = own.or(budgets.node_timeout_ms);
+        let left = budgets
+            .timeout_ms
+            .map(|t| t.saturating_sub(self.now_ms.saturating_sub(run.started_at_ms)));
+        match (own, left) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+        .map(Duration::from_millis)
+    }
+}

@@ -1,0 +1,337 @@
+//! Planning a step from what is pending, and feeding an effect's output back: the entry
+//! points of the state machine ([`Planner::begin`], [`Planner::resolve`], [`commit_step`]),
+//! which the executor calls with the time it read and its cancellation token.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::budgets::check_clock;
+use super::commit::Tx;
+use super::decide::Callee;
+use super::decisions::{choice_label, decision_reason, resolve};
+use super::planner::Planner;
+use super::step::{
+    Awaiting, Decided, Level, NodeResult, NodeTarget, Ran, Stage, StageExtra, Step, TeamTurn, Then,
+    ready,
+};
+use crate::contracts::{RoutingDecision, SupervisorOutput};
+use crate::runtime::data::{Chain, Clock, Pending, RunState, RunStatus, TraceKind};
+use crate::runtime::effects::{EffectOutput, Fault, Produced};
+use crate::runtime::plan::{Plan, PolicyRun};
+
+impl<'e> Planner<'e> {
+    /// Plans the run's next step without changing the run: checks the deadline (against
+    /// [`Planner::now_ms`]) and `cancel`, decides (rule-based supervisors decide here; a
+    /// policy becomes an effect), gates the node it leads to (budgets, visits, input
+    /// schema) and describes its handler or program call as an effect. A run that is not
+    /// running gives a step that commits nothing.
+    pub(crate) fn begin(self, run: &RunState, cancel: &CancellationToken) -> Step<'e> {
+        let budgets = self.plan.graph.budgets();
+        let mut step = Step {
+            stage: Stage::Idle,
+            at_ms: 0,
+            base: (run.steps, run.trace.len()),
+        };
+        let Some(pending) = run.pending() else {
+            return step;
+        };
+        if self.plan.clock == Clock::System {
+            step.at_ms = self.now_ms;
+        }
+        match check_clock(run, budgets, cancel, self.now_ms) {
+            Err(g) => {
+                let sup = Some(Arc::clone(pending.supervisor()));
+                ready(&mut step, Level { frame: None }, None, Then::Guard(g, sup));
+            }
+            Ok(()) => self.plan_pending(run, pending, &mut step),
+        }
+        step
+    }
+
+    /// Feeds an effect's output to the step waiting on it and plans the rest (a policy's
+    /// decision may lead to a node whose call is the next effect). A step not waiting on
+    /// an effect is left as it is.
+    pub(crate) fn resolve(self, run: &RunState, step: &mut Step<'e>, output: EffectOutput) {
+        let stage = std::mem::replace(&mut step.stage, Stage::Idle);
+        match stage {
+            Stage::Waiting {
+                then: Awaiting::Policy { sp, level },
+                ..
+            } => match output.result {
+                Ok(Produced::Decision(out)) => {
+                    let decided = Decided {
+                        supervisor: Arc::clone(&sp.id),
+                        target: choice_label(&out).into(),
+                        reason: decision_reason(&out).map(Into::into),
+                        candidates: Arc::default(),
+                        duration_us: output.duration_us,
+                    };
+                    let action = resolve(out, &sp.contract, self.plan.graph.registry());
+                    self.plan_action(run, level, sp, action, decided, step);
+                }
+                Ok(Produced::Node(_) | Produced::Reports(_)) => {
+                    let fault =
+                        Fault::Failed("was given a node's output instead of a decision".into());
+                    let sup = Arc::clone(&sp.id);
+                    ready(step, level, None, Then::PolicyFault { sup, fault });
+                }
+                Err(fault) => {
+                    let sup = Arc::clone(&sp.id);
+                    ready(step, level, None, Then::PolicyFault { sup, fault });
+                }
+            },
+            Stage::Waiting {
+                then: Awaiting::Node(mut planned, mut retrying),
+                ..
+            } => {
+                if let Then::Node(ns) = &mut planned.then {
+                    let writes = match output.result {
+                        Ok(Produced::Node(out)) => Ok(out),
+                        Ok(Produced::Decision(_) | Produced::Reports(_)) => Err(Fault::Failed(
+                            "was given something other than its writes".into(),
+                        )),
+                        Err(f) => Err(f),
+                    };
+                    let (attempt, duration_us) = (output.attempt, output.duration_us);
+                    if let (Err(fault), Some(r)) = (&writes, retrying.as_deref_mut())
+                        && let Some(effect) =
+                            self.retry_effect(run, &ns.np.id, r, fault, attempt, duration_us)
+                    {
+                        step.stage = Stage::Waiting {
+                            effect: Some(Box::new(effect)),
+                            then: Awaiting::Node(planned, retrying),
+                        };
+                        return;
+                    }
+                    let failed = retrying.map(|r| r.failed).unwrap_or_default();
+                    ns.result = NodeResult::Ran(
+                        Box::new(Ran {
+                            result: writes,
+                            failed,
+                        }),
+                        duration_us,
+                    );
+                }
+                step.stage = Stage::Ready(planned);
+            }
+            Stage::Waiting {
+                then: Awaiting::Fork(mut planned),
+                ..
+            } => {
+                if let Then::Fork(fs) = &mut planned.then
+                    && let Ok(Produced::Reports(r)) = output.result
+                {
+                    fs.reports = r;
+                }
+                step.stage = Stage::Ready(planned);
+            }
+            Stage::Waiting {
+                then: Awaiting::Team(mut planned),
+                ..
+            } => {
+                if let Then::Team(ts) = &mut planned.then {
+                    match &mut ts.turn {
+                        TeamTurn::Members(reports) => {
+                            if let Ok(Produced::Reports(r)) = output.result {
+                                *reports = r;
+                            }
+                        }
+                        TeamTurn::Lead {
+                            result,
+                            duration_us,
+                            ..
+                        } => {
+                            *duration_us = output.duration_us;
+                            *result = Some(match output.result {
+                                Ok(Produced::Node(out)) => Ok(out),
+                                Ok(_) => Err(Fault::Failed(
+                                    "was given something other than its output".into(),
+                                )),
+                                Err(f) => Err(f),
+                            });
+                        }
+                        TeamTurn::Stop(_) => {}
+                    }
+                }
+                step.stage = Stage::Ready(planned);
+            }
+            other => step.stage = other,
+        }
+    }
+
+    /// Plans from what is pending.
+    fn plan_pending(&self, run: &RunState, pending: &Pending, step: &mut Step<'e>) {
+        let plan = self.plan;
+        let level = match self.level(run) {
+            Ok(l) => l,
+            Err(msg) => {
+                let sup = Some(Arc::clone(pending.supervisor()));
+                return ready(step, Level { frame: None }, None, Then::Mismatch(msg, sup));
+            }
+        };
+        match pending {
+            Pending::Decide { supervisor } => {
+                let Some(sp) = plan.supervisors.get(&**supervisor) else {
+                    let msg = self.unknown("supervisor", supervisor);
+                    let sup = Some(Arc::clone(supervisor));
+                    return ready(step, level, None, Then::Mismatch(msg, sup));
+                };
+                match &sp.policy {
+                    PolicyRun::Rules(table) => {
+                        // Triggers on `/system/...` see it as policies do: built fresh.
+                        let fresh = table.reads_system.then(|| self.plan.policy_view(run));
+                        let verdict = table.decide(fresh.as_ref().unwrap_or(run.level_state()));
+                        let decided = Decided {
+                            supervisor: Arc::clone(&sp.id),
+                            target: Arc::clone(
+                                verdict.winner.map_or(&table.default_label, |e| &e.id),
+                            ),
+                            reason: Some(verdict.reason),
+                            candidates: verdict.candidates,
+                            duration_us: 0,
+                        };
+                        match verdict.winner {
+                            // A winning trigger names an `allow` entry of the right kind:
+                            // no allowlist check, no id copied.
+                            Some(e) => {
+                                if e.is_subgraph {
+                                    let then = match plan.subgraphs.get(&*e.id) {
+                                        Some(sg) => Then::Call {
+                                            caller: Arc::clone(&sp.id),
+                                            sg,
+                                            routed: None,
+                                        },
+                                        None => Then::Mismatch(
+                                            self.unknown("subgraph", &e.id),
+                                            Some(Arc::clone(&sp.id)),
+                                        ),
+                                    };
+                                    return ready(step, level, Some(decided), then);
+                                }
+                                match self.dispatch(sp, &e.id) {
+                                    Ok(t) => {
+                                        self.plan_node(run, level, Some(decided), None, t, step)
+                                    }
+                                    Err(msg) => {
+                                        let then = Then::Mismatch(msg, Some(Arc::clone(&sp.id)));
+                                        ready(step, level, Some(decided), then)
+                                    }
+                                }
+                            }
+                            None => {
+                                let default = table
+                                    .default
+                                    .clone()
+                                    .unwrap_or_else(RoutingDecision::stop_local);
+                                let action = resolve(
+                                    SupervisorOutput::Decision(default),
+                                    &sp.contract,
+                                    plan.graph.registry(),
+                                );
+                                self.plan_action(run, level, sp, action, decided, step);
+                            }
+                        }
+                    }
+                    PolicyRun::Handler(h) => {
+                        step.stage = Stage::Waiting {
+                            effect: Some(Box::new(self.policy_effect(run, sp, Callee::Handler(h)))),
+                            then: Awaiting::Policy { sp, level },
+                        };
+                    }
+                    PolicyRun::Exec(spec) => {
+                        step.stage = Stage::Waiting {
+                            effect: Some(Box::new(self.policy_effect(
+                                run,
+                                sp,
+                                Callee::Program(spec),
+                            ))),
+                            then: Awaiting::Policy { sp, level },
+                        };
+                    }
+                }
+            }
+            Pending::Handoff {
+                node,
+                dispatcher,
+                from,
+                chain,
+                owed,
+            } => {
+                let reached = (
+                    TraceKind::Handoff,
+                    Some(Arc::clone(from)),
+                    Some(chain.clone()),
+                );
+                self.plan_pending_node(run, level, node, dispatcher, reached, owed, false, step);
+            }
+            Pending::Advised {
+                node,
+                dispatcher,
+                kind,
+                from,
+                chain,
+                owed,
+            } => {
+                let reached = (*kind, from.clone(), chain.clone());
+                self.plan_pending_node(run, level, node, dispatcher, reached, owed, true, step);
+            }
+            Pending::Retry { .. } | Pending::Call { .. } => {
+                self.plan_routed(run, level, pending, step);
+            }
+            Pending::Team(team) => self.plan_pending_team(run, level, team, step),
+        }
+    }
+
+    /// Plans node `node`, pending without a decision (a handoff, or a primary whose
+    /// advisors have reported): reached as `reached` (trace kind, source, chain), owing
+    /// `owed` routers' handoffs.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_pending_node(
+        &self,
+        run: &RunState,
+        level: Level<'e>,
+        node: &str,
+        dispatcher: &Arc<str>,
+        reached: (TraceKind, Option<Arc<str>>, Option<Chain>),
+        owed: &[Arc<str>],
+        advised: bool,
+        step: &mut Step<'e>,
+    ) {
+        let Some(np) = self.plan.nodes.get(node) else {
+            let msg = self.unknown("node", node);
+            let sup = Some(Arc::clone(dispatcher));
+            return ready(step, level, None, Then::Mismatch(msg, sup));
+        };
+        let (kind, source, chain) = reached;
+        let target = NodeTarget {
+            np,
+            dispatcher: Arc::clone(dispatcher),
+            kind,
+            source,
+            chain,
+            extra: StageExtra::owing(owed),
+            advised,
+        };
+        self.plan_node(run, level, None, None, target, step);
+    }
+}
+
+/// Commits a step to the run it was planned on: records its trace items and applies its
+/// outcome. Returns the status after it. A step still waiting on an effect, or planned on
+/// a run that has moved since (or on another run), commits nothing.
+pub(crate) fn commit_step(plan: &Plan, run: &mut RunState, step: Step<'_>) -> RunStatus {
+    if step.base != (run.steps, run.trace.len()) {
+        return run.status();
+    }
+    if let Stage::Ready(planned) = step.stage {
+        Tx {
+            plan,
+            run,
+            at_ms: step.at_ms,
+            chain: None,
+        }
+        .commit(planned);
+    }
+    run.status()
+}

@@ -1,0 +1,412 @@
+//! The step's data: a [`Step`] in progress and everything planning hands to commit (the
+//! decision, what follows it, each pattern's planned part). Plain data over the plan's
+//! tables and the effects; the logic that fills it in is in the rest of `machine`.
+//!
+//! One step is cut in three: **planning** reads the run and works out everything the step
+//! will do, down to the [`Effect`] it waits on, if any; a driver **performs** the effect
+//! (see [`Executor::perform`]); **commit** applies the outcome to the run in one go. Only
+//! commit changes the run, so a step abandoned before its commit leaves the run exactly as
+//! it was.
+//!
+//! [`Executor::step`] drives all three; a driver that records effects (a run store) or
+//! runs several at once uses [`Executor::begin_step`], [`Executor::resolve_step`] and
+//! [`Executor::commit_step`] itself.
+//!
+//! [`Executor::perform`]: crate::runtime::Executor::perform
+//! [`Executor::step`]: crate::runtime::Executor::step
+//! [`Executor::begin_step`]: crate::runtime::Executor::begin_step
+//! [`Executor::resolve_step`]: crate::runtime::Executor::resolve_step
+//! [`Executor::commit_step`]: crate::runtime::Executor::commit_step
+
+use std::sync::Arc;
+
+use super::budgets::GuardStop;
+use crate::contracts::{Advisors, RetryPolicy, StopGlobal, StopLocal, Team};
+use crate::runtime::data::{
+    Chain, ChainTrigger, NodeOutput, Owed, RunState, TeamRun, TerminationReason, TraceItem,
+    TraceKind,
+};
+use crate::runtime::effects::{Call, Effect, Fault, Report};
+use crate::runtime::plan::{NodePlan, SubgraphPlan, SupervisorPlan};
+
+/// A step in progress: planned from a [`RunState`], possibly waiting on an [`Effect`],
+/// then committed to that same run. Borrows the executor, not the run.
+pub struct Step<'e> {
+    pub(crate) stage: Stage<'e>,
+    /// The step's timestamp, shared by its trace items.
+    pub(crate) at_ms: u64,
+    /// Steps taken and trace length of the run it was planned on: a step commits only to
+    /// a run that has not moved since.
+    pub(crate) base: (u32, usize),
+}
+
+impl std::fmt::Debug for Step<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let stage = match &self.stage {
+            Stage::Idle => "idle",
+            Stage::Waiting { .. } => "waiting",
+            Stage::Ready(_) => "ready",
+        };
+        f.debug_struct("Step")
+            .field("stage", &stage)
+            .field("effect", &self.effect())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Step<'_> {
+    /// The effect the step waits on, if any.
+    pub fn effect(&self) -> Option<&Effect> {
+        match &self.stage {
+            Stage::Waiting { effect, .. } => effect.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Takes the effect the step waits on, to perform it. The step keeps waiting until
+    /// [`Executor::resolve_step`](crate::runtime::Executor::resolve_step) feeds the effect's output back.
+    pub fn take_effect(&mut self) -> Option<Effect> {
+        match &mut self.stage {
+            Stage::Waiting { effect, .. } => effect.take().map(|e| *e),
+            _ => None,
+        }
+    }
+
+    /// True when nothing is awaited: the step can be committed.
+    pub fn is_ready(&self) -> bool {
+        !matches!(self.stage, Stage::Waiting { .. })
+    }
+}
+
+/// Where a step stands.
+// Built once per step and moved a few times on the stack; boxing the large variants
+// would allocate on every step, the hot path this layout keeps allocation-free.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Stage<'e> {
+    /// The run was not running: committing does nothing.
+    Idle,
+    /// Waiting on an effect (taken by the driver, or not yet).
+    Waiting {
+        // Boxed: most steps have no effect, and every step's size is moved around.
+        effect: Option<Box<Effect>>,
+        then: Awaiting<'e>,
+    },
+    /// Everything is known.
+    Ready(Planned<'e>),
+}
+
+/// What an awaited effect's output completes.
+#[allow(clippy::large_enum_variant)] // as `Stage`
+pub(crate) enum Awaiting<'e> {
+    /// A policy's decision, for supervisor `sp`.
+    Policy {
+        sp: &'e SupervisorPlan,
+        level: Level<'e>,
+    },
+    /// A node's writes: the plan is complete but for [`NodeStep::result`]. A node with a
+    /// retry policy keeps what it needs to try again.
+    Node(Planned<'e>, Option<Box<Retrying<'e>>>),
+    /// A primary's advisors' reports: the plan is complete but for [`ForkStep::reports`].
+    Fork(Planned<'e>),
+    /// A team's member cycle or lead turn: complete but for the reports or the output.
+    Team(Planned<'e>),
+}
+
+/// What running a node gave: its output or failure, and the attempts that failed before
+/// (empty without a retry policy).
+pub(crate) struct Ran {
+    pub(crate) result: Result<NodeOutput, Fault>,
+    pub(crate) failed: Vec<FailedAttempt>,
+}
+
+/// The current level, resolved: the subgraph of the innermost open frame and the
+/// supervisor that called it (`None` at the root).
+#[derive(Clone, Copy)]
+pub(crate) struct Level<'e> {
+    pub(crate) frame: Option<(&'e SubgraphPlan, &'e SupervisorPlan)>,
+}
+
+/// A step with every outcome known: what commit records and does.
+pub(crate) struct Planned<'e> {
+    pub(crate) level: Level<'e>,
+    /// The decision (rules or policy), recorded first.
+    pub(crate) decision: Option<Decided>,
+    /// The fallback item (rare, so boxed), recorded second.
+    pub(crate) fallback: Option<Box<TraceItem>>,
+    pub(crate) then: Then<'e>,
+}
+
+/// A supervisor's decision, noted while planning and recorded as its `decision` trace
+/// item at commit (the item's step, depth and level are the same then). Smaller than the
+/// item, so the step stays small as it moves.
+pub(crate) struct Decided {
+    pub(crate) supervisor: Arc<str>,
+    pub(crate) target: Arc<str>,
+    pub(crate) reason: Option<Arc<str>>,
+    pub(crate) candidates: Arc<[Arc<str>]>,
+    pub(crate) duration_us: u64,
+}
+
+/// What the step does once its decision is recorded.
+pub(crate) enum Then<'e> {
+    /// A guard tripped before anything ran.
+    Guard(GuardStop, Option<Arc<str>>),
+    /// The run state names something this workflow does not have (it was saved by
+    /// another workflow, or edited): the run fails before anything runs.
+    Mismatch(String, Option<Arc<str>>),
+    /// A policy call failed.
+    PolicyFault { sup: Arc<str>, fault: Fault },
+    /// A node runs (dispatched, handed off, or as a fallback).
+    Node(NodeStep<'e>),
+    /// A node's advisors run (the node itself runs in the next step).
+    Fork(ForkStep<'e>),
+    /// A team's member cycle or lead turn (boxed: rare, and large).
+    Team(Box<TeamStep<'e>>),
+    /// A subgraph is entered (by its caller's decision, or as a router's destination:
+    /// then with the router's chain and the handoffs owed when it returns).
+    Call {
+        caller: Arc<str>,
+        sg: &'e SubgraphPlan,
+        routed: Option<Box<RoutedCall>>,
+    },
+    /// The current level ends.
+    EndLevel {
+        sup: Arc<str>,
+        stop: StopLocal,
+        reason: TerminationReason,
+    },
+    /// The run ends, committing the open frames (their plans, innermost first).
+    StopGlobal {
+        sup: Arc<str>,
+        stop: StopGlobal,
+        frames: Vec<&'e SubgraphPlan>,
+    },
+    /// The run pauses for an answer.
+    Ask { sup: Arc<str>, question: String },
+    /// A finished `chat` subgraph kept at this level is asked a follow-up.
+    Clarify {
+        caller: Arc<str>,
+        sg: &'e SubgraphPlan,
+        question: String,
+    },
+}
+
+/// A node run, planned.
+pub(crate) struct NodeStep<'e> {
+    pub(crate) np: &'e NodePlan,
+    pub(crate) dispatcher: Arc<str>,
+    pub(crate) kind: TraceKind,
+    pub(crate) source: Option<Arc<str>>,
+    /// Where the node stands in a chain (`None` outside chains).
+    pub(crate) chain: Option<Chain>,
+    pub(crate) result: NodeResult,
+    pub(crate) after: After<'e>,
+    /// Router runs and routed chains only (`None` on the common path): the attempt and
+    /// the routers' handoffs owed.
+    pub(crate) extra: Option<Box<StageExtra>>,
+}
+
+/// A primary's advisors, planned: the primary, how it was reached, and the reports once
+/// the fork effect has been performed.
+pub(crate) struct ForkStep<'e> {
+    pub(crate) np: &'e NodePlan,
+    pub(crate) spec: &'e Advisors,
+    pub(crate) dispatcher: Arc<str>,
+    pub(crate) kind: TraceKind,
+    pub(crate) source: Option<Arc<str>>,
+    pub(crate) chain: Option<Chain>,
+    pub(crate) reports: Vec<Report>,
+    /// Routers whose own handoff is owed (see [`Pending::Handoff`]), kept for the primary.
+    pub(crate) owed: Vec<Arc<str>>,
+}
+
+/// What running the node gave.
+pub(crate) enum NodeResult {
+    /// A budget or `max_visits` refused it: nothing ran, no step counted.
+    Refused(GuardStop),
+    /// Its input failed its `input_schema` (the step counts).
+    InputInvalid(String),
+    /// A chain stage reached through a handoff or a router got an input its
+    /// `input_schema` rejects (the step counts).
+    ChainPayloadInvalid(String),
+    /// A `set` node (or one without behaviour): its writes are its constants.
+    Constant,
+    /// A handler or program: its output is awaited.
+    Awaiting,
+    /// A handler or program ran, taking this many microseconds. Boxed: only effect steps
+    /// have it, and every step's size is moved around.
+    Ran(Box<Ran>, u64),
+}
+
+/// Where control goes after the node.
+pub(crate) enum After<'e> {
+    /// Its `handoff` runs next.
+    Handoff(&'e NodePlan),
+    /// It ends its level (a terminal node, or an exitpoint of the current subgraph).
+    EndLevel(&'static str),
+    /// Back to the dispatching supervisor.
+    Return,
+    /// The node is a router: its `$route` decides (judged at commit).
+    Route,
+}
+
+/// A trace item of `kind` at the run's current step, depth and level.
+pub(crate) fn item(
+    run: &RunState,
+    kind: TraceKind,
+    supervisor: Option<Arc<str>>,
+    at_ms: u64,
+) -> TraceItem {
+    let mut item = TraceItem::new(kind, run.steps, run.depth());
+    item.supervisor = supervisor;
+    item.subgraph = run.stack.last().map(|f| Arc::clone(&f.subgraph_id));
+    item.at_ms = at_ms;
+    item
+}
+
+/// Makes the step ready with `then` (no fallback item).
+pub(crate) fn ready<'e>(
+    step: &mut Step<'e>,
+    level: Level<'e>,
+    decision: Option<Decided>,
+    then: Then<'e>,
+) {
+    step.stage = Stage::Ready(Planned {
+        level,
+        decision,
+        fallback: None,
+        then,
+    });
+}
+
+/// A node about to be planned: which, for whom, reached how.
+pub(crate) struct NodeTarget<'e> {
+    pub(crate) np: &'e NodePlan,
+    pub(crate) dispatcher: Arc<str>,
+    pub(crate) kind: TraceKind,
+    pub(crate) source: Option<Arc<str>>,
+    /// Set for a stage reached through a handoff or a router; a dispatched node's chain is
+    /// worked out from its contract.
+    pub(crate) chain: Option<Chain>,
+    /// Router retries and routed chains only.
+    pub(crate) extra: Option<Box<StageExtra>>,
+    /// Its advisors have reported already (it was pending as `Advised`, or it is a
+    /// router run again: its advice stands).
+    pub(crate) advised: bool,
+}
+
+/// A team step, planned: the team, its progress as planning left it, and the turn(s).
+pub(crate) struct TeamStep<'e> {
+    pub(crate) np: &'e NodePlan,
+    pub(crate) spec: &'e Team,
+    pub(crate) run: Box<TeamRun>,
+    pub(crate) turn: TeamTurn<'e>,
+}
+
+/// The turn(s) a team step takes.
+// Lives boxed in its step (`Then::Team`): the lead's output inline costs nothing more.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum TeamTurn<'e> {
+    /// A member cycle: the reports once the fork is performed (in `members` order).
+    Members(Vec<Report>),
+    /// The lead's turn: whether it must be final, where the team node's control goes if it
+    /// is, and its output once performed.
+    Lead {
+        lead: &'e NodePlan,
+        final_turn: bool,
+        after: After<'e>,
+        result: Option<Result<NodeOutput, Fault>>,
+        duration_us: u64,
+    },
+    /// No step can be taken (a budget, or a node the workflow lacks).
+    Stop(TeamStop),
+}
+
+/// Why a team step cannot be taken.
+pub(crate) enum TeamStop {
+    Guard(GuardStop),
+    Mismatch(String),
+}
+
+/// A node call under a retry policy: the policy, the call to repeat and the attempts
+/// that failed so far.
+pub(crate) struct Retrying<'e> {
+    pub(crate) policy: &'e RetryPolicy,
+    /// The node's own time limit (a program's `timeout_ms`), for each attempt's limit.
+    pub(crate) own_limit: Option<u64>,
+    /// The call as first planned (its attempt number is set for each try).
+    pub(crate) call: Call,
+    /// Attempts made in this step so far.
+    pub(crate) tried: u32,
+    pub(crate) failed: Vec<FailedAttempt>,
+}
+
+/// An attempt of a node call that failed and was tried again (traced as `retry`).
+#[derive(Debug)]
+pub(crate) struct FailedAttempt {
+    pub(crate) attempt: u32,
+    pub(crate) kind: &'static str,
+    pub(crate) message: String,
+    pub(crate) duration_us: u64,
+    /// The wait before the next attempt.
+    pub(crate) backoff_ms: u64,
+}
+
+/// What a router run or a routed chain stage carries besides an ordinary node step.
+#[derive(Debug, Default)]
+pub(crate) struct StageExtra {
+    /// Which run of the router this is in one routing (1, then 2... on retries).
+    pub(crate) run: u32,
+    /// What was wrong with the previous route (for the router's input; taken at planning).
+    pub(crate) error: Option<String>,
+    /// Routers whose own `handoff` is owed, innermost last.
+    pub(crate) owed: Vec<Arc<str>>,
+}
+
+impl StageExtra {
+    /// The extra of a stage owing these handoffs (`None`, allocating nothing, when none
+    /// is owed).
+    pub(crate) fn owing(owed: &[Arc<str>]) -> Option<Box<Self>> {
+        (!owed.is_empty()).then(|| {
+            Box::new(Self {
+                run: 1,
+                error: None,
+                owed: owed.to_vec(),
+            })
+        })
+    }
+}
+
+/// A subgraph entered as a router's destination.
+pub(crate) struct RoutedCall {
+    /// The router (the call item's `source`).
+    pub(crate) router: Arc<str>,
+    /// The subgraph's place in the router's chain, and the handoffs owed on its return.
+    pub(crate) owed: Owed,
+}
+
+/// Stage 0 of a chain starting at router `id`.
+pub(crate) fn router_chain(id: &Arc<str>) -> Chain {
+    Chain {
+        root: Arc::clone(id),
+        stage: 0,
+        trigger: ChainTrigger::Router,
+    }
+}
+
+/// The stage after `chain` (or after stage 0 of a chain rooted at `root`), reached by
+/// `trigger`.
+pub(crate) fn next_stage(chain: Option<&Chain>, root: &Arc<str>, trigger: ChainTrigger) -> Chain {
+    match chain {
+        Some(c) => Chain {
+            root: Arc::clone(&c.root),
+            stage: c.stage.saturating_add(1),
+            trigger,
+        },
+        None => Chain {
+            root: Arc::clone(root),
+            stage: 1,
+            trigger,
+        },
+    }
+}

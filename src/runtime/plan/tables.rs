@@ -1,0 +1,115 @@
+//! The executor's plan: every contract resolved once (handlers found, schemas compiled,
+//! ids shared), in per-id tables that planning looks up on every step. Immutable and
+//! shared by every step of every run of one executor.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use jsonschema::Validator;
+use serde_json::Value;
+
+use super::rules::RuleTable;
+use crate::contracts::{ExecSpec, NodeContract, SubgraphContract, SupervisorContract};
+use crate::graph::CompiledGraph;
+use crate::runtime::data::{Clock, Writes};
+use crate::runtime::effects::{SharedNode, SharedPolicy};
+
+/// A map keyed by contract id.
+/// foldhash, as in the registry: the ids are trusted (from the workflow) and looked up
+/// on every step.
+pub(crate) type IdMap<V> = foldhash::HashMap<String, V>;
+
+/// A compiled schema, shared.
+pub(crate) type Schema = Arc<Validator>;
+
+/// How a node runs, resolved.
+#[derive(Clone)]
+pub(crate) enum NodeRun {
+    /// No behaviour: writes nothing.
+    Nothing,
+    /// Constant writes (an object of slices).
+    Set(Value),
+    /// A registered handler.
+    Handler(SharedNode),
+    /// A program.
+    Exec(Arc<ExecSpec>),
+}
+
+/// A node, ready to run. The contract stays in the graph's registry (at `index`): the plan
+/// adds only what running needs, so a large workflow is not held twice.
+pub(crate) struct NodePlan {
+    /// The id, shared by every trace item that names the node.
+    pub(crate) id: Arc<str>,
+    /// Position of the contract in the registry (see [`NodePlan::contract`]).
+    pub(crate) index: usize,
+    pub(crate) run: NodeRun,
+    pub(crate) input_schema: Option<Schema>,
+    pub(crate) output_schema: Option<Schema>,
+}
+
+impl NodePlan {
+    /// The node's contract, from `graph`'s registry (the graph the plan was built from).
+    pub(crate) fn contract<'g>(&self, graph: &'g CompiledGraph) -> &'g NodeContract {
+        graph
+            .registry()
+            .node_at(self.index)
+            .expect("the plan indexes the registry of the graph it was built from")
+    }
+
+    /// The node's own time limit: a program's `timeout_ms` (a handler has none).
+    pub(crate) fn own_timeout_ms(&self) -> Option<u64> {
+        match &self.run {
+            NodeRun::Exec(spec) => spec.timeout_ms,
+            _ => None,
+        }
+    }
+
+    /// The writes of a node that calls nothing: a `set` node's constants, or nothing.
+    pub(crate) fn constant_writes(&self) -> Writes {
+        match &self.run {
+            NodeRun::Set(Value::Object(m)) => m.clone(),
+            _ => Writes::new(),
+        }
+    }
+}
+
+/// How a supervisor decides, resolved.
+pub(crate) enum PolicyRun {
+    /// Triggers and priorities, compiled.
+    Rules(RuleTable),
+    /// A registered handler.
+    Handler(SharedPolicy),
+    /// A program.
+    Exec(Arc<ExecSpec>),
+}
+
+/// A supervisor, ready to decide.
+pub(crate) struct SupervisorPlan {
+    /// The id, shared by every trace item that names the supervisor.
+    pub(crate) id: Arc<str>,
+    pub(crate) contract: Arc<SupervisorContract>,
+    pub(crate) policy: PolicyRun,
+}
+
+/// A subgraph, ready to call.
+pub(crate) struct SubgraphPlan {
+    /// The id, shared by every trace item and frame that names the subgraph.
+    pub(crate) id: Arc<str>,
+    /// The entrypoint supervisor's id.
+    pub(crate) entrypoint: Arc<str>,
+    pub(crate) contract: SubgraphContract,
+    pub(crate) input_schema: Option<Schema>,
+    pub(crate) output_schema: Option<Schema>,
+}
+
+/// Everything the executor reads while running (immutable, shared).
+pub(crate) struct Plan {
+    pub(crate) graph: Arc<CompiledGraph>,
+    pub(crate) nodes: IdMap<NodePlan>,
+    pub(crate) supervisors: IdMap<SupervisorPlan>,
+    pub(crate) subgraphs: IdMap<SubgraphPlan>,
+    pub(crate) slice_schemas: IdMap<Schema>,
+    pub(crate) base_dir: PathBuf,
+    pub(crate) clock: Clock,
+    pub(crate) trace_in_state: bool,
+}
