@@ -241,6 +241,7 @@ impl Executor {
             kept: Vec::new(),
             started_at_ms: wall_ms(),
             trace_in_state: self.plan.trace_in_state,
+            changes: Default::default(),
         };
         self.sync_system(&mut run);
         Ok(run)

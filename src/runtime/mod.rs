@@ -12,6 +12,7 @@ mod advisors;
 mod budgets;
 mod builder;
 mod callstack;
+mod changes;
 mod clarify;
 mod decide;
 mod decisions;

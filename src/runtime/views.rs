@@ -44,7 +44,7 @@ impl Executor {
     pub(super) fn sync_system(&self, run: &mut RunState) {
         run.trace_in_state = self.plan.trace_in_state;
         let system = Value::Object(self.system_map(run));
-        run.state.insert(SYSTEM_SLICE.into(), system);
+        run.root_state_mut().insert(SYSTEM_SLICE.into(), system);
     }
 
     /// The read view of a node: its `reads` slices present at its level. `system` is
