@@ -140,6 +140,38 @@ pub(crate) struct Plan {
     pub(crate) base_dir: PathBuf,
     pub(crate) clock: Clock,
     pub(crate) trace_in_state: bool,
+    pub(crate) trace_view: TraceView,
+}
+
+/// How much of the decision trace nodes and policies that read `system` see in
+/// `system.decision_trace` (the stored trace is always whole).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TraceView {
+    /// The last `n` items (the default: [`TraceView::DEFAULT_RECENT`]), so that a policy
+    /// call costs the same at the run's 10,000th decision as at its first.
+    Recent(usize),
+    /// Every item so far: each call copies the whole trace, so a run's policy calls cost
+    /// grows with the square of its length. For policies that need the whole history.
+    Full,
+}
+
+impl TraceView {
+    /// The number of recent items a view holds by default.
+    pub const DEFAULT_RECENT: usize = 64;
+
+    /// Where the items a view holds start, in a trace of `len` items.
+    pub(crate) fn first(self, len: usize) -> usize {
+        match self {
+            TraceView::Recent(n) => len.saturating_sub(n),
+            TraceView::Full => 0,
+        }
+    }
+}
+
+impl Default for TraceView {
+    fn default() -> Self {
+        TraceView::Recent(Self::DEFAULT_RECENT)
+    }
 }
 
 /// Collects handlers and settings, then builds an [`Executor`]. Made by
@@ -152,6 +184,7 @@ pub struct ExecutorBuilder {
     clock: Clock,
     cancel: CancellationToken,
     trace_in_state: bool,
+    trace_view: TraceView,
 }
 
 impl ExecutorBuilder {
@@ -164,6 +197,7 @@ impl ExecutorBuilder {
             clock: Clock::System,
             cancel: CancellationToken::new(),
             trace_in_state: true,
+            trace_view: TraceView::default(),
         }
     }
 
@@ -207,6 +241,15 @@ impl ExecutorBuilder {
     /// executor that starts, pauses or ends a run sets this for the run.
     pub fn trace_in_state(mut self, keep: bool) -> Self {
         self.trace_in_state = keep;
+        self
+    }
+
+    /// How much of the trace nodes and policies that read `system` see in
+    /// `system.decision_trace`: the last [`TraceView::DEFAULT_RECENT`] items by default,
+    /// [`TraceView::Full`] on request. The outcome and saved runs always hold the whole
+    /// trace.
+    pub fn trace_view(mut self, view: TraceView) -> Self {
+        self.trace_view = view;
         self
     }
 
@@ -313,6 +356,7 @@ impl ExecutorBuilder {
                 base_dir: self.base_dir,
                 clock: self.clock,
                 trace_in_state: self.trace_in_state,
+                trace_view: self.trace_view,
             },
             self.cancel,
         ))

@@ -43,7 +43,7 @@ mod transitions;
 mod views;
 
 pub use accounting::Accounting;
-pub use builder::{Clock, ExecutorBuildError, ExecutorBuilder};
+pub use builder::{Clock, ExecutorBuildError, ExecutorBuilder, TraceView};
 pub use callstack::{Frame, KeptChild, Owed, UncommittedFrame};
 pub use effects::{Effect, EffectKind, EffectOutput};
 pub use executor::{CLARIFICATION_SLICE, Executor, ResumeError, ResumeErrorKind, StartError};

@@ -11,11 +11,13 @@ use crate::contracts::SYSTEM_SLICE;
 
 impl Executor {
     /// The `system` slice as nodes and policies read it: with `decision_trace` built fresh
-    /// when the trace belongs in the state.
+    /// when the trace belongs in the state, holding the items the executor's
+    /// [`TraceView`](super::TraceView) shows (the recent ones by default).
     pub(super) fn system_value(&self, run: &RunState) -> Value {
         let mut system = self.system_map(run);
         if self.plan.trace_in_state {
-            system.insert(super::run_state::DECISION_TRACE.into(), json!(run.trace));
+            let items = &run.trace.items[self.plan.trace_view.first(run.trace.len())..];
+            system.insert(super::run_state::DECISION_TRACE.into(), json!(items));
         }
         Value::Object(system)
     }
