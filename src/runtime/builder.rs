@@ -157,7 +157,7 @@ pub enum TraceView {
 
 impl TraceView {
     /// The number of recent items a view holds by default.
-    pub const DEFAULT_RECENT: usize = 64;
+    pub const DEFAULT_RECENT: usize = 16;
 
     /// Where the items a view holds start, in a trace of `len` items.
     pub(crate) fn first(self, len: usize) -> usize {
