@@ -148,5 +148,78 @@ fn bench(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench);
+/// A root supervisor whose policy decides every step (always `work`, a `set` node) until
+/// `max_steps` ends the run: `decisions` policy calls, each given the level's state with a
+/// fresh `system` slice (and so `system.decision_trace`).
+fn policy_loop(decisions: u32, policy: Value) -> ExecutorBuilder {
+    builder(json!({
+        "workflow": "policy_loop",
+        "slices": {"request": {}, "out": {}},
+        "budgets": {"max_steps": decisions},
+        "entry": "boss",
+        "supervisors": {"boss": {"allow": ["work"], "policy": policy}},
+        "nodes": {"work": {"supervisor": "boss", "writes": ["out"], "run": {"set": {"out": 1}}}}
+    }))
+}
+
+/// Whole runs whose every decision is a policy call: the cost of one call must not grow
+/// with the run (the policy is given the recent trace items, not the whole trace).
+fn policy_run(c: &mut Criterion) {
+    use pactgraph::runtime::{PolicyInput, TraceView};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let input = json!({"request": {}});
+    let mut group = c.benchmark_group("policy_run");
+    group.sample_size(10);
+    // A handler policy that serializes its input as a program's stdin would be.
+    let handler = |decisions: u32, view: TraceView| {
+        policy_loop(decisions, json!({"handler": "p"}))
+            .trace_view(view)
+            .policy_handler("p", |input: PolicyInput| async move {
+                let text = serde_json::to_string(&input.state).expect("plain JSON");
+                std::hint::black_box(text);
+                Ok::<_, pactgraph::runtime::HandlerError>("work".into())
+            })
+            .build()
+            .expect("builds")
+    };
+    // A program policy (`sh`, one process per decision, reading all of its stdin).
+    let program = |decisions: u32| {
+        policy_loop(
+            decisions,
+            json!({"exec": {"argv": ["sh", "-c", "cat >/dev/null; echo '\"work\"'"]}}),
+        )
+        .build()
+        .expect("builds")
+    };
+    for (name, ex) in [
+        (
+            "10000_decisions_handler_recent_trace",
+            handler(10_000, TraceView::default()),
+        ),
+        (
+            "1000_decisions_handler_recent_trace",
+            handler(1_000, TraceView::default()),
+        ),
+        (
+            "1000_decisions_handler_full_trace",
+            handler(1_000, TraceView::Full),
+        ),
+        ("1000_decisions_program", program(1_000)),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let run = ex.start(input.clone()).expect("valid input");
+                let outcome = rt.block_on(ex.run(run));
+                assert!(outcome.steps > 0);
+                outcome
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, policy_run);
 criterion_main!(benches);

@@ -659,3 +659,57 @@ fn rule_triggers_on_system_see_it_fresh() {
         .collect();
     assert_eq!(decided, ["work", "work", "work", "done"]);
 }
+
+/// A policy reading `system` is given the recent trace items, not the whole trace: what a
+/// call copies stays bounded however long the run (the last `TraceView::DEFAULT_RECENT`
+/// items, the newest last); `TraceView::Full` gives every item on request.
+#[test]
+fn policies_see_the_recent_trace_items_or_the_whole_trace_on_request() {
+    use pactgraph::runtime::TraceView;
+    let seen_by = |view: Option<TraceView>| {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = std::sync::Arc::clone(&seen);
+        let policy = move |input: pactgraph::runtime::PolicyInput| {
+            let steps = input.state["system"]["steps"].as_u64().unwrap();
+            let items = input.state["system"]["decision_trace"]
+                .as_array()
+                .unwrap()
+                .clone();
+            log.lock().unwrap().push(items);
+            async move {
+                Ok::<SupervisorOutput, HandlerError>(if steps < 100 {
+                    "m".into()
+                } else {
+                    D::stop_global("enough").into()
+                })
+            }
+        };
+        let mut doc = flat();
+        doc["budgets"] = json!({"max_steps": 1000});
+        let mut b = builder(graph(doc))
+            .policy_handler("script", policy)
+            .node_handler("n", n_handler(json!(0)));
+        if let Some(v) = view {
+            b = b.trace_view(v);
+        }
+        let o = run(&b.build().unwrap(), json!({}));
+        assert_eq!(o.termination_reason, Some(R::StopGlobal));
+        let seen = seen.lock().unwrap().clone();
+        (o, seen)
+    };
+    let (o, recent) = seen_by(None);
+    let longest = recent.iter().map(Vec::len).max().unwrap();
+    assert_eq!(longest, TraceView::DEFAULT_RECENT);
+    assert!(o.trace.items.len() > 2 * TraceView::DEFAULT_RECENT);
+    // The last call saw the newest items: the trace's items before its own decision.
+    let last = recent.last().unwrap();
+    let before_last_decision = o.trace.items.len() - 2; // the decision and the end follow
+    let expected: Vec<Value> = o.trace.items
+        [before_last_decision - TraceView::DEFAULT_RECENT..before_last_decision]
+        .iter()
+        .map(|i| serde_json::to_value(i).unwrap())
+        .collect();
+    assert_eq!(last, &expected);
+    let (o, full) = seen_by(Some(TraceView::Full));
+    assert_eq!(full.last().unwrap().len(), o.trace.items.len() - 2);
+}

@@ -13,6 +13,7 @@ use super::effects::{NodeHandler, PolicyHandler, SharedNode, SharedPolicy};
 use super::executor::Executor;
 use super::plan::{
     IdMap, NodePlan, NodeRun, Plan, PolicyRun, RuleTable, Schema, SubgraphPlan, SupervisorPlan,
+    TraceView,
 };
 use crate::contracts::pointer::join;
 use crate::contracts::{NodeBehaviour, SupervisorPolicy};
@@ -64,6 +65,7 @@ pub struct ExecutorBuilder {
     clock: Clock,
     cancel: CancellationToken,
     trace_in_state: bool,
+    trace_view: TraceView,
 }
 
 impl ExecutorBuilder {
@@ -76,6 +78,7 @@ impl ExecutorBuilder {
             clock: Clock::System,
             cancel: CancellationToken::new(),
             trace_in_state: true,
+            trace_view: TraceView::default(),
         }
     }
 
@@ -119,6 +122,15 @@ impl ExecutorBuilder {
     /// executor that starts, pauses or ends a run sets this for the run.
     pub fn trace_in_state(mut self, keep: bool) -> Self {
         self.trace_in_state = keep;
+        self
+    }
+
+    /// How much of the trace nodes and policies that read `system` see in
+    /// `system.decision_trace`: the last [`TraceView::DEFAULT_RECENT`] items by default,
+    /// [`TraceView::Full`] on request. The outcome and saved runs always hold the whole
+    /// trace.
+    pub fn trace_view(mut self, view: TraceView) -> Self {
+        self.trace_view = view;
         self
     }
 
@@ -225,6 +237,7 @@ impl ExecutorBuilder {
                 base_dir: self.base_dir,
                 clock: self.clock,
                 trace_in_state: self.trace_in_state,
+                trace_view: self.trace_view,
             },
             self.cancel,
         ))

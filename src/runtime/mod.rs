@@ -41,6 +41,7 @@ pub use effects::{
 };
 pub use executor::{Executor, ResumeError, ResumeErrorKind, StartError};
 pub use machine::Step;
+pub use plan::TraceView;
 pub use record::{RUN_RECORD_FORMAT, RecordError, RunRecord, digest_of};
 
 /// The slice `resume` writes the answer to (defined with the contracts, which the

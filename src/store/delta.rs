@@ -19,9 +19,14 @@ use crate::runtime::{
 
 /// What a run looked like before a transition: the parts a [`StepDelta`] compares. Take it
 /// with [`Before::of`] right before the step commits (or before a resume).
+///
+/// [`Before::of`] copies the run's slices (root and frames) to compare them afterwards;
+/// the executor's own steps use a tracking `Before` instead, which copies no slice and
+/// asks the run which slices its commit wrote.
 #[derive(Debug, Clone)]
 pub struct Before {
     state: State,
+    /// The frames, with their child states when not tracking (empty when tracking).
     stack: Vec<Frame>,
     visits: IndexMap<String, u32>,
     entries: IndexMap<String, u32>,
@@ -30,6 +35,11 @@ pub struct Before {
     started_at_ms: u64,
     usage_total: Usage,
     kept: Vec<KeptChild>,
+    /// True when the slices are not copied: the run's change log says what was written.
+    tracking: bool,
+    /// In debug builds, the copying `Before` too, to check the log against a comparison.
+    #[cfg(debug_assertions)]
+    copied: Option<Box<Before>>,
 }
 
 impl Before {
@@ -38,6 +48,32 @@ impl Before {
         Self {
             state: run.state.clone(),
             stack: run.stack.clone(),
+            tracking: false,
+            #[cfg(debug_assertions)]
+            copied: None,
+            ..Self::counters_of(run)
+        }
+    }
+
+    /// Records the parts of `run` a delta compares, but for its slices: it starts the run's
+    /// change log instead, and [`StepDelta::since`] reads the slices the transitions wrote
+    /// from it. Costs nothing for slices no step writes.
+    pub(crate) fn tracking(run: &mut RunState) -> Self {
+        run.track_changes();
+        Self {
+            stack: run.stack.iter().map(frame_head).collect(),
+            tracking: true,
+            #[cfg(debug_assertions)]
+            copied: Some(Box::new(Self::of(run))),
+            ..Self::counters_of(run)
+        }
+    }
+
+    /// Everything but the slices.
+    fn counters_of(run: &RunState) -> Self {
+        Self {
+            state: State::new(),
+            stack: Vec::new(),
             visits: run.visits.clone(),
             entries: run.entries.clone(),
             trace_len: run.trace.len(),
@@ -45,7 +81,22 @@ impl Before {
             started_at_ms: run.started_at_ms,
             usage_total: run.usage_total.clone(),
             kept: run.kept.clone(),
+            tracking: false,
+            #[cfg(debug_assertions)]
+            copied: None,
         }
+    }
+}
+
+/// A frame without its child state: what tells two frames are the same call.
+fn frame_head(f: &Frame) -> Frame {
+    Frame {
+        subgraph_id: std::sync::Arc::clone(&f.subgraph_id),
+        depth: f.depth,
+        entry_step: f.entry_step,
+        caller: std::sync::Arc::clone(&f.caller),
+        state: State::new(),
+        owed: None,
     }
 }
 
@@ -142,6 +193,25 @@ impl<V: Clone + PartialEq> MapDelta<V> {
 impl MapDelta<Value> {
     fn states(before: &State, after: &State) -> Self {
         Self::between(before.iter(), after.iter(), before.len(), after.len())
+    }
+
+    /// The change of a map whose only writes were inserts of `written` (in write order):
+    /// each written key with its value now. A written key that is new was appended by its
+    /// first insert, so setting the keys in first-write order gives the same key order.
+    fn written<'a>(after: &State, written: impl Iterator<Item = &'a str>) -> Self {
+        let mut delta = Self::empty();
+        for key in written {
+            if delta.set.contains_key(key) {
+                continue;
+            }
+            match after.get(key) {
+                Some(v) => {
+                    delta.set.insert(key.to_string(), v.clone());
+                }
+                None => delta.removed.push(key.to_string()),
+            }
+        }
+        delta
     }
 
     fn apply(&self, map: &mut State) {
@@ -260,6 +330,16 @@ pub struct StepDelta {
     pub kept: Option<Vec<KeptChild>>,
 }
 
+/// How many of the frames before are still open after (the same calls, outermost first).
+fn frames_kept(before: &Before, after: &RunState) -> usize {
+    before
+        .stack
+        .iter()
+        .zip(&after.stack)
+        .take_while(|(a, b)| same_call(a, b))
+        .count()
+}
+
 /// Frames are the same call when everything but their state matches.
 fn same_call(a: &Frame, b: &Frame) -> bool {
     a.subgraph_id == b.subgraph_id
@@ -271,12 +351,11 @@ fn same_call(a: &Frame, b: &Frame) -> bool {
 impl StepDelta {
     /// The change from `before` to `after`.
     pub fn between(before: &Before, after: &RunState) -> Self {
-        let frames_kept = before
-            .stack
-            .iter()
-            .zip(&after.stack)
-            .take_while(|(a, b)| same_call(a, b))
-            .count();
+        assert!(
+            !before.tracking,
+            "a tracking Before is read with StepDelta::since, which takes the run's change log"
+        );
+        let frames_kept = frames_kept(before, after);
         let frames = before.stack[..frames_kept]
             .iter()
             .zip(&after.stack[..frames_kept])
@@ -286,10 +365,81 @@ impl StepDelta {
                 (!state.is_empty()).then_some(FrameDelta { index, state })
             })
             .collect();
+        let root = MapDelta::states(&before.state, &after.state);
+        Self::with_slices(before, after, root, frames_kept, frames)
+    }
+
+    /// The change from `before` to `after`, the slices read from `after`'s change log (when
+    /// `before` is [`Before::tracking`]; otherwise as [`StepDelta::between`]). Ends the log.
+    pub(crate) fn since(before: &Before, after: &mut RunState) -> Self {
+        if !before.tracking {
+            return Self::between(before, after);
+        }
+        let written = after.changes.take();
+        let frames_kept = frames_kept(before, after);
+        let on_level = |level: usize| {
+            written
+                .iter()
+                .filter(move |(l, _)| *l == level)
+                .map(|(_, k)| k.as_str())
+        };
+        let root = MapDelta::written(&after.state, on_level(0));
+        let frames = after.stack[..frames_kept]
+            .iter()
+            .enumerate()
+            .filter_map(|(index, f)| {
+                let state = MapDelta::written(&f.state, on_level(index + 1));
+                (!state.is_empty()).then_some(FrameDelta { index, state })
+            })
+            .collect();
+        let delta = Self::with_slices(before, after, root, frames_kept, frames);
+        #[cfg(debug_assertions)]
+        if let Some(copied) = &before.copied {
+            delta.check_against(copied, after);
+        }
+        delta
+    }
+
+    /// Debug builds: the delta read from the change log leaves the slices exactly as the
+    /// delta found by comparing does (a write the log missed would differ).
+    #[cfg(debug_assertions)]
+    fn check_against(&self, copied: &Before, after: &RunState) {
+        let compared = Self::between(copied, after);
+        assert_eq!(self.frames_kept, compared.frames_kept, "frames kept");
+        let apply = |d: &Self| {
+            let mut root = copied.state.clone();
+            d.root.apply(&mut root);
+            let mut frames: Vec<State> = copied.stack[..d.frames_kept]
+                .iter()
+                .map(|f| f.state.clone())
+                .collect();
+            for f in &d.frames {
+                f.state.apply(&mut frames[f.index]);
+            }
+            let keys = |m: &State| m.keys().cloned().collect::<Vec<_>>();
+            let order = (keys(&root), frames.iter().map(keys).collect::<Vec<_>>());
+            (root, frames, order)
+        };
+        assert!(
+            apply(self) == apply(&compared),
+            "the change log missed a write: logged {:?}, compared {:?}",
+            (&self.root, &self.frames),
+            (&compared.root, &compared.frames)
+        );
+    }
+
+    /// The delta with its slice changes given, the rest compared.
+    fn with_slices(
+        before: &Before,
+        after: &RunState,
+        root: MapDelta<Value>,
+        frames_kept: usize,
+        frames: Vec<FrameDelta>,
+    ) -> Self {
         let trace_from = before.trace_len.min(after.trace.len());
         let (status, termination_reason, message, question, pending) = after.control_parts();
         Self {
-            root: MapDelta::states(&before.state, &after.state),
+            root,
             frames_kept,
             frames,
             pushed: after.stack[frames_kept..].to_vec(),
@@ -410,6 +560,20 @@ mod tests {
         assert_eq!(d.set.keys().collect::<Vec<_>>(), ["n", "new"]);
         assert!(d.whole.is_none());
         assert!(round_trip(json!({"a": 1}), json!({"a": 1})).is_empty());
+    }
+
+    #[test]
+    fn a_logged_delta_sets_written_keys_in_first_write_order() {
+        let before = state(json!({"big": [1, 2, 3], "n": 1}));
+        let after = state(json!({"big": [1, 2, 3], "n": 2, "x": 1, "y": 2}));
+        let d = MapDelta::written(&after, ["y", "n", "y", "x"].into_iter());
+        // Not "big": no write named it. New keys come in the order they were appended.
+        let mut out = before.clone();
+        MapDelta::written(&after, ["n", "x", "y", "x"].into_iter()).apply(&mut out);
+        assert_eq!(out.keys().collect::<Vec<_>>(), ["big", "n", "x", "y"]);
+        assert_eq!(out, after);
+        assert_eq!(d.set.keys().collect::<Vec<_>>(), ["y", "n", "x"]);
+        assert!(d.removed.is_empty() && d.whole.is_none());
     }
 
     #[test]

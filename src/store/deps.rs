@@ -227,7 +227,8 @@ pub async fn settle<S: RunStore>(
             results.insert(key, value);
         }
         let before = Before::of(run);
-        run.state.insert(slice.clone(), Value::Object(results));
+        run.root_state_mut()
+            .insert(slice.clone(), Value::Object(results));
         let delta = StepDelta::between(&before, run);
         store
             .checkpoint(id, owner, Checkpoint::new(*seq + 1, &delta, run))

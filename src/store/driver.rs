@@ -270,7 +270,8 @@ impl<S: RunStore> Driver<'_, S> {
     /// Takes one step of `run` (not yet checkpointed: see `last_delta_checkpoint`).
     async fn step(&mut self, run: &mut RunState, attempt: u32) -> Result<Stepped, StoreError> {
         let half = duration_ms(self.options.lease) / 2;
-        let before = Before::of(run);
+        // The commit's writes are logged: no copy of the slices before the step.
+        let before = Before::tracking(run);
         let mut step = self.executor.begin_step(run);
         let mut first = true;
         while let Some(mut effect) = step.take_effect() {
@@ -307,9 +308,7 @@ impl<S: RunStore> Driver<'_, S> {
             self.executor.resolve_step(run, &mut step, output);
         }
         self.executor.commit_step(run, step);
-        Ok(Stepped::Committed(Box::new(StepDelta::between(
-            &before, run,
-        ))))
+        Ok(Stepped::Committed(Box::new(StepDelta::since(&before, run))))
     }
 
     /// Waits (renewing the lease) until run `id`'s dependencies settle it; a cancel asked

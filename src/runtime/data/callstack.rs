@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::changes::SliceWriter;
 use super::slices::State;
 use super::trace::Chain;
 
@@ -94,7 +95,7 @@ pub(crate) fn pick_with_room(state: &State, names: &[String], extra: usize) -> S
 }
 
 /// Copies the slices `names` present in `child` into `parent` (each replaced whole).
-pub(crate) fn commit(parent: &mut State, child: &State, names: &[String]) {
+pub(crate) fn commit(parent: &mut SliceWriter<'_>, child: &State, names: &[String]) {
     for n in names {
         if let Some(v) = child.get(n) {
             parent.insert(n.clone(), v.clone());
@@ -105,6 +106,7 @@ pub(crate) fn commit(parent: &mut State, child: &State, names: &[String]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::data::changes::Changes;
     use serde_json::{Value, json};
 
     fn obj(v: Value) -> State {
@@ -120,7 +122,13 @@ mod tests {
         let names = vec!["a".to_string(), "z".to_string()];
         assert_eq!(pick(&parent_before, &names), obj(json!({"a": 1})));
         let mut parent = parent_before.clone();
-        commit(&mut parent, &obj(json!({"a": 10, "c": 30})), &names);
+        let mut changes = Changes::default();
+        let mut writer = SliceWriter {
+            state: &mut parent,
+            changes: &mut changes,
+            level: 0,
+        };
+        commit(&mut writer, &obj(json!({"a": 10, "c": 30})), &names);
         assert_eq!(parent, obj(json!({"a": 10, "b": 2, "c": 3})));
     }
 }

@@ -5,6 +5,7 @@
 
 mod accounting;
 mod callstack;
+pub(crate) mod changes;
 mod clock;
 mod outcome;
 mod output;

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::accounting::Accounting;
 use super::callstack::{Frame, KeptChild, UncommittedFrame};
+use super::changes::{Changes, SliceWriter};
 use super::outcome::{AccountingOf, RunOutcome, RunSummary};
 use super::output::Usage;
 use super::pending::Pending;
@@ -84,6 +85,8 @@ pub struct RunState {
     /// Whether the trace is projected into `state.system.decision_trace` of the outcome
     /// and of [`RunState::state_json`].
     pub(crate) trace_in_state: bool,
+    /// The slices written since a store started the log (not run data).
+    pub(crate) changes: Changes,
 }
 
 impl RunState {
@@ -139,11 +142,33 @@ impl RunState {
         self.stack.last().map_or(&self.state, |f| &f.state)
     }
 
-    pub(crate) fn level_state_mut(&mut self) -> &mut State {
-        match self.stack.last_mut() {
+    /// Writes into the current level's slices (recorded in the change log when on).
+    pub(crate) fn level_state_mut(&mut self) -> SliceWriter<'_> {
+        let level = self.stack.len();
+        let state = match self.stack.last_mut() {
             Some(f) => &mut f.state,
             None => &mut self.state,
+        };
+        SliceWriter {
+            state,
+            changes: &mut self.changes,
+            level,
         }
+    }
+
+    /// Writes into the root state's slices (recorded in the change log when on).
+    pub(crate) fn root_state_mut(&mut self) -> SliceWriter<'_> {
+        SliceWriter {
+            state: &mut self.state,
+            changes: &mut self.changes,
+            level: 0,
+        }
+    }
+
+    /// Starts recording which slices the following transitions write (see
+    /// `store::Before::tracking`), dropping an earlier log.
+    pub(crate) fn track_changes(&mut self) {
+        self.changes.start();
     }
 
     /// The subgraph of the current level (`None` at the root).
@@ -442,6 +467,7 @@ impl<'de> Deserialize<'de> for RunState {
             kept: d.kept,
             started_at_ms: d.started_at_ms,
             trace_in_state: d.trace_in_state,
+            changes: Changes::default(),
         })
     }
 }

@@ -253,7 +253,7 @@ impl Tx<'_> {
     /// already in place is not copied again.
     #[inline(always)]
     pub(crate) fn apply_writes(&mut self, writes: Cow<'_, Value>) {
-        let state = self.run.level_state_mut();
+        let mut state = self.run.level_state_mut();
         match writes {
             Cow::Owned(Value::Object(w)) => {
                 for (slice, value) in w {
@@ -428,8 +428,8 @@ impl Tx<'_> {
         if sg.contract.chat {
             self.keep_child(&frame);
         }
-        let parent = self.run.level_state_mut();
-        commit(parent, &frame.state, &sg.contract.writes);
+        let mut parent = self.run.level_state_mut();
+        commit(&mut parent, &frame.state, &sg.contract.writes);
         if let Some(slice) = &sg.contract.result_slice {
             parent.insert(slice.clone(), output);
         }
@@ -468,7 +468,7 @@ impl Tx<'_> {
                 break;
             };
             commit(
-                self.run.level_state_mut(),
+                &mut self.run.level_state_mut(),
                 &frame.state,
                 &sg.contract.writes,
             );

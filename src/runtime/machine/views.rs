@@ -10,11 +10,13 @@ use crate::runtime::plan::Plan;
 
 impl Plan {
     /// The `system` slice as nodes and policies read it: with `decision_trace` built fresh
-    /// when the trace belongs in the state.
+    /// when the trace belongs in the state, holding the items the executor's
+    /// [`TraceView`](crate::runtime::TraceView) shows (the recent ones by default).
     pub(crate) fn system_value(&self, run: &RunState) -> Value {
         let mut system = self.system_map(run);
         if self.trace_in_state {
-            system.insert(DECISION_TRACE.into(), json!(run.trace));
+            let items = &run.trace.items[self.trace_view.first(run.trace.len())..];
+            system.insert(DECISION_TRACE.into(), json!(items));
         }
         Value::Object(system)
     }
@@ -43,7 +45,7 @@ impl Plan {
     pub(crate) fn sync_system(&self, run: &mut RunState) {
         run.trace_in_state = self.trace_in_state;
         let system = Value::Object(self.system_map(run));
-        run.state.insert(SYSTEM_SLICE.into(), system);
+        run.root_state_mut().insert(SYSTEM_SLICE.into(), system);
     }
 
     /// The read view of a node: its `reads` slices present at its level. `system` is

@@ -9,6 +9,7 @@ mod tables;
 
 pub(crate) use rules::RuleTable;
 pub(crate) use schema::{check, check_at};
+pub use tables::TraceView;
 pub(crate) use tables::{
     IdMap, NodePlan, NodeRun, Plan, PolicyRun, Schema, SubgraphPlan, SupervisorPlan,
 };

@@ -112,4 +112,36 @@ pub(crate) struct Plan {
     pub(crate) base_dir: PathBuf,
     pub(crate) clock: Clock,
     pub(crate) trace_in_state: bool,
+    pub(crate) trace_view: TraceView,
+}
+
+/// How much of the decision trace nodes and policies that read `system` see in
+/// `system.decision_trace` (the stored trace is always whole).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TraceView {
+    /// The last `n` items (the default: [`TraceView::DEFAULT_RECENT`]), so that a policy
+    /// call costs the same at the run's 10,000th decision as at its first.
+    Recent(usize),
+    /// Every item so far: each call copies the whole trace, so a run's policy calls cost
+    /// grows with the square of its length. For policies that need the whole history.
+    Full,
+}
+
+impl TraceView {
+    /// The number of recent items a view holds by default.
+    pub const DEFAULT_RECENT: usize = 16;
+
+    /// Where the items a view holds start, in a trace of `len` items.
+    pub(crate) fn first(self, len: usize) -> usize {
+        match self {
+            TraceView::Recent(n) => len.saturating_sub(n),
+            TraceView::Full => 0,
+        }
+    }
+}
+
+impl Default for TraceView {
+    fn default() -> Self {
+        TraceView::Recent(Self::DEFAULT_RECENT)
+    }
 }
