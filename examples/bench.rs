@@ -50,10 +50,10 @@ fn run(
     let t = Instant::now();
     rt.block_on(executor.run_in_place(&mut state));
     let elapsed = t.elapsed();
-    let entries = state.entries.values().sum();
+    let entries = state.entries().values().sum();
     (
         elapsed,
-        state.steps,
+        state.steps(),
         entries,
         state.status(),
         state.termination_reason(),

@@ -422,9 +422,9 @@ fn check(
         let stored = reader.load(id);
         let run = &stored.record.run;
         assert_eq!(stored.info.status, StoredStatus::Completed, "{id}");
-        assert_eq!(run.steps, STEPS, "{id}");
+        assert_eq!(run.steps(), STEPS, "{id}");
         assert_eq!(run.state_json()["n"], Value::from(STEPS), "{id}");
-        check_trace(&serde_json::to_value(&run.trace).expect("a trace"), STEPS);
+        check_trace(&serde_json::to_value(&run.trace()).expect("a trace"), STEPS);
         seqs.insert(stored.record.seq);
         let ends: usize = logs
             .iter()

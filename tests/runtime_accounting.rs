@@ -149,7 +149,7 @@ fn run_state(ex: &Executor) -> RunState {
 
 /// The accounting of the run's trace with timing stripped (every `wall_ms` 0), as JSON.
 fn untimed(s: &RunState) -> Value {
-    serde_json::to_value(Accounting::from_trace(&s.trace.without_timing())).expect("plain data")
+    serde_json::to_value(Accounting::from_trace(&s.trace().without_timing())).expect("plain data")
 }
 
 fn sums(input: u64, output: u64, cost: f64) -> Value {
@@ -208,7 +208,7 @@ fn a_run_rolls_up_chains_routers_advisors_teams_and_subgraphs_number_by_number()
 #[test]
 fn node_run_items_carry_their_usage_record() {
     let s = run_state(&executor(json!({})));
-    let v = serde_json::to_value(s.trace.without_timing()).expect("plain data");
+    let v = serde_json::to_value(s.trace().without_timing()).expect("plain data");
     let items = v.as_array().expect("an array");
     let adv = items
         .iter()
@@ -234,7 +234,7 @@ fn max_cost_usd_stops_the_run_before_the_step_past_it() {
     assert!(msg.contains("max_cost_usd is 0.75"), "{msg}");
     assert!(msg.contains("spent 0.75 USD"), "{msg}");
     assert!(msg.contains("node `r`"), "{msg}");
-    let last = s.trace.items.last().expect("items");
+    let last = s.trace().items.last().expect("items");
     assert_eq!(last.kind, K::GuardStop);
     assert_eq!(
         serde_json::to_value(last.termination_reason).expect("data"),

@@ -95,7 +95,7 @@ fn failing_members_become_reports_and_the_primary_still_runs() {
     run_to_end(&ex, &mut s);
     assert!(t0.elapsed() < Duration::from_secs(15), "the 3 s bound held");
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
-    let advice = &s.state["answer"]["saw"];
+    let advice = &s.state()["answer"]["saw"];
     assert_eq!(advice["primary"], "primary");
     let reports = advice["reports"].as_array().expect("reports");
     let got: Vec<(&str, &str)> = reports
@@ -138,7 +138,7 @@ fn failing_members_become_reports_and_the_primary_still_runs() {
         json!({"scratch": {"tip": "be brief"}})
     );
     // The members' writes are not applied.
-    assert!(s.state.get("scratch").is_none());
+    assert!(s.state().get("scratch").is_none());
     // The tagged text: the request block, then one block per member in order.
     let tagged = advice["tagged"].as_str().expect("tagged text");
     assert!(tagged.starts_with("<original_user_request__"), "{tagged}");
@@ -162,7 +162,7 @@ fn failing_members_become_reports_and_the_primary_still_runs() {
         .collect();
     assert!(order.windows(2).all(|w| w[0] < w[1]), "{tagged}");
     // Trace: decision, fork, five advisor items, join, then the primary's own step.
-    let kinds: Vec<K> = s.trace.items.iter().map(|i| i.kind).collect();
+    let kinds: Vec<K> = s.trace().items.iter().map(|i| i.kind).collect();
     assert_eq!(
         kinds[..9],
         [
@@ -178,10 +178,10 @@ fn failing_members_become_reports_and_the_primary_still_runs() {
         ]
     );
     // Each member is a step and a visit; the primary is the step after them.
-    assert_eq!(s.visits.get("fine"), Some(&1));
-    let dispatch = &s.trace.items[8];
+    assert_eq!(s.visits().get("fine"), Some(&1));
+    let dispatch = &s.trace().items[8];
     assert_eq!(dispatch.step, 6);
-    let member_steps: Vec<u32> = s.trace.items[2..7].iter().map(|i| i.step).collect();
+    let member_steps: Vec<u32> = s.trace().items[2..7].iter().map(|i| i.step).collect();
     assert_eq!(member_steps, [1, 2, 3, 4, 5]);
 }
 
@@ -209,7 +209,7 @@ fn members_run_at_the_same_time() {
     let t0 = Instant::now();
     run_to_end(&ex, &mut s);
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
-    let reports = s.state["answer"]["saw"]["reports"]
+    let reports = s.state()["answer"]["saw"]["reports"]
         .as_array()
         .expect("reports")
         .clone();
@@ -255,7 +255,7 @@ fn the_step_budget_is_reserved_before_any_member_starts() {
         "{:?}",
         s.message()
     );
-    assert_eq!(s.steps, 0);
+    assert_eq!(s.steps(), 0);
 }
 
 /// The nonces are 12 lowercase hex digits, distinct per block, the same when the same run
@@ -275,7 +275,7 @@ fn nonces_replay_identically_and_differ_across_runs() {
         .build()
         .expect("builds");
     let nonces = |s: &RunState| -> Vec<String> {
-        let tagged = s.state["answer"]["saw"]["tagged"]
+        let tagged = s.state()["answer"]["saw"]["tagged"]
             .as_str()
             .unwrap_or_default()
             .to_string();
@@ -310,7 +310,7 @@ fn nonces_replay_identically_and_differ_across_runs() {
     distinct.dedup();
     assert_eq!(distinct.len(), 3);
     assert_eq!(nonces(&replay), n, "a replay of the same run is identical");
-    assert_eq!(first.state["answer"], replay.state["answer"]);
+    assert_eq!(first.state()["answer"], replay.state()["answer"]);
     assert!(
         nonces(&other).iter().all(|x| !n.contains(x)),
         "another run has other nonces"
@@ -331,13 +331,13 @@ fn a_run_saved_between_the_fork_and_the_primary_resumes() {
     run_to_end(&ex, &mut whole);
     io().block_on(ex.step(&mut saved));
     assert!(
-        saved.state.get("advice").is_some(),
+        saved.state().get("advice").is_some(),
         "the fork step wrote the advice"
     );
     let mut back = RunState::from_json(saved.to_json()).expect("reads back");
     run_to_end(&ex, &mut back);
-    assert_eq!(back.state, whole.state);
-    assert_eq!(back.trace.without_timing(), whole.trace.without_timing());
+    assert_eq!(back.state(), whole.state());
+    assert_eq!(back.trace().without_timing(), whole.trace().without_timing());
 }
 
 /// Cancelling the run while members run kills their programs: none is left in `/proc`.
@@ -402,7 +402,7 @@ fn cancelling_during_the_fork_leaves_no_process_behind() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
-    let kinds: Vec<K> = s.trace.items.iter().map(|i| i.kind).collect();
+    let kinds: Vec<K> = s.trace().items.iter().map(|i| i.kind).collect();
     assert!(kinds.contains(&K::Join), "the join completed: {kinds:?}");
 }
 
@@ -436,5 +436,5 @@ fn a_primary_past_its_max_visits_is_refused_before_its_advisors_run() {
         1,
         "the advisor ran for the first visit only"
     );
-    assert_eq!(s.visits.get("primary"), Some(&1));
+    assert_eq!(s.visits().get("primary"), Some(&1));
 }

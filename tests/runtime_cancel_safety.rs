@@ -122,12 +122,12 @@ fn a_step_dropped_at_any_await_leaves_the_run_untouched_and_the_run_ends_the_sam
         run
     };
     assert_eq!(
-        whole.state["log"],
+        whole.state()["log"],
         json!([1, 2, 3]),
         "the workflow ran as designed"
     );
     let steps = whole
-        .trace
+        .trace()
         .items
         .iter()
         .filter(|i| matches!(i.kind, TraceKind::Decision | TraceKind::Handoff))
@@ -167,12 +167,12 @@ fn a_step_dropped_at_any_await_leaves_the_run_untouched_and_the_run_ends_the_sam
             gate.add_permits(OPEN);
             rt.block_on(ex.run_in_place(&mut run));
             assert_eq!(
-                run.state, whole.state,
+                run.state(), whole.state(),
                 "step {k}, after {finished_effects} effect(s)"
             );
             assert_eq!(run.status(), whole.status());
-            assert_eq!(run.steps, whole.steps);
-            assert_eq!(run.trace.without_timing(), whole.trace.without_timing());
+            assert_eq!(run.steps(), whole.steps());
+            assert_eq!(run.trace().without_timing(), whole.trace().without_timing());
         }
     }
     // Every step was dropped at its first await; the decide-then-run steps also at their

@@ -111,7 +111,7 @@ fn run_state(ex: &Executor) -> RunState {
 }
 
 fn kinds(s: &RunState) -> Vec<K> {
-    s.trace.items.iter().map(|i| i.kind).collect()
+    s.trace().items.iter().map(|i| i.kind).collect()
 }
 
 #[test]
@@ -119,24 +119,24 @@ fn a_clarification_after_a_return_updates_the_result_slice_without_an_entry() {
     let s = run_state(&executor(true, &["which source is best?"]));
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
     assert_eq!(
-        s.state["report"],
+        s.state()["report"],
         json!({"findings": "three sources",
                "followup": {"question": "which source is best?", "from": "boss", "n": 1,
                             "findings": "three sources"}})
     );
     assert_eq!(
-        s.state["followup"]["n"], 1,
+        s.state()["followup"]["n"], 1,
         "the child's writes are committed"
     );
     assert_eq!(
-        s.entries.get("research"),
+        s.entries().get("research"),
         Some(&1),
         "a clarification is not an entry"
     );
     // call, dig, return; clarify, answer, return: 4 steps (2 node runs, call, clarify).
-    assert_eq!(s.steps, 4);
+    assert_eq!(s.steps(), 4);
     let clarify = s
-        .trace
+        .trace()
         .items
         .iter()
         .find(|i| i.kind == K::Clarify)
@@ -154,8 +154,8 @@ fn a_clarification_after_a_return_updates_the_result_slice_without_an_entry() {
         [K::Clarify, K::Decision, K::Dispatch, K::Return],
         "{after:?}"
     );
-    assert!(s.kept.is_empty(), "the run's end drops every kept child");
-    let v = serde_json::to_value(&s.trace).expect("plain data");
+    assert!(s.kept().is_empty(), "the run's end drops every kept child");
+    let v = serde_json::to_value(&s.trace()).expect("plain data");
     assert!(
         v.as_array()
             .expect("items")
@@ -169,13 +169,13 @@ fn a_child_can_be_clarified_twice_from_its_latest_state() {
     let s = run_state(&executor(true, &["first?", "second?"]));
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
     assert_eq!(
-        s.state["report"]["followup"]["n"], 2,
+        s.state()["report"]["followup"]["n"], 2,
         "the second saw the first's answer"
     );
-    assert_eq!(s.state["report"]["followup"]["question"], "second?");
-    assert_eq!(s.entries.get("research"), Some(&1));
+    assert_eq!(s.state()["report"]["followup"]["question"], "second?");
+    assert_eq!(s.entries().get("research"), Some(&1));
     assert_eq!(kinds(&s).iter().filter(|k| **k == K::Clarify).count(), 2);
-    assert_eq!(s.steps, 6);
+    assert_eq!(s.steps(), 6);
 }
 
 #[test]
@@ -185,7 +185,7 @@ fn clarifying_a_subgraph_that_is_not_chat_is_clarify_unavailable() {
     assert_eq!(s.status(), RunStatus::Completed);
     assert_eq!(s.termination_reason(), Some(R::ClarifyUnavailable));
     let fb = s
-        .trace
+        .trace()
         .items
         .iter()
         .find(|i| i.kind == K::Fallback)
@@ -202,10 +202,10 @@ fn clarifying_a_subgraph_that_is_not_chat_is_clarify_unavailable() {
     // The boss keeps asking after the fallback, so the run ends on its step budget.
     rt().block_on(ex.run_in_place(&mut state));
     assert_eq!(state.termination_reason(), Some(R::MaxStepsExceeded));
-    assert_eq!(state.state["note"], "fell back");
+    assert_eq!(state.state()["note"], "fell back");
     assert!(
         state
-            .trace
+            .trace()
             .items
             .iter()
             .filter(|i| i.kind == K::Fallback)
@@ -230,7 +230,7 @@ fn a_subgraph_that_has_not_returned_here_is_clarify_unavailable() {
     let s = run_state(&ex);
     assert_eq!(s.termination_reason(), Some(R::ClarifyUnavailable));
     let msg = s
-        .trace
+        .trace()
         .items
         .iter()
         .find(|i| i.kind == K::Fallback)
@@ -303,7 +303,7 @@ fn kept_children_are_dropped_when_their_calling_level_ends() {
     let mut seen_kept = false;
     while s.is_running() {
         rt.block_on(ex.step(&mut s));
-        if let Some(k) = s.kept.first() {
+        if let Some(k) = s.kept().first() {
             assert_eq!(
                 (k.depth, &*k.subgraph_id),
                 (1, "research"),
@@ -315,13 +315,13 @@ fn kept_children_are_dropped_when_their_calling_level_ends() {
     assert!(seen_kept, "research's state was kept while `outer` ran");
     assert_eq!(s.termination_reason(), Some(R::ClarifyUnavailable));
     let fb = s
-        .trace
+        .trace()
         .items
         .iter()
         .find(|i| i.kind == K::Fallback)
         .expect("fallback");
     assert_eq!(fb.supervisor.as_deref(), Some("top"));
-    assert!(s.kept.is_empty());
+    assert!(s.kept().is_empty());
 }
 
 #[test]
@@ -343,9 +343,9 @@ fn a_kept_child_survives_save_and_resume_and_step_deltas() {
             serde_json::from_value(serde_json::to_value(&delta).expect("data")).expect("reads");
         delta.apply(&mut replay).expect("the delta fits");
         assert_eq!(replay, s, "the delta gives the run after the step");
-        kept_steps += usize::from(!s.kept.is_empty());
+        kept_steps += usize::from(!s.kept().is_empty());
     }
     assert!(kept_steps > 0, "some steps ran with a kept child");
-    assert_eq!(s.state, whole.state);
-    assert_eq!(s.trace.without_timing(), whole.trace.without_timing());
+    assert_eq!(s.state(), whole.state());
+    assert_eq!(s.trace().without_timing(), whole.trace().without_timing());
 }

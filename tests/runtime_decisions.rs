@@ -145,24 +145,24 @@ fn a_child_writes_are_invisible_to_the_parent_until_return() {
     let rt = rt();
     let mut run = ex.start(json!({"request": {"topic": "fashion"}})).unwrap();
     rt.block_on(ex.step(&mut run)); // domain calls fashion
-    assert_eq!(run.stack.len(), 1);
+    assert_eq!(run.stack().len(), 1);
     // The child state starts as the boundary's `reads` (and `writes`) slices.
     assert_eq!(
-        Value::Object(run.stack[0].state.clone()),
+        Value::Object(run.stack()[0].state.clone()),
         json!({"request": {"topic": "fashion"}})
     );
     rt.block_on(ex.step(&mut run)); // fashion_supervisor runs trend
     assert_eq!(
-        run.stack[0].state["fashion"],
+        run.stack()[0].state["fashion"],
         json!({"trend": "wide-leg trousers"})
     );
     assert!(
-        run.state.get("fashion").is_none(),
+        run.state().get("fashion").is_none(),
         "not visible to the parent yet"
     );
     rt.block_on(ex.step(&mut run)); // stop_local: commit and return
-    assert!(run.stack.is_empty());
-    assert_eq!(run.state["fashion"], json!({"trend": "wide-leg trousers"}));
+    assert!(run.stack().is_empty());
+    assert_eq!(run.state()["fashion"], json!({"trend": "wide-leg trousers"}));
 }
 
 #[test]

@@ -36,11 +36,11 @@ fn two_nodes(run_a: Value, run_b: Value) -> Value {
 }
 
 fn node_item<'a>(s: &'a RunState, node: &str) -> &'a TraceItem {
-    s.trace
+    s.trace()
         .items
         .iter()
         .find(|i| i.kind == K::Dispatch && i.target.as_deref() == Some(node))
-        .unwrap_or_else(|| panic!("no dispatch of `{node}` in {:#?}", s.trace.items))
+        .unwrap_or_else(|| panic!("no dispatch of `{node}` in {:#?}", s.trace().items))
 }
 
 fn f(x: f64) -> Number {
@@ -78,11 +78,11 @@ fn usage_is_kept_on_the_node_item_and_summed_per_run() {
     assert_eq!(usage("na"), json!({"input_tokens": 10, "cost_usd": 0.5}));
     assert_eq!(usage("nb"), json!({"input_tokens": 5, "output_tokens": 3}));
     assert_eq!(
-        serde_json::to_value(&s.usage_total).expect("plain data"),
+        serde_json::to_value(&s.usage_total()).expect("plain data"),
         json!({"input_tokens": 15, "cost_usd": 0.5, "output_tokens": 3})
     );
     // Shown in the trace; absent on items without usage.
-    let trace = serde_json::to_value(&s.trace).expect("plain data");
+    let trace = serde_json::to_value(&s.trace()).expect("plain data");
     let shown: Vec<&Value> = trace
         .as_array()
         .expect("an array")
@@ -92,7 +92,7 @@ fn usage_is_kept_on_the_node_item_and_summed_per_run() {
     assert_eq!(shown.len(), 2, "{trace:#}");
     // The total survives a save and a load.
     let back = RunState::from_json(s.to_json()).expect("reads back");
-    assert_eq!(back.usage_total, s.usage_total);
+    assert_eq!(back.usage_total(), s.usage_total());
     assert_eq!(s.to_json()["usage_total"]["input_tokens"], 15);
 }
 
@@ -105,7 +105,7 @@ fn a_run_without_usage_serializes_without_it() {
     let ex = builder(g).build().expect("builds");
     let s = run_state(&ex, json!({}));
     assert_eq!(s.status(), RunStatus::Completed);
-    assert!(s.usage_total.is_empty());
+    assert!(s.usage_total().is_empty());
     let v = s.to_json();
     assert!(v.get("usage_total").is_none(), "{v:#}");
     // Node runs carry only their wall time; no other item has a usage record.
@@ -146,8 +146,8 @@ fn an_unknown_dollar_key_fails_the_step_and_applies_nothing() {
         "{msg}"
     );
     assert_eq!(user_state(&s.outcome()), json!({}), "nothing applied");
-    assert_eq!(s.steps, 1, "the step counts");
-    let end = s.trace.items.last().expect("an end item");
+    assert_eq!(s.steps(), 1, "the step counts");
+    let end = s.trace().items.last().expect("an end item");
     assert_eq!(
         (end.kind, end.termination_reason),
         (K::End, Some(R::InvalidOutput))
@@ -188,7 +188,7 @@ fn a_malformed_usage_is_invalid_output() {
     assert_eq!(s.termination_reason(), Some(R::InvalidOutput));
     let msg = s.message().expect("a message");
     assert!(msg.contains("`$usage` `t` must be a number"), "{msg}");
-    assert!(s.usage_total.is_empty());
+    assert!(s.usage_total().is_empty());
 }
 
 #[test]
@@ -202,8 +202,8 @@ fn a_step_refused_after_its_usage_keeps_the_cost_but_not_the_writes() {
     ]));
     assert_eq!(s.termination_reason(), Some(R::WriteBoundaryViolation));
     assert_eq!(user_state(&s.outcome()), json!({}));
-    assert_eq!(s.usage_total.get("output_tokens"), Some(&7.into()));
-    let end = s.trace.items.last().expect("an end item");
+    assert_eq!(s.usage_total().get("output_tokens"), Some(&7.into()));
+    let end = s.trace().items.last().expect("an end item");
     assert_eq!(end.kind, K::End);
     assert_eq!(
         end.usage().and_then(|u| u.get("output_tokens")),
@@ -228,8 +228,8 @@ fn node_programs_get_run_id_step_and_attempt_on_stdin_and_in_the_environment() {
     let ex = builder(graph(doc)).build().expect("builds");
     let s = run_with_io(&ex, json!({}));
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
-    let id = s.run_id.to_string();
-    let b = &s.state["b"];
+    let id = s.run_id().to_string();
+    let b = &s.state()["b"];
     // `na` took step 0; `nb`'s call belongs to step 1.
     assert_eq!(
         b["stdin"],
@@ -240,7 +240,7 @@ fn node_programs_get_run_id_step_and_attempt_on_stdin_and_in_the_environment() {
         b["env"],
         json!({"PACTGRAPH_RUN_ID": id, "PACTGRAPH_STEP": "1", "PACTGRAPH_ATTEMPT": "1"})
     );
-    assert_eq!(s.usage_total.get("input_tokens"), Some(&4.into()));
+    assert_eq!(s.usage_total().get("input_tokens"), Some(&4.into()));
     assert!(node_item(&s, "nb").usage().is_some());
 }
 
@@ -278,7 +278,7 @@ fn handlers_get_the_run_id_step_and_attempt() {
         .expect("builds");
     let s = run_state(&ex, json!({}));
     assert_eq!(s.status(), RunStatus::Completed);
-    assert_eq!(*seen.lock().expect("not poisoned"), [(s.run_id, 1, 1)]);
+    assert_eq!(*seen.lock().expect("not poisoned"), [(s.run_id(), 1, 1)]);
 }
 
 /// `root` dispatches `a`, which hands off to `b`, which hands off to `c`; `c` returns.
@@ -322,7 +322,7 @@ fn every_item_of_a_handoff_chain_carries_its_stage() {
     let s = run_state(&ex, json!({}));
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
     let items: Vec<(K, &str, Option<Chain>)> = s
-        .trace
+        .trace()
         .items
         .iter()
         .map(|i| {
@@ -345,7 +345,7 @@ fn every_item_of_a_handoff_chain_carries_its_stage() {
             (K::End, "completed", None),
         ]
     );
-    let dispatch = serde_json::to_value(&s.trace.items[1]).expect("plain data");
+    let dispatch = serde_json::to_value(&s.trace().items[1]).expect("plain data");
     assert_eq!(
         dispatch["chain"],
         json!({"root": "a", "stage": 0, "trigger": "handoff"})
@@ -363,9 +363,9 @@ fn a_node_without_handoff_is_no_chain() {
     let ex = builder(graph(doc)).build().expect("builds");
     let s = run_state(&ex, json!({}));
     assert_eq!(s.status(), RunStatus::Completed);
-    assert!(s.trace.items.iter().all(|i| i.chain().is_none()));
+    assert!(s.trace().items.iter().all(|i| i.chain().is_none()));
     assert!(
-        s.trace
+        s.trace()
             .items
             .iter()
             .any(|i| i.target.as_deref() == Some("solo"))
@@ -387,8 +387,8 @@ fn a_run_saved_mid_chain_continues_the_chain() {
     );
     let mut back = RunState::from_json(saved).expect("reads back");
     rt().block_on(ex.run_in_place(&mut back));
-    assert_eq!(back.trace, whole.trace);
-    assert_eq!(back.state, whole.state);
+    assert_eq!(back.trace(), whole.trace());
+    assert_eq!(back.state(), whole.state());
 }
 
 #[test]
@@ -409,7 +409,7 @@ fn a_stage_whose_input_schema_rejects_its_input_is_invalid_chain_payload() {
     );
     // `a`'s writes were committed in its own step; `b` ran nothing.
     assert_eq!(user_state(&s.outcome()), json!({"draft": {"title": 5}}));
-    let end = s.trace.items.last().expect("an end item");
+    let end = s.trace().items.last().expect("an end item");
     assert_eq!(
         (end.kind, end.termination_reason, end.chain().cloned()),
         (K::End, Some(R::InvalidChainPayload), stage("a", 1))

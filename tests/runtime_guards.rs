@@ -191,7 +191,7 @@ fn the_run_deadline_is_checked_between_steps() {
     std::thread::sleep(Duration::from_millis(5));
     rt.block_on(ex.run_in_place(&mut run));
     assert_eq!(run.termination_reason(), Some(R::Timeout));
-    assert_eq!(run.steps, 0);
+    assert_eq!(run.steps(), 0);
 }
 
 #[test]
@@ -204,14 +204,14 @@ fn a_cancelled_token_stops_the_run_between_steps() {
     let rt = rt();
     let mut run = ex.start(json!({})).unwrap();
     rt.block_on(ex.step(&mut run));
-    assert_eq!(run.steps, 1);
+    assert_eq!(run.steps(), 1);
     token.cancel();
     rt.block_on(ex.run_in_place(&mut run));
     assert_eq!(
         (run.status(), run.termination_reason()),
         (RunStatus::Stopped, Some(R::Cancelled))
     );
-    assert_eq!(run.steps, 1);
+    assert_eq!(run.steps(), 1);
 }
 
 #[test]
@@ -231,19 +231,19 @@ fn runs_on_executors_with_their_own_tokens_are_cancelled_one_at_a_time() {
     rt.block_on(first.run_in_place(&mut a));
     rt.block_on(second.run_in_place(&mut b));
     assert_eq!(
-        (a.status(), a.termination_reason(), a.steps),
+        (a.status(), a.termination_reason(), a.steps()),
         (RunStatus::Stopped, Some(R::Cancelled), 1)
     );
     // The other run went on to its own end: the loop's step budget.
     assert_eq!(b.termination_reason(), Some(R::MaxStepsExceeded));
-    assert!(b.steps > 1);
+    assert!(b.steps() > 1);
     assert!(!shared.cancellation_token().is_cancelled());
     // Cancelling the shared executor's token stops the runs derived from it.
     let third = shared.with_cancellation(shared.cancellation_token().child_token());
     let mut c = third.start(json!({})).unwrap();
     shared.cancellation_token().cancel();
     rt.block_on(third.run_in_place(&mut c));
-    assert_eq!((c.termination_reason(), c.steps), (Some(R::Cancelled), 0));
+    assert_eq!((c.termination_reason(), c.steps()), (Some(R::Cancelled), 0));
 }
 
 #[test]
@@ -317,10 +317,10 @@ fn start_refuses_undeclared_or_invalid_slices() {
         StartError::SystemNotAnObject
     );
     let run = ex.start(json!({"system": {"mine": true}})).unwrap();
-    assert_eq!(run.state["system"]["mine"], true);
+    assert_eq!(run.state()["system"]["mine"], true);
     assert_eq!(run.state_json()["system"]["decision_trace"], json!([]));
-    assert!(run.state["system"].get("decision_trace").is_none());
-    assert_eq!(run.state["system"]["budgets"]["max_steps"], 40);
+    assert!(run.state()["system"].get("decision_trace").is_none());
+    assert_eq!(run.state()["system"]["budgets"]["max_steps"], 40);
 }
 
 #[test]

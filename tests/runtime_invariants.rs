@@ -88,7 +88,7 @@ fn a_run_state_naming_what_the_workflow_lacks_fails_at_its_next_step_and_names_i
     // Saved by another workflow, or edited: the one place unknown ids are still met.
     let (ex, mut run) = fashion_run();
     rt().block_on(ex.step(&mut run)); // inside the fashion subgraph now
-    assert_eq!(run.stack.len(), 1);
+    assert_eq!(run.stack().len(), 1);
     let mut v = run.to_json();
     v["stack"][0]["subgraph_id"] = json!("ghost");
     let mut foreign = RunState::from_json(v).unwrap();
@@ -110,5 +110,5 @@ fn a_run_state_naming_what_the_workflow_lacks_fails_at_its_next_step_and_names_i
     rt().block_on(ex.run_in_place(&mut foreign));
     assert!(foreign.message().unwrap().contains("supervisor `nobody`"));
     // Nothing ran: the step count is where the saved run left it.
-    assert_eq!(foreign.steps, run.steps);
+    assert_eq!(foreign.steps(), run.steps());
 }

@@ -26,7 +26,7 @@ proptest! {
             calls += 1;
             prop_assert!(calls <= 4 * max_steps + 4, "the run does not end");
         }
-        prop_assert!(whole.steps <= max_steps);
+        prop_assert!(whole.steps() <= max_steps);
         prop_assert!(whole.status().is_final());
 
         let mut part = ex.start(initial).unwrap();
@@ -39,11 +39,11 @@ proptest! {
         // Saved again, byte for byte (the trace's projection into the state included).
         prop_assert_eq!(serde_json::to_string(&restored).unwrap(), saved);
         rt.block_on(ex.run_in_place(&mut restored));
-        prop_assert_eq!(&restored.state, &whole.state);
+        prop_assert_eq!(&restored.state(), &whole.state());
         prop_assert_eq!(restored.status(), whole.status());
         prop_assert_eq!(restored.termination_reason(), whole.termination_reason());
-        prop_assert_eq!(restored.trace.without_timing(), whole.trace.without_timing());
-        prop_assert_eq!(&restored.uncommitted, &whole.uncommitted);
+        prop_assert_eq!(restored.trace().without_timing(), whole.trace().without_timing());
+        prop_assert_eq!(&restored.uncommitted(), &whole.uncommitted());
     }
 }
 

@@ -64,7 +64,7 @@ fn with_flaky(h: impl pactgraph::runtime::NodeHandler, retry: Value) -> Executor
 }
 
 fn retry_items(s: &RunState) -> Vec<(u32, String)> {
-    s.trace
+    s.trace()
         .items
         .iter()
         .filter(|i| i.kind == K::Retry)
@@ -78,11 +78,11 @@ fn a_handler_that_fails_twice_succeeds_on_the_third_attempt_in_one_step() {
     let ex = with_flaky(h, json!({"max_attempts": 3, "backoff_ms": 1}));
     let s = run_with_io(&ex, json!({}));
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
-    assert_eq!(s.state["out"], 3);
+    assert_eq!(s.state()["out"], 3);
     assert_eq!(*seen.lock().expect("not poisoned"), [1, 2, 3]);
     // Two failed attempts traced, in the node's step, before its dispatch item.
     let retries = retry_items(&s);
-    assert_eq!(retries.len(), 2, "{:#?}", s.trace.items);
+    assert_eq!(retries.len(), 2, "{:#?}", s.trace().items);
     assert!(retries.iter().all(|(step, _)| *step == retries[0].0));
     assert_eq!(
         retries[0].1,
@@ -92,7 +92,7 @@ fn a_handler_that_fails_twice_succeeds_on_the_third_attempt_in_one_step() {
         retries[1].1,
         "attempt 2 failed (failed): model unavailable; attempt 3 in 2 ms"
     );
-    let kinds: Vec<K> = s.trace.items.iter().map(|i| i.kind).collect();
+    let kinds: Vec<K> = s.trace().items.iter().map(|i| i.kind).collect();
     assert_eq!(
         kinds,
         [
@@ -108,7 +108,7 @@ fn a_handler_that_fails_twice_succeeds_on_the_third_attempt_in_one_step() {
     // Retries are not steps: the run takes as many as one whose first attempt succeeds.
     let (h, _) = flaky(0, || HandlerError::new("never"));
     let ex = with_flaky(h, json!({"max_attempts": 3, "backoff_ms": 1}));
-    assert_eq!(s.steps, run_with_io(&ex, json!({})).steps);
+    assert_eq!(s.steps(), run_with_io(&ex, json!({})).steps());
 }
 
 #[test]
@@ -121,7 +121,7 @@ fn when_every_attempt_fails_the_run_fails_with_the_last_error() {
     assert_eq!(*seen.lock().expect("not poisoned"), [1, 2, 3]);
     assert_eq!(retry_items(&s).len(), 2);
     assert!(s.message().is_some_and(|m| m.contains("still down")));
-    assert!(s.state.get("out").is_none(), "nothing applied");
+    assert!(s.state().get("out").is_none(), "nothing applied");
 }
 
 #[test]
@@ -181,7 +181,7 @@ print(json.dumps({"out": {"attempt": msg["attempt"], "step": msg["step"]}}))
     .expect("builds");
     let s = run_with_io(&ex, json!({}));
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
-    assert_eq!(s.state["out"], json!({"attempt": 2, "step": 0}));
+    assert_eq!(s.state()["out"], json!({"attempt": 2, "step": 0}));
     let retries = retry_items(&s);
     assert_eq!(retries.len(), 1);
     assert!(

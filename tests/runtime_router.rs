@@ -93,7 +93,7 @@ fn scripted(ex: pactgraph::runtime::ExecutorBuilder, outputs: Vec<Value>, seen: 
 }
 
 fn items_of<'a>(s: &'a RunState, node: &str) -> Vec<&'a TraceItem> {
-    s.trace
+    s.trace()
         .items
         .iter()
         .filter(|i| matches!(i.kind, K::Dispatch | K::Handoff) && i.target.as_deref() == Some(node))
@@ -164,11 +164,11 @@ fn an_unknown_destination_then_a_valid_one_retries_once_with_the_error() {
     assert_eq!(b[0].kind, K::Handoff);
     assert_eq!(b[0].source.as_deref(), Some("r"));
     assert_eq!(b[0].chain().cloned(), chain("r", 1, ChainTrigger::Router));
-    assert_eq!(s.steps, 3);
-    assert_eq!(s.visits.get("r"), Some(&2));
+    assert_eq!(s.steps(), 3);
+    assert_eq!(s.visits().get("r"), Some(&2));
     // Saved and loaded between every two steps, the run ends the same.
     let saved = run_saved(&executor(&Seen::default()), json!({"request": {"q": 1}}));
-    assert_eq!(saved.trace.without_timing(), s.trace.without_timing());
+    assert_eq!(saved.trace().without_timing(), s.trace().without_timing());
 }
 
 #[test]
@@ -193,9 +193,9 @@ fn a_router_that_never_routes_fails_with_invalid_route_and_applies_nothing() {
     );
     assert_eq!(user_state(&s.outcome()), json!({"request": {}}));
     assert_eq!(seen.lock().expect("not poisoned").len(), 3);
-    assert_eq!(s.visits.get("r"), Some(&3));
+    assert_eq!(s.visits().get("r"), Some(&3));
     assert!(items_of(&s, "a").is_empty() && items_of(&s, "b").is_empty());
-    let last = s.trace.items.last().expect("an end item");
+    let last = s.trace().items.last().expect("an end item");
     assert_eq!(last.termination_reason, Some(R::InvalidRoute));
     // Also the shape of `invalid_route` in the outcome.
     let out = serde_json::to_value(s.outcome()).expect("plain data");
@@ -309,7 +309,7 @@ fn a_destination_subgraph_is_called_with_its_boundary_and_schemas() {
                "done": {"sub": true, "note": note}})
     );
     let call = s
-        .trace
+        .trace()
         .items
         .iter()
         .find(|i| i.kind == K::Call)
@@ -318,9 +318,9 @@ fn a_destination_subgraph_is_called_with_its_boundary_and_schemas() {
     assert_eq!(call.source.as_deref(), Some("r"));
     assert_eq!(call.target.as_deref(), Some("sub"));
     assert_eq!(call.chain().cloned(), chain("r", 1, ChainTrigger::Router));
-    assert_eq!(s.entries.get("sub"), Some(&1));
+    assert_eq!(s.entries().get("sub"), Some(&1));
     // After the return the router's supervisor decides again (and stops: `done` exists).
-    let kinds: Vec<K> = s.trace.items.iter().map(|i| i.kind).collect();
+    let kinds: Vec<K> = s.trace().items.iter().map(|i| i.kind).collect();
     assert_eq!(
         kinds,
         [
@@ -380,7 +380,7 @@ fn the_routers_own_handoff_runs_after_the_destination_chain() {
     let s = run_state(&ex, json!({}));
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
     let order: Vec<(&str, Option<Chain>)> = s
-        .trace
+        .trace()
         .items
         .iter()
         .filter(|i| matches!(i.kind, K::Dispatch | K::Handoff))
@@ -401,7 +401,7 @@ fn the_routers_own_handoff_runs_after_the_destination_chain() {
     assert_eq!(user_state(&s.outcome())["after"], "h ran");
     // `h` returns to `root`, which decides again.
     let after_h = s
-        .trace
+        .trace()
         .items
         .iter()
         .skip_while(|i| i.target.as_deref() != Some("h"))
@@ -415,7 +415,7 @@ fn the_routers_own_handoff_runs_after_the_destination_chain() {
     let s = run_state(&ex, json!({"request": {}}));
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
     let kinds: Vec<(K, &str)> = s
-        .trace
+        .trace()
         .items
         .iter()
         .map(|i| (i.kind, i.target.as_deref().unwrap_or_default()))
@@ -439,7 +439,7 @@ fn the_routers_own_handoff_runs_after_the_destination_chain() {
     assert_eq!(user_state(&s.outcome())["after"], "h ran");
     // Saved mid-call (the frame owes the handoff), the run ends the same.
     let saved = run_saved(&ex, json!({"request": {}}));
-    assert_eq!(saved.trace.without_timing(), s.trace.without_timing());
+    assert_eq!(saved.trace().without_timing(), s.trace().without_timing());
 }
 
 #[test]
@@ -459,7 +459,7 @@ fn may_answer_lets_a_router_end_its_level() {
     assert_eq!(user_state(&s.outcome()), json!({"pick": "myself"}));
     let r = items_of(&s, "r")[0];
     assert_eq!(r.reason.as_deref(), Some("answered ($route: null)"));
-    let end = s.trace.items.last().expect("an end item");
+    let end = s.trace().items.last().expect("an end item");
     assert_eq!(end.reason.as_deref(), Some("router `r` answered"));
     // No `$route` at all is an answer too.
     let g = graph(routed(
@@ -558,7 +558,7 @@ fn nested_routers_pay_their_handoffs_innermost_first() {
         let s = run_state(&ex, json!({}));
         assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
         let ran: Vec<&str> = s
-            .trace
+            .trace()
             .items
             .iter()
             .filter(|i| matches!(i.kind, K::Dispatch | K::Handoff))
@@ -677,7 +677,7 @@ fn a_destination_with_advisors_keeps_the_owed_handoff_and_a_retried_router_skips
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
     assert_eq!(user_state(&s.outcome())["after"], true);
     let kinds: Vec<(K, &str)> = s
-        .trace
+        .trace()
         .items
         .iter()
         .filter(|i| !matches!(i.kind, K::Decision | K::Advisor | K::End))

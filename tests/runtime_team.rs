@@ -143,8 +143,8 @@ fn a_two_cycle_team_with_an_early_exit_decides() {
     run_to_end(&ex, &mut s);
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
     // The lead's second inbox: b's update of cycle 2 (its own broadcast is not in it).
-    assert_eq!(s.state["decision"], json!({"heard": 1, "turn": 2}));
-    let team = &s.state["team"];
+    assert_eq!(s.state()["decision"], json!({"heard": 1, "turn": 2}));
+    let team = &s.state()["team"];
     assert_eq!(
         kinds_of(&team["transcript"]),
         [
@@ -182,11 +182,11 @@ fn a_two_cycle_team_with_an_early_exit_decides() {
     );
     assert_eq!(b_inputs[1]["turn"], 2);
     // Steps: cycle 1 (2 turns) + lead + cycle 2 (1 turn) + final lead turn = 5.
-    assert_eq!(s.steps, 5);
-    assert_eq!(s.visits.get("review"), Some(&1));
-    assert_eq!(s.visits.get("chair"), Some(&2));
+    assert_eq!(s.steps(), 5);
+    assert_eq!(s.visits().get("review"), Some(&1));
+    assert_eq!(s.visits().get("chair"), Some(&2));
     let turns: Vec<(String, Option<String>)> = s
-        .trace
+        .trace()
         .items
         .iter()
         .filter(|i| i.kind == K::TeamTurn)
@@ -205,7 +205,7 @@ fn a_two_cycle_team_with_an_early_exit_decides() {
         "turn items name the team node"
     );
     assert!(
-        s.trace
+        s.trace()
             .items
             .iter()
             .filter(|i| i.kind == K::TeamTurn)
@@ -213,7 +213,7 @@ fn a_two_cycle_team_with_an_early_exit_decides() {
         "every turn item carries its usage"
     );
     assert_eq!(
-        serde_json::to_value(&s.usage_total).expect("data"),
+        serde_json::to_value(&s.usage_total()).expect("data"),
         json!({"input_tokens": 30, "output_tokens": 8})
     );
 }
@@ -250,7 +250,7 @@ fn failing_members_leave_with_a_failure_broadcast() {
     let mut s = ex.start(json!({})).expect("starts");
     run_to_end(&ex, &mut s);
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
-    let team = &s.state["team"];
+    let team = &s.state()["team"];
     let t = team["transcript"].as_array().expect("transcript");
     let failure = |who: &str| {
         t.iter()
@@ -312,9 +312,9 @@ fn the_lead_finalizing_cancels_active_members_and_leaves_no_process() {
         "nothing waited on the child"
     );
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
-    assert_eq!(s.state["decision"], "enough");
+    assert_eq!(s.state()["decision"], "enough");
     assert_eq!(
-        s.state["team"]["members"]["worker"],
+        s.state()["team"]["members"]["worker"],
         json!({"status": "cancelled", "turns": 1})
     );
     let pids: Vec<i32> = std::fs::read_to_string(&pidfile)
@@ -359,7 +359,7 @@ fn a_lead_that_never_finalizes_fails_with_team_no_final() {
         "{msg}"
     );
     // 3 cycles of one member turn plus 3 lead turns.
-    assert_eq!(s.steps, 6);
+    assert_eq!(s.steps(), 6);
 }
 
 /// A broadcast over `max_broadcast_bytes` is replaced by an `overflow` broadcast naming
@@ -390,7 +390,7 @@ fn an_oversized_broadcast_becomes_an_overflow_and_the_lead_must_finish() {
     let lead_inputs = seen.lock().expect("lock").clone();
     assert_eq!(lead_inputs.len(), 1, "the lead's first turn was final");
     assert_eq!(lead_inputs[0]["final_turn"], true);
-    let t = &s.state["team"]["transcript"];
+    let t = &s.state()["team"]["transcript"];
     assert_eq!(
         kinds_of(t),
         [
@@ -430,7 +430,7 @@ fn lead_errors_fail_the_run_and_members_may_not_finalize() {
         "{msg}"
     );
     let turn = s
-        .trace
+        .trace()
         .items
         .iter()
         .find(|i| i.kind == K::TeamTurn && i.target.as_deref() == Some("m"))
@@ -464,7 +464,7 @@ fn a_cycle_that_cannot_fit_stops_with_max_steps_exceeded() {
     let mut s = ex.start(json!({})).expect("starts");
     run_to_end(&ex, &mut s);
     assert_eq!(s.termination_reason(), Some(R::MaxStepsExceeded));
-    assert_eq!(s.steps, 0);
+    assert_eq!(s.steps(), 0);
     assert!(
         s.message()
             .unwrap_or_default()
@@ -502,9 +502,9 @@ fn a_team_saved_after_every_step_resumes_identically() {
         assert!(hops < 50, "the run ends");
     }
     assert!(hops >= 5, "the team took several steps ({hops})");
-    assert_eq!(saved.state, whole.state);
-    assert_eq!(saved.trace.without_timing(), whole.trace.without_timing());
-    assert_eq!(saved.steps, whole.steps);
+    assert_eq!(saved.state(), whole.state());
+    assert_eq!(saved.trace().without_timing(), whole.trace().without_timing());
+    assert_eq!(saved.steps(), whole.steps());
 }
 
 /// Driven through the run store one checkpoint at a time (`store::drive` with
@@ -560,7 +560,7 @@ fn a_team_driven_one_checkpoint_at_a_time_through_the_store_ends_identically() {
             }
         };
         assert!(hops >= 5, "one checkpoint per step ({hops})");
-        assert_eq!(run.state, whole.state);
-        assert_eq!(run.trace.without_timing(), whole.trace.without_timing());
+        assert_eq!(run.state(), whole.state());
+        assert_eq!(run.trace().without_timing(), whole.trace().without_timing());
     });
 }

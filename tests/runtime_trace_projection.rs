@@ -84,8 +84,8 @@ fn a_serialized_outcome_carries_the_trace_once_even_if_the_input_had_one() {
 #[test]
 fn the_in_memory_state_holds_no_copy_of_the_trace() {
     let run = finished(true, fashion_input());
-    assert!(run.state["system"].get("decision_trace").is_none());
-    assert_eq!(run.state["system"]["steps"], 2);
+    assert!(run.state()["system"].get("decision_trace").is_none());
+    assert_eq!(run.state()["system"]["steps"], 2);
     let outcome = run.clone().into_outcome();
     assert!(outcome.state["system"].get("decision_trace").is_none());
     assert!(
@@ -94,15 +94,15 @@ fn the_in_memory_state_holds_no_copy_of_the_trace() {
             .is_none()
     );
     let paused = paused(true);
-    assert!(paused.state["system"].get("decision_trace").is_none());
+    assert!(paused.state()["system"].get("decision_trace").is_none());
     // Nor does one read back from a saved run.
     let restored = RunState::from_json(paused.to_json()).unwrap();
-    assert!(restored.state["system"].get("decision_trace").is_none());
+    assert!(restored.state()["system"].get("decision_trace").is_none());
     let ex = executor("examples/workflows/fashion.json", true);
     let started = ex
         .start(json!({"request": {}, "system": {"decision_trace": [1]}}))
         .unwrap();
-    assert!(started.state["system"].get("decision_trace").is_none());
+    assert!(started.state()["system"].get("decision_trace").is_none());
     assert_eq!(started.state_json()["system"]["decision_trace"], json!([]));
 }
 
@@ -163,10 +163,10 @@ fn mid_run_the_projection_is_the_trace_so_far() {
     let mut run = ex.start(fashion_input()).unwrap();
     rt().block_on(ex.step(&mut run));
     assert!(run.is_running());
-    assert!(!run.trace.is_empty());
+    assert!(!run.trace().is_empty());
     assert_eq!(
         run.state_json()["system"]["decision_trace"],
-        serde_json::to_value(&run.trace).unwrap()
+        serde_json::to_value(&run.trace()).unwrap()
     );
 }
 
@@ -174,7 +174,7 @@ fn mid_run_the_projection_is_the_trace_so_far() {
 fn without_trace_in_state_no_decision_trace_appears_anywhere() {
     let input = json!({"request": {"topic": "fashion"}, "system": {"decision_trace": [1]}});
     let run = finished(false, input);
-    assert!(!run.trace.is_empty());
+    assert!(!run.trace().is_empty());
     let outcome = run.outcome();
     let paused = paused(false);
     for text in [
@@ -182,7 +182,7 @@ fn without_trace_in_state_no_decision_trace_appears_anywhere() {
         serde_json::to_string(&outcome).unwrap(),
         serde_json::to_string(&run.state_json()).unwrap(),
         serde_json::to_string(&outcome.state_json()).unwrap(),
-        serde_json::to_string(&run.state).unwrap(),
+        serde_json::to_string(&run.state()).unwrap(),
         serde_json::to_string(&paused).unwrap(),
         serde_json::to_string(&paused.state_json()).unwrap(),
     ] {

@@ -243,7 +243,7 @@ fn storage_grows_with_what_steps_write_not_with_state_size() {
         let id = record.run_id;
         store.create(&record, &CreateOptions::default()).await.unwrap();
         let run = drive(&ex, &store, id, "a", &DriveOptions::default()).await.unwrap();
-        assert_eq!(run.steps, 200);
+        assert_eq!(run.steps(), 200);
         assert_eq!(run.termination_reason(), Some(TerminationReason::MaxStepsExceeded));
         let use_ = store.storage(id).await.unwrap();
         let info = store.info(id).await.unwrap();
@@ -507,7 +507,7 @@ fn cancel_stops_queued_and_paused_runs_only() {
             assert_eq!(run.status(), RunStatus::Stopped);
             assert_eq!(run.termination_reason(), Some(TerminationReason::Cancelled));
             assert_eq!(
-                run.trace.items.last().map(|i| i.kind),
+                run.trace().items.last().map(|i| i.kind),
                 Some(TraceKind::GuardStop)
             );
             assert!(matches!(
@@ -644,7 +644,7 @@ fn drive_renews_its_lease_and_claims_are_exclusive() {
                 .await
                 .unwrap();
             assert!(t0.elapsed() > lease * 3, "the run outlived several leases");
-            assert_eq!(run.steps, 40);
+            assert_eq!(run.steps(), 40);
             let kept = store.storage(id).await.unwrap();
             assert_eq!(
                 store.info(id).await.unwrap().seq,
@@ -676,7 +676,7 @@ fn drive_renews_its_lease_during_a_long_effect() {
             .await;
             let options = DriveOptions::default().lease(Duration::from_millis(200));
             let run = drive(&ex, &store, id, "a", &options).await.unwrap();
-            assert_eq!(run.steps, 3);
+            assert_eq!(run.steps(), 3);
             assert_eq!(
                 run.termination_reason(),
                 Some(TerminationReason::MaxStepsExceeded)
@@ -763,7 +763,7 @@ fn reported_usage_is_checkpointed_and_reloaded() {
             .unwrap();
             assert!(part.is_running());
             assert_eq!(
-                serde_json::to_value(&part.usage_total).unwrap(),
+                serde_json::to_value(&part.usage_total()).unwrap(),
                 json!({"input_tokens": 12, "cost_usd": 2.0})
             );
             assert_eq!(store.load(id).await.unwrap().record.run, part);
@@ -771,7 +771,7 @@ fn reported_usage_is_checkpointed_and_reloaded() {
                 .await
                 .unwrap();
             assert_eq!(
-                serde_json::to_value(&run.usage_total).unwrap(),
+                serde_json::to_value(&run.usage_total()).unwrap(),
                 json!({"input_tokens": 21, "cost_usd": 3.5})
             );
             assert_eq!(store.load(id).await.unwrap().record.run, run);
@@ -819,12 +819,12 @@ fn retry_attempts_are_stored_before_they_run() {
                 .await
                 .unwrap();
             let retries = run
-                .trace
+                .trace()
                 .items
                 .iter()
                 .filter(|i| i.kind == TraceKind::Retry)
                 .count();
-            assert_eq!(retries, 2, "{:#?}", run.trace.items);
+            assert_eq!(retries, 2, "{:#?}", run.trace().items);
             let first_step: Vec<(u32, u32)> = seen.lock().unwrap()[..3].to_vec();
             assert_eq!(first_step, [(1, 1), (2, 2), (3, 3)]);
         });

@@ -164,15 +164,15 @@ fn a_run_killed_mid_step_resumes_exactly_from_its_last_commit() {
                     .collect::<Vec<_>>()
             );
             let part = &loaded.record.run;
-            assert_eq!(part.steps, loaded.info.steps);
+            assert_eq!(part.steps(), loaded.info.steps);
             assert_eq!(
-                part.state.get("n"),
-                Some(&json!(part.steps)),
+                part.state().get("n"),
+                Some(&json!(part.steps())),
                 "one increment per committed step"
             );
-            let prefix = whole.trace.without_timing().items[..part.trace.len()].to_vec();
+            let prefix = whole.trace().without_timing().items[..part.trace().len()].to_vec();
             assert_eq!(
-                part.trace.without_timing().items,
+                part.trace().without_timing().items,
                 prefix,
                 "the trace so far is the uninterrupted one's"
             );
@@ -181,16 +181,16 @@ fn a_run_killed_mid_step_resumes_exactly_from_its_last_commit() {
             let finished = drive(&ex, &store, id, "parent", &DriveOptions::default())
                 .await
                 .unwrap();
-            assert_eq!(finished.state, whole.state);
+            assert_eq!(finished.state(), whole.state());
             assert_eq!(finished.status(), whole.status());
             assert_eq!(finished.termination_reason(), whole.termination_reason());
             assert_eq!(
-                finished.trace.without_timing(),
-                whole.trace.without_timing()
+                finished.trace().without_timing(),
+                whole.trace().without_timing()
             );
             assert_eq!(
-                (finished.steps, &finished.visits),
-                (whole.steps, &whole.visits)
+                (finished.steps(), &finished.visits()),
+                (whole.steps(), &whole.visits())
             );
             let info = store.info(id).await.unwrap();
             assert_eq!(info.status, StoredStatus::Stopped);

@@ -78,16 +78,16 @@ proptest! {
             let finished = drive(&ex, &store, id, "b", &DriveOptions::default()).await.unwrap();
             let loaded = store.load(id).await.unwrap();
             prop_assert_eq!(&loaded.record.run, &finished);
-            prop_assert_eq!(&finished.state, &whole.state);
+            prop_assert_eq!(&finished.state(), &whole.state());
             prop_assert_eq!(finished.status(), whole.status());
             prop_assert_eq!(finished.termination_reason(), whole.termination_reason());
-            prop_assert_eq!(finished.trace.without_timing(), whole.trace.without_timing());
-            prop_assert_eq!(finished.steps, whole.steps);
-            prop_assert_eq!(&finished.visits, &whole.visits);
-            prop_assert_eq!(&finished.entries, &whole.entries);
-            prop_assert_eq!(&finished.uncommitted, &whole.uncommitted);
+            prop_assert_eq!(finished.trace().without_timing(), whole.trace().without_timing());
+            prop_assert_eq!(finished.steps(), whole.steps());
+            prop_assert_eq!(&finished.visits(), &whole.visits());
+            prop_assert_eq!(&finished.entries(), &whole.entries());
+            prop_assert_eq!(&finished.uncommitted(), &whole.uncommitted());
             prop_assert_eq!(loaded.info.status, StoredStatus::of(whole.status()));
-            prop_assert_eq!(loaded.info.steps, whole.steps);
+            prop_assert_eq!(loaded.info.steps, whole.steps());
             prop_assert!(loaded.info.owner.is_none());
             // One step row per checkpoint, numbered 1..=seq: none twice, none skipped.
             let seqs: Vec<u64> = store.deltas(id).await.unwrap().into_iter().map(|(s, _)| s).collect();

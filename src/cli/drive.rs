@@ -231,7 +231,7 @@ fn show_progress(run: &RunState) {
     let _ = write!(
         err,
         "\r\x1b[Kstep {} · depth {} ({level}) · {what}",
-        run.steps,
+        run.steps(),
         run.depth()
     );
     let _ = err.flush();

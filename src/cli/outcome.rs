@@ -76,16 +76,16 @@ pub fn outcome_json(run: &RunState, shape: ShapeArgs) -> Value {
         return full;
     }
     let mut out = Map::with_capacity(9);
-    out.insert("workflow".into(), json!(run.workflow));
-    out.insert("run_id".into(), json!(run.run_id));
+    out.insert("workflow".into(), json!(run.workflow()));
+    out.insert("run_id".into(), json!(run.run_id()));
     out.insert("status".into(), json!(run.status()));
     out.insert("termination_reason".into(), json!(run.termination_reason()));
-    out.insert("steps".into(), json!(run.steps));
+    out.insert("steps".into(), json!(run.steps()));
     if let Some(m) = run.message() {
         out.insert("message".into(), json!(m));
     }
     let state: Map<String, Value> = run
-        .state
+        .state()
         .iter()
         .filter(|(k, _)| k.as_str() != SYSTEM_SLICE)
         .map(|(k, v)| (k.clone(), v.clone()))
@@ -114,7 +114,7 @@ pub fn interrupted_json(workflow: &str, run_id: impl Serialize, steps: u32) -> V
 
 /// The decision trace items as a JSON array.
 fn trace_json(run: &RunState) -> Value {
-    serde_json::to_value(&run.trace).unwrap_or(Value::Null)
+    serde_json::to_value(&run.trace()).unwrap_or(Value::Null)
 }
 
 /// The run's whole summary with `run_id` after `workflow` (every other key as the
@@ -129,7 +129,7 @@ fn full_json(run: &RunState) -> Value {
         let workflow = k == "workflow";
         out.insert(k, v);
         if workflow {
-            out.insert("run_id".into(), json!(run.run_id));
+            out.insert("run_id".into(), json!(run.run_id()));
         }
     }
     Value::Object(out)
@@ -146,7 +146,7 @@ pub fn finish(
 ) -> ExitCode {
     let run = &saved.run;
     if let Some(path) = &outputs.trace_out
-        && let Err(e) = std::fs::write(path, run.trace.to_json_pretty())
+        && let Err(e) = std::fs::write(path, run.trace().to_json_pretty())
     {
         return exit::failed(&format!(
             "cannot write the trace to {}: {e}",

@@ -143,7 +143,7 @@ fn log_event(event: WorkEvent<'_>) {
             "run {id} ended {} ({}) after {} steps",
             run.status(),
             run.termination_reason().map_or("-", |r| r.as_str()),
-            run.steps
+            run.steps()
         ),
         // Its lease lapsed (this worker was paused, say) or another worker took the run:
         // the store refused the write and the run is left to whoever holds it now.

@@ -139,6 +139,13 @@ impl Executor {
         &self.plan.graph
     }
 
+    /// A record of `run` (the workflow document this executor was built from, with the run),
+    /// ready to save to a file or to create in a run store: the caller need not keep the
+    /// document beside the executor.
+    pub fn record(&self, run: RunState) -> super::RunRecord {
+        super::RunRecord::new(self.plan.graph.to_document(), run)
+    }
+
     /// The token that cancels this executor's runs.
     pub fn cancellation_token(&self) -> CancellationToken {
         self.cancel.clone()

@@ -34,7 +34,6 @@ pub use data::{
     RunSummary, State, TeamPhase, TeamRun, TerminationReason, TraceItem, TraceKind, USAGE_KEY,
     UncommittedFrame, Usage, WALL_MS, Writes,
 };
-pub use effects::exec;
 pub use effects::{
     BoxFuture, Effect, EffectKind, EffectOutput, HandlerError, NodeHandler, NodeInput,
     PolicyHandler, PolicyInput, RunContext, sync_node, sync_policy,

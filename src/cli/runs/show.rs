@@ -99,12 +99,12 @@ fn show_json(stored: &StoredRun, trace: bool, state: bool) -> Value {
         },
         "question": run.question(),
         "message": run.message(),
-        "usage_total": run.usage_total,
-        "accounting": Accounting::from_trace(&run.trace),
+        "usage_total": run.usage_total(),
+        "accounting": Accounting::from_trace(&run.trace()),
         "dependencies": [],
     });
     if trace {
-        out["trace"] = serde_json::to_value(&run.trace).unwrap_or(Value::Null);
+        out["trace"] = serde_json::to_value(&run.trace()).unwrap_or(Value::Null);
     }
     if state {
         out["state"] = run.state_json();
@@ -162,10 +162,10 @@ fn show_human(stored: &StoredRun, links: &super::deps::Links, trace: bool, state
     if let Some(m) = run.message() {
         lines.push(("message", m.to_string()));
     }
-    let usage = serde_json::to_string(&run.usage_total).unwrap_or_default();
+    let usage = serde_json::to_string(&run.usage_total()).unwrap_or_default();
     lines.push((
         "usage",
-        if run.usage_total.is_empty() {
+        if run.usage_total().is_empty() {
             "none reported".into()
         } else {
             usage
@@ -211,7 +211,7 @@ fn show_human(stored: &StoredRun, links: &super::deps::Links, trace: bool, state
     for (k, v) in lines {
         out.push_str(&format!("{k:<13}{v}\n"));
     }
-    let acct = Accounting::from_trace(&run.trace);
+    let acct = Accounting::from_trace(&run.trace());
     if !acct.is_empty() {
         out.push_str(&format!("\naccounting\n{}\n", accounting_table(&acct)));
     }
@@ -225,7 +225,7 @@ fn show_human(stored: &StoredRun, links: &super::deps::Links, trace: bool, state
             "TARGET",
             "REASON",
         ]);
-        for item in &run.trace.items {
+        for item in &run.trace().items {
             let kind = serde_json::to_value(item.kind)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))

@@ -54,34 +54,34 @@ pub(crate) enum Control {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunState {
     /// The workflow's name.
-    pub workflow: String,
+    pub(crate) workflow: String,
     /// The run's id (made by [`Executor::start`](crate::runtime::Executor::start); a
     /// [`RunRecord`](crate::runtime::RunRecord) of the run carries the same one). Node programs and
     /// handlers get it, to make repeated calls idempotent.
-    pub run_id: RunId,
+    pub(crate) run_id: RunId,
     pub(crate) control: Control,
     /// The last committed root state, without `system.decision_trace` (a projection of
     /// [`RunState::trace`], see [`RunState::state_json`]).
-    pub state: State,
+    pub(crate) state: State,
     /// Open subgraph calls, outermost first.
-    pub stack: Vec<Frame>,
+    pub(crate) stack: Vec<Frame>,
     /// Steps taken (node executions plus subgraph entries).
-    pub steps: u32,
+    pub(crate) steps: u32,
     /// Times each node has run.
-    pub visits: IndexMap<String, u32>,
+    pub(crate) visits: IndexMap<String, u32>,
     /// Times each subgraph has been entered.
-    pub entries: IndexMap<String, u32>,
+    pub(crate) entries: IndexMap<String, u32>,
     /// The decision trace so far.
-    pub trace: DecisionTrace,
+    pub(crate) trace: DecisionTrace,
     /// Frames that were open when the run stopped (reported, not merged).
-    pub uncommitted: Vec<UncommittedFrame>,
+    pub(crate) uncommitted: Vec<UncommittedFrame>,
     /// The sum of every `$usage` the run's nodes reported (empty when none did).
-    pub usage_total: Usage,
+    pub(crate) usage_total: Usage,
     /// Final child states of `chat` subgraphs that returned, kept at their calling level
     /// for `clarify` (outermost level first).
-    pub kept: Vec<KeptChild>,
+    pub(crate) kept: Vec<KeptChild>,
     /// Wall-clock start, in milliseconds since the Unix epoch (for the run deadline).
-    pub started_at_ms: u64,
+    pub(crate) started_at_ms: u64,
     /// Whether the trace is projected into `state.system.decision_trace` of the outcome
     /// and of [`RunState::state_json`].
     pub(crate) trace_in_state: bool,
@@ -90,6 +90,67 @@ pub struct RunState {
 }
 
 impl RunState {
+    /// The workflow's name.
+    pub fn workflow(&self) -> &str {
+        &self.workflow
+    }
+
+    /// The run's id (made by [`Executor::start`](crate::runtime::Executor::start)).
+    pub fn run_id(&self) -> RunId {
+        self.run_id
+    }
+
+    /// The last committed root state, without `system.decision_trace` (see
+    /// [`RunState::state_json`] for the state with it).
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// Open subgraph calls, outermost first.
+    pub fn stack(&self) -> &[Frame] {
+        &self.stack
+    }
+
+    /// Steps taken (node executions plus subgraph entries).
+    pub fn steps(&self) -> u32 {
+        self.steps
+    }
+
+    /// Times each node has run.
+    pub fn visits(&self) -> &IndexMap<String, u32> {
+        &self.visits
+    }
+
+    /// Times each subgraph has been entered.
+    pub fn entries(&self) -> &IndexMap<String, u32> {
+        &self.entries
+    }
+
+    /// The decision trace so far.
+    pub fn trace(&self) -> &DecisionTrace {
+        &self.trace
+    }
+
+    /// Frames that were open when the run stopped (reported, not merged).
+    pub fn uncommitted(&self) -> &[UncommittedFrame] {
+        &self.uncommitted
+    }
+
+    /// The sum of every `$usage` the run's nodes reported (empty when none did).
+    pub fn usage_total(&self) -> &Usage {
+        &self.usage_total
+    }
+
+    /// Final child states of `chat` subgraphs that returned, kept for `clarify`.
+    pub fn kept(&self) -> &[KeptChild] {
+        &self.kept
+    }
+
+    /// Wall-clock start, in milliseconds since the Unix epoch (for the run deadline).
+    pub fn started_at_ms(&self) -> u64 {
+        self.started_at_ms
+    }
+
     /// Where the run stands.
     pub fn status(&self) -> RunStatus {
         match &self.control {

@@ -126,6 +126,7 @@ pub fn resolve_program(argv0: &str, base_dir: &Path) -> PathBuf {
 /// workflow's `node_timeout_ms` and what is left of the run deadline), or whichever is set.
 /// `base_dir` is the default working directory (the workflow file's folder) and resolves
 /// relative paths.
+#[cfg(test)]
 pub async fn run_json_program(
     spec: &ExecSpec,
     base_dir: &Path,
@@ -377,3 +378,7 @@ fn stderr_tail(buf: &[u8]) -> String {
 fn head(buf: &[u8]) -> String {
     String::from_utf8_lossy(buf).chars().take(200).collect()
 }
+
+#[cfg(test)]
+#[path = "exec_tests.rs"]
+mod tests;

@@ -5,7 +5,7 @@
 //! state machine. Nothing here touches a run.
 
 mod effect;
-pub mod exec;
+pub(crate) mod exec;
 mod guarded;
 mod handlers;
 mod perform;

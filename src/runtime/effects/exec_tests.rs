@@ -1,10 +1,11 @@
-//! The program runner behind `exec` nodes and policies.
+//! Tests of the program runner behind `exec` nodes and policies (real `python3` and `sh`
+//! processes).
 
 use std::path::Path;
 use std::time::Duration;
 
-use pactgraph::contracts::ExecSpec;
-use pactgraph::runtime::exec::{ExecError, run_json_program};
+use super::{ExecError, run_json_program};
+use crate::contracts::ExecSpec;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
