@@ -6,7 +6,50 @@
 //! [`contracts::WorkflowDocument`]. The [`graph::GraphBuilder`] compiles them into a
 //! clustered [`graph::CompiledGraph`]; the [`validator`] proves the contracts hold before
 //! anything runs; the [`runtime`] executes routing decisions with budgets, a call stack and
-//! a decision trace; [`visualize`] exports the graph.
+//! a decision trace; [`visualize`] exports the graph; the `store` module (feature `store`)
+//! keeps runs durably in SQLite or PostgreSQL.
+//!
+//! [`prelude`] holds the names needed to define, validate, run and store a workflow:
+//!
+//! ```
+//! use pactgraph::prelude::*;
+//! use serde_json::json;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // Define: a document (or the same contracts built in Rust with `GraphBuilder::new`).
+//! let doc = WorkflowDocument::from_value(json!({
+//!     "workflow": "hello",
+//!     "slices": {"request": {}, "answer": {}},
+//!     "entry": "desk",
+//!     "supervisors": {"desk": {"allow": ["reply"]}},
+//!     "nodes": {"reply": {"supervisor": "desk", "reads": ["request"], "writes": ["answer"],
+//!         "triggers": [{"priority": 1, "when": {"path": "/answer", "exists": false}}],
+//!         "run": {"set": {"answer": {"text": "hello"}}}, "terminal": true}}
+//! }))?;
+//! // Validate: only a graph the validator accepted runs (a refused one returns the report).
+//! let graph = ValidGraph::new(GraphBuilder::from_document(doc).build()?)?;
+//! let executor = Executor::builder(graph).build()?;
+//! let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//!
+//! // Run in memory.
+//! let outcome = rt.block_on(executor.run(executor.start(json!({"request": {}}))?));
+//! assert_eq!(outcome.status, RunStatus::Completed);
+//! assert_eq!(outcome.state["answer"], json!({"text": "hello"}));
+//!
+//! // Run durably: the run is created in a SQLite store, then driven with a checkpoint at
+//! // every committed step (a killed process resumes it with `drive` again).
+//! let dir = tempfile::tempdir()?;
+//! let url = format!("sqlite:{}", dir.path().join("runs.db").display());
+//! let store = rt.block_on(SqliteStore::open(&url))?;
+//! let record = executor.record(executor.start(json!({"request": {}}))?);
+//! rt.block_on(store.create(&record, &CreateOptions::default()))?;
+//! let options = DriveOptions::default();
+//! let run = rt.block_on(drive(&executor, &store, record.run_id, "example", &options))?;
+//! assert_eq!(run.status(), RunStatus::Completed);
+//! assert_eq!(run.state()["answer"], json!({"text": "hello"}));
+//! # Ok(())
+//! # }
+//! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -24,6 +67,17 @@ pub use contracts::{
     WorkflowDocument,
 };
 pub use graph::{CompiledGraph, GraphBuilder, Registry};
+
+/// The names needed to define, validate, run and store a workflow:
+/// `use pactgraph::prelude::*;`.
+pub mod prelude {
+    pub use crate::contracts::{NodeContract, SupervisorContract, WorkflowDocument};
+    pub use crate::graph::GraphBuilder;
+    pub use crate::runtime::{Executor, RunOutcome, RunState, RunStatus};
+    #[cfg(feature = "store")]
+    pub use crate::store::{CreateOptions, DriveOptions, RunStore, SqliteStore, drive};
+    pub use crate::validator::ValidGraph;
+}
 
 /// The README's Rust examples, compiled and run as doctests so they stay true.
 #[cfg(doctest)]
