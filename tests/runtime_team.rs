@@ -213,7 +213,7 @@ fn a_two_cycle_team_with_an_early_exit_decides() {
         "every turn item carries its usage"
     );
     assert_eq!(
-        serde_json::to_value(&s.usage_total()).expect("data"),
+        serde_json::to_value(s.usage_total()).expect("data"),
         json!({"input_tokens": 30, "output_tokens": 8})
     );
 }
