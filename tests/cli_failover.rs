@@ -424,7 +424,7 @@ fn check(
         assert_eq!(stored.info.status, StoredStatus::Completed, "{id}");
         assert_eq!(run.steps(), STEPS, "{id}");
         assert_eq!(run.state_json()["n"], Value::from(STEPS), "{id}");
-        check_trace(&serde_json::to_value(&run.trace()).expect("a trace"), STEPS);
+        check_trace(&serde_json::to_value(run.trace()).expect("a trace"), STEPS);
         seqs.insert(stored.record.seq);
         let ends: usize = logs
             .iter()

@@ -155,7 +155,7 @@ fn a_clarification_after_a_return_updates_the_result_slice_without_an_entry() {
         "{after:?}"
     );
     assert!(s.kept().is_empty(), "the run's end drops every kept child");
-    let v = serde_json::to_value(&s.trace()).expect("plain data");
+    let v = serde_json::to_value(s.trace()).expect("plain data");
     assert!(
         v.as_array()
             .expect("items")

@@ -78,11 +78,11 @@ fn usage_is_kept_on_the_node_item_and_summed_per_run() {
     assert_eq!(usage("na"), json!({"input_tokens": 10, "cost_usd": 0.5}));
     assert_eq!(usage("nb"), json!({"input_tokens": 5, "output_tokens": 3}));
     assert_eq!(
-        serde_json::to_value(&s.usage_total()).expect("plain data"),
+        serde_json::to_value(s.usage_total()).expect("plain data"),
         json!({"input_tokens": 15, "cost_usd": 0.5, "output_tokens": 3})
     );
     // Shown in the trace; absent on items without usage.
-    let trace = serde_json::to_value(&s.trace()).expect("plain data");
+    let trace = serde_json::to_value(s.trace()).expect("plain data");
     let shown: Vec<&Value> = trace
         .as_array()
         .expect("an array")

@@ -166,7 +166,7 @@ fn mid_run_the_projection_is_the_trace_so_far() {
     assert!(!run.trace().is_empty());
     assert_eq!(
         run.state_json()["system"]["decision_trace"],
-        serde_json::to_value(&run.trace()).unwrap()
+        serde_json::to_value(run.trace()).unwrap()
     );
 }
 
@@ -182,7 +182,7 @@ fn without_trace_in_state_no_decision_trace_appears_anywhere() {
         serde_json::to_string(&outcome).unwrap(),
         serde_json::to_string(&run.state_json()).unwrap(),
         serde_json::to_string(&outcome.state_json()).unwrap(),
-        serde_json::to_string(&run.state()).unwrap(),
+        serde_json::to_string(run.state()).unwrap(),
         serde_json::to_string(&paused).unwrap(),
         serde_json::to_string(&paused.state_json()).unwrap(),
     ] {

@@ -763,7 +763,7 @@ fn reported_usage_is_checkpointed_and_reloaded() {
             .unwrap();
             assert!(part.is_running());
             assert_eq!(
-                serde_json::to_value(&part.usage_total()).unwrap(),
+                serde_json::to_value(part.usage_total()).unwrap(),
                 json!({"input_tokens": 12, "cost_usd": 2.0})
             );
             assert_eq!(store.load(id).await.unwrap().record.run, part);
@@ -771,7 +771,7 @@ fn reported_usage_is_checkpointed_and_reloaded() {
                 .await
                 .unwrap();
             assert_eq!(
-                serde_json::to_value(&run.usage_total()).unwrap(),
+                serde_json::to_value(run.usage_total()).unwrap(),
                 json!({"input_tokens": 21, "cost_usd": 3.5})
             );
             assert_eq!(store.load(id).await.unwrap().record.run, run);
