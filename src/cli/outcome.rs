@@ -114,7 +114,7 @@ pub fn interrupted_json(workflow: &str, run_id: impl Serialize, steps: u32) -> V
 
 /// The decision trace items as a JSON array.
 fn trace_json(run: &RunState) -> Value {
-    serde_json::to_value(&run.trace()).unwrap_or(Value::Null)
+    serde_json::to_value(run.trace()).unwrap_or(Value::Null)
 }
 
 /// The run's whole summary with `run_id` after `workflow` (every other key as the

@@ -100,11 +100,11 @@ fn show_json(stored: &StoredRun, trace: bool, state: bool) -> Value {
         "question": run.question(),
         "message": run.message(),
         "usage_total": run.usage_total(),
-        "accounting": Accounting::from_trace(&run.trace()),
+        "accounting": Accounting::from_trace(run.trace()),
         "dependencies": [],
     });
     if trace {
-        out["trace"] = serde_json::to_value(&run.trace()).unwrap_or(Value::Null);
+        out["trace"] = serde_json::to_value(run.trace()).unwrap_or(Value::Null);
     }
     if state {
         out["state"] = run.state_json();
@@ -211,7 +211,7 @@ fn show_human(stored: &StoredRun, links: &super::deps::Links, trace: bool, state
     for (k, v) in lines {
         out.push_str(&format!("{k:<13}{v}\n"));
     }
-    let acct = Accounting::from_trace(&run.trace());
+    let acct = Accounting::from_trace(run.trace());
     if !acct.is_empty() {
         out.push_str(&format!("\naccounting\n{}\n", accounting_table(&acct)));
     }
