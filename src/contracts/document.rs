@@ -7,28 +7,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::format::DocumentFormat;
 use super::load::{LoadError, parse_value};
-use super::pointer::{SourceMap, escape};
+use super::pointer::escape;
+use super::source_map::SourceMap;
 use super::{Budgets, NodeContract, SliceDecl, SubgraphContract, SupervisorContract};
-
-/// The text format of a workflow document.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DocumentFormat {
-    /// Strict JSON.
-    Json,
-    /// YAML 1.2 (core schema).
-    Yaml,
-}
-
-impl DocumentFormat {
-    /// `.yaml`/`.yml` mean YAML; anything else is read as JSON.
-    pub fn from_path(path: &Path) -> Self {
-        match path.extension().and_then(|e| e.to_str()) {
-            Some("yaml" | "yml") => DocumentFormat::Yaml,
-            _ => DocumentFormat::Json,
-        }
-    }
-}
 
 /// A workflow: its slices, budgets, entry supervisor and contracts, keyed by id in
 /// declaration order.
@@ -157,4 +140,36 @@ fn to_pointer(path: &serde_path_to_error::Path) -> String {
         }
     }
     out
+}
+
+/// A node's `router` field read from documents (the `RouterSpec` contract is in `router.rs`).
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use crate::contracts::RouterSpec;
+
+    /// A document with a router node (also read by `schema.rs`'s tests).
+    pub(in crate::contracts) const YAML: &str = "workflow: w
+slices: {note: {}}
+entry: s
+supervisors: {s: {allow: [r]}}
+nodes:
+  r: {supervisor: s, router: {destinations: [a, g], message_slice: note}}
+  a: {supervisor: s}
+";
+
+    #[test]
+    fn reads_from_json_and_yaml_with_defaults() {
+        let (doc, _) = WorkflowDocument::parse(YAML, DocumentFormat::Yaml).expect("valid YAML");
+        let r = doc.nodes["r"].router.clone().expect("a router");
+        assert_eq!(r, RouterSpec::new(["a", "g"]).message_slice("note"));
+        assert_eq!((r.may_answer, r.retries), (false, 1));
+        let json = serde_json::to_value(&doc).expect("serializes");
+        assert_eq!(
+            json["nodes"]["r"]["router"],
+            serde_json::json!({"destinations": ["a", "g"], "message_slice": "note", "retries": 1})
+        );
+        let back = WorkflowDocument::from_value(json).expect("reads back");
+        assert_eq!(back.nodes["r"].router, Some(r));
+    }
 }

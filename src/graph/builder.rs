@@ -10,7 +10,8 @@ use petgraph::graph::DiGraph;
 
 use super::compiled::{Cluster, CompiledGraph, EdgeKind, Vertex, VertexKind};
 use super::registry::{Contract, ContractKind, Registry, RegistryError};
-use crate::contracts::pointer::{SourceMap, join};
+use crate::contracts::pointer::join;
+use crate::contracts::source_map::SourceMap;
 use crate::contracts::{
     Budgets, NodeContract, SliceDecl, SubgraphContract, SupervisorContract, WorkflowDocument,
 };

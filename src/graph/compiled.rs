@@ -8,7 +8,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 
 use super::builder::BuildError;
 use super::registry::Registry;
-use crate::contracts::pointer::{SourceMap, Span};
+use crate::contracts::source_map::{SourceMap, Span};
 use crate::contracts::{Budgets, SliceDecl, WorkflowDocument};
 
 /// What a vertex of the compiled graph is.

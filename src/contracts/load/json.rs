@@ -20,7 +20,8 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visit
 use serde_json::{Map, Number, Value};
 
 use super::{LoadError, MAX_DEPTH, duplicate_key, too_deep};
-use crate::contracts::pointer::{LineIndex, SourceMap, Span, push_index, push_key};
+use crate::contracts::pointer::{push_index, push_key};
+use crate::contracts::source_map::{LineIndex, SourceMap, Span};
 
 fn strict() -> ParseOptions {
     ParseOptions {
@@ -42,14 +43,14 @@ fn strict() -> ParseOptions {
 /// Complexity: O(n) in the length of the text (the map, when built, O(n) again).
 pub(super) fn parse(text: &str) -> Result<(Value, SourceMap), LoadError> {
     match fast(text) {
-        Some(value) => Ok((value, SourceMap::lazy_json(text))),
+        Some(value) => Ok((value, SourceMap::lazy(text, spans))),
         None => parse_mapped(text),
     }
 }
 
 /// The span table of a text [`fast`] accepted (empty if the mapped parser refuses it,
 /// which it does not: it accepts all that `fast` does).
-pub(crate) fn spans(text: &str) -> HashMap<String, Span> {
+fn spans(text: &str) -> HashMap<String, Span> {
     parse_mapped(text)
         .map(|(_, map)| map.into_spans())
         .unwrap_or_default()

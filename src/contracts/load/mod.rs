@@ -19,8 +19,8 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use super::DocumentFormat;
-use super::pointer::{SourceMap, Span};
+use super::format::DocumentFormat;
+use super::source_map::{LineIndex, SourceMap, Span};
 
 /// The deepest nesting of arrays and objects a document may have (the root object is
 /// level 1).
@@ -216,7 +216,7 @@ pub(crate) fn read_text(path: &std::path::Path) -> Result<String, LoadError> {
 
 /// The span of the character at byte `offset` of `text`.
 pub(crate) fn span_at(text: &str, offset: usize) -> Span {
-    super::pointer::LineIndex::new(text).span(offset, offset + 1)
+    LineIndex::new(text).span(offset, offset + 1)
 }
 
 /// The error for nesting deeper than [`MAX_DEPTH`] at `span`.
@@ -227,11 +227,6 @@ fn too_deep(span: Span) -> LoadError {
         ),
         span,
     }
-}
-
-/// The span table of JSON text that has already parsed (for a lazily built [`SourceMap`]).
-pub(crate) fn json_spans(text: &str) -> std::collections::HashMap<String, Span> {
-    json::spans(text)
 }
 
 /// The error for `key` appearing again in the object at `parent`; the first occurrence's

@@ -6,7 +6,8 @@ use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, StrInput};
 use serde_json::{Map, Number, Value};
 
 use super::{LoadError, MAX_ALIAS_BYTES, MAX_ALIAS_NODES, MAX_DEPTH, duplicate_key, too_deep};
-use crate::contracts::pointer::{SourceMap, Span, push_index, push_key};
+use crate::contracts::pointer::{push_index, push_key};
+use crate::contracts::source_map::{SourceMap, Span};
 
 pub(super) fn parse(text: &str) -> Result<(Value, SourceMap), LoadError> {
     let mut b = Builder {
