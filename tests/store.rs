@@ -669,7 +669,7 @@ fn drive_renews_its_lease_and_claims_are_exclusive() {
 }
 
 /// Proves `drive` renews its lease while an effect runs: each of 3 node calls takes
-/// 500 ms of the store's (manual) clock, moving it 50 ms at a time and awaiting between
+/// 500 ms of the store's (manual) clock, moving it 25 ms at a time and awaiting between
 /// (as an LLM call would), under a 200 ms lease; every checkpoint lands, so the lease was
 /// renewed during each call. No real time is involved: a loaded machine cannot lapse it.
 #[test]
@@ -686,8 +686,11 @@ fn drive_renews_its_lease_during_a_long_effect() {
                 b.node_handler("long", move |_input: pactgraph::runtime::NodeInput| {
                     let clock = calls_clock.clone();
                     async move {
-                        for _ in 0..10 {
-                            clock.advance(Duration::from_millis(50));
+                        // 25 ms at a time: the driver looks at its lease between two
+                        // polls of the call, and a poll moves the clock at most twice
+                        // (50 ms), well within the half lease (100 ms) it renews at.
+                        for _ in 0..20 {
+                            clock.advance(Duration::from_millis(25));
                             tokio::task::yield_now().await;
                         }
                         let mut w = serde_json::Map::new();

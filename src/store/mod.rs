@@ -24,6 +24,7 @@ mod delta;
 mod deps;
 mod driver;
 mod error;
+mod format;
 mod owner;
 mod postgres;
 mod rows;

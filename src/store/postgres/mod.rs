@@ -24,6 +24,7 @@ pub(crate) use self::open::redact;
 use self::conns::{Conn, Conns};
 use super::clock::Clock;
 use super::db::{Backend, Dialect};
+use super::format::shared_options;
 use super::rows::INFO;
 use super::sql::Store;
 use super::{Durability, StoreError};
@@ -63,17 +64,9 @@ impl Default for PgOptions {
     }
 }
 
+shared_options!(PgOptions);
+
 impl PgOptions {
-    /// With `durability`.
-    pub fn durability(mut self, durability: Durability) -> Self {
-        self.durability = durability;
-        self
-    }
-    /// A snapshot at least every `n` checkpoints (`n` at least 1).
-    pub fn snapshot_every(mut self, n: u64) -> Self {
-        self.snapshot_every = Some(n.max(1));
-        self
-    }
     /// At most `n` connections (at least 1).
     pub fn max_connections(mut self, n: u32) -> Self {
         self.max_connections = n.max(1);
@@ -82,11 +75,6 @@ impl PgOptions {
     /// Waiting up to `timeout` for the server when opening.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
-        self
-    }
-    /// Reading the time from `clock` (a test's manual clock, say).
-    pub fn clock(mut self, clock: Clock) -> Self {
-        self.clock = clock;
         self
     }
 }

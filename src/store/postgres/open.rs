@@ -1,42 +1,23 @@
 //! Opening a PostgreSQL store: the URL (its password never printed), one first
 //! connection under a timeout, the format check, the embedded migration and the slots.
 
-use std::borrow::Cow;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
-use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::{ConnectOptions, Connection};
 
 use super::conns::Conns;
 use super::{PgDb, PgOptions, PgStore};
-use crate::store::rows::STORE_FORMAT;
+use crate::store::format::{Step, migrator, open_error, refuse_newer};
 use crate::store::sql::Store;
 use crate::store::{Durability, StoreError};
 
-/// The embedded migrations.
-#[derive(Debug)]
-struct Embedded;
-
-type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-impl<'s> MigrationSource<'s> for Embedded {
-    fn resolve(self) -> BoxFuture<'s, Result<Vec<Migration>, sqlx::error::BoxDynError>> {
-        Box::pin(async {
-            Ok(vec![Migration::new(
-                4,
-                Cow::Borrowed("run store (format 4)"),
-                MigrationType::Simple,
-                Cow::Borrowed(include_str!(
-                    "../../../migrations/postgres/0004_run_store.sql"
-                )),
-                false,
-            )])
-        })
-    }
-}
+/// The embedded migration: the whole schema of format 4 at once.
+static MIGRATIONS: &[Step] = &[(
+    4,
+    "run store (format 4)",
+    include_str!("../../../migrations/postgres/0004_run_store.sql"),
+)];
 
 /// `url` with its password, if any, replaced by `***` (URLs are printed in errors).
 pub(crate) fn redact(url: &str) -> String {
@@ -105,10 +86,8 @@ impl PgStore {
         })?
         .map_err(|e| open_err(e.to_string()))?;
         check_format(&mut first, &shown).await?;
-        let migrator = Migrator::new(Embedded)
-            .await
-            .map_err(|e| open_err(format!("migrations: {e}")))?;
-        migrator
+        migrator(MIGRATIONS, &shown)
+            .await?
             .run(&mut first)
             .await
             .map_err(|e| open_err(format!("migrations: {e}")))?;
@@ -128,28 +107,16 @@ impl PgStore {
 /// Refuses a database whose schema a newer pactgraph wrote (a migration version above
 /// [`STORE_FORMAT`]) before any migration touches it.
 async fn check_format(conn: &mut PgConnection, url: &str) -> Result<(), StoreError> {
-    let open_err = |reason: String| StoreError::Open {
-        url: url.to_string(),
-        reason,
-    };
     let exists: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
         .fetch_one(&mut *conn)
         .await
-        .map_err(|e| open_err(e.to_string()))?;
+        .map_err(|e| open_error(url, e.to_string()))?;
     if !exists {
         return Ok(());
     }
     let found: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations")
         .fetch_one(&mut *conn)
         .await
-        .map_err(|e| open_err(e.to_string()))?;
-    let found = found.unwrap_or(0);
-    if found > STORE_FORMAT {
-        return Err(StoreError::NewerFormat {
-            url: url.to_string(),
-            found,
-            supported: STORE_FORMAT,
-        });
-    }
-    Ok(())
+        .map_err(|e| open_error(url, e.to_string()))?;
+    refuse_newer(url, found.unwrap_or(0))
 }

@@ -17,6 +17,7 @@ use tokio::sync::{Mutex, MutexGuard};
 use super::StoreError;
 use super::clock::Clock;
 use super::db::{Backend, Begin, Conn, Dialect, Tx};
+use super::format::shared_options;
 use super::rows::INFO;
 use super::sql::Store;
 
@@ -62,25 +63,12 @@ impl Default for SqliteOptions {
     }
 }
 
+shared_options!(SqliteOptions);
+
 impl SqliteOptions {
-    /// With `durability`.
-    pub fn durability(mut self, durability: Durability) -> Self {
-        self.durability = durability;
-        self
-    }
-    /// A snapshot at least every `n` checkpoints (`n` at least 1).
-    pub fn snapshot_every(mut self, n: u64) -> Self {
-        self.snapshot_every = Some(n.max(1));
-        self
-    }
     /// Waiting up to `timeout` for a lock.
     pub fn busy_timeout(mut self, timeout: Duration) -> Self {
         self.busy_timeout = timeout;
-        self
-    }
-    /// Reading the time from `clock` (a test's manual clock, say).
-    pub fn clock(mut self, clock: Clock) -> Self {
-        self.clock = clock;
         self
     }
 }

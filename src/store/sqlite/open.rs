@@ -1,19 +1,16 @@
 //! Opening a SQLite store: the file and its folder, the format check, the embedded
 //! migrations, the writer and the read pool.
 
-use std::borrow::Cow;
-use std::future::Future;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::Arc;
 
-use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Connection, SqliteConnection};
 use tokio::sync::Mutex;
 
 use super::{Durability, SqliteDb, SqliteOptions, SqliteStore};
 use crate::store::StoreError;
+use crate::store::format::{Step, migrator, open_error, refuse_newer};
 use crate::store::rows::STORE_FORMAT;
 use crate::store::sql::Store;
 
@@ -21,55 +18,28 @@ use crate::store::sql::Store;
 const WAL_AUTOCHECKPOINT: u32 = 4_000;
 
 /// The embedded migrations.
-#[derive(Debug)]
-struct Embedded;
-
-type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-impl<'s> MigrationSource<'s> for Embedded {
-    fn resolve(self) -> BoxFuture<'s, Result<Vec<Migration>, sqlx::error::BoxDynError>> {
-        Box::pin(async {
-            Ok(vec![
-                Migration::new(
-                    1,
-                    Cow::Borrowed("run store"),
-                    MigrationType::Simple,
-                    Cow::Borrowed(include_str!(
-                        "../../../migrations/sqlite/0001_run_store.sql"
-                    )),
-                    false,
-                ),
-                Migration::new(
-                    2,
-                    Cow::Borrowed("attempts and cancel"),
-                    MigrationType::Simple,
-                    Cow::Borrowed(include_str!(
-                        "../../../migrations/sqlite/0002_attempts_and_cancel.sql"
-                    )),
-                    false,
-                ),
-                Migration::new(
-                    3,
-                    Cow::Borrowed("one-statement checkpoints"),
-                    MigrationType::Simple,
-                    Cow::Borrowed(include_str!(
-                        "../../../migrations/sqlite/0003_one_statement_checkpoints.sql"
-                    )),
-                    false,
-                ),
-                Migration::new(
-                    4,
-                    Cow::Borrowed("dependencies"),
-                    MigrationType::Simple,
-                    Cow::Borrowed(include_str!(
-                        "../../../migrations/sqlite/0004_dependencies.sql"
-                    )),
-                    false,
-                ),
-            ])
-        })
-    }
-}
+static MIGRATIONS: &[Step] = &[
+    (
+        1,
+        "run store",
+        include_str!("../../../migrations/sqlite/0001_run_store.sql"),
+    ),
+    (
+        2,
+        "attempts and cancel",
+        include_str!("../../../migrations/sqlite/0002_attempts_and_cancel.sql"),
+    ),
+    (
+        3,
+        "one-statement checkpoints",
+        include_str!("../../../migrations/sqlite/0003_one_statement_checkpoints.sql"),
+    ),
+    (
+        4,
+        "dependencies",
+        include_str!("../../../migrations/sqlite/0004_dependencies.sql"),
+    ),
+];
 
 impl SqliteStore {
     /// Opens (creating it and its folder if missing) the store at `url`:
@@ -138,10 +108,8 @@ impl SqliteStore {
             .await
             .map_err(|e| open_err(e.to_string()))?;
         check_format(&mut writer, url).await?;
-        let migrator = Migrator::new(Embedded)
-            .await
-            .map_err(|e| open_err(format!("migrations: {e}")))?;
-        migrator
+        migrator(MIGRATIONS, url)
+            .await?
             .run(&mut writer)
             .await
             .map_err(|e| open_err(format!("migrations: {e}")))?;
@@ -169,14 +137,10 @@ impl SqliteStore {
 /// this one does not know) before any migration touches it. Reading the header also
 /// fails early, and clearly, on a file that is not a database.
 async fn check_format(conn: &mut SqliteConnection, url: &str) -> Result<(), StoreError> {
-    let open_err = |reason: String| StoreError::Open {
-        url: url.to_string(),
-        reason,
-    };
     let version: i64 = sqlx::query_scalar("PRAGMA user_version")
         .fetch_one(&mut *conn)
         .await
-        .map_err(|e| open_err(e.to_string()))?;
+        .map_err(|e| open_error(url, e.to_string()))?;
     let migrated: Option<i64> = sqlx::query_scalar(
         "SELECT MAX(version) FROM _sqlx_migrations \
          WHERE EXISTS (SELECT 1 FROM sqlite_master WHERE name = '_sqlx_migrations')",
@@ -184,13 +148,5 @@ async fn check_format(conn: &mut SqliteConnection, url: &str) -> Result<(), Stor
     .fetch_one(&mut *conn)
     .await
     .unwrap_or(None);
-    let found = version.max(migrated.unwrap_or(0));
-    if found > STORE_FORMAT {
-        return Err(StoreError::NewerFormat {
-            url: url.to_string(),
-            found,
-            supported: STORE_FORMAT,
-        });
-    }
-    Ok(())
+    refuse_newer(url, version.max(migrated.unwrap_or(0)))
 }
