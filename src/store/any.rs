@@ -7,7 +7,7 @@ use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Sqlite, Transaction};
 
-use super::db::{Backend, Begin, Conn, Dialect, Exec, Sql, Tx};
+use super::db::{Backend, Begin, Conn, Exec, Sql, Tx};
 use super::postgres::{PgConn, PgDb, PgTx, redact};
 use super::rows::Cols;
 use super::sql::Store;
@@ -134,10 +134,6 @@ impl Tx for AnyTx<'_> {
 impl Backend for AnyDb {
     type Row = AnyRow;
     type Conn<'a> = AnyConn<'a>;
-
-    fn dialect(&self) -> &'static Dialect {
-        either!(self, AnyDb, db => db.dialect())
-    }
 
     async fn read(&self) -> Result<AnyConn<'_>, StoreError> {
         Ok(match self {

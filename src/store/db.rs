@@ -290,7 +290,7 @@ pub trait Tx: Exec + Sized {
     fn rollback(self) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
 }
 
-/// A database the store runs on: its connections and its dialect.
+/// A database the store runs on: its connections (its dialect is the store's).
 pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
     /// A row of its.
     #[doc(hidden)]
@@ -301,18 +301,17 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
     where
         Self: 'a;
 
-    /// The statements that differ.
-    #[doc(hidden)]
-    fn dialect(&self) -> &'static Dialect;
-
     /// A connection to read on.
     #[doc(hidden)]
     fn read(&self) -> impl Future<Output = Result<Self::Conn<'_>, StoreError>> + Send;
 
-    /// A connection to write on (SQLite: its one writer, waiting for this store's other
+    /// A connection to write on: one to read on, unless the backend writes on a
+    /// connection of its own (SQLite: its one writer, waiting for this store's other
     /// writes to end).
     #[doc(hidden)]
-    fn write(&self) -> impl Future<Output = Result<Self::Conn<'_>, StoreError>> + Send;
+    fn write(&self) -> impl Future<Output = Result<Self::Conn<'_>, StoreError>> + Send {
+        self.read()
+    }
 
     /// Closes its connections (waiting for their holders).
     #[doc(hidden)]

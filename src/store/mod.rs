@@ -22,6 +22,7 @@ mod clock;
 mod db;
 mod delta;
 mod deps;
+mod dialects;
 mod driver;
 mod error;
 mod format;

@@ -26,6 +26,7 @@ use tokio::sync::{Mutex, MutexGuard};
 
 use crate::store::StoreError;
 use crate::store::db::{self, Begin, Exec, Raw, Sql, Tx};
+use crate::store::dialects;
 
 /// One slot: a connection (or none yet) and whether its holder found it lost.
 #[derive(Debug, Default)]
@@ -101,7 +102,7 @@ impl db::Conn for Conn<'_> {
 
     async fn begin(&mut self, how: Begin) -> Result<PgTx<'_>, sqlx::Error> {
         let watch = self.watch;
-        let tx = watch.check(self.raw().begin_with(super::POSTGRES.begin(how)).await)?;
+        let tx = watch.check(self.raw().begin_with(dialects::POSTGRES.begin(how)).await)?;
         Ok(PgTx { tx, watch })
     }
 }

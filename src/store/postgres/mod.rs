@@ -10,7 +10,7 @@
 //! `FOR UPDATE SKIP LOCKED`: two workers claiming the same run never wait on each other;
 //! the one that finds it locked is told it is held. ADR 0024 gives the design.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 mod conns;
@@ -23,9 +23,8 @@ pub(crate) use self::open::redact;
 
 use self::conns::{Conn, Conns};
 use super::clock::Clock;
-use super::db::{Backend, Dialect};
+use super::db::Backend;
 use super::format::shared_options;
-use super::rows::INFO;
 use super::sql::Store;
 use super::{Durability, StoreError};
 
@@ -85,34 +84,12 @@ pub struct PgDb {
     conns: Arc<Conns>,
 }
 
-/// PostgreSQL's side of the dialect table (docs/spec/store.md).
-static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
-    // A call of `pactgraph_checkpoint` (migration 0004), which does what SQLite's
-    // trigger does and returns the run row as it leaves it.
-    checkpoint: format!(
-        "SELECT {INFO} FROM pactgraph_checkpoint($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, \
-         $11, $12, $13, $14)"
-    ),
-    claim_lock: " FOR UPDATE SKIP LOCKED",
-    greatest: "GREATEST",
-    name_lock: Some("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"),
-    begin_write: "BEGIN",
-    begin_read: "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
-});
-
 impl Backend for PgDb {
     type Row = PgRow;
     type Conn<'a> = Conn<'a>;
 
-    fn dialect(&self) -> &'static Dialect {
-        &POSTGRES
-    }
-
+    /// Reads and writes alike take a free slot.
     async fn read(&self) -> Result<Conn<'_>, StoreError> {
-        self.conns.get().await
-    }
-
-    async fn write(&self) -> Result<Conn<'_>, StoreError> {
         self.conns.get().await
     }
 

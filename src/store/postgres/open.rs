@@ -10,7 +10,7 @@ use super::conns::Conns;
 use super::{PgDb, PgOptions, PgStore};
 use crate::store::format::{Step, migrator, open_error, refuse_newer};
 use crate::store::sql::Store;
-use crate::store::{Durability, StoreError};
+use crate::store::{Durability, StoreError, dialects};
 
 /// The embedded migration: the whole schema of format 4 at once.
 static MIGRATIONS: &[Step] = &[(
@@ -33,6 +33,23 @@ pub(crate) fn redact(url: &str) -> String {
         },
         None => url.to_string(),
     }
+}
+
+/// Refuses a database whose schema a newer pactgraph wrote (a migration version above
+/// [`STORE_FORMAT`]) before any migration touches it.
+async fn check_format(conn: &mut PgConnection, url: &str) -> Result<(), StoreError> {
+    let exists: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(|e| open_error(url, e.to_string()))?;
+    if !exists {
+        return Ok(());
+    }
+    let found: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(|e| open_error(url, e.to_string()))?;
+    refuse_newer(url, found.unwrap_or(0))
 }
 
 impl PgStore {
@@ -100,23 +117,11 @@ impl PgStore {
         let db = PgDb {
             conns: Arc::new(conns),
         };
-        Ok(Store::on(db, options.snapshot_every, options.clock))
+        Ok(Store::on(
+            db,
+            &dialects::POSTGRES,
+            options.snapshot_every,
+            options.clock,
+        ))
     }
-}
-
-/// Refuses a database whose schema a newer pactgraph wrote (a migration version above
-/// [`STORE_FORMAT`]) before any migration touches it.
-async fn check_format(conn: &mut PgConnection, url: &str) -> Result<(), StoreError> {
-    let exists: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(|e| open_error(url, e.to_string()))?;
-    if !exists {
-        return Ok(());
-    }
-    let found: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations")
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(|e| open_error(url, e.to_string()))?;
-    refuse_newer(url, found.unwrap_or(0))
 }

@@ -44,7 +44,7 @@ impl<B: Backend> Store<B> {
             // Two creates of the same name at once: the second waits for the first's
             // transaction, then sees its run (SQLite: one writer; PostgreSQL: a lock on
             // the name).
-            if let Some(lock) = self.db.dialect().name_lock {
+            if let Some(lock) = self.dialect.name_lock {
                 sql(lock).bind(name).execute(&mut tx).await.map_err(&db)?;
             }
             let holder = sql("SELECT id FROM runs WHERE name = $1 \

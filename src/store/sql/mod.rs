@@ -1,8 +1,9 @@
 //! The run store, written once for both databases: [`Store`] over a [`Backend`]
 //! (SQLite's or PostgreSQL's connections, or either chosen by URL). Every statement is
-//! written once with `$N` placeholders; where the dialects differ the backend's
-//! [`Dialect`](super::db::Dialect) says how (the checkpoint statement, the claim's lock,
-//! a named create's lock, the transactions' isolation, `MAX`/`GREATEST`).
+//! written once with `$N` placeholders; where the dialects differ, the store's
+//! [`Dialect`](super::db::Dialect) (`store/dialects.rs`) says how: the checkpoint
+//! statement, the claim's lock, a named create's lock, the transactions' `BEGIN`,
+//! `MAX`/`GREATEST`.
 //!
 //! `RunStore` for it is in `run_store.rs`; its longer operations in `create.rs`,
 //! `load.rs`, `cancel.rs`, `list.rs` and `deps.rs`.
@@ -17,7 +18,7 @@ mod load;
 mod run_store;
 
 use super::clock::Clock;
-use super::db::{Backend, sql};
+use super::db::{Backend, Dialect, sql};
 use super::delta::StepDelta;
 use super::rows::{Cols, delta_from_row, to_u64};
 use super::weights::Weights;
@@ -29,6 +30,8 @@ use crate::runtime::{RunId, RunState};
 #[derive(Debug, Clone)]
 pub struct Store<B> {
     db: B,
+    /// The statements in which the backend's database differs.
+    dialect: &'static Dialect,
     snapshot_every: Option<u64>,
     weights: Arc<Weights>,
     clock: Clock,
@@ -51,11 +54,17 @@ pub struct RunStorage {
 }
 
 impl<B: Backend> Store<B> {
-    /// The store on `db`, a snapshot at least every `snapshot_every` checkpoints when
-    /// set, reading the time from `clock`.
-    pub(crate) fn on(db: B, snapshot_every: Option<u64>, clock: Clock) -> Self {
+    /// The store on `db` (whose database speaks `dialect`), a snapshot at least every
+    /// `snapshot_every` checkpoints when set, reading the time from `clock`.
+    pub(crate) fn on(
+        db: B,
+        dialect: &'static Dialect,
+        snapshot_every: Option<u64>,
+        clock: Clock,
+    ) -> Self {
         Self {
             db,
+            dialect,
             snapshot_every: snapshot_every.map(|n| n.max(1)),
             weights: Arc::default(),
             clock,
@@ -66,6 +75,7 @@ impl<B: Backend> Store<B> {
     pub(crate) fn map<C>(self, f: impl FnOnce(B) -> C) -> Store<C> {
         Store {
             db: f(self.db),
+            dialect: self.dialect,
             snapshot_every: self.snapshot_every,
             weights: self.weights,
             clock: self.clock,

@@ -50,7 +50,7 @@ impl<B: Backend> RunStore for Store<B> {
         // One statement (SQLite's `checkpoint_in` trigger, PostgreSQL's
         // `pactgraph_checkpoint`): fenced, atomic, one round trip; the run row as it is
         // after it comes back.
-        let row = sql(&self.db.dialect().checkpoint)
+        let row = sql(&self.dialect.checkpoint)
             .bind(id.to_string())
             .bind(to_i64(seq))
             .bind(i64::from(run.steps))
@@ -120,7 +120,7 @@ impl<B: Backend> RunStore for Store<B> {
              WHERE id = (SELECT id FROM runs WHERE id = $3 \
                AND (owner IS NULL OR owner = $1 OR lease_expires_ms IS NULL \
                     OR lease_expires_ms <= $4 OR owner = $5){})",
-            self.db.dialect().claim_lock
+            self.dialect.claim_lock
         );
         let updated = sql(&statement)
             .bind(owner)
@@ -175,7 +175,7 @@ impl<B: Backend> RunStore for Store<B> {
         let statement = format!(
             "UPDATE runs SET attempt = {}(attempt, $1) WHERE id = $2 AND owner = $3 \
              AND lease_expires_ms > $4",
-            self.db.dialect().greatest
+            self.dialect.greatest
         );
         let updated = sql(&statement)
             .bind(i64::from(attempt))

@@ -4,7 +4,7 @@
 //! The store itself is [`Store`] (`store/sql`), written once for both databases.
 
 use std::ops::{Deref, DerefMut};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 mod open;
@@ -16,9 +16,9 @@ use tokio::sync::{Mutex, MutexGuard};
 
 use super::StoreError;
 use super::clock::Clock;
-use super::db::{Backend, Begin, Conn, Dialect, Tx};
+use super::db::{Backend, Begin, Conn, Tx};
+use super::dialects;
 use super::format::shared_options;
-use super::rows::INFO;
 use super::sql::Store;
 
 /// The run store in one SQLite database.
@@ -118,38 +118,9 @@ impl DerefMut for SqliteConn<'_> {
     }
 }
 
-/// SQLite's side of the dialect table (docs/spec/store.md).
-static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
-    // One insert into the `checkpoint_in` view (migration 0003), whose `INSTEAD OF`
-    // trigger does the fence and the writes, returning the run row as it left it.
-    let returning: Vec<String> = INFO
-        .split(',')
-        .map(str::trim)
-        .map(|c| format!("(SELECT {c} FROM runs WHERE id = checkpoint_in.run_id) AS {c}"))
-        .collect();
-    Dialect {
-        checkpoint: format!(
-            "INSERT INTO checkpoint_in (run_id, seq, steps, status, termination_reason, \
-             now_ms, owner, running, next_key, next_attempt, digest, document, delta, \
-             snapshot) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
-             RETURNING {}",
-            returning.join(", ")
-        ),
-        claim_lock: "",
-        greatest: "MAX",
-        name_lock: None,
-        begin_write: "BEGIN IMMEDIATE",
-        begin_read: "BEGIN",
-    }
-});
-
 impl Backend for SqliteDb {
     type Row = SqliteRow;
     type Conn<'a> = SqliteConn<'a>;
-
-    fn dialect(&self) -> &'static Dialect {
-        &SQLITE
-    }
 
     async fn read(&self) -> Result<SqliteConn<'_>, StoreError> {
         self.pool
@@ -175,7 +146,7 @@ impl Conn for SqliteConn<'_> {
         Self: 'c;
 
     async fn begin(&mut self, how: Begin) -> Result<Transaction<'_, Sqlite>, sqlx::Error> {
-        (**self).begin_with(SQLITE.begin(how)).await
+        (**self).begin_with(dialects::SQLITE.begin(how)).await
     }
 }
 

@@ -9,10 +9,10 @@ use sqlx::{Connection, SqliteConnection};
 use tokio::sync::Mutex;
 
 use super::{Durability, SqliteDb, SqliteOptions, SqliteStore};
-use crate::store::StoreError;
 use crate::store::format::{Step, migrator, open_error, refuse_newer};
 use crate::store::rows::STORE_FORMAT;
 use crate::store::sql::Store;
+use crate::store::{StoreError, dialects};
 
 /// Pages of WAL written before SQLite copies them into the database file.
 const WAL_AUTOCHECKPOINT: u32 = 4_000;
@@ -129,7 +129,12 @@ impl SqliteStore {
             pool,
             writer: Arc::new(Mutex::new(writer)),
         };
-        Ok(Store::on(db, options.snapshot_every, options.clock))
+        Ok(Store::on(
+            db,
+            &dialects::SQLITE,
+            options.snapshot_every,
+            options.clock,
+        ))
     }
 }
 
