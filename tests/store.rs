@@ -11,12 +11,12 @@ use pactgraph::runtime::{
     Executor, ExecutorBuilder, RunId, RunRecord, RunState, RunStatus, TerminationReason, TraceKind,
 };
 use pactgraph::store::{
-    AnyStore, Before, Checkpoint, CreateOptions, DriveOptions, PruneFilter, RunFilter, RunStore,
-    SqliteStore, StepDelta, StoreError, StoredStatus, drive,
+    AnyStore, Before, Checkpoint, Clock, CreateOptions, DriveOptions, PruneFilter, RunFilter,
+    RunStore, SqliteStore, StepDelta, StoreError, StoredStatus, drive,
 };
 use serde_json::{Value, json};
 use support::runtime::{builder, graph, rt};
-use support::stores::{backends, open};
+use support::stores::{backends, open, open_clocked};
 
 const LEASE: Duration = Duration::from_secs(60);
 
@@ -606,23 +606,33 @@ fn a_paused_run_resumes_through_the_store() {
     }
 }
 
-/// Proves `drive` renews its lease: steps of ~20 ms under a 200 ms lease run for several
-/// leases' worth of time (the lease leaves ~100 ms for a checkpoint's round trip on a
-/// loaded machine), and every checkpoint (each fenced on a current lease) lands.
-/// Also that of two owners claiming at once exactly one gets the run.
+/// The system's time now, where a manual clock starts (run ids carry real time).
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Proves `drive` renews its lease, on a manual clock that only the steps move (so a
+/// loaded machine cannot lapse a lease): each of 40 steps moves it 20 ms under a 200 ms
+/// lease, the run lasts four leases' worth of the store's time, and every checkpoint
+/// (each fenced on a lease current at that time) lands. Also that of two owners claiming
+/// at once exactly one gets the run.
 #[test]
 fn drive_renews_its_lease_and_claims_are_exclusive() {
     for backend in backends() {
         rt().block_on(async {
-            let held = open(backend).await;
+            let clock = Clock::manual(wall_ms());
+            let held = open_clocked(backend, clock.clone()).await;
             let store = held.store.clone();
             let mut doc = ticker(40, "t");
             doc["nodes"]["tick"]["run"] = json!({"handler": "slow"});
-            let (ex, id) = created(&store, doc, |b| {
+            let steps_clock = clock.clone();
+            let (ex, id) = created(&store, doc, move |b| {
                 b.node_handler(
                     "slow",
-                    pactgraph::runtime::sync_node(|_| {
-                        std::thread::sleep(Duration::from_millis(20));
+                    pactgraph::runtime::sync_node(move |_| {
+                        steps_clock.advance(Duration::from_millis(20));
                         let mut w = serde_json::Map::new();
                         w.insert("n".into(), json!(1));
                         Ok(w)
@@ -638,12 +648,15 @@ fn drive_renews_its_lease_and_claims_are_exclusive() {
             let winner = if x.is_ok() { "x" } else { "y" };
             store.release(id, winner).await.unwrap();
 
-            let t0 = std::time::Instant::now();
+            let t0 = clock.now_ms();
             let lease = Duration::from_millis(200);
             let run = drive(&ex, &store, id, "a", &DriveOptions::default().lease(lease))
                 .await
                 .unwrap();
-            assert!(t0.elapsed() > lease * 3, "the run outlived several leases");
+            assert!(
+                Duration::from_millis(clock.now_ms() - t0) > lease * 3,
+                "the run outlived several leases"
+            );
             assert_eq!(run.steps(), 40);
             let kept = store.storage(id).await.unwrap();
             assert_eq!(
@@ -656,26 +669,41 @@ fn drive_renews_its_lease_and_claims_are_exclusive() {
 }
 
 /// Proves `drive` renews its lease while an effect runs: each of 3 node calls takes
-/// 500 ms (awaiting, as an LLM call would) under a 200 ms lease, and every checkpoint lands.
+/// 500 ms of the store's (manual) clock, moving it 25 ms at a time and awaiting between
+/// (as an LLM call would), under a 200 ms lease; every checkpoint lands, so the lease was
+/// renewed during each call. No real time is involved: a loaded machine cannot lapse it.
 #[test]
 fn drive_renews_its_lease_during_a_long_effect() {
     for backend in backends() {
         rt().block_on(async {
-            let held = open(backend).await;
+            let clock = Clock::manual(wall_ms());
+            let held = open_clocked(backend, clock.clone()).await;
             let store = held.store.clone();
             let mut doc = ticker(3, "t");
             doc["nodes"]["tick"]["run"] = json!({"handler": "long"});
-            let (ex, id) = created(&store, doc, |b| {
-                b.node_handler("long", |_input: pactgraph::runtime::NodeInput| async {
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                    let mut w = serde_json::Map::new();
-                    w.insert("n".into(), json!(1));
-                    Ok(w)
+            let calls_clock = clock.clone();
+            let (ex, id) = created(&store, doc, move |b| {
+                b.node_handler("long", move |_input: pactgraph::runtime::NodeInput| {
+                    let clock = calls_clock.clone();
+                    async move {
+                        // 25 ms at a time: the driver looks at its lease between two
+                        // polls of the call, and a poll moves the clock at most twice
+                        // (50 ms), well within the half lease (100 ms) it renews at.
+                        for _ in 0..20 {
+                            clock.advance(Duration::from_millis(25));
+                            tokio::task::yield_now().await;
+                        }
+                        let mut w = serde_json::Map::new();
+                        w.insert("n".into(), json!(1));
+                        Ok(w)
+                    }
                 })
             })
             .await;
+            let t0 = clock.now_ms();
             let options = DriveOptions::default().lease(Duration::from_millis(200));
             let run = drive(&ex, &store, id, "a", &options).await.unwrap();
+            assert_eq!(clock.now_ms() - t0, 1_500, "three calls of 500 ms each");
             assert_eq!(run.steps(), 3);
             assert_eq!(
                 run.termination_reason(),

@@ -1,32 +1,157 @@
 //! [`AnyStore`]: the run store a URL names, SQLite or PostgreSQL, behind one type, so that
-//! the commands and the worker are written once for both.
+//! the commands and the worker are written once for both. It is the one store
+//! ([`Store`]) on a backend chosen when opened ([`AnyDb`]): each connection, transaction
+//! and row is the chosen backend's; no `RunStore` method is forwarded by hand.
 
-use std::time::Duration;
+use sqlx::postgres::PgRow;
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Sqlite, Transaction};
 
-use super::{
-    Checkpoint, CreateOptions, DependencySpec, Durability, Lease, PgOptions, PgStore, PruneFilter,
-    RunFilter, RunInfo, RunStorage, RunStore, SqliteOptions, SqliteStore, StoreError, StoredRun,
-};
-use crate::runtime::{RunId, RunRecord};
+use super::db::{Backend, Begin, Conn, Exec, Sql, Tx};
+use super::postgres::{PgConn, PgDb, PgTx, redact};
+use super::rows::Cols;
+use super::sql::Store;
+use super::sqlite::{SqliteConn, SqliteDb};
+use super::{Durability, PgOptions, PgStore, SqliteOptions, SqliteStore, StoreError};
 
 /// A run store opened by URL: `sqlite:PATH` or `postgres://...`.
+pub type AnyStore = Store<AnyDb>;
+
+/// The backend of an [`AnyStore`]: SQLite's or PostgreSQL's.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub enum AnyStore {
+pub enum AnyDb {
     /// A SQLite database file (one machine).
-    Sqlite(SqliteStore),
+    Sqlite(SqliteDb),
     /// A PostgreSQL database (workers on many machines).
-    Postgres(PgStore),
+    Postgres(PgDb),
 }
 
-/// Calls the same method on whichever store `$store` is.
-macro_rules! each {
-    ($store:expr, $s:ident => $call:expr) => {
-        match $store {
-            AnyStore::Sqlite($s) => $call,
-            AnyStore::Postgres($s) => $call,
+/// A connection of either backend.
+#[doc(hidden)]
+pub enum AnyConn<'a> {
+    /// SQLite's.
+    Sqlite(SqliteConn<'a>),
+    /// PostgreSQL's.
+    Postgres(PgConn<'a>),
+}
+
+/// A transaction of either backend.
+#[doc(hidden)]
+pub enum AnyTx<'c> {
+    /// SQLite's.
+    Sqlite(Transaction<'c, Sqlite>),
+    /// PostgreSQL's.
+    Postgres(PgTx<'c>),
+}
+
+/// A row of either backend.
+#[doc(hidden)]
+pub enum AnyRow {
+    /// SQLite's.
+    Sqlite(SqliteRow),
+    /// PostgreSQL's.
+    Postgres(PgRow),
+}
+
+/// Calls the same method on whichever backend's value `$value` holds (`$enum` names the
+/// enum), wrapping rows into [`AnyRow`] with `$wrap`.
+macro_rules! either {
+    ($value:expr, $enum:ident, $v:ident => $call:expr) => {
+        match $value {
+            $enum::Sqlite($v) => $call,
+            $enum::Postgres($v) => $call,
         }
     };
+}
+
+impl Cols for AnyRow {
+    fn text(&self, col: &str) -> Result<String, sqlx::Error> {
+        either!(self, AnyRow, r => r.text(col))
+    }
+    fn opt_text(&self, col: &str) -> Result<Option<String>, sqlx::Error> {
+        either!(self, AnyRow, r => r.opt_text(col))
+    }
+    fn int(&self, col: &str) -> Result<i64, sqlx::Error> {
+        either!(self, AnyRow, r => r.int(col))
+    }
+    fn opt_int(&self, col: &str) -> Result<Option<i64>, sqlx::Error> {
+        either!(self, AnyRow, r => r.opt_int(col))
+    }
+}
+
+/// `Exec` for a connection or transaction of either backend: the backend's own, its rows
+/// wrapped.
+macro_rules! exec_either {
+    ($ty:ident) => {
+        impl Exec for $ty<'_> {
+            type Row = AnyRow;
+            async fn fetch_all(&mut self, sql: &Sql<'_>) -> Result<Vec<AnyRow>, sqlx::Error> {
+                Ok(match self {
+                    $ty::Sqlite(c) => c.fetch_all(sql).await?.into_iter().map(AnyRow::Sqlite).collect(),
+                    $ty::Postgres(c) => c.fetch_all(sql).await?.into_iter().map(AnyRow::Postgres).collect(),
+                })
+            }
+            async fn fetch_optional(&mut self, sql: &Sql<'_>) -> Result<Option<AnyRow>, sqlx::Error> {
+                Ok(match self {
+                    $ty::Sqlite(c) => c.fetch_optional(sql).await?.map(AnyRow::Sqlite),
+                    $ty::Postgres(c) => c.fetch_optional(sql).await?.map(AnyRow::Postgres),
+                })
+            }
+            async fn execute(&mut self, sql: &Sql<'_>) -> Result<u64, sqlx::Error> {
+                either!(self, $ty, c => c.execute(sql).await)
+            }
+        }
+    };
+}
+exec_either!(AnyConn);
+exec_either!(AnyTx);
+
+impl Conn for AnyConn<'_> {
+    type Tx<'c>
+        = AnyTx<'c>
+    where
+        Self: 'c;
+
+    async fn begin(&mut self, how: Begin) -> Result<AnyTx<'_>, sqlx::Error> {
+        Ok(match self {
+            AnyConn::Sqlite(c) => AnyTx::Sqlite(c.begin(how).await?),
+            AnyConn::Postgres(c) => AnyTx::Postgres(c.begin(how).await?),
+        })
+    }
+}
+
+impl Tx for AnyTx<'_> {
+    async fn commit(self) -> Result<(), sqlx::Error> {
+        either!(self, AnyTx, tx => tx.commit().await)
+    }
+
+    async fn rollback(self) -> Result<(), sqlx::Error> {
+        either!(self, AnyTx, tx => tx.rollback().await)
+    }
+}
+
+impl Backend for AnyDb {
+    type Row = AnyRow;
+    type Conn<'a> = AnyConn<'a>;
+
+    async fn read(&self) -> Result<AnyConn<'_>, StoreError> {
+        Ok(match self {
+            AnyDb::Sqlite(db) => AnyConn::Sqlite(db.read().await?),
+            AnyDb::Postgres(db) => AnyConn::Postgres(db.read().await?),
+        })
+    }
+
+    async fn write(&self) -> Result<AnyConn<'_>, StoreError> {
+        Ok(match self {
+            AnyDb::Sqlite(db) => AnyConn::Sqlite(db.write().await?),
+            AnyDb::Postgres(db) => AnyConn::Postgres(db.write().await?),
+        })
+    }
+
+    async fn close(&self) {
+        either!(self, AnyDb, db => db.close().await)
+    }
 }
 
 impl AnyStore {
@@ -48,16 +173,16 @@ impl AnyStore {
         let url = url.trim();
         if url.starts_with("sqlite:") {
             let options = SqliteOptions::default().durability(durability);
-            return SqliteStore::open_with(url, options).await.map(Self::Sqlite);
+            return SqliteStore::open_with(url, options).await.map(Self::from);
         }
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let options = PgOptions::default()
                 .durability(durability)
                 .max_connections(connections);
-            return PgStore::open_with(url, options).await.map(Self::Postgres);
+            return PgStore::open_with(url, options).await.map(Self::from);
         }
         Err(StoreError::BadUrl {
-            url: super::postgres::redact(url),
+            url: redact(url),
             reason: "expected `sqlite:PATH` or `postgres://USER:PASSWORD@HOST:PORT/DATABASE`"
                 .into(),
         })
@@ -65,121 +190,21 @@ impl AnyStore {
 
     /// `sqlite` or `postgres`.
     pub fn backend(&self) -> &'static str {
-        match self {
-            AnyStore::Sqlite(_) => "sqlite",
-            AnyStore::Postgres(_) => "postgres",
+        match self.db() {
+            AnyDb::Sqlite(_) => "sqlite",
+            AnyDb::Postgres(_) => "postgres",
         }
-    }
-
-    /// Closes its connections.
-    pub async fn close(&self) {
-        each!(self, s => s.close().await)
-    }
-
-    /// What run `id` takes: step rows and snapshots, in bytes of JSON.
-    pub async fn storage(&self, id: RunId) -> Result<RunStorage, StoreError> {
-        each!(self, s => s.storage(id).await)
-    }
-
-    /// Run `id`'s step rows in sequence order: each checkpoint's number and delta (those
-    /// after its snapshot).
-    pub async fn deltas(&self, id: RunId) -> Result<Vec<(u64, super::StepDelta)>, StoreError> {
-        each!(self, s => s.deltas(id).await)
-    }
-
-    /// Every dependency edge, `(dependency, dependent)` (for `runs graph`).
-    pub async fn dependency_edges(&self) -> Result<Vec<(RunId, RunId)>, StoreError> {
-        each!(self, s => s.dependency_edges().await)
     }
 }
 
 impl From<SqliteStore> for AnyStore {
     fn from(store: SqliteStore) -> Self {
-        AnyStore::Sqlite(store)
+        store.map(AnyDb::Sqlite)
     }
 }
 
 impl From<PgStore> for AnyStore {
     fn from(store: PgStore) -> Self {
-        AnyStore::Postgres(store)
-    }
-}
-
-impl RunStore for AnyStore {
-    async fn create(
-        &self,
-        record: &RunRecord,
-        options: &CreateOptions,
-    ) -> Result<RunInfo, StoreError> {
-        each!(self, s => s.create(record, options).await)
-    }
-
-    async fn checkpoint(
-        &self,
-        id: RunId,
-        owner: &str,
-        checkpoint: Checkpoint<'_>,
-    ) -> Result<RunInfo, StoreError> {
-        each!(self, s => s.checkpoint(id, owner, checkpoint).await)
-    }
-
-    async fn load(&self, id: RunId) -> Result<StoredRun, StoreError> {
-        each!(self, s => s.load(id).await)
-    }
-
-    async fn load_at(&self, id: RunId, seq: u64) -> Result<StoredRun, StoreError> {
-        each!(self, s => s.load_at(id, seq).await)
-    }
-
-    async fn info(&self, id: RunId) -> Result<RunInfo, StoreError> {
-        each!(self, s => s.info(id).await)
-    }
-
-    async fn list(&self, filter: &RunFilter) -> Result<Vec<RunInfo>, StoreError> {
-        each!(self, s => s.list(filter).await)
-    }
-
-    async fn claim(&self, id: RunId, owner: &str, lease: Duration) -> Result<Lease, StoreError> {
-        each!(self, s => s.claim(id, owner, lease).await)
-    }
-
-    async fn renew(&self, id: RunId, owner: &str, lease: Duration) -> Result<Lease, StoreError> {
-        each!(self, s => s.renew(id, owner, lease).await)
-    }
-
-    async fn note_attempt(&self, id: RunId, owner: &str, attempt: u32) -> Result<(), StoreError> {
-        each!(self, s => s.note_attempt(id, owner, attempt).await)
-    }
-
-    async fn release(&self, id: RunId, owner: &str) -> Result<(), StoreError> {
-        each!(self, s => s.release(id, owner).await)
-    }
-
-    async fn interrupt(&self, id: RunId, owner: &str) -> Result<(), StoreError> {
-        each!(self, s => s.interrupt(id, owner).await)
-    }
-
-    async fn cancel(&self, id: RunId) -> Result<RunInfo, StoreError> {
-        each!(self, s => s.cancel(id).await)
-    }
-
-    async fn prune(&self, filter: &PruneFilter) -> Result<u64, StoreError> {
-        each!(self, s => s.prune(filter).await)
-    }
-
-    async fn find(&self, key: &str) -> Result<RunId, StoreError> {
-        each!(self, s => s.find(key).await)
-    }
-
-    async fn dependency_spec(&self, id: RunId) -> Result<Option<DependencySpec>, StoreError> {
-        each!(self, s => s.dependency_spec(id).await)
-    }
-
-    async fn dependents(&self, id: RunId) -> Result<Vec<RunInfo>, StoreError> {
-        each!(self, s => s.dependents(id).await)
-    }
-
-    async fn runnable(&self, limit: usize) -> Result<Vec<RunInfo>, StoreError> {
-        each!(self, s => s.runnable(limit).await)
+        store.map(AnyDb::Postgres)
     }
 }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::delta::{Before, StepDelta};
-use super::{Checkpoint, RunInfo, RunStore, StoreError, StoredStatus, duration_ms, now_ms};
+use super::{Checkpoint, RunInfo, RunStore, StoreError, StoredStatus, duration_ms};
 use crate::contracts::SYSTEM_SLICE;
 use crate::runtime::{RunId, RunState, RunStatus, TerminationReason};
 
@@ -159,7 +159,7 @@ pub async fn settle<S: RunStore>(
         .filter(|i| !i.status.is_ended())
         .cloned()
         .collect();
-    let now = now_ms();
+    let now = store.clock().now_ms();
     if !pending.is_empty() {
         if now < spec.deadline_ms {
             return Ok(Settled::Waiting {
@@ -263,12 +263,17 @@ async fn end<S: RunStore>(
     message: String,
 ) -> Result<(), StoreError> {
     let before = Before::of(run);
-    super::rows::end_run(run, RunStatus::Failed, reason, &message, now_ms()).map_err(|why| {
-        StoreError::Corrupt {
-            run_id: id,
-            what: "run state".into(),
-            reason: why,
-        }
+    super::rows::end_run(
+        run,
+        RunStatus::Failed,
+        reason,
+        &message,
+        store.clock().now_ms(),
+    )
+    .map_err(|why| StoreError::Corrupt {
+        run_id: id,
+        what: "run state".into(),
+        reason: why,
     })?;
     let delta = StepDelta::between(&before, run);
     store
@@ -313,7 +318,7 @@ pub async fn settle_dependents<S: RunStore>(
     Ok(ended)
 }
 
-/// The deadline of a run created now waiting at most `timeout`.
-pub(crate) fn deadline(timeout: Duration) -> u64 {
-    now_ms().saturating_add(duration_ms(timeout))
+/// The deadline of a run created at `now` waiting at most `timeout`.
+pub(crate) fn deadline(now: u64, timeout: Duration) -> u64 {
+    now.saturating_add(duration_ms(timeout))
 }

@@ -6,8 +6,8 @@ use std::time::Duration;
 use super::delta::{Before, StepDelta};
 use super::rows::cancel_run;
 use super::{
-    Checkpoint, RunInfo, RunStore, Settled, StoreError, StoredStatus, attempt_key, duration_ms,
-    now_ms, settle,
+    Checkpoint, Clock, RunInfo, RunStore, Settled, StoreError, StoredStatus, attempt_key,
+    duration_ms, settle,
 };
 use crate::contracts::WorkflowDocument;
 use crate::runtime::{Executor, RunId, RunState};
@@ -147,6 +147,7 @@ pub async fn drive_with<S: RunStore>(
         owner,
         options,
         lease_expires_ms: lease.expires_ms,
+        clock: store.clock(),
     };
     let result = driver.run(how).await;
     let released = store.release(id, owner).await;
@@ -162,6 +163,8 @@ struct Driver<'a, S> {
     owner: &'a str,
     options: &'a DriveOptions,
     lease_expires_ms: u64,
+    /// The store's clock: when the lease lapses and is renewed.
+    clock: Clock,
 }
 
 /// How waiting for dependencies ended.
@@ -242,7 +245,7 @@ impl<S: RunStore> Driver<'_, S> {
                 self.cancel(&mut run, seq).await?;
                 return Ok(run);
             }
-            if self.lease_expires_ms.saturating_sub(now_ms()) < half {
+            if self.lease_expires_ms.saturating_sub(self.clock.now_ms()) < half {
                 self.renew().await?;
             }
             if let Some(f) = self.options.before_step {
@@ -287,22 +290,22 @@ impl<S: RunStore> Driver<'_, S> {
             // The lease is renewed while the effect runs, each time half of it is left,
             // and a cancel is looked for; losing the lease or a cancel abandons the
             // effect (dropping it kills its program).
+            // The lease's times are on the store's clock; the cancel is looked for every
+            // `cancel_poll` of real time.
             let perform = self.executor.perform(effect);
             tokio::pin!(perform);
             let output = loop {
-                let left = self.lease_expires_ms.saturating_sub(now_ms());
-                let renew_in = Duration::from_millis(left.saturating_sub(half));
-                let wait = renew_in.min(self.options.cancel_poll);
+                let renew_at = self.lease_expires_ms.saturating_sub(half);
                 tokio::select! {
                     output = &mut perform => break output,
-                    () = tokio::time::sleep(wait) => {
-                        if self.lease_expires_ms.saturating_sub(now_ms()) <= half {
-                            self.renew().await?;
-                        }
-                        if self.store.info(self.id).await?.cancel_requested {
-                            return Ok(Stepped::Cancelled);
-                        }
-                    }
+                    () = self.clock.sleep_until(renew_at) => {}
+                    () = tokio::time::sleep(self.options.cancel_poll) => {}
+                }
+                if self.lease_expires_ms.saturating_sub(self.clock.now_ms()) <= half {
+                    self.renew().await?;
+                }
+                if self.store.info(self.id).await?.cancel_requested {
+                    return Ok(Stepped::Cancelled);
                 }
             };
             self.executor.resolve_step(run, &mut step, output);
@@ -330,7 +333,7 @@ impl<S: RunStore> Driver<'_, S> {
                 Settled::Ended(_) => return Ok(Waited::Ended),
             }
             tokio::time::sleep(self.options.dependency_poll).await;
-            if self.lease_expires_ms.saturating_sub(now_ms()) < half {
+            if self.lease_expires_ms.saturating_sub(self.clock.now_ms()) < half {
                 self.renew().await?;
             }
             if self.store.info(self.id).await?.cancel_requested {
@@ -356,7 +359,7 @@ impl<S: RunStore> Driver<'_, S> {
     /// Stops `run` (as of checkpoint `seq`) as cancelled, as one more checkpoint.
     async fn cancel(&self, run: &mut RunState, seq: u64) -> Result<(), StoreError> {
         let before = Before::of(run);
-        cancel_run(run, now_ms()).map_err(|reason| self.cannot(reason))?;
+        cancel_run(run, self.clock.now_ms()).map_err(|reason| self.cannot(reason))?;
         let delta = StepDelta::between(&before, run);
         self.checkpoint(Checkpoint::new(seq + 1, &delta, run))
             .await

@@ -1,4 +1,5 @@
-//! Durable runs: the [`RunStore`] trait, its SQLite backend ([`SqliteStore`]) and a
+//! Durable runs: the [`RunStore`] trait, the store that implements it once for SQLite
+//! ([`SqliteStore`]), PostgreSQL ([`PgStore`]) or either by URL ([`AnyStore`]), and a
 //! driver ([`drive`]) that steps a stored run and checkpoints every step.
 //!
 //! A store keeps each run as a row (id, name, workflow, status, lease, counters), its
@@ -17,18 +18,24 @@ use crate::contracts::WorkflowDocument;
 use crate::runtime::{RunId, RunRecord, RunState, RunStatus, TerminationReason};
 
 mod any;
+mod clock;
+mod db;
 mod delta;
 mod deps;
+mod dialects;
 mod driver;
 mod error;
+mod format;
 mod owner;
 mod postgres;
 mod rows;
+mod sql;
 mod sqlite;
 mod weights;
 mod worker;
 
-pub use any::AnyStore;
+pub use any::{AnyDb, AnyStore};
+pub use clock::Clock;
 pub use delta::{Before, ControlDelta, FrameDelta, MapDelta, StepDelta};
 pub use deps::{
     DEFAULT_DEP_TIMEOUT, Dependencies, DependencySpec, OnDepFailure, Settled, settle,
@@ -38,9 +45,10 @@ pub use driver::{Continue, DriveOptions, drive, drive_with};
 pub use error::StoreError;
 pub(crate) use owner::local_owner_pattern;
 pub use owner::{local_owner, owner_gone};
-pub use postgres::{PgOptions, PgStore};
+pub use postgres::{PgDb, PgOptions, PgStore};
 pub use rows::STORE_FORMAT;
-pub use sqlite::{Durability, RunStorage, SqliteOptions, SqliteStore};
+pub use sql::{RunStorage, Store};
+pub use sqlite::{Durability, SqliteDb, SqliteOptions, SqliteStore};
 pub use worker::{WorkEvent, WorkSummary, WorkerOptions, work};
 
 /// A run's status as the store shows it.
@@ -488,6 +496,13 @@ pub trait RunStore: Send + Sync {
         &self,
         limit: usize,
     ) -> impl Future<Output = Result<Vec<RunInfo>, StoreError>> + Send;
+
+    /// The clock the store reads the time from (leases, updates, deadlines): what
+    /// [`drive`] renews its lease by. The system's unless the store was opened with
+    /// another ([`SqliteOptions::clock`], [`PgOptions::clock`]).
+    fn clock(&self) -> Clock {
+        Clock::system()
+    }
 }
 
 /// Milliseconds since the Unix epoch.

@@ -12,7 +12,7 @@ use crate::runtime::{RunId, RunState, RunStatus, TerminationReason, TraceItem, T
 
 /// Reading a row's columns by name, the same way on both backends: text and 64-bit
 /// integers (both stores keep every number as a 64-bit integer).
-pub(crate) trait Cols {
+pub trait Cols {
     /// A `TEXT NOT NULL` column.
     fn text(&self, col: &str) -> Result<String, sqlx::Error>;
     /// A nullable `TEXT` column.

@@ -8,7 +8,9 @@
 use std::fmt;
 use std::ops::Deref;
 
-use pactgraph::store::{AnyStore, Durability, PgOptions, PgStore, SqliteOptions, SqliteStore};
+use pactgraph::store::{
+    AnyStore, Clock, Durability, PgOptions, PgStore, SqliteOptions, SqliteStore,
+};
 use sqlx::Connection;
 
 /// Which store a test runs on.
@@ -162,6 +164,29 @@ pub async fn open_with(backend: Backend, every: Option<u64>) -> TestStore {
     eprintln!("== on {backend}");
     let (url, place) = place(backend);
     let store = reopen(backend, &url, every).await;
+    TestStore {
+        store,
+        url,
+        backend,
+        _place: place,
+    }
+}
+
+/// A fresh store on `backend` reading the time from `clock` (a manual clock: leases that
+/// lapse only when the test moves it, whatever the machine's load).
+pub async fn open_clocked(backend: Backend, clock: Clock) -> TestStore {
+    eprintln!("== on {backend}");
+    let (url, place) = place(backend);
+    let store = match backend {
+        Backend::Sqlite => SqliteStore::open_with(&url, SqliteOptions::default().clock(clock))
+            .await
+            .expect("opens")
+            .into(),
+        Backend::Postgres => PgStore::open_with(&url, PgOptions::default().clock(clock))
+            .await
+            .expect("opens")
+            .into(),
+    };
     TestStore {
         store,
         url,

@@ -1,79 +1,77 @@
-//! Dependency records in PostgreSQL (the same statements as SQLite's): writing them with a new run, reading a run's
-//! dependencies and dependents, and finding the runs a worker may take.
+//! Dependency records: writing them with a new run, reading a run's dependencies and
+//! dependents, every edge, and finding the runs a worker may take.
 
-use sqlx::Row;
-
-use super::*;
-use crate::store::RunInfo;
+use super::Store;
+use crate::runtime::RunId;
+use crate::store::db::{Backend, Exec, sql};
 use crate::store::deps::deadline;
-use crate::store::rows::{INFO, info_from_row};
-use crate::store::{Dependencies, DependencySpec, OnDepFailure};
-use crate::store::{local_owner_pattern, owner_gone};
+use crate::store::rows::{Cols, INFO, info_from_row, to_i64, to_u64};
+use crate::store::{
+    Dependencies, DependencySpec, OnDepFailure, RunInfo, StoreError, local_owner_pattern,
+    owner_gone,
+};
 
-/// Records `deps` for the new run `id` in the create transaction: each must exist
-/// ([`StoreError::NotFound`] naming it otherwise); the run becomes `waiting`.
-pub(super) async fn insert_dependencies(
-    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
-    id: RunId,
-    deps: &Dependencies,
-) -> Result<(), StoreError> {
-    let db = StoreError::db("recording dependencies", Some(id));
-    let key = id.to_string();
-    for (position, dep) in deps.after.iter().enumerate() {
-        let found = sqlx::query("SELECT 1 FROM runs WHERE id = $1")
-            .bind(dep.to_string())
-            .fetch_optional(&mut **tx)
-            .await
-            .map_err(&db)?;
-        if found.is_none() {
-            return Err(StoreError::NotFound {
-                key: dep.to_string(),
-            });
+impl<B: Backend> Store<B> {
+    /// Records `deps` for the new run `id` in the create transaction `tx`: each must exist
+    /// ([`StoreError::NotFound`] naming it otherwise); the run becomes `waiting`.
+    pub(super) async fn insert_dependencies(
+        &self,
+        tx: &mut impl Exec,
+        id: RunId,
+        deps: &Dependencies,
+    ) -> Result<(), StoreError> {
+        let db = StoreError::db("recording dependencies", Some(id));
+        let key = id.to_string();
+        for (position, dep) in deps.after.iter().enumerate() {
+            let found = sql("SELECT 1 FROM runs WHERE id = $1")
+                .bind(dep.to_string())
+                .fetch_optional(tx)
+                .await
+                .map_err(&db)?;
+            if found.is_none() {
+                return Err(StoreError::NotFound {
+                    key: dep.to_string(),
+                });
+            }
+            sql("INSERT INTO dependencies (run_id, position, dep_id) VALUES ($1, $2, $3)")
+                .bind(&key)
+                .bind(i64::try_from(position).unwrap_or(i64::MAX))
+                .bind(dep.to_string())
+                .execute(tx)
+                .await
+                .map_err(&db)?;
         }
-        sqlx::query("INSERT INTO dependencies (run_id, position, dep_id) VALUES ($1, $2, $3)")
-            .bind(&key)
-            .bind(i64::try_from(position).unwrap_or(i64::MAX))
-            .bind(dep.to_string())
-            .execute(&mut **tx)
-            .await
-            .map_err(&db)?;
+        sql(
+            "UPDATE runs SET status = 'waiting', dep_deadline_ms = $2, on_dep_failure = $3, \
+             dep_result = $4 WHERE id = $1",
+        )
+        .bind(&key)
+        .bind(to_i64(deadline(self.now(), deps.timeout)))
+        .bind(deps.on_failure.as_str())
+        .bind(&deps.result_slice)
+        .execute(tx)
+        .await
+        .map_err(&db)?;
+        Ok(())
     }
-    sqlx::query(
-        "UPDATE runs SET status = 'waiting', dep_deadline_ms = $2, on_dep_failure = $3, \
-         dep_result = $4 WHERE id = $1",
-    )
-    .bind(&key)
-    .bind(to_i64(deadline(deps.timeout)))
-    .bind(deps.on_failure.as_str())
-    .bind(&deps.result_slice)
-    .execute(&mut **tx)
-    .await
-    .map_err(&db)?;
-    Ok(())
-}
 
-impl PgStore {
+    /// How run `id` was created to wait (see `RunStore::dependency_spec`).
     pub(super) async fn read_dependency_spec(
         &self,
         id: RunId,
     ) -> Result<Option<DependencySpec>, StoreError> {
         let db = StoreError::db("reading dependencies", Some(id));
         let key = id.to_string();
-        let row = sqlx::query(
-            "SELECT dep_deadline_ms, on_dep_failure, dep_result FROM runs WHERE id = $1",
-        )
-        .bind(&key)
-        .fetch_optional(&mut *self.conns.get().await?)
-        .await
-        .map_err(&db)?
-        .ok_or_else(|| StoreError::NotFound { key: key.clone() })?;
-        let Some(deadline_ms) = row
-            .try_get::<Option<i64>, _>("dep_deadline_ms")
+        let row = sql("SELECT dep_deadline_ms, on_dep_failure, dep_result FROM runs WHERE id = $1")
+            .bind(&key)
+            .fetch_optional(&mut self.db.read().await?)
+            .await
             .map_err(&db)?
-        else {
+            .ok_or_else(|| StoreError::NotFound { key: key.clone() })?;
+        let Some(deadline_ms) = row.opt_int("dep_deadline_ms").map_err(&db)? else {
             return Ok(None);
         };
-        let policy: Option<String> = row.try_get("on_dep_failure").map_err(&db)?;
+        let policy = row.opt_text("on_dep_failure").map_err(&db)?;
         let on_failure = match policy.as_deref().map(OnDepFailure::parse) {
             Some(Some(p)) => p,
             _ => {
@@ -84,15 +82,14 @@ impl PgStore {
                 });
             }
         };
-        let rows =
-            sqlx::query("SELECT dep_id FROM dependencies WHERE run_id = $1 ORDER BY position")
-                .bind(&key)
-                .fetch_all(&mut *self.conns.get().await?)
-                .await
-                .map_err(&db)?;
+        let rows = sql("SELECT dep_id FROM dependencies WHERE run_id = $1 ORDER BY position")
+            .bind(&key)
+            .fetch_all(&mut self.db.read().await?)
+            .await
+            .map_err(&db)?;
         let mut after = Vec::with_capacity(rows.len());
         for row in &rows {
-            let text: String = row.try_get("dep_id").map_err(&db)?;
+            let text = row.text("dep_id").map_err(&db)?;
             after.push(text.parse().map_err(|e: crate::runtime::RunIdError| {
                 StoreError::Corrupt {
                     run_id: id,
@@ -105,33 +102,35 @@ impl PgStore {
             after,
             deadline_ms: to_u64(deadline_ms),
             on_failure,
-            result_slice: row.try_get("dep_result").map_err(&db)?,
+            result_slice: row.opt_text("dep_result").map_err(&db)?,
         }))
     }
 
+    /// The runs created after run `id`, oldest first.
     pub(super) async fn read_dependents(&self, id: RunId) -> Result<Vec<RunInfo>, StoreError> {
-        let now = now_ms();
-        let rows = sqlx::query(&format!(
+        let now = self.now();
+        let rows = sql(&format!(
             "SELECT {INFO} FROM runs WHERE id IN \
              (SELECT run_id FROM dependencies WHERE dep_id = $1) ORDER BY id"
         ))
         .bind(id.to_string())
-        .fetch_all(&mut *self.conns.get().await?)
+        .fetch_all(&mut self.db.read().await?)
         .await
         .map_err(StoreError::db("reading dependents", Some(id)))?;
         rows.iter().map(|r| info_from_row(r, now)).collect()
     }
 
+    /// Up to `limit` runs a worker may take now (see `RunStore::runnable`).
     pub(super) async fn read_runnable(&self, limit: usize) -> Result<Vec<RunInfo>, StoreError> {
-        let now = now_ms();
+        let now = self.now();
         let most = i64::try_from(limit).unwrap_or(i64::MAX);
         let db = StoreError::db("finding runnable runs", None);
-        let rows = sqlx::query(&runnable_sql(
+        let rows = sql(&runnable_sql(
             "(owner IS NULL OR lease_expires_ms IS NULL OR lease_expires_ms <= $1)",
         ))
         .bind(to_i64(now))
         .bind(most)
-        .fetch_all(&mut *self.conns.get().await?)
+        .fetch_all(&mut self.db.read().await?)
         .await
         .map_err(&db)?;
         let mut runs = rows
@@ -140,22 +139,26 @@ impl PgStore {
             .collect::<Result<Vec<_>, _>>()?;
         // A run held under a current lease by a process of this host that is gone (killed,
         // say) is runnable too: `claim` takes it over at once (`owner_gone`).
-        let owners: Vec<String> = sqlx::query_scalar(
+        let owners = sql(
             "SELECT owner FROM runs WHERE status IN ('queued', 'waiting', 'running') \
              AND owner LIKE $1 AND lease_expires_ms > $2",
         )
         .bind(local_owner_pattern())
         .bind(to_i64(now))
-        .fetch_all(&mut *self.conns.get().await?)
+        .fetch_all(&mut self.db.read().await?)
         .await
+        .map_err(&db)?
+        .iter()
+        .map(|r| r.text("owner"))
+        .collect::<Result<Vec<String>, _>>()
         .map_err(&db)?;
         let gone: Vec<&String> = owners.iter().filter(|o| owner_gone(o)).collect();
         for owner in &gone {
-            let rows = sqlx::query(&runnable_sql("owner = $3"))
+            let rows = sql(&runnable_sql("owner = $3"))
                 .bind(to_i64(now))
                 .bind(most)
                 .bind(owner.as_str())
-                .fetch_all(&mut *self.conns.get().await?)
+                .fetch_all(&mut self.db.read().await?)
                 .await
                 .map_err(&db)?;
             for row in &rows {
@@ -169,15 +172,13 @@ impl PgStore {
         }
         Ok(runs)
     }
-}
 
-impl PgStore {
     /// Every dependency edge in the store, `(dependency, dependent)`, ordered by the
     /// dependent's id then position (for `runs graph`).
     pub async fn dependency_edges(&self) -> Result<Vec<(RunId, RunId)>, StoreError> {
         let db = StoreError::db("reading dependencies", None);
-        let rows = sqlx::query("SELECT dep_id, run_id FROM dependencies ORDER BY run_id, position")
-            .fetch_all(&mut *self.conns.get().await?)
+        let rows = sql("SELECT dep_id, run_id FROM dependencies ORDER BY run_id, position")
+            .fetch_all(&mut self.db.read().await?)
             .await
             .map_err(&db)?;
         let parse = |text: String| {
@@ -189,8 +190,8 @@ impl PgStore {
         };
         let mut edges = Vec::with_capacity(rows.len());
         for row in &rows {
-            let dep: String = row.try_get("dep_id").map_err(&db)?;
-            let run: String = row.try_get("run_id").map_err(&db)?;
+            let dep = row.text("dep_id").map_err(&db)?;
+            let run = row.text("run_id").map_err(&db)?;
             edges.push((parse(dep)?, parse(run)?));
         }
         Ok(edges)

@@ -1,0 +1,319 @@
+//! The seam between the one store ([`super::sql::Store`]) and its backends: a statement
+//! and its binds ([`Sql`]), running it on a connection or a transaction ([`Exec`]), a
+//! backend's connections and transactions ([`Backend`]) and the statements in which the
+//! dialects differ ([`Dialect`], the table in docs/spec/store.md).
+//!
+//! Statements are written once with `$N` placeholders (sqlx binds them by number on
+//! SQLite too) and bound with a few typed values (text, 64-bit integers, booleans: the
+//! types every column has on both databases).
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::ops::DerefMut;
+
+use super::StoreError;
+use super::rows::Cols;
+
+/// A value bound to a placeholder.
+#[derive(Debug, Clone)]
+pub enum Arg<'a> {
+    /// Text, or `NULL`.
+    Text(Option<Cow<'a, str>>),
+    /// A 64-bit integer, or `NULL`.
+    Int(Option<i64>),
+    /// A boolean.
+    Bool(bool),
+}
+
+impl<'a> From<&'a str> for Arg<'a> {
+    fn from(v: &'a str) -> Self {
+        Arg::Text(Some(Cow::Borrowed(v)))
+    }
+}
+impl<'a> From<&'a String> for Arg<'a> {
+    fn from(v: &'a String) -> Self {
+        Arg::Text(Some(Cow::Borrowed(v)))
+    }
+}
+impl From<String> for Arg<'_> {
+    fn from(v: String) -> Self {
+        Arg::Text(Some(Cow::Owned(v)))
+    }
+}
+impl<'a> From<Option<&'a str>> for Arg<'a> {
+    fn from(v: Option<&'a str>) -> Self {
+        Arg::Text(v.map(Cow::Borrowed))
+    }
+}
+impl<'a> From<&'a Option<String>> for Arg<'a> {
+    fn from(v: &'a Option<String>) -> Self {
+        Arg::Text(v.as_deref().map(Cow::Borrowed))
+    }
+}
+impl From<Option<String>> for Arg<'_> {
+    fn from(v: Option<String>) -> Self {
+        Arg::Text(v.map(Cow::Owned))
+    }
+}
+impl From<i64> for Arg<'_> {
+    fn from(v: i64) -> Self {
+        Arg::Int(Some(v))
+    }
+}
+impl From<Option<i64>> for Arg<'_> {
+    fn from(v: Option<i64>) -> Self {
+        Arg::Int(v)
+    }
+}
+impl From<bool> for Arg<'_> {
+    fn from(v: bool) -> Self {
+        Arg::Bool(v)
+    }
+}
+
+/// A statement and the values bound to its placeholders, in order (`$1`, `$2`, ...).
+#[derive(Debug, Clone)]
+pub struct Sql<'a> {
+    text: &'a str,
+    args: Vec<Arg<'a>>,
+}
+
+/// The statement `text`, nothing bound yet.
+pub fn sql(text: &str) -> Sql<'_> {
+    Sql {
+        text,
+        args: Vec::new(),
+    }
+}
+
+impl<'a> Sql<'a> {
+    /// Binds the next placeholder to `value`.
+    pub fn bind(mut self, value: impl Into<Arg<'a>>) -> Self {
+        self.args.push(value.into());
+        self
+    }
+
+    /// Runs it on `on`: every row.
+    pub async fn fetch_all<E: Exec>(self, on: &mut E) -> Result<Vec<E::Row>, sqlx::Error> {
+        on.fetch_all(&self).await
+    }
+
+    /// Runs it on `on`: the first row, if any.
+    pub async fn fetch_optional<E: Exec>(self, on: &mut E) -> Result<Option<E::Row>, sqlx::Error> {
+        on.fetch_optional(&self).await
+    }
+
+    /// Runs it on `on`: its one row (`RowNotFound` if none).
+    pub async fn fetch_one<E: Exec>(self, on: &mut E) -> Result<E::Row, sqlx::Error> {
+        on.fetch_optional(&self)
+            .await?
+            .ok_or(sqlx::Error::RowNotFound)
+    }
+
+    /// Runs it on `on`: how many rows it changed.
+    pub async fn execute<E: Exec>(self, on: &mut E) -> Result<u64, sqlx::Error> {
+        on.execute(&self).await
+    }
+}
+
+/// Runs statements: a connection, or a transaction open on one.
+pub trait Exec: Send {
+    /// A row it returns.
+    type Row: Cols + Send;
+    /// Every row of `sql`.
+    fn fetch_all(
+        &mut self,
+        sql: &Sql<'_>,
+    ) -> impl Future<Output = Result<Vec<Self::Row>, sqlx::Error>> + Send;
+    /// The first row of `sql`, if any.
+    fn fetch_optional(
+        &mut self,
+        sql: &Sql<'_>,
+    ) -> impl Future<Output = Result<Option<Self::Row>, sqlx::Error>> + Send;
+    /// Runs `sql`; how many rows it changed.
+    fn execute(&mut self, sql: &Sql<'_>) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+}
+
+/// A sqlx connection type statements run on (SQLite's or PostgreSQL's).
+pub trait Raw: Send {
+    /// Its row type.
+    type Row: Cols + Send;
+    /// Every row of `sql`.
+    fn fetch_all(
+        &mut self,
+        sql: &Sql<'_>,
+    ) -> impl Future<Output = Result<Vec<Self::Row>, sqlx::Error>> + Send;
+    /// The first row of `sql`, if any.
+    fn fetch_optional(
+        &mut self,
+        sql: &Sql<'_>,
+    ) -> impl Future<Output = Result<Option<Self::Row>, sqlx::Error>> + Send;
+    /// Runs `sql`; how many rows it changed.
+    fn execute(&mut self, sql: &Sql<'_>) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+}
+
+/// `Raw` for a sqlx connection type: binds each [`Arg`] with its sqlx type (`TEXT`,
+/// `BIGINT`, `BOOLEAN`), the types PostgreSQL's planner is given today.
+macro_rules! raw {
+    ($db:ty, $conn:ty, $row:ty) => {
+        impl Raw for $conn {
+            type Row = $row;
+            async fn fetch_all(&mut self, sql: &Sql<'_>) -> Result<Vec<$row>, sqlx::Error> {
+                query::<$db>(sql).fetch_all(self).await
+            }
+            async fn fetch_optional(&mut self, sql: &Sql<'_>) -> Result<Option<$row>, sqlx::Error> {
+                query::<$db>(sql).fetch_optional(self).await
+            }
+            async fn execute(&mut self, sql: &Sql<'_>) -> Result<u64, sqlx::Error> {
+                Ok(query::<$db>(sql).execute(self).await?.rows_affected())
+            }
+        }
+    };
+}
+raw!(
+    sqlx::Sqlite,
+    sqlx::SqliteConnection,
+    sqlx::sqlite::SqliteRow
+);
+raw!(sqlx::Postgres, sqlx::PgConnection, sqlx::postgres::PgRow);
+
+/// The sqlx query for `sql` on database `DB`, its values bound.
+fn query<'q, DB>(sql: &'q Sql<'_>) -> sqlx::query::Query<'q, DB, DB::Arguments<'q>>
+where
+    DB: sqlx::Database,
+    Option<&'q str>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    bool: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    let mut q = sqlx::query::<DB>(sql.text);
+    for arg in &sql.args {
+        q = match arg {
+            Arg::Text(t) => q.bind(t.as_deref()),
+            Arg::Int(i) => q.bind(*i),
+            Arg::Bool(b) => q.bind(*b),
+        };
+    }
+    q
+}
+
+/// A held connection or a transaction runs statements on the connection it holds.
+impl<T> Exec for T
+where
+    T: DerefMut + Send,
+    T::Target: Raw,
+{
+    type Row = <T::Target as Raw>::Row;
+    fn fetch_all(
+        &mut self,
+        sql: &Sql<'_>,
+    ) -> impl Future<Output = Result<Vec<Self::Row>, sqlx::Error>> + Send {
+        (**self).fetch_all(sql)
+    }
+    fn fetch_optional(
+        &mut self,
+        sql: &Sql<'_>,
+    ) -> impl Future<Output = Result<Option<Self::Row>, sqlx::Error>> + Send {
+        (**self).fetch_optional(sql)
+    }
+    fn execute(&mut self, sql: &Sql<'_>) -> impl Future<Output = Result<u64, sqlx::Error>> + Send {
+        (**self).execute(sql)
+    }
+}
+
+/// What a transaction is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Begin {
+    /// Writes: SQLite takes its write lock at once (`BEGIN IMMEDIATE`).
+    Write,
+    /// Reads of one moment: PostgreSQL's `REPEATABLE READ, READ ONLY`.
+    Read,
+}
+
+/// The statements in which the dialects differ (docs/spec/store.md, "the dialect table");
+/// every other statement is written once.
+#[derive(Debug)]
+pub struct Dialect {
+    /// The checkpoint: 14 binds (`run_id, seq, steps, status, termination_reason, now_ms,
+    /// owner, running, next_key, next_attempt, digest, document, delta, snapshot`),
+    /// returning the run row's [`super::rows::INFO`] columns; a refused fence raises
+    /// `pactgraph: checkpoint refused`.
+    pub checkpoint: String,
+    /// What a claim's `SELECT` of the run row ends with (PostgreSQL's
+    /// `FOR UPDATE SKIP LOCKED`: a worker never waits on a run another is claiming).
+    pub claim_lock: &'static str,
+    /// The larger of two integers (`MAX` or `GREATEST`).
+    pub greatest: &'static str,
+    /// Taken in a create's transaction before a name is looked up, bound to the name
+    /// (PostgreSQL's advisory lock; SQLite's `BEGIN IMMEDIATE` already has one writer).
+    pub name_lock: Option<&'static str>,
+    /// How a write transaction begins.
+    pub begin_write: &'static str,
+    /// How a read transaction begins.
+    pub begin_read: &'static str,
+}
+
+impl Dialect {
+    /// The statement beginning a transaction for `how`.
+    pub fn begin(&self, how: Begin) -> &'static str {
+        match how {
+            Begin::Write => self.begin_write,
+            Begin::Read => self.begin_read,
+        }
+    }
+}
+
+/// Whether `e` is the checkpoint statement refusing a checkpoint (its fence failed): the
+/// same message on both backends.
+pub fn is_refusal(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .is_some_and(|d| d.message().contains("pactgraph: checkpoint refused"))
+}
+
+/// A held connection that begins transactions.
+pub trait Conn: Exec {
+    /// A transaction open on it (rolled back if dropped unfinished).
+    type Tx<'c>: Tx<Row = Self::Row>
+    where
+        Self: 'c;
+    /// Begins a transaction for `how` (the statement the backend's dialect says).
+    fn begin(
+        &mut self,
+        how: Begin,
+    ) -> impl Future<Output = Result<Self::Tx<'_>, sqlx::Error>> + Send;
+}
+
+/// An open transaction.
+pub trait Tx: Exec + Sized {
+    /// Commits it.
+    fn commit(self) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+    /// Rolls it back.
+    fn rollback(self) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+}
+
+/// A database the store runs on: its connections (its dialect is the store's).
+pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
+    /// A row of its.
+    #[doc(hidden)]
+    type Row: Cols + Send;
+    /// A connection held for one statement or one transaction.
+    #[doc(hidden)]
+    type Conn<'a>: Conn<Row = Self::Row>
+    where
+        Self: 'a;
+
+    /// A connection to read on.
+    #[doc(hidden)]
+    fn read(&self) -> impl Future<Output = Result<Self::Conn<'_>, StoreError>> + Send;
+
+    /// A connection to write on: one to read on, unless the backend writes on a
+    /// connection of its own (SQLite: its one writer, waiting for this store's other
+    /// writes to end).
+    #[doc(hidden)]
+    fn write(&self) -> impl Future<Output = Result<Self::Conn<'_>, StoreError>> + Send {
+        self.read()
+    }
+
+    /// Closes its connections (waiting for their holders).
+    #[doc(hidden)]
+    fn close(&self) -> impl Future<Output = ()> + Send;
+}

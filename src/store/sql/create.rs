@@ -1,0 +1,116 @@
+//! Creating a run: its document (once per digest), its row, its first snapshot and its
+//! dependencies, in one write transaction.
+
+use super::Store;
+use crate::runtime::{RunRecord, TerminationReason, digest_of};
+use crate::store::db::{Backend, Begin, Conn, Tx, sql};
+use crate::store::rows::{Cols, is_unique_violation, stored_status, to_i64};
+use crate::store::{CreateOptions, RunInfo, RunStore, StoreError, attempt_key};
+
+impl<B: Backend> Store<B> {
+    /// Stores `record` as a new run (see [`RunStore::create`]).
+    pub(super) async fn create_run(
+        &self,
+        record: &RunRecord,
+        options: &CreateOptions,
+    ) -> Result<RunInfo, StoreError> {
+        let id = record.run_id;
+        let computed = digest_of(&record.document);
+        if computed != record.digest {
+            return Err(StoreError::Corrupt {
+                run_id: id,
+                what: "document".into(),
+                reason: format!(
+                    "its digest is {computed}, the record says {}",
+                    record.digest
+                ),
+            });
+        }
+        let document = serde_json::to_string(&record.document).expect("a document is plain data");
+        let run_state = serde_json::to_string(&record.run).expect("a run state is plain data");
+        let now = self.now();
+        let db = StoreError::db("create", Some(id));
+        let key = id.to_string();
+        let mut c = self.db.write().await?;
+        let mut tx = c.begin(Begin::Write).await.map_err(&db)?;
+        sql("INSERT INTO documents (digest, document) VALUES ($1, $2) \
+             ON CONFLICT (digest) DO NOTHING")
+        .bind(&record.digest)
+        .bind(&document)
+        .execute(&mut tx)
+        .await
+        .map_err(&db)?;
+        if let Some(name) = &options.name {
+            // Two creates of the same name at once: the second waits for the first's
+            // transaction, then sees its run (SQLite: one writer; PostgreSQL: a lock on
+            // the name).
+            if let Some(lock) = self.dialect.name_lock {
+                sql(lock).bind(name).execute(&mut tx).await.map_err(&db)?;
+            }
+            let holder = sql("SELECT id FROM runs WHERE name = $1 \
+                 AND (expires_ms IS NULL OR expires_ms > $2) LIMIT 1")
+            .bind(name)
+            .bind(to_i64(now))
+            .fetch_optional(&mut tx)
+            .await
+            .map_err(&db)?;
+            if let Some(row) = holder {
+                let text = row.text("id").map_err(&db)?;
+                if let Ok(holder) = text.parse() {
+                    return Err(StoreError::NameTaken {
+                        name: name.clone(),
+                        holder,
+                    });
+                }
+            }
+        }
+        let status = stored_status(&record.run, record.seq);
+        let inserted = sql(
+            "INSERT INTO runs (id, name, workflow, digest, format, workflow_file, base_dir, \
+             status, termination_reason, steps, seq, snapshot_seq, created_ms, updated_ms, \
+             expires_ms, owner, lease_expires_ms, attempt_key, attempt) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12, $13, $14, NULL, NULL, \
+             $15, 1)",
+        )
+        .bind(&key)
+        .bind(&options.name)
+        .bind(&record.run.workflow)
+        .bind(&record.digest)
+        .bind(i64::from(record.format))
+        .bind(&record.workflow_file)
+        .bind(&record.base_dir)
+        .bind(status.as_str())
+        .bind(
+            record
+                .run
+                .termination_reason()
+                .map(TerminationReason::as_str),
+        )
+        .bind(i64::from(record.run.steps))
+        .bind(to_i64(record.seq))
+        .bind(to_i64(id.created_ms()))
+        .bind(to_i64(now))
+        .bind(options.expires_ms.map(to_i64))
+        .bind(attempt_key(&record.run))
+        .execute(&mut tx)
+        .await;
+        match inserted {
+            Err(e) if is_unique_violation(&e) => return Err(StoreError::Exists { run_id: id }),
+            other => other.map_err(&db)?,
+        };
+        sql("INSERT INTO snapshots (run_id, seq, run_state) VALUES ($1, $2, $3)")
+            .bind(&key)
+            .bind(to_i64(record.seq))
+            .bind(&run_state)
+            .execute(&mut tx)
+            .await
+            .map_err(&db)?;
+        if let Some(deps) = &options.dependencies {
+            self.insert_dependencies(&mut tx, id, deps).await?;
+        }
+        tx.commit().await.map_err(&db)?;
+        // The connection goes back before the next statement takes one.
+        drop(c);
+        self.info(id).await
+    }
+}

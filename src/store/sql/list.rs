@@ -1,0 +1,115 @@
+//! Reading rows: listing runs (newest first, in pages) and finding a run by id, id
+//! prefix or name.
+
+use super::Store;
+use crate::runtime::RunId;
+use crate::store::db::{Backend, sql};
+use crate::store::rows::{Cols, INFO, info_from_row, to_i64};
+use crate::store::{RunFilter, RunInfo, RunStore, StoreError, StoredStatus};
+
+impl<B: Backend> Store<B> {
+    /// Runs matching `filter`, newest first (see [`RunStore::list`]).
+    pub(super) async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunInfo>, StoreError> {
+        let now = self.now();
+        // The stored status narrows the rows in SQL; `running`, `interrupted` and `queued`
+        // are derived from the lease when read, so they select both live statuses.
+        let (exact, live) = match filter.status {
+            None => (None, false),
+            Some(StoredStatus::Running | StoredStatus::Interrupted | StoredStatus::Queued) => {
+                (None, true)
+            }
+            Some(s) => (Some(s.as_str()), false),
+        };
+        // Pages, newest first, until `limit` rows match (the derived status is checked
+        // in Rust, so a page may match fewer than it holds); without a limit, one page.
+        let page = filter.limit.map(|l| to_i64(l.max(128) as u64 * 2));
+        let mut out = Vec::new();
+        let mut before: Option<String> = None;
+        let statement = format!(
+            "SELECT {INFO} FROM runs WHERE ($1 IS NULL OR workflow = $1) \
+             AND ($2 OR expires_ms IS NULL OR expires_ms > $3) \
+             AND ($4 IS NULL OR id < $4) AND ($5 IS NULL OR status = $5) \
+             AND (NOT $6 OR status IN ('running', 'queued')) \
+             ORDER BY id DESC LIMIT $7"
+        );
+        loop {
+            let rows = sql(&statement)
+                .bind(&filter.workflow)
+                .bind(filter.include_expired)
+                .bind(to_i64(now))
+                .bind(&before)
+                .bind(exact)
+                .bind(live)
+                .bind(page.unwrap_or(i64::MAX))
+                .fetch_all(&mut self.db.read().await?)
+                .await
+                .map_err(StoreError::db("list", None))?;
+            for row in &rows {
+                let info = info_from_row(row, now)?;
+                if filter.status.is_none_or(|s| s == info.status) {
+                    out.push(info);
+                    if filter.limit.is_some_and(|l| out.len() >= l) {
+                        return Ok(out);
+                    }
+                }
+            }
+            match rows.last() {
+                Some(last) if page.is_some_and(|p| rows.len() as i64 == p) => {
+                    before = Some(last.text("id").map_err(StoreError::db("list", None))?);
+                }
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    /// The run `key` names (see [`RunStore::find`]).
+    pub(super) async fn find_run(&self, key: &str) -> Result<RunId, StoreError> {
+        let db = StoreError::db("find", None);
+        if let Ok(id) = key.parse::<RunId>() {
+            return self.info(id).await.map(|i| i.id);
+        }
+        if key.len() >= 6 && key.chars().all(|c| c.is_ascii_alphanumeric()) {
+            let rows = sql("SELECT id FROM runs WHERE id LIKE $1 ORDER BY id DESC LIMIT 20")
+                .bind(format!("{}%", key.to_ascii_uppercase()))
+                .fetch_all(&mut self.db.read().await?)
+                .await
+                .map_err(&db)?;
+            let mut ids = Vec::with_capacity(rows.len());
+            for row in &rows {
+                if let Ok(id) = row.text("id").map_err(&db)?.parse::<RunId>() {
+                    ids.push(id);
+                }
+            }
+            match ids.len() {
+                0 => {}
+                1 => return Ok(ids[0]),
+                _ => {
+                    return Err(StoreError::Ambiguous {
+                        prefix: key.to_string(),
+                        candidates: ids,
+                    });
+                }
+            }
+        }
+        let row = sql(
+            "SELECT id FROM runs WHERE name = $1 AND (expires_ms IS NULL OR expires_ms > $2) \
+             ORDER BY id DESC LIMIT 1",
+        )
+        .bind(key)
+        .bind(to_i64(self.now()))
+        .fetch_optional(&mut self.db.read().await?)
+        .await
+        .map_err(&db)?;
+        let not_found = || StoreError::NotFound {
+            key: key.to_string(),
+        };
+        match row {
+            Some(row) => row
+                .text("id")
+                .map_err(&db)?
+                .parse()
+                .map_err(|_| not_found()),
+            None => Err(not_found()),
+        }
+    }
+}

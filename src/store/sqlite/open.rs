@@ -1,0 +1,157 @@
+//! Opening a SQLite store: the file and its folder, the format check, the embedded
+//! migrations, the writer and the read pool.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Connection, SqliteConnection};
+use tokio::sync::Mutex;
+
+use super::{Durability, SqliteDb, SqliteOptions, SqliteStore};
+use crate::store::format::{Step, migrator, open_error, refuse_newer};
+use crate::store::rows::STORE_FORMAT;
+use crate::store::sql::Store;
+use crate::store::{StoreError, dialects};
+
+/// Pages of WAL written before SQLite copies them into the database file.
+const WAL_AUTOCHECKPOINT: u32 = 4_000;
+
+/// The embedded migrations.
+static MIGRATIONS: &[Step] = &[
+    (
+        1,
+        "run store",
+        include_str!("../../../migrations/sqlite/0001_run_store.sql"),
+    ),
+    (
+        2,
+        "attempts and cancel",
+        include_str!("../../../migrations/sqlite/0002_attempts_and_cancel.sql"),
+    ),
+    (
+        3,
+        "one-statement checkpoints",
+        include_str!("../../../migrations/sqlite/0003_one_statement_checkpoints.sql"),
+    ),
+    (
+        4,
+        "dependencies",
+        include_str!("../../../migrations/sqlite/0004_dependencies.sql"),
+    ),
+];
+
+impl SqliteStore {
+    /// Opens (creating it and its folder if missing) the store at `url`:
+    /// `sqlite:PATH` (or `sqlite://PATH`), or `sqlite::memory:` for a private in-memory
+    /// database. Default options: see [`SqliteOptions`].
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        Self::open_with(url, SqliteOptions::default()).await
+    }
+
+    /// Opens the store at `url` with `options`.
+    pub async fn open_with(url: &str, options: SqliteOptions) -> Result<Self, StoreError> {
+        let bad = |reason: &str| StoreError::BadUrl {
+            url: url.to_string(),
+            reason: reason.to_string(),
+        };
+        let open_err = |reason: String| StoreError::Open {
+            url: url.to_string(),
+            reason,
+        };
+        let rest = url
+            .strip_prefix("sqlite:")
+            .ok_or_else(|| bad("expected `sqlite:PATH` or `sqlite::memory:`"))?;
+        let memory = rest == ":memory:";
+        let base = if memory {
+            // A private database shared by this store's connections (a unique name,
+            // shared cache): it lives while the writer connection does.
+            ":memory:"
+                .parse::<SqliteConnectOptions>()
+                .map_err(|e| open_err(e.to_string()))?
+        } else {
+            let path = rest.strip_prefix("//").unwrap_or(rest);
+            if path.is_empty() {
+                return Err(bad("no file path after `sqlite:`"));
+            }
+            if path.contains('?') {
+                return Err(bad("query parameters are not supported"));
+            }
+            let path = PathBuf::from(path);
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent).map_err(|e| {
+                    open_err(format!(
+                        "cannot create the folder {}: {e}",
+                        parent.display()
+                    ))
+                })?;
+            }
+            SqliteConnectOptions::new()
+                .filename(&path)
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                // Checkpoint the WAL into the database every 4,000 pages (16 MB), not
+                // 1,000: checkpoints copy each page once however often it was written,
+                // and a checkpoint's fsyncs are a step's dearest part.
+                .pragma("wal_autocheckpoint", WAL_AUTOCHECKPOINT.to_string())
+        };
+        let connect = base
+            .foreign_keys(true)
+            .busy_timeout(options.busy_timeout)
+            .synchronous(match options.durability {
+                Durability::Normal => SqliteSynchronous::Normal,
+                Durability::Full => SqliteSynchronous::Full,
+            });
+        // Writes go through one connection of their own, opened first (in memory, it
+        // keeps the database alive).
+        let mut writer = SqliteConnection::connect_with(&connect)
+            .await
+            .map_err(|e| open_err(e.to_string()))?;
+        check_format(&mut writer, url).await?;
+        migrator(MIGRATIONS, url)
+            .await?
+            .run(&mut writer)
+            .await
+            .map_err(|e| open_err(format!("migrations: {e}")))?;
+        sqlx::query(&format!("PRAGMA user_version = {STORE_FORMAT}"))
+            .execute(&mut writer)
+            .await
+            .map_err(|e| open_err(format!("setting the format: {e}")))?;
+        // Reads: a pool. No ping before each acquire: a broken connection fails its
+        // statement anyway, and the ping is one more round trip to SQLite's worker thread.
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .test_before_acquire(false)
+            .connect_with(connect)
+            .await
+            .map_err(|e| open_err(e.to_string()))?;
+        let db = SqliteDb {
+            pool,
+            writer: Arc::new(Mutex::new(writer)),
+        };
+        Ok(Store::on(
+            db,
+            &dialects::SQLITE,
+            options.snapshot_every,
+            options.clock,
+        ))
+    }
+}
+
+/// Refuses a database written by a newer pactgraph (its `user_version`, or a migration
+/// this one does not know) before any migration touches it. Reading the header also
+/// fails early, and clearly, on a file that is not a database.
+async fn check_format(conn: &mut SqliteConnection, url: &str) -> Result<(), StoreError> {
+    let version: i64 = sqlx::query_scalar("PRAGMA user_version")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(|e| open_error(url, e.to_string()))?;
+    let migrated: Option<i64> = sqlx::query_scalar(
+        "SELECT MAX(version) FROM _sqlx_migrations \
+         WHERE EXISTS (SELECT 1 FROM sqlite_master WHERE name = '_sqlx_migrations')",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap_or(None);
+    refuse_newer(url, version.max(migrated.unwrap_or(0)))
+}
