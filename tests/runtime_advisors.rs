@@ -337,7 +337,10 @@ fn a_run_saved_between_the_fork_and_the_primary_resumes() {
     let mut back = RunState::from_json(saved.to_json()).expect("reads back");
     run_to_end(&ex, &mut back);
     assert_eq!(back.state(), whole.state());
-    assert_eq!(back.trace().without_timing(), whole.trace().without_timing());
+    assert_eq!(
+        back.trace().without_timing(),
+        whole.trace().without_timing()
+    );
 }
 
 /// Cancelling the run while members run kills their programs: none is left in `/proc`.

@@ -167,7 +167,8 @@ fn a_step_dropped_at_any_await_leaves_the_run_untouched_and_the_run_ends_the_sam
             gate.add_permits(OPEN);
             rt.block_on(ex.run_in_place(&mut run));
             assert_eq!(
-                run.state(), whole.state(),
+                run.state(),
+                whole.state(),
                 "step {k}, after {finished_effects} effect(s)"
             );
             assert_eq!(run.status(), whole.status());

@@ -125,7 +125,8 @@ fn a_clarification_after_a_return_updates_the_result_slice_without_an_entry() {
                             "findings": "three sources"}})
     );
     assert_eq!(
-        s.state()["followup"]["n"], 1,
+        s.state()["followup"]["n"],
+        1,
         "the child's writes are committed"
     );
     assert_eq!(
@@ -169,7 +170,8 @@ fn a_child_can_be_clarified_twice_from_its_latest_state() {
     let s = run_state(&executor(true, &["first?", "second?"]));
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
     assert_eq!(
-        s.state()["report"]["followup"]["n"], 2,
+        s.state()["report"]["followup"]["n"],
+        2,
         "the second saw the first's answer"
     );
     assert_eq!(s.state()["report"]["followup"]["question"], "second?");

@@ -162,7 +162,10 @@ fn a_child_writes_are_invisible_to_the_parent_until_return() {
     );
     rt.block_on(ex.step(&mut run)); // stop_local: commit and return
     assert!(run.stack().is_empty());
-    assert_eq!(run.state()["fashion"], json!({"trend": "wide-leg trousers"}));
+    assert_eq!(
+        run.state()["fashion"],
+        json!({"trend": "wide-leg trousers"})
+    );
 }
 
 #[test]

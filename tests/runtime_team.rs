@@ -503,7 +503,10 @@ fn a_team_saved_after_every_step_resumes_identically() {
     }
     assert!(hops >= 5, "the team took several steps ({hops})");
     assert_eq!(saved.state(), whole.state());
-    assert_eq!(saved.trace().without_timing(), whole.trace().without_timing());
+    assert_eq!(
+        saved.trace().without_timing(),
+        whole.trace().without_timing()
+    );
     assert_eq!(saved.steps(), whole.steps());
 }
 
