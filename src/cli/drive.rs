@@ -45,35 +45,16 @@ pub async fn continue_run(
             match how {
                 Continue::AsStored => {}
                 Continue::Answer(answer) => {
-                    let RunRecord {
-                        format,
-                        run_id,
-                        seq,
-                        workflow_file,
-                        base_dir,
-                        document,
-                        digest,
-                        run,
-                    } = record;
-                    let run = match executor.resume(run, &answer) {
+                    // `resume` takes the run and gives it back: the record keeps the rest.
+                    record.run = match executor.resume(record.run, &answer) {
                         Ok(r) => r,
                         Err(e) => {
                             let from = default_state_out.map_or_else(
-                                || format!("run {run_id}"),
+                                || format!("run {}", record.run_id),
                                 |p| p.display().to_string(),
                             );
                             return exit::failed(&format!("{from}: cannot resume: {e}"));
                         }
-                    };
-                    record = RunRecord {
-                        format,
-                        run_id,
-                        seq,
-                        workflow_file,
-                        base_dir,
-                        document,
-                        digest,
-                        run,
                     };
                 }
                 _ => {
