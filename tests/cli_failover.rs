@@ -304,14 +304,26 @@ fn a_killed_and_a_paused_worker_lose_and_duplicate_nothing() {
         );
 
         // A dies: its runs are another worker's at once (its owner is a dead process of
-        // this host) or once their leases lapse.
+        // this host) or once their leases lapse. What A holds is read just before the
+        // kill: read after it, the others may already have taken (and marked) every one
+        // of A's runs, which then no longer look like A's. A may be between runs at that
+        // moment: then the test waits a little and reads again.
+        let a_held = {
+            let mut tries = 0;
+            loop {
+                marks.poll();
+                let held = marks.held_by(pa);
+                if !held.is_empty() || tries == 200 {
+                    break held;
+                }
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        assert!(!a_held.is_empty(), "A was driving runs when killed");
         signal(&a, "KILL");
         let killed = Instant::now();
         let _ = { a }.wait();
-        std::thread::sleep(Duration::from_millis(30));
-        marks.poll();
-        let a_held = marks.held_by(pa);
-        assert!(!a_held.is_empty(), "A was driving runs when killed");
         let kill = measure(
             &mut marks,
             killed,
