@@ -234,7 +234,8 @@ pub enum Begin {
 #[derive(Debug)]
 pub struct Dialect {
     /// The checkpoint: 14 binds (`run_id, seq, steps, status, termination_reason, now_ms,
-    /// owner, running, next_key, next_attempt, digest, document, delta, snapshot`),
+    /// owner, running, next_key, next_attempt, digest, document, delta, snapshot`; a
+    /// `NULL` `now_ms` is the database's clock),
     /// returning the run row's [`super::rows::INFO`] columns; a refused fence raises
     /// `pactgraph: checkpoint refused`.
     pub checkpoint: String,
@@ -250,6 +251,17 @@ pub struct Dialect {
     pub begin_write: &'static str,
     /// How a read transaction begins.
     pub begin_read: &'static str,
+    /// The database's clock, in milliseconds since the Unix epoch (an SQL expression):
+    /// what leases are fenced on.
+    pub now_ms: &'static str,
+    /// What follows an integer placeholder that the database cannot type by itself
+    /// (`::BIGINT` on PostgreSQL).
+    pub int_param: &'static str,
+    /// Taken (exclusive) in a prune's transaction before documents no run uses are
+    /// deleted (PostgreSQL's advisory lock; SQLite has one writer).
+    pub documents_lock: Option<&'static str>,
+    /// Taken (shared) in a create's transaction before its document is written.
+    pub documents_lock_shared: Option<&'static str>,
 }
 
 impl Dialect {

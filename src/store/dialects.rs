@@ -7,6 +7,22 @@ use std::sync::LazyLock;
 use super::db::Dialect;
 use super::rows::INFO;
 
+/// SQLite's clock in milliseconds since the Unix epoch: `'now'` is one instant for a
+/// whole statement (triggers included), read when it runs.
+const SQLITE_NOW: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
+
+/// PostgreSQL's clock in milliseconds since the Unix epoch: `now()`, the start of the
+/// statement's transaction (every transaction of the store is one short statement or a
+/// few).
+const POSTGRES_NOW: &str = "CAST(EXTRACT(EPOCH FROM now()) * 1000 AS BIGINT)";
+
+/// The advisory lock (a fixed key, "pactgraph documents") that a create takes shared and
+/// a prune exclusive before deleting documents no run uses: a prune never deletes the
+/// document of a run being created (the prune/create race).
+const DOCUMENTS_LOCK_SHARED: &str = "SELECT pg_advisory_xact_lock_shared(7361626772617068)";
+/// See [`DOCUMENTS_LOCK_SHARED`].
+const DOCUMENTS_LOCK: &str = "SELECT pg_advisory_xact_lock(7361626772617068)";
+
 /// SQLite's: its one writer takes the write lock at once; a checkpoint is one insert into
 /// the `checkpoint_in` view (migration 0003), whose `INSTEAD OF` trigger does the fence
 /// and the writes, returning the run row as it left it.
@@ -20,10 +36,14 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
         checkpoint: format!(
             "INSERT INTO checkpoint_in (run_id, seq, steps, status, termination_reason, \
              now_ms, owner, running, next_key, next_attempt, digest, document, delta, \
-             snapshot) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
-             RETURNING {}",
+             snapshot) VALUES ($1, $2, $3, $4, $5, COALESCE($6, {SQLITE_NOW}), $7, $8, $9, \
+             $10, $11, $12, $13, $14) RETURNING {}",
             returning.join(", ")
         ),
+        now_ms: SQLITE_NOW,
+        int_param: "",
+        documents_lock: None,
+        documents_lock_shared: None,
         claim_lock: "",
         greatest: "MAX",
         name_lock: None,
@@ -37,9 +57,13 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
 /// claiming; a name is locked across machines; a load reads one snapshot of the database.
 pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
     checkpoint: format!(
-        "SELECT {INFO} FROM pactgraph_checkpoint($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, \
-         $11, $12, $13, $14)"
+        "SELECT {INFO} FROM pactgraph_checkpoint($1, $2, $3, $4, $5, \
+         COALESCE($6::BIGINT, {POSTGRES_NOW}), $7, $8, $9, $10, $11, $12, $13, $14)"
     ),
+    now_ms: POSTGRES_NOW,
+    int_param: "::BIGINT",
+    documents_lock: Some(DOCUMENTS_LOCK),
+    documents_lock_shared: Some(DOCUMENTS_LOCK_SHARED),
     claim_lock: " FOR UPDATE SKIP LOCKED",
     greatest: "GREATEST",
     name_lock: Some("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"),

@@ -327,7 +327,9 @@ pub struct Lease {
     pub run_id: RunId,
     /// The owner.
     pub owner: String,
-    /// When it lapses (milliseconds since the Unix epoch).
+    /// When it lapses, on the store's clock ([`RunStore::clock`], milliseconds since the
+    /// Unix epoch): the time the claim or renewal was sent plus the lease (the database
+    /// wrote its own expiry, on its own clock, a little later).
     pub expires_ms: u64,
 }
 
@@ -498,8 +500,10 @@ pub trait RunStore: Send + Sync {
     ) -> impl Future<Output = Result<Vec<RunInfo>, StoreError>> + Send;
 
     /// The clock the store reads the time from (leases, updates, deadlines): what
-    /// [`drive`] renews its lease by. The system's unless the store was opened with
-    /// another ([`SqliteOptions::clock`], [`PgOptions::clock`]).
+    /// [`drive`] renews its lease by. The system's, set to the database's clock as
+    /// measured when the store opened (leases are fenced on the database's clock), unless
+    /// the store was opened with a manual one ([`SqliteOptions::clock`],
+    /// [`PgOptions::clock`]).
     fn clock(&self) -> Clock {
         Clock::system()
     }

@@ -117,11 +117,14 @@ impl PgStore {
         let db = PgDb {
             conns: Arc::new(conns),
         };
-        Ok(Store::on(
+        let store = Store::on(
             db,
             &dialects::POSTGRES,
             options.snapshot_every,
             options.clock,
-        ))
+        );
+        // Rows are shown as of the database's clock (leases are fenced on it).
+        store.sync_clock().await?;
+        Ok(store)
     }
 }

@@ -51,18 +51,23 @@ impl<B: Backend> Store<B> {
         let db = StoreError::db("cancel", Some(id));
         let mut c = self.db.write().await?;
         let mut tx = c.begin(Begin::Write).await.map_err(&db)?;
-        // Fenced: the run has not moved since it was loaded and nobody holds a lease.
-        let updated = sql("UPDATE runs SET seq = $1, steps = $2, status = 'stopped', \
+        // Fenced: the run has not moved since it was loaded and nobody holds a lease (on
+        // the database's clock).
+        let updated = sql(&format!(
+            "UPDATE runs SET seq = $1, steps = $2, status = 'stopped', \
              termination_reason = 'cancelled', updated_ms = $3, snapshot_seq = $1, \
              owner = NULL, lease_expires_ms = NULL \
              WHERE id = $4 AND seq = $1 - 1 \
-             AND (owner IS NULL OR lease_expires_ms IS NULL OR lease_expires_ms <= $3 \
-                  OR owner = $5)")
+             AND (owner IS NULL OR lease_expires_ms IS NULL OR lease_expires_ms <= {} \
+                  OR owner = $5)",
+            self.now_sql(6)
+        ))
         .bind(to_i64(seq))
         .bind(i64::from(run.steps))
         .bind(to_i64(now))
         .bind(&key)
         .bind(stored.info.owner.clone().filter(|o| owner_gone(o)))
+        .bind(self.bound_now())
         .execute(&mut tx)
         .await
         .map_err(&db)?;
@@ -89,14 +94,14 @@ impl<B: Backend> Store<B> {
         let cutoff = filter
             .older_than
             .map(|age| now.saturating_sub(duration_ms(age)));
-        let doomed: Vec<RunId> = all
+        let doomed: Vec<(RunId, Option<String>)> = all
             .iter()
             .filter(|r| !filter.expired || r.is_expired(now))
             .filter(|r| cutoff.is_none_or(|c| r.updated_ms < c))
             .filter(|r| filter.status.is_none_or(|s| s == r.status))
             // A run under a current lease is being stepped: never deleted under its owner.
             .filter(|r| r.status != StoredStatus::Running)
-            .map(|r| r.id)
+            .map(|r| (r.id, r.owner.clone().filter(|o| owner_gone(o))))
             .collect();
         let count = u64::try_from(doomed.len()).unwrap_or(u64::MAX);
         if filter.dry_run || doomed.is_empty() {
@@ -105,20 +110,34 @@ impl<B: Backend> Store<B> {
         let db = StoreError::db("prune", None);
         let mut c = self.db.write().await?;
         let mut tx = c.begin(Begin::Write).await.map_err(&db)?;
-        for id in &doomed {
+        // Fenced again in the statement: a run claimed since it was listed is kept.
+        let delete = format!(
+            "DELETE FROM runs WHERE id = $1 AND (owner IS NULL OR lease_expires_ms IS NULL \
+             OR lease_expires_ms <= {} OR owner = $3)",
+            self.now_sql(2)
+        );
+        let mut deleted = 0u64;
+        for (id, gone) in &doomed {
             // Steps and snapshots go with the run (ON DELETE CASCADE).
-            sql("DELETE FROM runs WHERE id = $1")
+            deleted += sql(&delete)
                 .bind(id.to_string())
+                .bind(self.bound_now())
+                .bind(gone.as_deref())
                 .execute(&mut tx)
                 .await
                 .map_err(StoreError::db("prune", Some(*id)))?;
+        }
+        // PostgreSQL: creates hold this lock shared until they commit, so every run whose
+        // document is kept is seen by the delete below (the prune/create race).
+        if let Some(lock) = self.dialect.documents_lock {
+            sql(lock).execute(&mut tx).await.map_err(&db)?;
         }
         sql("DELETE FROM documents WHERE digest NOT IN (SELECT digest FROM runs)")
             .execute(&mut tx)
             .await
             .map_err(&db)?;
         tx.commit().await.map_err(&db)?;
-        Ok(count)
+        Ok(deleted)
     }
 }
 

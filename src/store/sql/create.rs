@@ -33,6 +33,11 @@ impl<B: Backend> Store<B> {
         let key = id.to_string();
         let mut c = self.db.write().await?;
         let mut tx = c.begin(Begin::Write).await.map_err(&db)?;
+        // PostgreSQL: held until the commit, so that a prune cannot delete the document
+        // between its insert (a no-op when it is stored) and the run's (see prune).
+        if let Some(lock) = self.dialect.documents_lock_shared {
+            sql(lock).execute(&mut tx).await.map_err(&db)?;
+        }
         sql("INSERT INTO documents (digest, document) VALUES ($1, $2) \
              ON CONFLICT (digest) DO NOTHING")
         .bind(&record.digest)

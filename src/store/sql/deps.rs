@@ -125,10 +125,13 @@ impl<B: Backend> Store<B> {
         let now = self.now();
         let most = i64::try_from(limit).unwrap_or(i64::MAX);
         let db = StoreError::db("finding runnable runs", None);
+        // Leases on the database's clock; expiry and deadlines too (one instant).
+        let db_now = self.now_sql(1);
         let rows = sql(&runnable_sql(
-            "(owner IS NULL OR lease_expires_ms IS NULL OR lease_expires_ms <= $1)",
+            &db_now,
+            &format!("(owner IS NULL OR lease_expires_ms IS NULL OR lease_expires_ms <= {db_now})"),
         ))
-        .bind(to_i64(now))
+        .bind(self.bound_now())
         .bind(most)
         .fetch_all(&mut self.db.read().await?)
         .await
@@ -139,12 +142,13 @@ impl<B: Backend> Store<B> {
             .collect::<Result<Vec<_>, _>>()?;
         // A run held under a current lease by a process of this host that is gone (killed,
         // say) is runnable too: `claim` takes it over at once (`owner_gone`).
-        let owners = sql(
+        let owners = sql(&format!(
             "SELECT owner FROM runs WHERE status IN ('queued', 'waiting', 'running') \
-             AND owner LIKE $1 AND lease_expires_ms > $2",
-        )
+             AND owner LIKE $1 AND lease_expires_ms > {}",
+            self.now_sql(2)
+        ))
         .bind(local_owner_pattern())
-        .bind(to_i64(now))
+        .bind(self.bound_now())
         .fetch_all(&mut self.db.read().await?)
         .await
         .map_err(&db)?
@@ -154,8 +158,8 @@ impl<B: Backend> Store<B> {
         .map_err(&db)?;
         let gone: Vec<&String> = owners.iter().filter(|o| owner_gone(o)).collect();
         for owner in &gone {
-            let rows = sql(&runnable_sql("owner = $3"))
-                .bind(to_i64(now))
+            let rows = sql(&runnable_sql(&db_now, "owner = $3"))
+                .bind(self.bound_now())
                 .bind(most)
                 .bind(owner.as_str())
                 .fetch_all(&mut self.db.read().await?)
@@ -198,14 +202,14 @@ impl<B: Backend> Store<B> {
     }
 }
 
-/// The runnable runs query (`$1` now, `$2` the limit) whose lease condition is `held`:
-/// runs not ended, not expired, and waiting ones only once their dependencies are final
-/// or their deadline passed; oldest first.
-fn runnable_sql(held: &str) -> String {
+/// The runnable runs query (`now` the time, `$2` the limit) whose lease condition is
+/// `held`: runs not ended, not expired, and waiting ones only once their dependencies are
+/// final or their deadline passed; oldest first.
+fn runnable_sql(now: &str, held: &str) -> String {
     format!(
         "SELECT {INFO} FROM runs r WHERE status IN ('queued', 'waiting', 'running') \
-         AND (expires_ms IS NULL OR expires_ms > $1) AND {held} \
-         AND (status <> 'waiting' OR dep_deadline_ms <= $1 OR NOT EXISTS ( \
+         AND (expires_ms IS NULL OR expires_ms > {now}) AND {held} \
+         AND (status <> 'waiting' OR dep_deadline_ms <= {now} OR NOT EXISTS ( \
               SELECT 1 FROM dependencies d JOIN runs dr ON dr.id = d.dep_id \
               WHERE d.run_id = r.id \
                 AND dr.status NOT IN ('completed', 'stopped', 'failed'))) \

@@ -9,6 +9,7 @@
 //! `load.rs`, `cancel.rs`, `list.rs` and `deps.rs`.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 mod cancel;
 mod create;
@@ -20,7 +21,7 @@ mod run_store;
 use super::clock::Clock;
 use super::db::{Backend, Dialect, sql};
 use super::delta::StepDelta;
-use super::rows::{Cols, delta_from_row, to_u64};
+use super::rows::{Cols, delta_from_row, to_i64, to_u64};
 use super::weights::Weights;
 use super::{RunStore, StoreError};
 use crate::runtime::{RunId, RunState};
@@ -35,6 +36,9 @@ pub struct Store<B> {
     snapshot_every: Option<u64>,
     weights: Arc<Weights>,
     clock: Clock,
+    /// The database's clock minus this store's (milliseconds), measured when it opened:
+    /// what [`Store::now`] adds to the local clock to show rows as the database sees them.
+    clock_offset: Arc<AtomicI64>,
 }
 
 /// What a run takes in the store: its step rows and snapshots, in bytes of JSON.
@@ -68,7 +72,29 @@ impl<B: Backend> Store<B> {
             snapshot_every: snapshot_every.map(|n| n.max(1)),
             weights: Arc::default(),
             clock,
+            clock_offset: Arc::default(),
         }
+    }
+
+    /// Measures how far the database's clock is from this store's (one round trip):
+    /// nothing to do on a manual clock, whose time the statements take instead.
+    pub(crate) async fn sync_clock(&self) -> Result<(), StoreError> {
+        if self.clock.fixed_ms().is_some() {
+            return Ok(());
+        }
+        let db = StoreError::db("reading the database's clock", None);
+        let sent = self.clock.now_ms();
+        let row = sql(&format!("SELECT {} AS now_ms", self.dialect.now_ms))
+            .fetch_one(&mut self.db.read().await?)
+            .await
+            .map_err(&db)?;
+        let back = self.clock.now_ms();
+        let theirs = row.int("now_ms").map_err(&db)?;
+        // The database read its clock about halfway through the round trip.
+        let ours = to_i64(sent / 2 + back / 2);
+        self.clock_offset
+            .store(theirs.saturating_sub(ours), Ordering::Relaxed);
+        Ok(())
     }
 
     /// The same store on another backend type (`B` wrapped, say, in `AnyDb`).
@@ -79,6 +105,7 @@ impl<B: Backend> Store<B> {
             snapshot_every: self.snapshot_every,
             weights: self.weights,
             clock: self.clock,
+            clock_offset: self.clock_offset,
         }
     }
 
@@ -132,9 +159,34 @@ impl<B: Backend> Store<B> {
             .collect()
     }
 
-    /// The time now on this store's clock (milliseconds since the Unix epoch).
+    /// The time now as the database sees it (milliseconds since the Unix epoch): a
+    /// manual clock's time, else this store's clock plus the offset measured when it
+    /// opened. What rows are shown by (a lease current or lapsed) and times written
+    /// (`updated_ms`); never what a lease is fenced on (see [`Store::now_sql`]).
     fn now(&self) -> u64 {
-        self.clock.now_ms()
+        match self.clock.fixed_ms() {
+            Some(ms) => ms,
+            None => self
+                .clock
+                .now_ms()
+                .saturating_add_signed(self.clock_offset.load(Ordering::Relaxed)),
+        }
+    }
+
+    /// What placeholder `$n` of a fenced statement is bound to: a manual clock's time, or
+    /// `NULL` for the database's clock (see [`Store::now_sql`]).
+    fn bound_now(&self) -> Option<i64> {
+        self.clock.fixed_ms().map(to_i64)
+    }
+
+    /// The time a lease is fenced on, as SQL reading placeholder `$n` (bound to
+    /// [`Store::bound_now`]): the database's clock when it is `NULL`, read inside the
+    /// statement, so that workers whose clocks disagree never both hold a run.
+    fn now_sql(&self, n: u8) -> String {
+        format!(
+            "COALESCE(${n}{}, {})",
+            self.dialect.int_param, self.dialect.now_ms
+        )
     }
 
     /// Whether checkpoint `seq` of run `id`, leaving `run` and a delta of `delta_bytes`,

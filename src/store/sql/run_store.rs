@@ -56,7 +56,7 @@ impl<B: Backend> RunStore for Store<B> {
             .bind(i64::from(run.steps))
             .bind(status.as_str())
             .bind(run.termination_reason().map(TerminationReason::as_str))
-            .bind(to_i64(now))
+            .bind(self.bound_now())
             .bind(owner)
             .bind(running)
             .bind(&next_key)
@@ -102,8 +102,10 @@ impl<B: Backend> RunStore for Store<B> {
     }
 
     async fn claim(&self, id: RunId, owner: &str, lease: Duration) -> Result<Lease, StoreError> {
-        let now = self.now();
-        let expires_ms = now.saturating_add(duration_ms(lease));
+        // The lease is fenced and written on the database's clock (`now_sql`); the
+        // holder is told when it lapses on the store's clock (`RunStore::clock`, the
+        // database's as measured), from before the statement was sent.
+        let sent = self.now();
         // A holder that is a gone process of this host is taken over like a lapsed lease.
         let before = self.info(id).await?;
         let gone = before.owner.clone().filter(|o| owner_gone(o));
@@ -111,22 +113,23 @@ impl<B: Backend> RunStore for Store<B> {
         // lapsed) means its step in flight may have started: that step's next attempt is
         // one more. A queued run claimed is running. The row is chosen with the dialect's
         // lock (PostgreSQL: `FOR UPDATE SKIP LOCKED`, never waiting on another claim).
+        let now = self.now_sql(4);
         let statement = format!(
             "UPDATE runs SET \
                attempt = CASE WHEN owner IS NOT NULL AND owner <> $1 AND status IN \
                  ('running', 'queued') THEN attempt + 1 ELSE attempt END, \
                status = CASE WHEN status = 'queued' THEN 'running' ELSE status END, \
-               owner = $1, lease_expires_ms = $2 \
+               owner = $1, lease_expires_ms = {now} + $2 \
              WHERE id = (SELECT id FROM runs WHERE id = $3 \
                AND (owner IS NULL OR owner = $1 OR lease_expires_ms IS NULL \
-                    OR lease_expires_ms <= $4 OR owner = $5){})",
+                    OR lease_expires_ms <= {now} OR owner = $5){})",
             self.dialect.claim_lock
         );
         let updated = sql(&statement)
             .bind(owner)
-            .bind(to_i64(expires_ms))
+            .bind(to_i64(duration_ms(lease)))
             .bind(id.to_string())
-            .bind(to_i64(now))
+            .bind(self.bound_now())
             .bind(gone)
             .execute(&mut self.db.write().await?)
             .await
@@ -142,51 +145,51 @@ impl<B: Backend> RunStore for Store<B> {
         Ok(Lease {
             run_id: id,
             owner: owner.to_string(),
-            expires_ms,
+            expires_ms: sent.saturating_add(duration_ms(lease)),
         })
     }
 
     async fn renew(&self, id: RunId, owner: &str, lease: Duration) -> Result<Lease, StoreError> {
-        let now = self.now();
-        let expires_ms = now.saturating_add(duration_ms(lease));
-        let updated = sql(
-            "UPDATE runs SET lease_expires_ms = $1 WHERE id = $2 AND owner = $3 \
-             AND lease_expires_ms > $4",
-        )
-        .bind(to_i64(expires_ms))
+        let sent = self.now();
+        let now = self.now_sql(4);
+        let updated = sql(&format!(
+            "UPDATE runs SET lease_expires_ms = {now} + $1 WHERE id = $2 AND owner = $3 \
+             AND lease_expires_ms > {now}"
+        ))
+        .bind(to_i64(duration_ms(lease)))
         .bind(id.to_string())
         .bind(owner)
-        .bind(to_i64(now))
+        .bind(self.bound_now())
         .execute(&mut self.db.write().await?)
         .await
         .map_err(StoreError::db("renew", Some(id)))?;
         if updated == 0 {
-            return Err(self.lease_lost(id, owner, now).await);
+            return Err(self.lease_lost(id, owner, self.now()).await);
         }
         Ok(Lease {
             run_id: id,
             owner: owner.to_string(),
-            expires_ms,
+            expires_ms: sent.saturating_add(duration_ms(lease)),
         })
     }
 
     async fn note_attempt(&self, id: RunId, owner: &str, attempt: u32) -> Result<(), StoreError> {
-        let now = self.now();
         let statement = format!(
             "UPDATE runs SET attempt = {}(attempt, $1) WHERE id = $2 AND owner = $3 \
-             AND lease_expires_ms > $4",
-            self.dialect.greatest
+             AND lease_expires_ms > {}",
+            self.dialect.greatest,
+            self.now_sql(4)
         );
         let updated = sql(&statement)
             .bind(i64::from(attempt))
             .bind(id.to_string())
             .bind(owner)
-            .bind(to_i64(now))
+            .bind(self.bound_now())
             .execute(&mut self.db.write().await?)
             .await
             .map_err(StoreError::db("note_attempt", Some(id)))?;
         if updated == 0 {
-            return Err(self.lease_lost(id, owner, now).await);
+            return Err(self.lease_lost(id, owner, self.now()).await);
         }
         Ok(())
     }
@@ -241,6 +244,7 @@ impl<B: Backend> RunStore for Store<B> {
     }
 
     fn clock(&self) -> Clock {
-        self.clock.clone()
+        self.clock
+            .shifted(self.clock_offset.load(std::sync::atomic::Ordering::Relaxed))
     }
 }

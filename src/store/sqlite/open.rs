@@ -107,16 +107,7 @@ impl SqliteStore {
         let mut writer = SqliteConnection::connect_with(&connect)
             .await
             .map_err(|e| open_err(e.to_string()))?;
-        check_format(&mut writer, url).await?;
-        migrator(MIGRATIONS, url)
-            .await?
-            .run(&mut writer)
-            .await
-            .map_err(|e| open_err(format!("migrations: {e}")))?;
-        sqlx::query(&format!("PRAGMA user_version = {STORE_FORMAT}"))
-            .execute(&mut writer)
-            .await
-            .map_err(|e| open_err(format!("setting the format: {e}")))?;
+        migrate(&mut writer, url).await?;
         // Reads: a pool. No ping before each acquire: a broken connection fails its
         // statement anyway, and the ping is one more round trip to SQLite's worker thread.
         let pool = SqlitePoolOptions::new()
@@ -129,19 +120,49 @@ impl SqliteStore {
             pool,
             writer: Arc::new(Mutex::new(writer)),
         };
-        Ok(Store::on(
-            db,
-            &dialects::SQLITE,
-            options.snapshot_every,
-            options.clock,
-        ))
+        let store = Store::on(db, &dialects::SQLITE, options.snapshot_every, options.clock);
+        // Rows are shown as of the database's clock (leases are fenced on it).
+        store.sync_clock().await?;
+        Ok(store)
     }
+}
+
+/// Checks the format and runs the migrations this database lacks, all under SQLite's
+/// write lock (`BEGIN IMMEDIATE`; each migration a savepoint in it): processes opening a
+/// new store at the same moment migrate it once, one after the other, instead of all
+/// applying migration 2 over each other ("duplicate column name"). A store already at
+/// this format takes no lock.
+async fn migrate(writer: &mut SqliteConnection, url: &str) -> Result<(), StoreError> {
+    let open_err = |reason: String| open_error(url, reason);
+    if check_format(&mut *writer, url).await? == STORE_FORMAT {
+        return Ok(());
+    }
+    let migrator = migrator(MIGRATIONS, url).await?;
+    let mut tx = writer
+        .begin_with("BEGIN IMMEDIATE")
+        .await
+        .map_err(|e| open_err(format!("locking the store to migrate it: {e}")))?;
+    // Another process may have migrated it while this one waited for the lock.
+    if check_format(&mut tx, url).await? != STORE_FORMAT {
+        migrator
+            .run_direct(&mut *tx)
+            .await
+            .map_err(|e| open_err(format!("migrations: {e}")))?;
+        sqlx::query(&format!("PRAGMA user_version = {STORE_FORMAT}"))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| open_err(format!("setting the format: {e}")))?;
+    }
+    tx.commit()
+        .await
+        .map_err(|e| open_err(format!("migrations: {e}")))
 }
 
 /// Refuses a database written by a newer pactgraph (its `user_version`, or a migration
 /// this one does not know) before any migration touches it. Reading the header also
 /// fails early, and clearly, on a file that is not a database.
-async fn check_format(conn: &mut SqliteConnection, url: &str) -> Result<(), StoreError> {
+/// Returns the format found (the larger of `user_version` and the last migration).
+async fn check_format(conn: &mut SqliteConnection, url: &str) -> Result<i64, StoreError> {
     let version: i64 = sqlx::query_scalar("PRAGMA user_version")
         .fetch_one(&mut *conn)
         .await
@@ -153,5 +174,13 @@ async fn check_format(conn: &mut SqliteConnection, url: &str) -> Result<(), Stor
     .fetch_one(&mut *conn)
     .await
     .unwrap_or(None);
-    refuse_newer(url, version.max(migrated.unwrap_or(0)))
+    let found = version.max(migrated.unwrap_or(0));
+    refuse_newer(url, found)?;
+    // Both must say it: a store whose migrations ran but whose `user_version` was not set
+    // yet is migrated (a no-op) and marked.
+    Ok(if version == migrated.unwrap_or(0) {
+        found
+    } else {
+        0
+    })
 }

@@ -1,0 +1,180 @@
+//! Leases on the database's clock: workers whose own clocks are off by minutes (a store
+//! opened with `Clock::skewed`) never steal a live lease and never keep one that lapsed,
+//! on both stores. Real time, real databases: the leases here lapse by the database's
+//! clock, whatever the workers' clocks say.
+#![cfg(feature = "store")]
+
+mod support;
+
+use std::time::Duration;
+
+use pactgraph::runtime::{Executor, RunId, RunRecord};
+use pactgraph::store::{
+    AnyStore, Before, Checkpoint, Clock, CreateOptions, DriveOptions, PgOptions, PgStore, RunStore,
+    SqliteOptions, SqliteStore, StepDelta, StoreError, StoredStatus, drive,
+};
+use serde_json::{Value, json};
+use support::runtime::{builder, graph, rt};
+use support::stores::{Backend, backends, open};
+
+/// Five minutes, in milliseconds: how far the skewed workers' clocks are off.
+const SKEW: i64 = 5 * 60 * 1000;
+
+/// A loop of `max_steps` small steps.
+fn ticker(max_steps: u32) -> Value {
+    json!({
+        "workflow": "ticker",
+        "slices": {"n": {}},
+        "budgets": {"max_steps": max_steps},
+        "entry": "root",
+        "supervisors": {"root": {"allow": ["tick"], "default": {"stop_global": {}}}},
+        "nodes": {"tick": {"supervisor": "root", "reads": ["n"], "writes": ["n"],
+            "triggers": [{"priority": 1, "when": true}],
+            "run": {"set": {"n": 1}}}}
+    })
+}
+
+/// A new run of a ticker of `max_steps` in `store`, and its executor.
+async fn created(store: &AnyStore, max_steps: u32) -> (Executor, RunId) {
+    let g = graph(ticker(max_steps));
+    let document = g.to_document();
+    let ex = builder(g).build().expect("builds");
+    let record = RunRecord::new(document, ex.start(json!({})).expect("starts"));
+    store
+        .create(&record, &CreateOptions::default())
+        .await
+        .expect("creates");
+    (ex, record.run_id)
+}
+
+/// The store at `url` opened again by a worker whose clock is `clock`.
+async fn worker_store(backend: Backend, url: &str, clock: Clock) -> AnyStore {
+    match backend {
+        Backend::Sqlite => SqliteStore::open_with(url, SqliteOptions::default().clock(clock))
+            .await
+            .expect("opens")
+            .into(),
+        Backend::Postgres => PgStore::open_with(url, PgOptions::default().clock(clock))
+            .await
+            .expect("opens")
+            .into(),
+    }
+}
+
+fn held_by_another(result: Result<impl std::fmt::Debug, StoreError>, who: &str) {
+    match result {
+        Err(StoreError::LeaseHeld { .. }) => {}
+        other => panic!("{who}: expected LeaseHeld, got {other:?}"),
+    }
+}
+
+fn lost(result: Result<impl std::fmt::Debug, StoreError>, who: &str) {
+    match result {
+        Err(StoreError::LeaseLost { .. }) => {}
+        other => panic!("{who}: expected LeaseLost, got {other:?}"),
+    }
+}
+
+/// Proves leases are fenced on the database's clock: with one worker's clock right and
+/// two others' 5 minutes ahead and behind, (1) a live lease (60 s) taken by any of them
+/// is refused to the other two and shown `running` by all; (2) a short lease (300 ms)
+/// taken by a skewed worker lapses for everybody 300 ms later by the database's clock:
+/// its holder can then neither renew it, nor note an attempt, nor checkpoint, and the
+/// right worker takes the run over (before, the worker ahead held its run for 5 minutes
+/// and the one behind could never lose its own, nor stop the others stealing it).
+#[test]
+fn a_worker_whose_clock_is_off_neither_steals_nor_keeps_a_lease() {
+    for backend in backends() {
+        rt().block_on(async {
+            let held = open(backend).await;
+            let right = held.store.clone();
+            let ahead = worker_store(backend, &held.url, Clock::skewed(SKEW)).await;
+            let behind = worker_store(backend, &held.url, Clock::skewed(-SKEW)).await;
+            let workers = [("right", &right), ("ahead", &ahead), ("behind", &behind)];
+            let long = Duration::from_secs(60);
+
+            // (1) A live lease, whoever took it, is live for all.
+            for (holder, store) in workers {
+                let (_, id) = created(&right, 5).await;
+                store.claim(id, holder, long).await.expect("claims");
+                for (other, other_store) in workers {
+                    if other != holder {
+                        held_by_another(
+                            other_store.claim(id, other, long).await,
+                            &format!("{other} claiming {holder}'s run"),
+                        );
+                    }
+                    assert_eq!(
+                        other_store.info(id).await.unwrap().status,
+                        StoredStatus::Running,
+                        "{other} sees {holder}'s run running"
+                    );
+                    let runnable = other_store.runnable(100).await.unwrap();
+                    assert!(
+                        runnable.iter().all(|r| r.id != id),
+                        "{other} does not list {holder}'s run runnable"
+                    );
+                }
+            }
+
+            // (2) A short lease lapses on the database's clock, for its holder too.
+            let short = Duration::from_millis(300);
+            for (holder, store) in [("ahead", &ahead), ("behind", &behind)] {
+                let (ex, id) = created(&right, 5).await;
+                store.claim(id, holder, short).await.expect("claims");
+                held_by_another(
+                    right.claim(id, "right", long).await,
+                    &format!("right claiming {holder}'s run at once"),
+                );
+                let loaded = store.load(id).await.unwrap();
+                let mut run = loaded.record.run.clone();
+                let before = Before::of(&run);
+                ex.step(&mut run).await;
+                let delta = StepDelta::between(&before, &run);
+                tokio::time::sleep(Duration::from_millis(600)).await;
+                assert_eq!(
+                    store.info(id).await.unwrap().status,
+                    StoredStatus::Interrupted,
+                    "{holder} sees its own lapsed lease as lapsed"
+                );
+                lost(
+                    store.renew(id, holder, long).await,
+                    &format!("{holder} renewing"),
+                );
+                lost(
+                    store.note_attempt(id, holder, 2).await,
+                    &format!("{holder} noting an attempt"),
+                );
+                lost(
+                    store
+                        .checkpoint(
+                            id,
+                            holder,
+                            Checkpoint::new(loaded.record.seq + 1, &delta, &run),
+                        )
+                        .await,
+                    &format!("{holder} checkpointing"),
+                );
+                right
+                    .claim(id, "right", long)
+                    .await
+                    .unwrap_or_else(|e| panic!("right takes {holder}'s lapsed run: {e}"));
+            }
+
+            // (3) Skewed workers drive runs to their end, renewing on time.
+            for (holder, store) in [("ahead", &ahead), ("behind", &behind)] {
+                let (ex, id) = created(&right, 30).await;
+                let options = DriveOptions::default().lease(Duration::from_millis(400));
+                let run = drive(&ex, store, id, holder, &options)
+                    .await
+                    .unwrap_or_else(|e| panic!("{holder} drives: {e}"));
+                assert_eq!(run.steps(), 30, "{holder}");
+                assert_eq!(
+                    right.info(id).await.unwrap().status,
+                    StoredStatus::Stopped,
+                    "{holder}'s run ended (max_steps)"
+                );
+            }
+        });
+    }
+}
