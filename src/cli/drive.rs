@@ -178,6 +178,21 @@ async fn drive_stored(
             );
             ExitCode::from(exit::INTERRUPTED)
         }
+        // A store call failed (a commit refused for want of space, an I/O error, the
+        // database gone for longer than the lease): the run stopped at once, its last
+        // commit kept, and is continued by `runs resume`. Said on stderr even with
+        // `--quiet`, and in the outcome's `message`.
+        Ok(Err(e @ StoreError::Database { .. })) => {
+            let steps = store.info(id).await.map_or(0, |i| i.steps);
+            let mut printed = interrupted_json(executor.graph().workflow(), id, steps);
+            printed["message"] = e.to_string().into();
+            let _ = write_json(Ok(std::io::stdout().lock()), &printed, "\n");
+            eprintln!(
+                "pactgraph: error: {e}\npactgraph: run {id} interrupted (its last commit is \
+                 kept); continue it with `pactgraph runs resume {id}`"
+            );
+            ExitCode::from(exit::INTERRUPTED)
+        }
         Ok(Err(e)) => store::error(&e),
         Ok(Ok(_)) => match store.load(id).await {
             Ok(stored) => finish(&stored.record, outputs, default_state_out, true),

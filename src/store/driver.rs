@@ -150,7 +150,14 @@ pub async fn drive_with<S: RunStore>(
         clock: store.clock(),
     };
     let result = driver.run(how).await;
-    let released = store.release(id, owner).await;
+    // A failed store call (a commit refused for want of space, an I/O error) stops the
+    // run at once: its lease is given up as after an interruption (the step in flight may
+    // have run: its next attempt is one more), so `runs resume` continues it. If the
+    // store cannot record even that, the lease lapses (or its owner's process ends).
+    let released = match &result {
+        Err(StoreError::Database { .. }) => store.interrupt(id, owner).await,
+        _ => store.release(id, owner).await,
+    };
     let run = result?;
     released?;
     Ok(run)

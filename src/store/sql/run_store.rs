@@ -65,8 +65,12 @@ impl<B: Backend> RunStore for Store<B> {
             .bind(document.as_ref().map(|(text, _)| text.as_str()))
             .bind(&delta)
             .bind(snapshot.as_deref())
-            .fetch_one(&mut self.db.write().await?)
-            .await;
+            // Every row read, not the first: SQLite commits the statement's implicit
+            // transaction when it runs to its end, and only then says a commit failed
+            // (a full disk); a statement dropped after its first row lost that error.
+            .fetch_all(&mut self.db.write().await?)
+            .await
+            .and_then(|rows| rows.into_iter().next().ok_or(sqlx::Error::RowNotFound));
         let row = match row {
             Ok(row) => row,
             Err(e) if is_refusal(&e) => return Err(self.refusal(id, owner, seq, now).await),
