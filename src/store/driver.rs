@@ -6,8 +6,8 @@ use std::time::Duration;
 use super::delta::{Before, StepDelta};
 use super::rows::cancel_run;
 use super::{
-    Checkpoint, Clock, RunInfo, RunStore, Settled, StoreError, StoredStatus, attempt_key,
-    duration_ms, settle,
+    Checkpoint, Clock, Lease, RunInfo, RunStore, Settled, StoreError, StoredRun, StoredStatus,
+    attempt_key, duration_ms, settle,
 };
 use crate::contracts::WorkflowDocument;
 use crate::runtime::{Executor, RunId, RunState};
@@ -140,6 +140,20 @@ pub async fn drive_with<S: RunStore>(
     how: Continue,
 ) -> Result<RunState, StoreError> {
     let lease = store.claim(id, owner, options.lease).await?;
+    drive_claimed(executor, store, None, &lease, options, how).await
+}
+
+/// [`drive_with`] on a run `lease` already holds, loaded as `loaded` when given (a
+/// worker claims and loads a run to build its executor: the drive does neither again).
+pub(crate) async fn drive_claimed<S: RunStore>(
+    executor: &Executor,
+    store: &S,
+    loaded: Option<StoredRun>,
+    lease: &Lease,
+    options: &DriveOptions,
+    how: Continue,
+) -> Result<RunState, StoreError> {
+    let (id, owner) = (lease.run_id, lease.owner.as_str());
     let mut driver = Driver {
         executor,
         store,
@@ -148,6 +162,7 @@ pub async fn drive_with<S: RunStore>(
         options,
         lease_expires_ms: lease.expires_ms,
         clock: store.clock(),
+        loaded,
     };
     let result = driver.run(how).await;
     // A failed store call (a commit refused for want of space, an I/O error) stops the
@@ -172,6 +187,8 @@ struct Driver<'a, S> {
     lease_expires_ms: u64,
     /// The store's clock: when the lease lapses and is renewed.
     clock: Clock,
+    /// The run as loaded under this lease, if it was (else `run` loads it).
+    loaded: Option<StoredRun>,
 }
 
 /// How waiting for dependencies ended.
@@ -194,7 +211,10 @@ enum Stepped {
 
 impl<S: RunStore> Driver<'_, S> {
     async fn run(&mut self, how: Continue) -> Result<RunState, StoreError> {
-        let stored = self.store.load(self.id).await?;
+        let stored = match self.loaded.take() {
+            Some(stored) => stored,
+            None => self.store.load(self.id).await?,
+        };
         let mut info = stored.info;
         let mut seq = stored.record.seq;
         let mut run = stored.record.run;

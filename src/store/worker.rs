@@ -15,7 +15,8 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 
-use super::{DriveOptions, RunStore, StoreError, StoredRun, drive, local_owner};
+use super::driver::drive_claimed;
+use super::{Continue, DriveOptions, RunStore, StoreError, StoredRun, local_owner};
 use crate::runtime::{Executor, RunId, RunState};
 
 /// How a worker runs.
@@ -197,17 +198,23 @@ where
                     let (executor_for, drive_options, emit) = (&executor_for, &drive_options, &emit);
                     running.push(async move {
                         let id = info.id;
-                        match store.claim(id, &owner, options.lease).await {
-                            Ok(_) => {}
+                        let lease = match store.claim(id, &owner, options.lease).await {
+                            Ok(lease) => lease,
                             // Another worker took it between the look and the claim.
                             Err(StoreError::LeaseHeld { .. }) => return (id, None),
                             Err(e) => return (id, Some(Err(e))),
-                        }
+                        };
+                        // Loaded once, under the lease: for its executor and the drive.
+                        let stored = match store.load(id).await {
+                            Ok(stored) => stored,
+                            Err(e) => {
+                                let _ = store.release(id, &owner).await;
+                                return (id, Some(Err(e)));
+                            }
+                        };
                         // Listed runnable, but another worker may have ended it (and let it
                         // go) since: nothing to do, and no second end to report.
-                        if let Ok(now) = store.info(id).await
-                            && now.status.is_ended()
-                        {
+                        if stored.info.status.is_ended() {
                             let _ = store.release(id, &owner).await;
                             return (id, None);
                         }
@@ -216,19 +223,21 @@ where
                             workflow: &info.workflow,
                             owner: &owner,
                         });
-                        let result = match store.load(id).await {
-                            Ok(stored) => match executor_for(&stored) {
-                                Ok(executor) => {
-                                    drive(&executor, store, id, &owner, drive_options).await
-                                }
-                                Err(reason) => {
-                                    let _ = store.release(id, &owner).await;
-                                    Err(StoreError::CannotContinue { run_id: id, reason })
-                                }
-                            },
-                            Err(e) => {
+                        let result = match executor_for(&stored) {
+                            Ok(executor) => {
+                                drive_claimed(
+                                    &executor,
+                                    store,
+                                    Some(stored),
+                                    &lease,
+                                    drive_options,
+                                    Continue::AsStored,
+                                )
+                                .await
+                            }
+                            Err(reason) => {
                                 let _ = store.release(id, &owner).await;
-                                Err(e)
+                                Err(StoreError::CannotContinue { run_id: id, reason })
                             }
                         };
                         match result {
