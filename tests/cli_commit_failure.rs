@@ -114,7 +114,9 @@ fn a_full_disk_stops_the_run_with_the_reason_and_resume_finishes_it() {
         };
         let program = TICK_PY.replace(
             r#"print(json.dumps({"n": n + 1, "done": n + 1 >= int(os.environ["TICKS"])}))"#,
-            r#"print(json.dumps({"n": n + 1, "done": n + 1 >= int(os.environ["TICKS"]), "blob": "x" * 60000}))"#,
+            // 60 KB that do not compress (PostgreSQL compresses large values).
+            r#"import base64
+print(json.dumps({"n": n + 1, "done": n + 1 >= int(os.environ["TICKS"]), "blob": base64.b64encode(os.urandom(45000)).decode()}))"#,
         );
         assert_ne!(program, TICK_PY, "the program writes its blob");
         b.file("tick60.py", &program);

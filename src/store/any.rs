@@ -152,6 +152,10 @@ impl Backend for AnyDb {
     async fn close(&self) {
         either!(self, AnyDb, db => db.close().await)
     }
+
+    async fn wakeups(&self) -> Option<super::Wakeups> {
+        either!(self, AnyDb, db => db.wakeups().await)
+    }
 }
 
 impl AnyStore {

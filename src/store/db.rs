@@ -262,6 +262,9 @@ pub struct Dialect {
     pub documents_lock: Option<&'static str>,
     /// Taken (shared) in a create's transaction before its document is written.
     pub documents_lock_shared: Option<&'static str>,
+    /// Tells listening workers that a run may have become runnable (PostgreSQL's
+    /// `pg_notify`); none on SQLite, whose workers poll.
+    pub notify_runnable: Option<&'static str>,
 }
 
 impl Dialect {
@@ -328,4 +331,11 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
     /// Closes its connections (waiting for their holders).
     #[doc(hidden)]
     fn close(&self) -> impl Future<Output = ()> + Send;
+
+    /// Wakeups when runs become runnable, if the database sends them (PostgreSQL's
+    /// `LISTEN`); `None`: workers poll only.
+    #[doc(hidden)]
+    fn wakeups(&self) -> impl Future<Output = Option<super::Wakeups>> + Send {
+        async { None }
+    }
 }

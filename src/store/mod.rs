@@ -31,6 +31,7 @@ mod postgres;
 mod rows;
 mod sql;
 mod sqlite;
+mod wakeups;
 mod weights;
 mod worker;
 
@@ -49,6 +50,7 @@ pub use postgres::{PgDb, PgOptions, PgStore};
 pub use rows::STORE_FORMAT;
 pub use sql::{RunStorage, Store};
 pub use sqlite::{Durability, SqliteDb, SqliteOptions, SqliteStore};
+pub use wakeups::Wakeups;
 pub use worker::{WorkEvent, WorkSummary, WorkerOptions, work};
 
 /// A run's status as the store shows it.
@@ -506,6 +508,13 @@ pub trait RunStore: Send + Sync {
     /// [`PgOptions::clock`]).
     fn clock(&self) -> Clock {
         Clock::system()
+    }
+
+    /// Wakeups when runs become runnable, if the store sends them (PostgreSQL: `LISTEN`
+    /// on a connection of its own, [`work`] looks at once when told); `None`, the
+    /// default and SQLite's: a worker polls only.
+    fn wakeups(&self) -> impl Future<Output = Option<Wakeups>> + Send {
+        async { None }
     }
 }
 

@@ -3,10 +3,11 @@
 //! renews, and drives up to N of them at once until told to stop (or, with `once`, until
 //! nothing is runnable).
 //!
-//! Scheduling polls: the store is asked for runnable runs at once when a slot frees up
-//! or runs were just taken, and every [`WorkerOptions::poll`] (20 ms by default) while
-//! nothing is found, so a run whose dependencies end (in another process) is taken within
-//! one poll of it.
+//! Scheduling: the store is asked for runnable runs at once when a slot frees up, runs
+//! were just taken, or the store says runs became runnable ([`RunStore::wakeups`]:
+//! PostgreSQL's `LISTEN`/`NOTIFY`), and every [`WorkerOptions::poll`] (20 ms by default)
+//! while nothing is found, so a run whose dependencies end (in another process) is taken
+//! at once on PostgreSQL, within one poll on SQLite (or of a lost notification).
 
 use std::future::Future;
 use std::sync::Mutex;
@@ -153,12 +154,21 @@ where
     let mut next_look = tokio::time::Instant::now();
     // Looks in a row the store failed.
     let mut unanswered: u32 = 0;
+    // The store's word that runs became runnable (PostgreSQL's `LISTEN`): a look at once
+    // instead of at the next poll. Polling stays, for the words lost.
+    let wakeups = store.wakeups().await;
     tokio::pin!(stop);
     loop {
         let want = options.concurrency.saturating_sub(running.len());
         let skip = held.len();
         let look = async {
-            tokio::time::sleep_until(next_look).await;
+            match &wakeups {
+                Some(w) => tokio::select! {
+                    () = tokio::time::sleep_until(next_look) => {}
+                    () = w.next() => {}
+                },
+                None => tokio::time::sleep_until(next_look).await,
+            }
             store.runnable(want + skip).await
         };
         tokio::select! {

@@ -150,6 +150,11 @@ impl Exec for PgTx<'_> {
 }
 
 impl Conns {
+    /// How its connections are opened.
+    pub(super) fn options(&self) -> &PgConnectOptions {
+        &self.connect
+    }
+
     /// `n` slots (at least 1), the first filled with `first`.
     pub(super) fn new(
         n: u32,

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod conns;
+mod listen;
 mod open;
 
 use sqlx::postgres::PgRow;
@@ -95,5 +96,9 @@ impl Backend for PgDb {
 
     async fn close(&self) {
         self.conns.close().await;
+    }
+
+    async fn wakeups(&self) -> Option<super::Wakeups> {
+        listen::listen(self.conns.options()).await
     }
 }

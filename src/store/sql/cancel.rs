@@ -81,6 +81,8 @@ impl<B: Backend> Store<B> {
         snapshot_at(&mut tx, &key, seq, &state).await.map_err(&db)?;
         tx.commit().await.map_err(&db)?;
         drop(c);
+        // Runs waiting on this one may be runnable now.
+        self.notify_runnable().await;
         self.info(id).await
     }
 

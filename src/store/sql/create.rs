@@ -113,6 +113,10 @@ impl<B: Backend> Store<B> {
         if let Some(deps) = &options.dependencies {
             self.insert_dependencies(&mut tx, id, deps).await?;
         }
+        // Delivered to listening workers when the run is committed.
+        if let Some(notify) = self.dialect.notify_runnable {
+            sql(notify).execute(&mut tx).await.map_err(&db)?;
+        }
         tx.commit().await.map_err(&db)?;
         // The connection goes back before the next statement takes one.
         drop(c);

@@ -230,7 +230,28 @@ impl<B: Backend> Store<B> {
         if updated == 0 {
             return Err(self.lease_lost(id, owner, self.now()).await);
         }
+        // Let go unfinished, it is runnable.
+        self.notify_runnable().await;
         Ok(())
+    }
+
+    /// Tells listening workers that a run may have become runnable (PostgreSQL's
+    /// `pg_notify`, after the transition committed; nothing on SQLite). A failure is
+    /// only logged: workers poll too.
+    async fn notify_runnable(&self) {
+        let Some(notify) = self.dialect.notify_runnable else {
+            return;
+        };
+        let sent = match self.db.read().await {
+            Ok(mut c) => sql(notify).execute(&mut c).await.map(drop),
+            Err(e) => {
+                tracing::debug!("not telling workers: {e}");
+                return;
+            }
+        };
+        if let Err(e) = sent {
+            tracing::debug!("not telling workers: {e}");
+        }
     }
 
     /// Why a fenced checkpoint was refused: no such run, a lease not held, or a sequence

@@ -10,7 +10,7 @@ use crate::store::db::{Backend, is_refusal, sql};
 use crate::store::rows::{INFO, info_from_row, to_i64};
 use crate::store::{
     Checkpoint, CreateOptions, DependencySpec, Lease, PruneFilter, RunFilter, RunInfo, RunStore,
-    StoreError, StoredRun, StoredStatus, attempt_key, duration_ms, owner_gone,
+    StoreError, StoredRun, StoredStatus, Wakeups, attempt_key, duration_ms, owner_gone,
 };
 
 impl<B: Backend> RunStore for Store<B> {
@@ -78,6 +78,10 @@ impl<B: Backend> RunStore for Store<B> {
         };
         self.weights
             .weigh(id, running, delta.len(), snapshot.as_ref().map(String::len));
+        if !running {
+            // Runs waiting on this one may be runnable now.
+            self.notify_runnable().await;
+        }
         info_from_row(&row, now)
     }
 
@@ -245,6 +249,10 @@ impl<B: Backend> RunStore for Store<B> {
 
     async fn runnable(&self, limit: usize) -> Result<Vec<RunInfo>, StoreError> {
         self.read_runnable(limit).await
+    }
+
+    async fn wakeups(&self) -> Option<Wakeups> {
+        self.db().wakeups().await
     }
 
     fn clock(&self) -> Clock {
