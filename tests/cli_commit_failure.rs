@@ -57,6 +57,29 @@ impl Drop for Tmpfs {
     }
 }
 
+/// What one half of the test set up, taken down in order even when it fails: the bench
+/// (and its PostgreSQL schema, whose tables live in the tablespace), then the tablespace,
+/// then the tmpfs under it (unmounted under a live tablespace, the server's checkpoints
+/// would fail from then on).
+struct Setup {
+    bench: Option<Bench>,
+    tablespace: Option<String>,
+    tmpfs: Option<Tmpfs>,
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        drop(self.bench.take());
+        if let (Some(name), Some(base)) = (self.tablespace.take(), pg_url()) {
+            let sql = format!("DROP TABLESPACE IF EXISTS {name}");
+            if std::panic::catch_unwind(|| admin(&base, &sql)).is_err() {
+                eprintln!("tablespace {name} left behind");
+            }
+        }
+        drop(self.tmpfs.take());
+    }
+}
+
 /// The ticker of `TICKS` exec steps, each writing the 60 KB slice `blob`.
 fn workflow() -> String {
     format!(
@@ -78,7 +101,6 @@ fn workflow() -> String {
 #[test]
 fn a_full_disk_stops_the_run_with_the_reason_and_resume_finishes_it() {
     for backend in backends() {
-        let mut b = Bench::on(BIN, backend);
         // Outside the bench's folder: the bench (and its schema) goes first.
         let mnt = tempfile::tempdir().expect("a temp dir");
         let small = mnt.path().join("small");
@@ -86,10 +108,15 @@ fn a_full_disk_stops_the_run_with_the_reason_and_resume_finishes_it() {
             eprintln!("cannot mount a tmpfs here (not root?): the full-disk test is skipped");
             return;
         };
-        let tablespace = match backend {
+        let mut setup = Setup {
+            bench: Some(Bench::on(BIN, backend)),
+            tablespace: None,
+            tmpfs: Some(tmpfs),
+        };
+        let b = setup.bench.as_mut().expect("the bench");
+        match backend {
             Backend::Sqlite => {
                 b.store = format!("sqlite:{}", small.join("store.db").display());
-                None
             }
             Backend::Postgres => {
                 // The server runs as `postgres`: the tablespace's folder is its.
@@ -109,9 +136,10 @@ fn a_full_disk_stops_the_run_with_the_reason_and_resume_finishes_it() {
                 );
                 // Every table of the store's schema goes to the tablespace.
                 b.store = format!("{}%20-c%20default_tablespace%3D{name}", b.store);
-                Some(name)
+                setup.tablespace = Some(name);
             }
-        };
+        }
+        let b = setup.bench.as_ref().expect("the bench");
         let program = TICK_PY.replace(
             r#"print(json.dumps({"n": n + 1, "done": n + 1 >= int(os.environ["TICKS"])}))"#,
             // 60 KB that do not compress (PostgreSQL compresses large values).
@@ -142,7 +170,7 @@ print(json.dumps({"n": n + 1, "done": n + 1 >= int(os.environ["TICKS"]), "blob":
         );
         assert_eq!(b.status(&id), "interrupted");
 
-        tmpfs.resize("64m");
+        setup.tmpfs.as_ref().expect("the tmpfs").resize("64m");
         let resumed = b.run(&["runs", "resume", &id, "--quiet"]);
         assert_eq!(resumed.code, 0, "{resumed:?}");
         let done = resumed.json();
@@ -151,11 +179,7 @@ print(json.dumps({"n": n + 1, "done": n + 1 >= int(os.environ["TICKS"]), "blob":
         // Every step once, but the one whose commit failed (run again, attempt 2).
         let repeated = check_side(&b.side(), TICKS, 1);
         assert!(repeated <= 1);
-        drop(b);
-        if let (Some(name), Some(base)) = (tablespace, pg_url()) {
-            admin(&base, &format!("DROP TABLESPACE {name}"));
-        }
-        drop(tmpfs);
+        drop(setup);
         drop(mnt);
     }
 }

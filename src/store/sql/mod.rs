@@ -8,8 +8,10 @@
 //! `RunStore` for it is in `run_store.rs`; its longer operations in `create.rs`,
 //! `load.rs`, `cancel.rs`, `list.rs` and `deps.rs`.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, Instant};
 
 mod cancel;
 mod create;
@@ -40,6 +42,11 @@ pub struct Store<B> {
     /// what [`Store::now`] adds to the local clock to show rows as the database sees them.
     clock_offset: Arc<AtomicI64>,
 }
+
+/// How long a call failing on a transient fault (a lost connection, a restarting server)
+/// is tried again before its error is returned: well under half the default lease (the
+/// driver renews at half), and the fenced statements refuse anyway once the lease lapsed.
+const RIDE_OUT: Duration = Duration::from_secs(10);
 
 /// What a run takes in the store: its step rows and snapshots, in bytes of JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -221,18 +228,47 @@ impl<B: Backend> Store<B> {
         operation: &'static str,
         statement: &'static str,
     ) -> Result<(), StoreError> {
-        let updated = sql(statement)
-            .bind(id.to_string())
-            .bind(owner)
-            .execute(&mut self.db.write().await?)
-            .await
-            .map_err(StoreError::db(operation, Some(id)))?;
+        let updated = self
+            .ride_out(operation, |_| async move {
+                sql(statement)
+                    .bind(id.to_string())
+                    .bind(owner)
+                    .execute(&mut self.db.write().await?)
+                    .await
+                    .map_err(StoreError::db(operation, Some(id)))
+            })
+            .await?;
         if updated == 0 {
             return Err(self.lease_lost(id, owner, self.now()).await);
         }
         // Let go unfinished, it is runnable.
         self.notify_runnable().await;
         Ok(())
+    }
+
+    /// Runs `call` (given how many times it was tried before) until it succeeds, fails
+    /// on something else than a transient fault, or faults for longer than [`RIDE_OUT`]:
+    /// a database restarting mid-run is ridden out, reconnecting with a backoff (50 ms,
+    /// doubling up to 1 s).
+    async fn ride_out<T, F, Fut>(&self, what: &str, mut call: F) -> Result<T, StoreError>
+    where
+        F: FnMut(u32) -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        let started = Instant::now();
+        let mut wait = Duration::from_millis(50);
+        let mut tried = 0u32;
+        loop {
+            match call(tried).await {
+                Err(e) if e.is_transient() && started.elapsed() < RIDE_OUT => {
+                    tracing::warn!("{what}: {e}; trying again in {} ms", wait.as_millis());
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(1));
+                    tried = tried.saturating_add(1);
+                }
+                result => return result,
+            }
+        }
     }
 
     /// Tells listening workers that a run may have become runnable (PostgreSQL's

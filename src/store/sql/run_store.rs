@@ -28,65 +28,13 @@ impl<B: Backend> RunStore for Store<B> {
         owner: &str,
         checkpoint: Checkpoint<'_>,
     ) -> Result<RunInfo, StoreError> {
-        let Checkpoint {
-            seq,
-            delta,
-            run,
-            next_attempt,
-            document,
-        } = checkpoint;
-        let now = self.now();
-        let running = run.is_running();
-        let next_key = attempt_key(run);
-        let delta = serde_json::to_string(delta).expect("a delta is plain data");
-        let status = StoredStatus::of(run.status());
-        let snapshot = self
-            .wants_snapshot(id, seq, run, delta.len())
-            .then(|| serde_json::to_string(run).expect("a run state is plain data"));
-        let document = document.map(|(doc, digest)| {
-            let text = serde_json::to_string(doc).expect("a document is plain data");
-            (text, digest)
-        });
-        // One statement (SQLite's `checkpoint_in` trigger, PostgreSQL's
-        // `pactgraph_checkpoint`): fenced, atomic, one round trip; the run row as it is
-        // after it comes back.
-        let row = sql(&self.dialect.checkpoint)
-            .bind(id.to_string())
-            .bind(to_i64(seq))
-            .bind(i64::from(run.steps))
-            .bind(status.as_str())
-            .bind(run.termination_reason().map(TerminationReason::as_str))
-            .bind(self.bound_now())
-            .bind(owner)
-            .bind(running)
-            .bind(&next_key)
-            .bind(i64::from(next_attempt))
-            .bind(document.as_ref().map(|(_, digest)| *digest))
-            .bind(document.as_ref().map(|(text, _)| text.as_str()))
-            .bind(&delta)
-            .bind(snapshot.as_deref())
-            // Every row read, not the first: SQLite commits the statement's implicit
-            // transaction when it runs to its end, and only then says a commit failed
-            // (a full disk); a statement dropped after its first row lost that error.
-            .fetch_all(&mut self.db.write().await?)
-            .await
-            .and_then(|rows| rows.into_iter().next().ok_or(sqlx::Error::RowNotFound));
-        let row = match row {
-            Ok(row) => row,
-            Err(e) if is_refusal(&e) => return Err(self.refusal(id, owner, seq, now).await),
-            Err(e) => return Err(StoreError::db("checkpoint", Some(id))(e)),
-        };
-        self.weights
-            .weigh(id, running, delta.len(), snapshot.as_ref().map(String::len));
-        if !running {
-            // Runs waiting on this one may be runnable now.
-            self.notify_runnable().await;
-        }
-        info_from_row(&row, now)
+        self.ride_out("checkpoint", |tried| {
+            self.checkpoint_once(id, owner, checkpoint, tried > 0)
+        })
+        .await
     }
-
     async fn load(&self, id: RunId) -> Result<StoredRun, StoreError> {
-        self.load_upto(id, None).await
+        self.ride_out("load", |_| self.load_upto(id, None)).await
     }
 
     async fn load_at(&self, id: RunId, seq: u64) -> Result<StoredRun, StoreError> {
@@ -94,15 +42,18 @@ impl<B: Backend> RunStore for Store<B> {
     }
 
     async fn info(&self, id: RunId) -> Result<RunInfo, StoreError> {
-        let row = sql(&format!("SELECT {INFO} FROM runs WHERE id = $1"))
-            .bind(id.to_string())
-            .fetch_optional(&mut self.db.read().await?)
-            .await
-            .map_err(StoreError::db("info", Some(id)))?
-            .ok_or_else(|| StoreError::NotFound {
-                key: id.to_string(),
-            })?;
-        info_from_row(&row, self.now())
+        self.ride_out("info", |_| async move {
+            let row = sql(&format!("SELECT {INFO} FROM runs WHERE id = $1"))
+                .bind(id.to_string())
+                .fetch_optional(&mut self.db.read().await?)
+                .await
+                .map_err(StoreError::db("info", Some(id)))?
+                .ok_or_else(|| StoreError::NotFound {
+                    key: id.to_string(),
+                })?;
+            info_from_row(&row, self.now())
+        })
+        .await
     }
 
     async fn list(&self, filter: &RunFilter) -> Result<Vec<RunInfo>, StoreError> {
@@ -110,96 +61,105 @@ impl<B: Backend> RunStore for Store<B> {
     }
 
     async fn claim(&self, id: RunId, owner: &str, lease: Duration) -> Result<Lease, StoreError> {
-        // The lease is fenced and written on the database's clock (`now_sql`); the
-        // holder is told when it lapses on the store's clock (`RunStore::clock`, the
-        // database's as measured), from before the statement was sent.
-        let sent = self.now();
-        // A holder that is a gone process of this host is taken over like a lapsed lease.
-        let before = self.info(id).await?;
-        let gone = before.owner.clone().filter(|o| owner_gone(o));
-        // Taking a run from another owner that did not let it go (it died, or its lease
-        // lapsed) means its step in flight may have started: that step's next attempt is
-        // one more. A queued run claimed is running. The row is chosen with the dialect's
-        // lock (PostgreSQL: `FOR UPDATE SKIP LOCKED`, never waiting on another claim).
-        let now = self.now_sql(4);
-        let statement = format!(
-            "UPDATE runs SET \
-               attempt = CASE WHEN owner IS NOT NULL AND owner <> $1 AND status IN \
-                 ('running', 'queued') THEN attempt + 1 ELSE attempt END, \
-               status = CASE WHEN status = 'queued' THEN 'running' ELSE status END, \
-               owner = $1, lease_expires_ms = {now} + $2 \
-             WHERE id = (SELECT id FROM runs WHERE id = $3 \
-               AND (owner IS NULL OR owner = $1 OR lease_expires_ms IS NULL \
-                    OR lease_expires_ms <= {now} OR owner = $5){})",
-            self.dialect.claim_lock
-        );
-        let updated = sql(&statement)
-            .bind(owner)
-            .bind(to_i64(duration_ms(lease)))
-            .bind(id.to_string())
-            .bind(self.bound_now())
-            .bind(gone)
-            .execute(&mut self.db.write().await?)
-            .await
-            .map_err(StoreError::db("claim", Some(id)))?;
-        if updated == 0 {
-            let info = self.info(id).await?;
-            return Err(StoreError::LeaseHeld {
+        self.ride_out("claim", |_| async move {
+            // The lease is fenced and written on the database's clock (`now_sql`); the
+            // holder is told when it lapses on the store's clock (`RunStore::clock`, the
+            // database's as measured), from before the statement was sent.
+            let sent = self.now();
+            // A holder that is a gone process of this host is taken over like a lapsed lease.
+            let before = self.info(id).await?;
+            let gone = before.owner.clone().filter(|o| owner_gone(o));
+            // Taking a run from another owner that did not let it go (it died, or its lease
+            // lapsed) means its step in flight may have started: that step's next attempt is
+            // one more. A queued run claimed is running. The row is chosen with the dialect's
+            // lock (PostgreSQL: `FOR UPDATE SKIP LOCKED`, never waiting on another claim).
+            let now = self.now_sql(4);
+            let statement = format!(
+                "UPDATE runs SET \
+                   attempt = CASE WHEN owner IS NOT NULL AND owner <> $1 AND status IN \
+                     ('running', 'queued') THEN attempt + 1 ELSE attempt END, \
+                   status = CASE WHEN status = 'queued' THEN 'running' ELSE status END, \
+                   owner = $1, lease_expires_ms = {now} + $2 \
+                 WHERE id = (SELECT id FROM runs WHERE id = $3 \
+                   AND (owner IS NULL OR owner = $1 OR lease_expires_ms IS NULL \
+                        OR lease_expires_ms <= {now} OR owner = $5){})",
+                self.dialect.claim_lock
+            );
+            let updated = sql(&statement)
+                .bind(owner)
+                .bind(to_i64(duration_ms(lease)))
+                .bind(id.to_string())
+                .bind(self.bound_now())
+                .bind(gone)
+                .execute(&mut self.db.write().await?)
+                .await
+                .map_err(StoreError::db("claim", Some(id)))?;
+            if updated == 0 {
+                let info = self.info(id).await?;
+                return Err(StoreError::LeaseHeld {
+                    run_id: id,
+                    holder: info.owner.unwrap_or_default(),
+                    lease_expires_ms: info.lease_expires_ms.unwrap_or(0),
+                });
+            }
+            Ok(Lease {
                 run_id: id,
-                holder: info.owner.unwrap_or_default(),
-                lease_expires_ms: info.lease_expires_ms.unwrap_or(0),
-            });
-        }
-        Ok(Lease {
-            run_id: id,
-            owner: owner.to_string(),
-            expires_ms: sent.saturating_add(duration_ms(lease)),
+                owner: owner.to_string(),
+                expires_ms: sent.saturating_add(duration_ms(lease)),
+            })
         })
+        .await
     }
 
     async fn renew(&self, id: RunId, owner: &str, lease: Duration) -> Result<Lease, StoreError> {
-        let sent = self.now();
-        let now = self.now_sql(4);
-        let updated = sql(&format!(
-            "UPDATE runs SET lease_expires_ms = {now} + $1 WHERE id = $2 AND owner = $3 \
-             AND lease_expires_ms > {now}"
-        ))
-        .bind(to_i64(duration_ms(lease)))
-        .bind(id.to_string())
-        .bind(owner)
-        .bind(self.bound_now())
-        .execute(&mut self.db.write().await?)
-        .await
-        .map_err(StoreError::db("renew", Some(id)))?;
-        if updated == 0 {
-            return Err(self.lease_lost(id, owner, self.now()).await);
-        }
-        Ok(Lease {
-            run_id: id,
-            owner: owner.to_string(),
-            expires_ms: sent.saturating_add(duration_ms(lease)),
-        })
-    }
-
-    async fn note_attempt(&self, id: RunId, owner: &str, attempt: u32) -> Result<(), StoreError> {
-        let statement = format!(
-            "UPDATE runs SET attempt = {}(attempt, $1) WHERE id = $2 AND owner = $3 \
-             AND lease_expires_ms > {}",
-            self.dialect.greatest,
-            self.now_sql(4)
-        );
-        let updated = sql(&statement)
-            .bind(i64::from(attempt))
+        self.ride_out("renew", |_| async move {
+            let sent = self.now();
+            let now = self.now_sql(4);
+            let updated = sql(&format!(
+                "UPDATE runs SET lease_expires_ms = {now} + $1 WHERE id = $2 AND owner = $3 \
+                 AND lease_expires_ms > {now}"
+            ))
+            .bind(to_i64(duration_ms(lease)))
             .bind(id.to_string())
             .bind(owner)
             .bind(self.bound_now())
             .execute(&mut self.db.write().await?)
             .await
-            .map_err(StoreError::db("note_attempt", Some(id)))?;
-        if updated == 0 {
-            return Err(self.lease_lost(id, owner, self.now()).await);
-        }
-        Ok(())
+            .map_err(StoreError::db("renew", Some(id)))?;
+            if updated == 0 {
+                return Err(self.lease_lost(id, owner, self.now()).await);
+            }
+            Ok(Lease {
+                run_id: id,
+                owner: owner.to_string(),
+                expires_ms: sent.saturating_add(duration_ms(lease)),
+            })
+        })
+        .await
+    }
+
+    async fn note_attempt(&self, id: RunId, owner: &str, attempt: u32) -> Result<(), StoreError> {
+        self.ride_out("note_attempt", |_| async move {
+            let statement = format!(
+                "UPDATE runs SET attempt = {}(attempt, $1) WHERE id = $2 AND owner = $3 \
+                 AND lease_expires_ms > {}",
+                self.dialect.greatest,
+                self.now_sql(4)
+            );
+            let updated = sql(&statement)
+                .bind(i64::from(attempt))
+                .bind(id.to_string())
+                .bind(owner)
+                .bind(self.bound_now())
+                .execute(&mut self.db.write().await?)
+                .await
+                .map_err(StoreError::db("note_attempt", Some(id)))?;
+            if updated == 0 {
+                return Err(self.lease_lost(id, owner, self.now()).await);
+            }
+            Ok(())
+        })
+        .await
     }
 
     async fn release(&self, id: RunId, owner: &str) -> Result<(), StoreError> {
@@ -258,5 +218,84 @@ impl<B: Backend> RunStore for Store<B> {
     fn clock(&self) -> Clock {
         self.clock
             .shifted(self.clock_offset.load(std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+impl<B: Backend> Store<B> {
+    /// One try of a checkpoint; `again` when an earlier try failed on a transient fault
+    /// (it may have committed before its answer was lost: found committed, it is).
+    async fn checkpoint_once(
+        &self,
+        id: RunId,
+        owner: &str,
+        checkpoint: Checkpoint<'_>,
+        again: bool,
+    ) -> Result<RunInfo, StoreError> {
+        let Checkpoint {
+            seq,
+            delta,
+            run,
+            next_attempt,
+            document,
+        } = checkpoint;
+        let now = self.now();
+        let running = run.is_running();
+        let next_key = attempt_key(run);
+        let delta = serde_json::to_string(delta).expect("a delta is plain data");
+        let status = StoredStatus::of(run.status());
+        let snapshot = self
+            .wants_snapshot(id, seq, run, delta.len())
+            .then(|| serde_json::to_string(run).expect("a run state is plain data"));
+        let document = document.map(|(doc, digest)| {
+            let text = serde_json::to_string(doc).expect("a document is plain data");
+            (text, digest)
+        });
+        // One statement (SQLite's `checkpoint_in` trigger, PostgreSQL's
+        // `pactgraph_checkpoint`): fenced, atomic, one round trip; the run row as it is
+        // after it comes back.
+        let row = sql(&self.dialect.checkpoint)
+            .bind(id.to_string())
+            .bind(to_i64(seq))
+            .bind(i64::from(run.steps))
+            .bind(status.as_str())
+            .bind(run.termination_reason().map(TerminationReason::as_str))
+            .bind(self.bound_now())
+            .bind(owner)
+            .bind(running)
+            .bind(&next_key)
+            .bind(i64::from(next_attempt))
+            .bind(document.as_ref().map(|(_, digest)| *digest))
+            .bind(document.as_ref().map(|(text, _)| text.as_str()))
+            .bind(&delta)
+            .bind(snapshot.as_deref())
+            // Every row read, not the first: SQLite commits the statement's implicit
+            // transaction when it runs to its end, and only then says a commit failed
+            // (a full disk); a statement dropped after its first row lost that error.
+            .fetch_all(&mut self.db.write().await?)
+            .await
+            .and_then(|rows| rows.into_iter().next().ok_or(sqlx::Error::RowNotFound));
+        let row = match row {
+            Ok(row) => row,
+            Err(e) if is_refusal(&e) => {
+                if again
+                    && let Ok(info) = self.info(id).await
+                    && info.seq == seq
+                    && info.owner.as_deref() == Some(owner)
+                {
+                    // The earlier try committed; its answer was lost with the connection.
+                    self.weights.forget(id);
+                    return Ok(info);
+                }
+                return Err(self.refusal(id, owner, seq, now).await);
+            }
+            Err(e) => return Err(StoreError::db("checkpoint", Some(id))(e)),
+        };
+        self.weights
+            .weigh(id, running, delta.len(), snapshot.as_ref().map(String::len));
+        if !running {
+            // Runs waiting on this one may be runnable now.
+            self.notify_runnable().await;
+        }
+        info_from_row(&row, now)
     }
 }

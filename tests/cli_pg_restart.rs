@@ -1,0 +1,113 @@
+//! A transient fault is ridden out: PostgreSQL restarted (`pg_ctl restart -m fast`, every
+//! connection terminated) in the middle of a `pactgraph run` does not stop the run; the
+//! store reconnects with a backoff while the lease holds and the run goes on to its end,
+//! every step run once.
+//!
+//! PostgreSQL only (`PG_URL`), and only where the test can restart that server: as root,
+//! with Debian's `pg_ctl` (what `.ci/postgres` starts). Its own test binary: the restart
+//! cuts every connection to the server, so no other test may run beside it.
+#![cfg(target_os = "linux")]
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::cli::{Bench, check_side, ticker_json};
+use support::stores::{Backend, pg_url};
+
+/// The binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_pactgraph");
+
+/// Steps of the run (0.1 s each at least).
+const TICKS: u32 = 30;
+
+/// The server's data folder (asked of the server).
+fn data_directory(url: &str) -> String {
+    let url = url.to_string();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        rt.block_on(async {
+            use sqlx::Connection;
+            let mut c = sqlx::PgConnection::connect(&url).await.expect("connects");
+            sqlx::query_scalar::<_, String>("SHOW data_directory")
+                .fetch_one(&mut c)
+                .await
+                .expect("the data directory")
+        })
+    })
+    .join()
+    .expect("asked")
+}
+
+/// Debian's `pg_ctl`, if installed.
+fn pg_ctl() -> Option<PathBuf> {
+    let dirs = std::fs::read_dir("/usr/lib/postgresql").ok()?;
+    dirs.filter_map(Result::ok)
+        .map(|d| d.path().join("bin/pg_ctl"))
+        .find(|p| p.exists())
+}
+
+/// Proves a PostgreSQL restart mid-run is ridden out: the run started before it ends
+/// `completed` with all its steps, exit 0, no step run twice.
+#[test]
+fn a_postgres_restart_mid_run_is_ridden_out() {
+    let Some(url) = pg_url() else {
+        eprintln!("PG_URL is not set: the restart test is skipped");
+        return;
+    };
+    let (Some(pg_ctl), true) = (pg_ctl(), nix_root()) else {
+        eprintln!("cannot restart the server here (not root, or no pg_ctl): skipped");
+        return;
+    };
+    let data = data_directory(&url);
+    let b = Bench::on(BIN, Backend::Postgres);
+    b.file("slow", "0.1");
+    let wf = b.file("wf.json", &ticker_json(TICKS, TICKS + 10));
+    let mut child = b.spawn(&["run", wf.to_str().expect("UTF-8"), "--quiet"], "run");
+    assert!(
+        b.wait_until(Duration::from_secs(60), || b.side().len() >= 5),
+        "the run got going"
+    );
+    let started = Instant::now();
+    let log = format!("{data}/../restart.log");
+    let restarted = Command::new("runuser")
+        .args(["-u", "postgres", "--"])
+        .arg(&pg_ctl)
+        .args([
+            "-D", &data, "-l", &log, "-m", "fast", "-w", "-t", "60", "restart",
+        ])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(restarted, "pg_ctl restart");
+    eprintln!(
+        "restarted in {} ms, at step {}",
+        started.elapsed().as_millis(),
+        b.side().len()
+    );
+    let status = child.wait().expect("waits");
+    let (out, err) = b.outputs("run");
+    assert!(status.success(), "the run went on: {status}\n{out}\n{err}");
+    let outcome: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(outcome["steps"], TICKS, "{outcome}");
+    assert_eq!(outcome["status"], "completed", "{outcome}");
+    assert_eq!(
+        b.status(outcome["run_id"].as_str().expect("an id")),
+        "completed"
+    );
+    check_side(&b.side(), TICKS, 0);
+}
+
+/// Whether this process runs as root.
+fn nix_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find(|l| l.starts_with("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(1).map(|u| u == "0"))
+            .unwrap_or(false)
+    })
+}
