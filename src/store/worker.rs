@@ -18,6 +18,7 @@ use futures_util::stream::FuturesUnordered;
 
 use super::driver::drive_claimed;
 use super::{Continue, DriveOptions, RunStore, StoreError, StoredRun, local_owner};
+
 use crate::runtime::{Executor, RunId, RunState};
 
 /// How a worker runs.
@@ -32,6 +33,10 @@ pub struct WorkerOptions {
     pub lease: Duration,
     /// How often the store is asked for runnable runs.
     pub poll: Duration,
+    /// Whether to listen for the store's word that runs became runnable
+    /// ([`RunStore::wakeups`]: PostgreSQL's `LISTEN`) besides polling (the default);
+    /// off, for a connection pooler that does not pass `LISTEN` on, say.
+    pub listen: bool,
 }
 
 impl Default for WorkerOptions {
@@ -41,6 +46,7 @@ impl Default for WorkerOptions {
             once: false,
             lease: Duration::from_secs(30),
             poll: Duration::from_millis(20),
+            listen: true,
         }
     }
 }
@@ -64,6 +70,11 @@ impl WorkerOptions {
     /// Polling every `poll`.
     pub fn poll(mut self, poll: Duration) -> Self {
         self.poll = poll;
+        self
+    }
+    /// Listening for wakeups from the store (or polling only).
+    pub fn listen(mut self, listen: bool) -> Self {
+        self.listen = listen;
         self
     }
 }
@@ -156,7 +167,11 @@ where
     let mut unanswered: u32 = 0;
     // The store's word that runs became runnable (PostgreSQL's `LISTEN`): a look at once
     // instead of at the next poll. Polling stays, for the words lost.
-    let wakeups = store.wakeups().await;
+    let wakeups = if options.listen {
+        store.wakeups().await
+    } else {
+        None
+    };
     tokio::pin!(stop);
     loop {
         let want = options.concurrency.saturating_sub(running.len());
