@@ -3,8 +3,9 @@
 //! notifications (`LISTEN`/`NOTIFY`, polling kept), rounds interleaved on one server.
 //!
 //! In one process: a `store::work` worker on its own `PgStore`, runs created one at a
-//! time (100-200 ms apart, each run ending before the next) on another; the gap is from `create` returning to the
-//! worker's `Started` event for that run (both on this machine's monotonic clock).
+//! time on another, 100-200 ms apart (each run ends before the next: no queue); the gap
+//! is from `create` returning to the worker's `Started` event for that run (both on this
+//! machine's monotonic clock).
 //!
 //! ```text
 //! PG_URL=postgres://... cargo run --example pg_pickup -- [RUNS] [ROUNDS]
