@@ -33,6 +33,7 @@ impl<B: Backend> RunStore for Store<B> {
         })
         .await
     }
+
     async fn load(&self, id: RunId) -> Result<StoredRun, StoreError> {
         self.ride_out("load", |_| self.load_upto(id, None)).await
     }
