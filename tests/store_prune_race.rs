@@ -41,10 +41,9 @@ fn a_prune_never_deletes_the_document_of_a_run_being_created() {
                     .await
                     .expect("creates the expired run");
                 let fresh = record();
-                let (created, pruned) = tokio::join!(
-                    creator.create(&fresh, &CreateOptions::default()),
-                    pruner.prune(&PruneFilter::default().expired()),
-                );
+                let (plain, expired) = (CreateOptions::default(), PruneFilter::default().expired());
+                let (created, pruned) =
+                    tokio::join!(creator.create(&fresh, &plain), pruner.prune(&expired),);
                 created.unwrap_or_else(|e| panic!("round {round}: the create failed: {e}"));
                 pruned.unwrap_or_else(|e| panic!("round {round}: the prune failed: {e}"));
                 let loaded = creator
