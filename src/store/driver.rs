@@ -165,12 +165,16 @@ pub(crate) async fn drive_claimed<S: RunStore>(
         loaded,
     };
     let result = driver.run(how).await;
-    // A failed store call (a commit refused for want of space, an I/O error) stops the
-    // run at once: its lease is given up as after an interruption (the step in flight may
-    // have run: its next attempt is one more), so `runs resume` continues it. If the
-    // store cannot record even that, the lease lapses (or its owner's process ends).
+    // A failed store call (a commit refused for want of space, an I/O error) or a lease
+    // found lapsed stops the run at once: its lease is given up as after an interruption
+    // (the step in flight may have run: its next attempt is one more), so `runs resume`
+    // continues it. A lapsed lease no one took yet is still this owner's to give up: a
+    // clean release would let the step run again as the same attempt. If the store cannot
+    // record even that, the lease lapses (or its owner's process ends).
     let released = match &result {
-        Err(StoreError::Database { .. }) => store.interrupt(id, owner).await,
+        Err(StoreError::Database { .. } | StoreError::LeaseLost { .. }) => {
+            store.interrupt(id, owner).await
+        }
         _ => store.release(id, owner).await,
     };
     let run = result?;
