@@ -134,6 +134,8 @@ impl ChatClient {
             .map_err(|e| config(&model, format!("base_url `{base_url}` is not a URL: {e}")))?;
         let http = reqwest::Client::builder()
             .user_agent(concat!("pactgraph/", env!("CARGO_PKG_VERSION")))
+            // The key goes to `base_url` only: a redirect is an error naming its status.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| config(&model, format!("the HTTP client cannot be built: {e}")))?;
         Ok(ChatClient {
