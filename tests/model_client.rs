@@ -685,7 +685,7 @@ fn arb_reply() -> impl Strategy<Value = Reply> {
         ])
         .prop_map(move |s| fast(Reply::error(s, "scripted"))),
         "\\PC{0,24}".prop_map(move |b| fast(Reply::raw(200, "application/json", &b))),
-        prop::collection::vec("\\PC{0,20}", 0..4).prop_map(|c| Reply::sse_chunks(c)),
+        prop::collection::vec("\\PC{0,20}", 0..4).prop_map(Reply::sse_chunks),
         (
             prop::collection::vec("[a-z]{1,4}", 1..4),
             any::<bool>(),
