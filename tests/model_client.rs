@@ -361,8 +361,10 @@ async fn a_401_is_not_retried_and_names_model_status_and_message() {
         "model `scripted-model`: HTTP 401: Incorrect API key provided"
     );
     assert_eq!(server.requests().len(), 1, "no retry");
-    for status in [400, 403, 404, 422] {
-        let server = ChatServer::start([Reply::error(status, "no"), Reply::text("x")]).await;
+    // A redirect is not followed either (the key goes to base_url only).
+    for status in [400, 403, 404, 422, 307] {
+        let no = Reply::error(status, "no").header("Location", "/v1/other");
+        let server = ChatServer::start([no, Reply::text("x")]).await;
         let (r, _) = call(&spec(&server), &ask("x")).await;
         assert_eq!(r.expect_err("fails").status(), Some(status));
         assert_eq!(server.requests().len(), 1, "HTTP {status} is not retried");
