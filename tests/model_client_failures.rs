@@ -388,3 +388,29 @@ proptest! {
         })?;
     }
 }
+
+/// `https://` goes through rustls: against a plain-HTTP server (which answers the
+/// ClientHello with an HTTP 400, as web servers do) the TLS handshake fails, and that is a
+/// connection error (retried), not an unsupported scheme.
+#[tokio::test]
+async fn https_speaks_tls() {
+    use tokio::io::AsyncWriteExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let plain = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.expect("the client connects");
+        let answer = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+        let _ = socket.write_all(answer).await;
+    });
+    let spec = ModelSpec::new(format!("https://{addr}/v1"), "m")
+        .key_env(NO_KEY)
+        .with_timeout_ms(10_000)
+        .with_max_retries(0);
+    let (r, _) = call(&spec, &ask("x")).await;
+    let e = r.expect_err("no TLS on the other side");
+    assert!(matches!(e, ModelError::Connection { .. }), "{e:?}");
+    assert!(e.is_retryable());
+    plain.await.expect("the plain server");
+}
