@@ -55,6 +55,7 @@
 
 pub mod contracts;
 pub mod graph;
+pub mod model;
 pub mod runtime;
 #[cfg(feature = "store")]
 pub mod store;

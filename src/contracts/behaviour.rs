@@ -1,9 +1,12 @@
-//! How a node runs (`set`, `exec`, `handler`) and how a supervisor decides (`policy`).
+//! How a node runs (`set`, `exec`, `handler`, `agent`) and how a supervisor decides
+//! (`policy`).
 
 use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use super::AgentSpec;
 
 /// Runs an external program (no shell): the program reads one JSON object on stdin and
 /// prints one JSON object on stdout.
@@ -66,6 +69,8 @@ pub enum NodeBehaviour {
     Exec(ExecSpec),
     /// Calls a handler registered from Rust: `{"handler": "name"}`.
     Handler(String),
+    /// Runs a model session: `{"agent": {...}}`.
+    Agent(AgentSpec),
 }
 
 impl NodeBehaviour {
@@ -82,6 +87,19 @@ impl NodeBehaviour {
     pub fn handler(name: impl Into<String>) -> Self {
         NodeBehaviour::Handler(name.into())
     }
+
+    /// `{"agent": {...}}`.
+    pub fn agent(spec: AgentSpec) -> Self {
+        NodeBehaviour::Agent(spec)
+    }
+
+    /// The agent session, when the node runs one.
+    pub fn as_agent(&self) -> Option<&AgentSpec> {
+        match self {
+            NodeBehaviour::Agent(spec) => Some(spec),
+            _ => None,
+        }
+    }
 }
 
 /// How a supervisor decides, when it is not rule-based.
@@ -92,4 +110,16 @@ pub enum SupervisorPolicy {
     Exec(ExecSpec),
     /// A policy registered from Rust under this name.
     Handler(String),
+    /// A model session that decides through its `route` exit tool: `{"agent": {...}}`.
+    Agent(AgentSpec),
+}
+
+impl SupervisorPolicy {
+    /// The agent session, when the policy is one.
+    pub fn as_agent(&self) -> Option<&AgentSpec> {
+        match self {
+            SupervisorPolicy::Agent(spec) => Some(spec),
+            _ => None,
+        }
+    }
 }

@@ -11,7 +11,7 @@ use super::format::DocumentFormat;
 use super::load::{LoadError, parse_value};
 use super::pointer::escape;
 use super::source_map::SourceMap;
-use super::{Budgets, NodeContract, SliceDecl, SubgraphContract, SupervisorContract};
+use super::{Budgets, ModelSpec, NodeContract, SliceDecl, SubgraphContract, SupervisorContract};
 
 /// A workflow: its slices, budgets, entry supervisor and contracts, keyed by id in
 /// declaration order.
@@ -37,6 +37,9 @@ pub struct WorkflowDocument {
     /// Run budgets (defaults: max_depth 2, max_steps 40, max_reentry 2).
     #[serde(default, skip_serializing_if = "Budgets::is_default")]
     pub budgets: Budgets,
+    /// The model endpoints agents call, by key (`default` unless an agent names another).
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub models: IndexMap<String, ModelSpec>,
     /// The supervisor a run starts at.
     pub entry: String,
     /// Supervisors by id.

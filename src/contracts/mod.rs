@@ -5,6 +5,7 @@
 //! JSON/YAML document) produce the same types.
 
 mod advisors;
+mod agent;
 mod behaviour;
 mod budgets;
 pub(crate) mod compiled_condition;
@@ -13,6 +14,7 @@ mod decision;
 mod document;
 mod format;
 pub(crate) mod load;
+mod models;
 mod node;
 pub(crate) mod pointer;
 mod retry;
@@ -25,6 +27,7 @@ mod supervisor;
 mod team;
 
 pub use advisors::Advisors;
+pub use agent::{AgentSpec, ToolSpec};
 pub use behaviour::{ExecSpec, NodeBehaviour, SupervisorPolicy};
 pub use budgets::Budgets;
 pub use condition::{Condition, Trigger, json_equal, slice_of_path};
@@ -32,6 +35,7 @@ pub use decision::{ClarifyRequest, RoutingDecision, StopGlobal, StopLocal, Super
 pub use document::WorkflowDocument;
 pub use format::DocumentFormat;
 pub use load::{LoadError, MAX_ALIAS_BYTES, MAX_ALIAS_NODES, MAX_DEPTH};
+pub use models::{ModelSpec, Price};
 pub use node::NodeContract;
 pub use retry::{RetryOn, RetryPolicy};
 pub use router::RouterSpec;

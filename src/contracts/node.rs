@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Advisors, NodeBehaviour, RetryPolicy, RouterSpec, Team, Trigger, strings};
+use super::{Advisors, NodeBehaviour, RetryPolicy, RouterSpec, Team, ToolSpec, Trigger, strings};
 
 /// A unit of work: the slices it reads and writes, the supervisor that owns it, when it
 /// wants to run, and how it runs.
@@ -70,6 +70,11 @@ pub struct NodeContract {
     /// whose final writes are the node's (a team node has no `run`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub team: Option<Team>,
+    /// Makes the node a tool agents may call (listed in an agent's `tools`): its `run`
+    /// computes the tool's result from the arguments; it writes no slices and is never
+    /// dispatched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<ToolSpec>,
 }
 
 impl NodeContract {
@@ -153,6 +158,11 @@ impl NodeContract {
     /// Makes the node a team.
     pub fn team(mut self, team: Team) -> Self {
         self.team = Some(team);
+        self
+    }
+    /// Makes the node a tool.
+    pub fn tool(mut self, spec: ToolSpec) -> Self {
+        self.tool = Some(spec);
         self
     }
     /// Sets the description.

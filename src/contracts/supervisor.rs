@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{RoutingDecision, SupervisorPolicy, strings};
+use super::{AgentSpec, RoutingDecision, SupervisorPolicy, strings};
 
 /// Decides what happens next at one level of the graph, choosing only from `allow`.
 ///
@@ -99,6 +99,10 @@ impl SupervisorContract {
     /// Decides with the handler registered under `name`.
     pub fn handler(self, name: impl Into<String>) -> Self {
         self.policy(SupervisorPolicy::Handler(name.into()))
+    }
+    /// Decides with a model session (its exit tool is `route`).
+    pub fn agent(self, spec: AgentSpec) -> Self {
+        self.policy(SupervisorPolicy::Agent(spec))
     }
     /// Sets `honor_should_end`.
     pub fn honor_should_end(mut self, honor: bool) -> Self {

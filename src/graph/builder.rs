@@ -13,7 +13,8 @@ use super::registry::{Contract, ContractKind, Registry, RegistryError};
 use crate::contracts::pointer::join;
 use crate::contracts::source_map::SourceMap;
 use crate::contracts::{
-    Budgets, NodeContract, SliceDecl, SubgraphContract, SupervisorContract, WorkflowDocument,
+    Budgets, ModelSpec, NodeContract, SliceDecl, SubgraphContract, SupervisorContract,
+    WorkflowDocument,
 };
 
 /// What the builder expected an id to name.
@@ -119,6 +120,7 @@ pub struct GraphBuilder {
     retention: Option<String>,
     slices: IndexMap<String, SliceDecl>,
     budgets: Budgets,
+    models: IndexMap<String, ModelSpec>,
     entry: String,
     registry: Registry,
     collisions: Vec<BuildError>,
@@ -141,6 +143,7 @@ impl GraphBuilder {
         b.retention = doc.retention;
         b.slices = doc.slices;
         b.budgets = doc.budgets;
+        b.models = doc.models;
         b.entry = doc.entry;
         b.registry
             .reserve(doc.nodes.len(), doc.supervisors.len(), doc.subgraphs.len());
@@ -179,6 +182,11 @@ impl GraphBuilder {
     /// Sets the budgets.
     pub fn budgets(mut self, budgets: Budgets) -> Self {
         self.budgets = budgets;
+        self
+    }
+    /// Declares a model endpoint under `key` (agents name it in `model`).
+    pub fn model(mut self, key: impl Into<String>, spec: ModelSpec) -> Self {
+        self.models.insert(key.into(), spec);
         self
     }
     /// Sets the entry supervisor.
@@ -434,6 +442,7 @@ impl GraphBuilder {
             retention: self.retention,
             slices: self.slices,
             budgets: self.budgets,
+            models: self.models,
             entry: self.entry,
             graph,
             index,

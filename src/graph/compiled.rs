@@ -9,7 +9,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use super::builder::BuildError;
 use super::registry::Registry;
 use crate::contracts::source_map::{SourceMap, Span};
-use crate::contracts::{Budgets, SliceDecl, WorkflowDocument};
+use crate::contracts::{Budgets, ModelSpec, SliceDecl, WorkflowDocument};
 
 /// What a vertex of the compiled graph is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -107,6 +107,7 @@ pub struct CompiledGraph {
     pub(super) retention: Option<String>,
     pub(super) slices: IndexMap<String, SliceDecl>,
     pub(super) budgets: Budgets,
+    pub(super) models: IndexMap<String, ModelSpec>,
     pub(super) entry: String,
     pub(super) registry: Registry,
     pub(super) graph: DiGraph<Vertex, EdgeKind>,
@@ -130,6 +131,10 @@ impl CompiledGraph {
     /// `retention`, such as `7d`).
     pub fn retention(&self) -> Option<&str> {
         self.retention.as_deref()
+    }
+    /// The model endpoints agents call, by key.
+    pub fn models(&self) -> &IndexMap<String, ModelSpec> {
+        &self.models
     }
     /// Declared slices.
     pub fn slices(&self) -> &IndexMap<String, SliceDecl> {
@@ -207,6 +212,7 @@ impl CompiledGraph {
             retention: self.retention.clone(),
             slices: self.slices.clone(),
             budgets: self.budgets,
+            models: self.models.clone(),
             entry: self.entry.clone(),
             supervisors: self
                 .registry

@@ -38,6 +38,21 @@ pub enum ExecutorBuildError {
         /// JSON Pointer of the reference in the document.
         pointer: String,
     },
+    /// A node or supervisor uses a behaviour this build of the runtime cannot run yet
+    /// (`{"agent": ...}`).
+    #[error(
+        "{kind} `{id}` uses {{\"{behaviour}\": ...}}, which this version of the runtime cannot run yet (at {pointer})"
+    )]
+    Unsupported {
+        /// `node` or `supervisor`.
+        kind: &'static str,
+        /// The contract's id.
+        id: String,
+        /// The behaviour's key (`agent`).
+        behaviour: &'static str,
+        /// JSON Pointer of the behaviour in the document.
+        pointer: String,
+    },
     /// A JSON Schema in the workflow does not compile.
     #[error("invalid JSON Schema at {pointer}: {message}")]
     InvalidSchema {
@@ -165,6 +180,14 @@ impl ExecutorBuilder {
                         });
                     }
                 },
+                Some(NodeBehaviour::Agent(_)) => {
+                    return Err(ExecutorBuildError::Unsupported {
+                        kind: "node",
+                        id: n.id.clone(),
+                        behaviour: "agent",
+                        pointer: format!("{}/agent", at("run")),
+                    });
+                }
             };
             nodes.insert(
                 n.id.clone(),
@@ -194,6 +217,14 @@ impl ExecutorBuilder {
                         });
                     }
                 },
+                Some(SupervisorPolicy::Agent(_)) => {
+                    return Err(ExecutorBuildError::Unsupported {
+                        kind: "supervisor",
+                        id: s.id.clone(),
+                        behaviour: "agent",
+                        pointer: join(["supervisors", s.id.as_str(), "policy", "agent"]),
+                    });
+                }
             };
             supervisors.insert(
                 s.id.clone(),
