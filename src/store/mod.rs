@@ -18,6 +18,7 @@ use crate::contracts::WorkflowDocument;
 use crate::runtime::{RunId, RunRecord, RunState, RunStatus, TerminationReason};
 
 mod any;
+mod batch;
 mod clock;
 mod db;
 mod delta;
@@ -41,6 +42,7 @@ pub use deps::{
     DEFAULT_DEP_TIMEOUT, Dependencies, DependencySpec, OnDepFailure, Settled, settle,
     settle_dependents,
 };
+pub use batch::{BATCH_STEPS, BATCH_WAIT, Checkpoints};
 pub use driver::{Continue, DriveOptions, drive, drive_with};
 pub use error::StoreError;
 pub(crate) use owner::local_owner_pattern;
@@ -331,7 +333,8 @@ pub struct Lease {
     pub expires_ms: u64,
 }
 
-/// One checkpoint: a transition committed to a run, as the store writes it.
+/// One checkpoint: the transitions committed to a run since its last checkpoint (one step
+/// or several, merged into one delta), as the store writes it.
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub struct Checkpoint<'a> {
@@ -385,7 +388,8 @@ pub trait RunStore: Send + Sync {
         options: &CreateOptions,
     ) -> impl Future<Output = Result<RunInfo, StoreError>> + Send;
 
-    /// Writes one transition of run `id` by `owner`, in one transaction: the step row,
+    /// Writes one checkpoint of run `id` by `owner` (one step or a batch of them, as one
+    /// delta), in one transaction: the step row,
     /// the run row and, when due, a snapshot. Refuses ([`StoreError::SeqMismatch`],
     /// [`StoreError::LeaseLost`]) writing nothing.
     fn checkpoint(
