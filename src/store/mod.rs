@@ -36,13 +36,13 @@ mod weights;
 mod worker;
 
 pub use any::{AnyDb, AnyStore};
+pub use batch::{BATCH_STEPS, BATCH_WAIT, Checkpoints};
 pub use clock::Clock;
 pub use delta::{Before, ControlDelta, FrameDelta, MapDelta, StepDelta};
 pub use deps::{
     DEFAULT_DEP_TIMEOUT, Dependencies, DependencySpec, OnDepFailure, Settled, settle,
     settle_dependents,
 };
-pub use batch::{BATCH_STEPS, BATCH_WAIT, Checkpoints};
 pub use driver::{Continue, DriveOptions, drive, drive_with};
 pub use error::StoreError;
 pub(crate) use owner::local_owner_pattern;

@@ -15,7 +15,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 
-use super::{DriveOptions, RunStore, StoreError, StoredRun, drive, local_owner};
+use super::{Checkpoints, DriveOptions, RunStore, StoreError, StoredRun, drive, local_owner};
 use crate::runtime::{Executor, RunId, RunState};
 
 /// How a worker runs.
@@ -30,6 +30,8 @@ pub struct WorkerOptions {
     pub lease: Duration,
     /// How often the store is asked for runnable runs.
     pub poll: Duration,
+    /// When the runs' steps are committed (at effects by default).
+    pub checkpoints: Checkpoints,
 }
 
 impl Default for WorkerOptions {
@@ -39,6 +41,7 @@ impl Default for WorkerOptions {
             once: false,
             lease: Duration::from_secs(30),
             poll: Duration::from_millis(20),
+            checkpoints: Checkpoints::Effects,
         }
     }
 }
@@ -62,6 +65,11 @@ impl WorkerOptions {
     /// Polling every `poll`.
     pub fn poll(mut self, poll: Duration) -> Self {
         self.poll = poll;
+        self
+    }
+    /// Committing the runs' steps as `checkpoints` says.
+    pub fn checkpoints(mut self, checkpoints: Checkpoints) -> Self {
+        self.checkpoints = checkpoints;
         self
     }
 }
@@ -133,7 +141,10 @@ where
 {
     // A run found ended when the drive claims it again (this worker was paused after the
     // check below) is not reported a second time.
-    let drive_options = DriveOptions::default().lease(options.lease).live_only(true);
+    let drive_options = DriveOptions::default()
+        .lease(options.lease)
+        .live_only(true)
+        .checkpoints(options.checkpoints);
     let report = Mutex::new(report);
     let emit = |event: WorkEvent<'_>| {
         // A report that panicked once still reports.
