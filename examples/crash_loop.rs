@@ -11,7 +11,7 @@
 //! ```
 //!
 //! `--mixed` runs a chain of 15 rounds of two pure `set` steps and one `exec` step, and
-//! `--pure` a 20,000-step loop of `set` steps, both committed at effects (ADR 0035): the
+//! `--pure` a 3,000-step loop of `set` steps (each writing a 30 KB constant), both committed at effects (ADR 0035): the
 //! kills land inside batches of pure steps, which the resumed run recomputes; the checks
 //! are those of the batch tests in `tests/cli_runs_crash.rs`.
 //!
@@ -34,7 +34,7 @@ fn main() {
     let chain = if all.iter().any(|a| a == "--mixed") {
         Some(cli::Chain::Mixed(15))
     } else if all.iter().any(|a| a == "--pure") {
-        Some(cli::Chain::Pure(20_000))
+        Some(cli::Chain::Pure(3_000))
     } else {
         None
     };
@@ -60,7 +60,7 @@ fn main() {
             let bench = cli::Bench::new(&bin);
             let delays = match chain {
                 cli::Chain::Mixed(_) => (20, 500),
-                cli::Chain::Pure(_) => (30, 400),
+                cli::Chain::Pure(_) => (50, 1000),
             };
             let r = cli::crash_chain(
                 &bench,

@@ -172,25 +172,25 @@ fn sigkill_inside_mixed_batches_then_resume_equals_an_uninterrupted_run() {
 }
 
 /// Proves (ADR 0035): a `pactgraph` process killed with SIGKILL inside batches of pure
-/// steps (a 20,000-step loop of `set` steps, committed every 256 steps or 100 ms) loses
-/// at most the batch in progress: each kill leaves the run `interrupted` at its last
+/// steps (a 3,000-step loop of `set` steps, each writing a 30 KB constant, committed
+/// every 256 steps or 100 ms) loses at most the batch in progress: each kill leaves the run `interrupted` at its last
 /// commit, and `runs resume` ends it with exactly the uninterrupted run's state and trace
 /// (timestamps aside), every step once.
 #[test]
 fn sigkill_inside_pure_batches_then_resume_equals_an_uninterrupted_run() {
-    let chain = Chain::Pure(20_000);
+    let chain = Chain::Pure(3_000);
     let mut rng = Rng::from_env();
     let expected = chain_reference(bin().as_ref(), chain);
     for backend in backends() {
         let (mut kills, mut i) = (0, 0);
-        while kills < 8 && i < 8 {
+        while kills < 8 && i < 12 {
             let b = Bench::on(bin(), backend);
             let r = crash_chain(
                 &b,
                 &mut rng,
                 chain,
                 4,
-                (30, 400),
+                (50, 1000),
                 &format!("pure{i}"),
                 &expected,
             );

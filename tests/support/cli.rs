@@ -477,7 +477,9 @@ print(json.dumps({"n": n + 1, "done": n + 1 >= int(os.environ["TICKS"]), "phase"
 pub enum Chain {
     /// `ticks` rounds of two pure `set` steps and one `exec` step (`mix.py`).
     Mixed(u32),
-    /// `steps` pure steps (a supervisor loop of `set` nodes, stopped by `max_steps`).
+    /// `steps` pure steps (a supervisor loop of `set` nodes, stopped by `max_steps`), each
+    /// writing the same 30 KB constant: slow enough for kills to land inside its batches,
+    /// and a slice written by every step of a batch is stored once per checkpoint.
     Pure(u32),
 }
 
@@ -512,16 +514,20 @@ impl Chain {
                     x = on("x"),
                 )
             }
-            Chain::Pure(steps) => format!(
-                r#"{{"workflow": "pure",
+            Chain::Pure(steps) => {
+                let big: Vec<String> = (0..2_500).map(|i| format!("item-{i:05}")).collect();
+                format!(
+                    r#"{{"workflow": "pure",
  "slices": {{"task": {{}}, "result": {{}}}},
  "budgets": {{"max_steps": {steps}}},
  "entry": "boss",
  "supervisors": {{"boss": {{"allow": ["work"]}}}},
  "nodes": {{"work": {{"supervisor": "boss", "reads": ["task"], "writes": ["result"],
    "triggers": [{{"priority": 1, "when": true}}],
-   "run": {{"set": {{"result": {{"ok": true}}}}}}}}}}}}"#
-            ),
+   "run": {{"set": {{"result": {big}}}}}}}}}}}"#,
+                    big = serde_json::to_string(&big).expect("a list")
+                )
+            }
         }
     }
 
