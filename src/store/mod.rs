@@ -1,10 +1,11 @@
 //! Durable runs: the [`RunStore`] trait, the store that implements it once for SQLite
 //! ([`SqliteStore`]), PostgreSQL ([`PgStore`]) or either by URL ([`AnyStore`]), and a
-//! driver ([`drive`]) that steps a stored run and checkpoints every step.
+//! driver ([`drive`]) that steps a stored run and checkpoints it at effects (a step that
+//! performed an effect at once, pure steps in batches) or every step ([`Checkpoints`]).
 //!
 //! A store keeps each run as a row (id, name, workflow, status, lease, counters), its
-//! workflow document once per digest, one row per committed step holding the step's
-//! [`StepDelta`] (what it changed, not the whole state), and a snapshot of the whole
+//! workflow document once per digest, one row per checkpoint holding its
+//! [`StepDelta`] (what its steps changed, not the whole state), and a snapshot of the whole
 //! [`RunState`] at creation, at pauses, at the end and every
 //! `snapshot_every` steps. Loading a run is its latest snapshot plus the deltas after it.
 //! `docs/spec/store.md` gives the contract.
@@ -376,7 +377,7 @@ impl<'a> Checkpoint<'a> {
     }
 }
 
-/// Keeps runs durably: created before their first step, checkpointed after every step,
+/// Keeps runs durably: created before their first step, checkpointed as they step (see [`Checkpoints`]),
 /// loaded to continue them. Every write is one transaction; a checkpoint is refused
 /// unless its sequence number is the next one and its writer holds the run's lease.
 pub trait RunStore: Send + Sync {
