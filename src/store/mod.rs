@@ -377,8 +377,8 @@ impl<'a> Checkpoint<'a> {
     }
 }
 
-/// Keeps runs durably: created before their first step, checkpointed as they step (see [`Checkpoints`]),
-/// loaded to continue them. Every write is one transaction; a checkpoint is refused
+/// Keeps runs durably: created before their first step, checkpointed as they step (see
+/// [`Checkpoints`]), loaded to continue them. Every write is one transaction; a checkpoint is refused
 /// unless its sequence number is the next one and its writer holds the run's lease.
 pub trait RunStore: Send + Sync {
     /// Stores a new run: its row, its document (once per digest) and a snapshot of its
