@@ -50,6 +50,8 @@ fn main() {
         "no binary at {} (cargo build first)",
         bin.display()
     );
+    // The runs start in their own folders: a relative path would not be found there.
+    let bin = std::fs::canonicalize(&bin).expect("the binary's path resolves");
     const TICKS: u32 = 30;
     let start = Instant::now();
     let mut rng = cli::Rng::from_env();
