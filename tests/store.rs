@@ -11,8 +11,8 @@ use pactgraph::runtime::{
     Executor, ExecutorBuilder, RunId, RunRecord, RunState, RunStatus, TerminationReason, TraceKind,
 };
 use pactgraph::store::{
-    AnyStore, Before, Checkpoint, Clock, CreateOptions, DriveOptions, PruneFilter, RunFilter,
-    RunStore, SqliteStore, StepDelta, StoreError, StoredStatus, drive,
+    AnyStore, Before, Checkpoint, Checkpoints, Clock, CreateOptions, DriveOptions, PruneFilter,
+    RunFilter, RunStore, SqliteStore, StepDelta, StoreError, StoredStatus, drive,
 };
 use serde_json::{Value, json};
 use support::runtime::{builder, graph, rt};
@@ -242,7 +242,9 @@ fn storage_grows_with_what_steps_write_not_with_state_size() {
         let (ex, record) = setup(ticker(200, "t"), json!({"big": big}));
         let id = record.run_id;
         store.create(&record, &CreateOptions::default()).await.unwrap();
-        let run = drive(&ex, &store, id, "a", &DriveOptions::default()).await.unwrap();
+        // One checkpoint a step (`--checkpoints steps`): what one step row weighs.
+        let steps = DriveOptions::default().checkpoints(Checkpoints::Steps);
+        let run = drive(&ex, &store, id, "a", &steps).await.unwrap();
         assert_eq!(run.steps(), 200);
         assert_eq!(run.termination_reason(), Some(TerminationReason::MaxStepsExceeded));
         let use_ = store.storage(id).await.unwrap();

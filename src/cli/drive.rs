@@ -7,7 +7,8 @@ use std::process::ExitCode;
 
 use pactgraph::runtime::{Clock, Executor, Pending, RunId, RunRecord, RunState};
 use pactgraph::store::{
-    AnyStore, Continue, DriveOptions, RunInfo, RunStore, StoreError, drive_with, local_owner,
+    AnyStore, Checkpoints, Continue, DriveOptions, RunInfo, RunStore, StoreError, drive_with,
+    local_owner,
 };
 use pactgraph::validator::ValidGraph;
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -18,8 +19,8 @@ use crate::store;
 
 /// The run to continue: kept in the run store, or only in memory (`--store none`).
 pub enum Target<'a> {
-    /// Stored run `id` in `store`.
-    Stored(&'a AnyStore, RunId),
+    /// Stored run `id` in `store`, its steps committed as the third field says.
+    Stored(&'a AnyStore, RunId, Checkpoints),
     /// A saved run kept in memory; nothing is stored.
     Memory(Box<RunRecord>),
 }
@@ -37,8 +38,13 @@ pub async fn continue_run(
     default_state_out: Option<&Path>,
 ) -> ExitCode {
     match target {
-        Target::Stored(store, id) => {
-            drive_stored(executor, store, id, how, outputs, default_state_out).await
+        Target::Stored(store, id, checkpoints) => {
+            let stored = Stored {
+                store,
+                id,
+                checkpoints,
+            };
+            drive_stored(executor, &stored, how, outputs, default_state_out).await
         }
         Target::Memory(record) => {
             let mut record = *record;
@@ -67,6 +73,14 @@ pub async fn continue_run(
             drive_plain(executor, record, outputs, default_state_out).await
         }
     }
+}
+
+/// A stored run to drive: where, which, and when its steps are committed.
+#[derive(Clone, Copy)]
+struct Stored<'a> {
+    store: &'a AnyStore,
+    id: RunId,
+    checkpoints: Checkpoints,
 }
 
 /// SIGINT and SIGTERM, registered before the run starts.
@@ -139,8 +153,7 @@ async fn drive_plain(
 /// program's process group is killed), records the run `interrupted` and exits 130.
 async fn drive_stored(
     executor: &Executor,
-    store: &AnyStore,
-    id: RunId,
+    stored: &Stored<'_>,
     how: Continue,
     outputs: &Outputs,
     default_state_out: Option<&Path>,
@@ -150,7 +163,12 @@ async fn drive_stored(
         Err(code) => return code,
     };
     let owner = local_owner();
-    let mut options = DriveOptions::default();
+    let Stored {
+        store,
+        id,
+        checkpoints,
+    } = *stored;
+    let mut options = DriveOptions::default().checkpoints(checkpoints);
     let progress = !outputs.quiet && std::io::stderr().is_terminal();
     if progress {
         options = options.before_step(show_progress).on_wait(show_waiting);

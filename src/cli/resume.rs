@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use pactgraph::runtime::RunRecord;
-use pactgraph::store::{Continue, CreateOptions, RunStore, StoreError, StoredStatus};
+use pactgraph::store::{Checkpoints, Continue, CreateOptions, RunStore, StoreError, StoredStatus};
 
 use crate::drive::{Target, continue_run, executor_of};
 use crate::exit;
@@ -83,7 +83,7 @@ pub fn run(args: ResumeArgs) -> ExitCode {
         if let Err(code) = import(&store, &record, state_file).await {
             return code;
         }
-        let target = Target::Stored(&store, record.run_id);
+        let target = Target::Stored(&store, record.run_id, Checkpoints::default());
         continue_run(&executor, target, how, &outputs, Some(state_file)).await
     })
 }

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::drive::{Target, continue_run};
 use crate::exit;
 use crate::outcome::{Outputs, ShapeArgs, write_json};
-use crate::store::{self, StoreArgs};
+use crate::store::{self, CheckpointArgs, StoreArgs};
 
 /// The arguments of `pactgraph run`.
 #[derive(clap::Args, Debug, Clone)]
@@ -53,6 +53,8 @@ pub struct RunArgs {
     pub deps: DepArgs,
     #[command(flatten)]
     pub store: StoreArgs,
+    #[command(flatten)]
+    pub checkpoints: CheckpointArgs,
 }
 
 /// `run --after RUN ...`: runs this one waits for, and `--detach`.
@@ -180,7 +182,7 @@ pub fn run(args: RunArgs) -> ExitCode {
             let _ = write_json(Ok(std::io::stdout().lock()), &printed, "\n");
             return ExitCode::SUCCESS;
         }
-        let target = Target::Stored(&store, record.run_id);
+        let target = Target::Stored(&store, record.run_id, args.checkpoints.get());
         continue_run(&executor, target, Continue::AsStored, &outputs, None).await
     })
 }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use pactgraph::store::{AnyStore, Durability, StoreError};
+use pactgraph::store::{AnyStore, Checkpoints, Durability, StoreError};
 
 use crate::exit;
 
@@ -27,6 +27,36 @@ pub struct StoreArgs {
     /// (synchronous=FULL, synchronous_commit=on).
     #[arg(long, value_enum, default_value = "normal")]
     pub durability: DurabilityArg,
+}
+
+/// `--checkpoints`: when `run`, `runs resume` and `worker` commit a run's steps.
+#[derive(Args, Debug, Clone)]
+pub struct CheckpointArgs {
+    /// `effects`: a step that ran a program, a handler, a model or tool call is committed
+    /// before the next such effect starts, with the steps without effects before it; those
+    /// are also committed at a pause or the end, or after 100 ms or 256 steps (a crash may
+    /// lose them: the resumed run recomputes them). `steps`: every step is committed.
+    #[arg(long, value_enum, value_name = "WHEN", default_value = "effects")]
+    pub checkpoints: CheckpointsArg,
+}
+
+impl CheckpointArgs {
+    /// The library's value.
+    pub fn get(&self) -> Checkpoints {
+        match self.checkpoints {
+            CheckpointsArg::Effects => Checkpoints::Effects,
+            CheckpointsArg::Steps => Checkpoints::Steps,
+        }
+    }
+}
+
+/// `--checkpoints`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CheckpointsArg {
+    /// At effects (and every 100 ms or 256 steps).
+    Effects,
+    /// Every step.
+    Steps,
 }
 
 /// `--durability`.

@@ -11,7 +11,7 @@ use pactgraph::store::{StoreError, StoredRun, WorkEvent, WorkerOptions, work};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::exit;
-use crate::store::{self, StoreArgs};
+use crate::store::{self, CheckpointArgs, StoreArgs};
 
 /// `pactgraph worker` options.
 #[derive(Args, Debug, Clone)]
@@ -30,6 +30,8 @@ pub struct WorkerArgs {
     pub poll: String,
     #[command(flatten)]
     pub store: StoreArgs,
+    #[command(flatten)]
+    pub checkpoints: CheckpointArgs,
 }
 
 /// Logs to stderr, filtered by `RUST_LOG` (default: the worker's lines at `info`, the
@@ -100,7 +102,8 @@ pub fn run(args: &WorkerArgs) -> ExitCode {
             .concurrency(args.concurrency)
             .once(args.once)
             .lease(lease)
-            .poll(poll);
+            .poll(poll)
+            .checkpoints(args.checkpoints.get());
         tracing::info!(
             target: "pactgraph::worker",
             "worker started: store {}, concurrency {}, lease {lease:?}{}",

@@ -1,8 +1,9 @@
-//! Driving a stored run: claim it, step it, checkpoint every step, renew the lease, watch
-//! for a cancel, let it go.
+//! Driving a stored run: claim it, step it, checkpoint its steps (at effects or every
+//! step: `store/batch.rs`), renew the lease, watch for a cancel, let it go.
 
 use std::time::Duration;
 
+use super::batch::{BATCH_STEPS, BATCH_WAIT, Batch, Checkpoints, Limits};
 use super::delta::{Before, StepDelta};
 use super::rows::cancel_run;
 use super::{
@@ -32,6 +33,13 @@ pub struct DriveOptions {
     /// returning it as it is: a worker that listed it runnable, then was paused while
     /// another worker ended it, must not report a second end.
     pub live_only: bool,
+    /// When steps are committed: at effects (the default) or every step.
+    pub checkpoints: Checkpoints,
+    /// At effects, the most pure steps one checkpoint carries ([`BATCH_STEPS`]).
+    pub batch_steps: u32,
+    /// At effects, the longest pure steps wait (since the last commit) to be committed
+    /// ([`BATCH_WAIT`]).
+    pub batch_wait: Duration,
 }
 
 impl Default for DriveOptions {
@@ -44,6 +52,9 @@ impl Default for DriveOptions {
             dependency_poll: Duration::from_millis(20),
             on_wait: None,
             live_only: false,
+            checkpoints: Checkpoints::Effects,
+            batch_steps: BATCH_STEPS,
+            batch_wait: BATCH_WAIT,
         }
     }
 }
@@ -77,6 +88,18 @@ impl DriveOptions {
     /// Refusing a run that already ended ([`DriveOptions::live_only`]).
     pub fn live_only(mut self, live_only: bool) -> Self {
         self.live_only = live_only;
+        self
+    }
+    /// Committing steps as `checkpoints` says.
+    pub fn checkpoints(mut self, checkpoints: Checkpoints) -> Self {
+        self.checkpoints = checkpoints;
+        self
+    }
+    /// At effects, committing pure steps once `steps` of them (at least 1) or `wait` have
+    /// passed since the last commit (by default [`BATCH_STEPS`] and [`BATCH_WAIT`]).
+    pub fn batch(mut self, steps: u32, wait: Duration) -> Self {
+        self.batch_steps = steps.max(1);
+        self.batch_wait = wait;
         self
     }
     /// Calling `f` with the dependencies not final yet while the run waits.
@@ -115,8 +138,10 @@ pub async fn drive<S: RunStore>(
 
 /// Claims the lease on run `id` for `owner`, loads the run, continues it as `how` says,
 /// steps it with [`Executor::begin_step`], [`Executor::perform`],
-/// [`Executor::resolve_step`] and [`Executor::commit_step`], checkpoints every committed
-/// step, renews the lease as it goes (between steps, and while an effect runs, each time
+/// [`Executor::resolve_step`] and [`Executor::commit_step`], checkpoints its steps as
+/// [`DriveOptions::checkpoints`] says (at effects: a step that performed an effect at once,
+/// with the pure steps before it; pure steps at a pause, the end, or once a batch is full;
+/// or every step), renews the lease as it goes (between steps, and while an effect runs, each time
 /// half of it is left) and releases it at the end. Returns the run as last checkpointed.
 /// Needs a tokio runtime with time enabled.
 ///
@@ -127,10 +152,11 @@ pub async fn drive<S: RunStore>(
 /// runs: the effect is dropped (its program killed) and the run is checkpointed as
 /// stopped (`cancelled`).
 ///
-/// A step whose checkpoint is refused (its lease lost to another owner, say) is not
-/// kept: the error is returned and the run in the store is as its last checkpoint left
-/// it. Dropping the future mid-step loses only the step in flight (call
-/// [`RunStore::interrupt`] then, so that step's next attempt counts it).
+/// A checkpoint that is refused (its lease lost to another owner, say) keeps none of its
+/// steps: the error is returned and the run in the store is as its last checkpoint left
+/// it. Dropping the future mid-step loses the step in flight and the pure steps not yet
+/// committed, which a later drive recomputes (call [`RunStore::interrupt`] then, so that
+/// the next effect's attempt counts the one in flight).
 pub async fn drive_with<S: RunStore>(
     executor: &Executor,
     store: &S,
@@ -207,8 +233,12 @@ enum Waited {
 
 /// What a step came to.
 enum Stepped {
-    /// Committed to the run in memory: what it changed, to checkpoint.
-    Committed(Box<StepDelta>),
+    /// Committed to the run in memory (its batch checkpoints it); `effectful` when it
+    /// performed an effect.
+    Committed {
+        /// It awaited an effect (a handler, a program, a policy, team members...).
+        effectful: bool,
+    },
     /// A cancel was asked mid-step: the step was abandoned.
     Cancelled,
 }
@@ -267,12 +297,22 @@ impl<S: RunStore> Driver<'_, S> {
                 run = reopened;
             }
         }
+        // The attempt the store keeps is for the first step after the last commit; at
+        // effects it goes to the first effect after it (the pure steps before need none):
+        // the effect that was in flight when the run's last process died.
         let mut attempt = info.attempt_for(&run);
         let mut cancel = info.cancel_requested;
         let mut done = 0u64;
         let half = duration_ms(self.options.lease) / 2;
+        let limits = Limits::of(
+            self.options.checkpoints,
+            self.options.batch_steps,
+            self.options.batch_wait,
+        );
+        let mut batch = Batch::start(&mut run);
         while run.is_running() && self.options.max_checkpoints.is_none_or(|m| done < m) {
             if cancel {
+                self.flush(&mut run, &mut batch, &mut seq).await?;
                 self.cancel(&mut run, seq).await?;
                 return Ok(run);
             }
@@ -282,34 +322,69 @@ impl<S: RunStore> Driver<'_, S> {
             if let Some(f) = self.options.before_step {
                 f(&run);
             }
-            let delta = match self.step(&mut run, attempt).await? {
-                Stepped::Committed(delta) => delta,
+            let effectful = match self.step(&mut run, attempt).await? {
+                Stepped::Committed { effectful } => effectful,
                 Stepped::Cancelled => {
-                    // The run in memory is as last checkpointed: the step changed nothing.
+                    // The run in memory is as the steps before left it: the step changed
+                    // nothing. Those steps are committed, then the cancel.
+                    self.flush(&mut run, &mut batch, &mut seq).await?;
                     self.cancel(&mut run, seq).await?;
                     return Ok(run);
                 }
             };
-            info = self
-                .checkpoint(Checkpoint::new(seq + 1, &delta, &run))
-                .await?;
-            cancel = info.cancel_requested;
-            attempt = 1;
-            seq += 1;
-            done += 1;
+            if effectful {
+                attempt = 1;
+            }
+            if batch.took(&run, effectful, limits) {
+                info = self.commit(&mut run, &mut batch, &mut seq).await?;
+                cancel = info.cancel_requested;
+                attempt = 1;
+                done += 1;
+            }
         }
+        // Every way out of the loop commits first (a step that ends or pauses the run is
+        // committed with its batch; `max_checkpoints` counts commits): nothing is pending.
+        debug_assert_eq!(batch.steps(), 0, "uncommitted steps at the end of a drive");
         Ok(run)
     }
 
-    /// Takes one step of `run` (not yet checkpointed: see `last_delta_checkpoint`).
+    /// Commits the steps of `batch` (one checkpoint, `seq` + 1) and starts the next batch.
+    async fn commit(
+        &self,
+        run: &mut RunState,
+        batch: &mut Batch,
+        seq: &mut u64,
+    ) -> Result<RunInfo, StoreError> {
+        let delta = batch.delta(run);
+        let info = self
+            .checkpoint(Checkpoint::new(*seq + 1, &delta, run))
+            .await?;
+        *seq += 1;
+        *batch = Batch::start(run);
+        Ok(info)
+    }
+
+    /// Commits the steps of `batch`, if any.
+    async fn flush(
+        &self,
+        run: &mut RunState,
+        batch: &mut Batch,
+        seq: &mut u64,
+    ) -> Result<(), StoreError> {
+        if batch.steps() > 0 {
+            self.commit(run, batch, seq).await?;
+        }
+        Ok(())
+    }
+
+    /// Takes one step of `run` (not yet checkpointed: the caller's batch holds it). Says
+    /// whether it performed an effect.
     async fn step(&mut self, run: &mut RunState, attempt: u32) -> Result<Stepped, StoreError> {
         let half = duration_ms(self.options.lease) / 2;
-        // The commit's writes are logged: no copy of the slices before the step.
-        let before = Before::tracking(run);
         let mut step = self.executor.begin_step(run);
-        let mut first = true;
+        let mut effectful = false;
         while let Some(mut effect) = step.take_effect() {
-            if std::mem::take(&mut first) {
+            if !std::mem::replace(&mut effectful, true) {
                 effect.set_attempt(attempt);
             } else if effect.attempt() > attempt {
                 // A node `retry` policy's later attempt: stored before it starts, so a
@@ -342,7 +417,7 @@ impl<S: RunStore> Driver<'_, S> {
             self.executor.resolve_step(run, &mut step, output);
         }
         self.executor.commit_step(run, step);
-        Ok(Stepped::Committed(Box::new(StepDelta::since(&before, run))))
+        Ok(Stepped::Committed { effectful })
     }
 
     /// Waits (renewing the lease) until run `id`'s dependencies settle it; a cancel asked

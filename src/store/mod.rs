@@ -1,10 +1,11 @@
 //! Durable runs: the [`RunStore`] trait, the store that implements it once for SQLite
 //! ([`SqliteStore`]), PostgreSQL ([`PgStore`]) or either by URL ([`AnyStore`]), and a
-//! driver ([`drive`]) that steps a stored run and checkpoints every step.
+//! driver ([`drive`]) that steps a stored run and checkpoints it at effects (a step that
+//! performed an effect at once, pure steps in batches) or every step ([`Checkpoints`]).
 //!
 //! A store keeps each run as a row (id, name, workflow, status, lease, counters), its
-//! workflow document once per digest, one row per committed step holding the step's
-//! [`StepDelta`] (what it changed, not the whole state), and a snapshot of the whole
+//! workflow document once per digest, one row per checkpoint holding its
+//! [`StepDelta`] (what its steps changed, not the whole state), and a snapshot of the whole
 //! [`RunState`] at creation, at pauses, at the end and every
 //! `snapshot_every` steps. Loading a run is its latest snapshot plus the deltas after it.
 //! `docs/spec/store.md` gives the contract.
@@ -18,6 +19,7 @@ use crate::contracts::WorkflowDocument;
 use crate::runtime::{RunId, RunRecord, RunState, RunStatus, TerminationReason};
 
 mod any;
+mod batch;
 mod clock;
 mod db;
 mod delta;
@@ -36,6 +38,7 @@ mod weights;
 mod worker;
 
 pub use any::{AnyDb, AnyStore};
+pub use batch::{BATCH_STEPS, BATCH_WAIT, Checkpoints};
 pub use clock::Clock;
 pub use delta::{Before, ControlDelta, FrameDelta, MapDelta, StepDelta};
 pub use deps::{
@@ -335,7 +338,8 @@ pub struct Lease {
     pub expires_ms: u64,
 }
 
-/// One checkpoint: a transition committed to a run, as the store writes it.
+/// One checkpoint: the transitions committed to a run since its last checkpoint (one step
+/// or several, merged into one delta), as the store writes it.
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub struct Checkpoint<'a> {
@@ -377,8 +381,8 @@ impl<'a> Checkpoint<'a> {
     }
 }
 
-/// Keeps runs durably: created before their first step, checkpointed after every step,
-/// loaded to continue them. Every write is one transaction; a checkpoint is refused
+/// Keeps runs durably: created before their first step, checkpointed as they step (see
+/// [`Checkpoints`]), loaded to continue them. Every write is one transaction; a checkpoint is refused
 /// unless its sequence number is the next one and its writer holds the run's lease.
 pub trait RunStore: Send + Sync {
     /// Stores a new run: its row, its document (once per digest) and a snapshot of its
@@ -389,7 +393,8 @@ pub trait RunStore: Send + Sync {
         options: &CreateOptions,
     ) -> impl Future<Output = Result<RunInfo, StoreError>> + Send;
 
-    /// Writes one transition of run `id` by `owner`, in one transaction: the step row,
+    /// Writes one checkpoint of run `id` by `owner` (one step or a batch of them, as one
+    /// delta), in one transaction: the step row,
     /// the run row and, when due, a snapshot. Refuses ([`StoreError::SeqMismatch`],
     /// [`StoreError::LeaseLost`]) writing nothing.
     fn checkpoint(

@@ -17,8 +17,7 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 
 use super::driver::drive_claimed;
-use super::{Continue, DriveOptions, RunStore, StoreError, StoredRun, local_owner};
-
+use super::{Checkpoints, Continue, DriveOptions, RunStore, StoreError, StoredRun, local_owner};
 use crate::runtime::{Executor, RunId, RunState};
 
 /// How a worker runs.
@@ -37,6 +36,8 @@ pub struct WorkerOptions {
     /// ([`RunStore::wakeups`]: PostgreSQL's `LISTEN`) besides polling (the default);
     /// off, for a connection pooler that does not pass `LISTEN` on, say.
     pub listen: bool,
+    /// When the runs' steps are committed (at effects by default).
+    pub checkpoints: Checkpoints,
 }
 
 impl Default for WorkerOptions {
@@ -47,6 +48,7 @@ impl Default for WorkerOptions {
             lease: Duration::from_secs(30),
             poll: Duration::from_millis(20),
             listen: true,
+            checkpoints: Checkpoints::Effects,
         }
     }
 }
@@ -75,6 +77,9 @@ impl WorkerOptions {
     /// Listening for wakeups from the store (or polling only).
     pub fn listen(mut self, listen: bool) -> Self {
         self.listen = listen;
+    /// Committing the runs' steps as `checkpoints` says.
+    pub fn checkpoints(mut self, checkpoints: Checkpoints) -> Self {
+        self.checkpoints = checkpoints;
         self
     }
 }
@@ -146,7 +151,10 @@ where
 {
     // A run found ended when the drive claims it again (this worker was paused after the
     // check below) is not reported a second time.
-    let drive_options = DriveOptions::default().lease(options.lease).live_only(true);
+    let drive_options = DriveOptions::default()
+        .lease(options.lease)
+        .live_only(true)
+        .checkpoints(options.checkpoints);
     let report = Mutex::new(report);
     let emit = |event: WorkEvent<'_>| {
         // A report that panicked once still reports.

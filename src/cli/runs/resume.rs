@@ -10,7 +10,7 @@ use crate::drive::{Target, continue_run, executor_of};
 use crate::exit;
 use crate::outcome::{Outputs, ShapeArgs};
 use crate::run::with_max_steps;
-use crate::store::{self, StoreArgs};
+use crate::store::{self, CheckpointArgs, StoreArgs};
 
 /// The arguments of `pactgraph runs resume`.
 #[derive(clap::Args, Debug, Clone)]
@@ -37,6 +37,8 @@ pub struct ResumeArgs {
     pub shape: ShapeArgs,
     #[command(flatten)]
     pub store: StoreArgs,
+    #[command(flatten)]
+    pub checkpoints: CheckpointArgs,
 }
 
 /// `runs resume`: continues the run as its status allows (see `docs/spec/cli.md`) and
@@ -138,7 +140,14 @@ pub async fn run(args: ResumeArgs) -> ExitCode {
         Ok(e) => e,
         Err(e) => return exit::failed(&format!("run {id}: {e}")),
     };
-    continue_run(&executor, Target::Stored(&store, id), how, &outputs, None).await
+    continue_run(
+        &executor,
+        Target::Stored(&store, id, args.checkpoints.get()),
+        how,
+        &outputs,
+        None,
+    )
+    .await
 }
 
 fn answer_given_but_unused(how: &Continue, answer: &Option<String>) -> bool {
