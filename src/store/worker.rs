@@ -77,6 +77,9 @@ impl WorkerOptions {
     /// Listening for wakeups from the store (or polling only).
     pub fn listen(mut self, listen: bool) -> Self {
         self.listen = listen;
+        self
+    }
+
     /// Committing the runs' steps as `checkpoints` says.
     pub fn checkpoints(mut self, checkpoints: Checkpoints) -> Self {
         self.checkpoints = checkpoints;
