@@ -238,3 +238,18 @@ pub fn transition_events(
         })
         .collect()
 }
+
+/// How many events [`transition_events`] makes for the same inputs, without making them.
+pub fn transition_event_count(
+    run: &RunState,
+    trace_from: usize,
+    checkpoint: Option<u64>,
+    first_seq: u64,
+) -> u64 {
+    let items = run.trace.items.len().saturating_sub(trace_from);
+    let status = !matches!(run.status(), RunStatus::Running);
+    u64::try_from(items).unwrap_or(u64::MAX)
+        + u64::from(first_seq <= 1)
+        + u64::from(status)
+        + u64::from(checkpoint.is_some())
+}

@@ -24,7 +24,7 @@ pub use accounting::Accounting;
 pub use callstack::{Frame, KeptChild, Owed, UncommittedFrame};
 pub use clock::Clock;
 pub use event_bus::{DEFAULT_EVENT_BUFFER, DeltaPublisher, RunEvents, Subscription};
-pub use events::{EventKind, EventStamp, RunEvent, transition_events};
+pub use events::{EventKind, EventStamp, RunEvent, transition_event_count, transition_events};
 pub use outcome::{RunOutcome, RunSummary};
 pub use output::{
     BROADCAST_KEY, COST_USD, EXIT_KEY, FINAL_KEY, INPUT_TOKENS, MESSAGE_KEY, NodeOutput,
