@@ -162,7 +162,11 @@ fn a_subscriber_that_never_reads_does_not_slow_a_run() {
     let last = got.last().unwrap();
     assert!(last.kind.is_end());
     let total = last.seq;
-    assert_eq!(got[0].dropped, total - 16, "the first delivered says what was lost");
+    assert_eq!(
+        got[0].dropped,
+        total - 16,
+        "the first delivered says what was lost"
+    );
     assert!(got[1..].iter().all(|e| e.dropped == 0));
     assert_eq!(check_numbered(&got, total - 15), total);
 }
