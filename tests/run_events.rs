@@ -409,3 +409,52 @@ proptest! {
         }
     }
 }
+
+/// Proves `store::Follower` (what `runs watch` and an SSE route use) gives the history
+/// and then the live events of a run driven at the same time, in order, exactly the
+/// store's history, ending when the run ends; and, started after the end from a `seq`,
+/// the rest of it.
+#[test]
+fn a_follower_reads_history_then_live_events_until_the_end() {
+    use pactgraph::store::Follower;
+    let rt = rt();
+    for backend in backends() {
+        rt.block_on(async {
+            let store = open(backend).await;
+            let g = graph(ticker(40));
+            let document = g.to_document();
+            let ex = builder(g).build().unwrap();
+            let record = RunRecord::new(document, ex.start(json!({})).unwrap());
+            let id = record.run_id;
+            store
+                .create(&record, &CreateOptions::default())
+                .await
+                .unwrap();
+            let events = RunEvents::new();
+            let live = events.subscribe(1024);
+            let driven = ex.with_events(events);
+            let mut follower = Follower::new(&*store, id, 0)
+                .poll_every(Duration::from_millis(5))
+                .live(live);
+            let follow = async {
+                let mut got = Vec::new();
+                while let Some(e) = follower.next().await.unwrap() {
+                    got.push(e);
+                }
+                got
+            };
+            let options = DriveOptions::default();
+            let (run, got) = tokio::join!(drive(&driven, &*store, id, "a", &options), follow);
+            assert_eq!(run.unwrap().status(), RunStatus::Stopped);
+            let history = store.events(id, 0, 100_000).await.unwrap();
+            assert_eq!(got, history);
+            assert_eq!(follower.final_status(), Some(StoredStatus::Stopped));
+            let mut late = Follower::new(&*store, id, 10);
+            let mut rest = Vec::new();
+            while let Some(e) = late.next().await.unwrap() {
+                rest.push(e);
+            }
+            assert_eq!(rest, history[10..]);
+        });
+    }
+}
