@@ -56,7 +56,6 @@ pub async fn run(args: WatchArgs) -> ExitCode {
             return ExitCode::SUCCESS;
         }
     }
-    drop(out);
     match follower.final_status().and_then(final_code) {
         Some(code) => ExitCode::from(code),
         None => exit::failed(&format!("run {id}: the watch ended before the run did")),
