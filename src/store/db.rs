@@ -233,17 +233,15 @@ pub enum Begin {
 /// every other statement is written once.
 #[derive(Debug)]
 pub struct Dialect {
-    /// The checkpoint: 14 binds (`run_id, seq, steps, status, termination_reason, now_ms,
-    /// owner, running, next_key, next_attempt, digest, document, delta, snapshot`),
-    /// returning the run row's [`super::rows::INFO`] columns; a refused fence raises
-    /// `pactgraph: checkpoint refused`.
+    /// The checkpoint and its events in one statement, so no transaction stays open
+    /// across round trips (PostgreSQL: a data-modifying `WITH` around
+    /// `pactgraph_checkpoint`; SQLite: an insert into the `checkpoint_events_in` view,
+    /// migration 5, whose trigger inserts into `checkpoint_in`): 15 binds (`run_id, seq,
+    /// steps, status, termination_reason, now_ms, owner, running, next_key, next_attempt,
+    /// digest, document, delta, snapshot`, then the events as a JSON array of `{"seq",
+    /// "event"}`, docs/spec/events.md), returning the run row's [`super::rows::INFO`]
+    /// columns; a refused fence raises `pactgraph: checkpoint refused` and writes nothing.
     pub checkpoint: String,
-    /// The checkpoint and its events in one statement (PostgreSQL: a data-modifying
-    /// `WITH`, so no transaction stays open across round trips): the 14 binds, then the
-    /// events as a JSON array of `{"seq", "event"}` (docs/spec/events.md). `None`: the
-    /// checkpoint statement and an insert of the events in one write transaction
-    /// (SQLite, whose writer is in the process).
-    pub checkpoint_with_events: Option<String>,
     /// What a claim's `SELECT` of the run row ends with (PostgreSQL's
     /// `FOR UPDATE SKIP LOCKED`: a worker never waits on a run another is claiming).
     pub claim_lock: &'static str,

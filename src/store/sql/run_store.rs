@@ -4,12 +4,12 @@
 use std::time::Duration;
 
 use super::Store;
-use super::events::{events_json, write_events};
+use super::events::events_json;
 use crate::runtime::{
     EventStamp, RunEvent, RunId, RunRecord, TerminationReason, transition_events,
 };
 use crate::store::clock::Clock;
-use crate::store::db::{Backend, Begin, Conn, Tx, is_refusal, sql};
+use crate::store::db::{Backend, is_refusal, sql};
 use crate::store::rows::{INFO, info_from_row, to_i64};
 use crate::store::{
     Checkpoint, CreateOptions, DependencySpec, Lease, PruneFilter, RunFilter, RunInfo, RunStore,
@@ -65,13 +65,11 @@ impl<B: Backend> RunStore for Store<B> {
         let events = transition_events(run, trace_from, Some(seq), stamp);
         let db = StoreError::db("checkpoint", Some(id));
         let key = id.to_string();
-        let one_statement = self.dialect.checkpoint_with_events.as_deref();
-        let events_json = one_statement.map(|_| events_json(&events));
-        // The checkpoint statement (SQLite's `checkpoint_in` trigger, PostgreSQL's
-        // `pactgraph_checkpoint`): fenced, atomic; the run row as it is after it comes
-        // back. The events go with it: in the same statement (PostgreSQL), or after it in
-        // the same write transaction (SQLite).
-        let q = sql(one_statement.unwrap_or(&self.dialect.checkpoint))
+        let events_json = events_json(&events);
+        // One statement (through SQLite's `checkpoint_in` trigger, PostgreSQL's
+        // `pactgraph_checkpoint`): fenced, atomic, one round trip, the events with it;
+        // the run row as it is after it comes back.
+        let row = sql(&self.dialect.checkpoint)
             .bind(key.as_str())
             .bind(to_i64(seq))
             .bind(i64::from(run.steps))
@@ -85,25 +83,10 @@ impl<B: Backend> RunStore for Store<B> {
             .bind(document.as_ref().map(|(_, digest)| *digest))
             .bind(document.as_ref().map(|(text, _)| text.as_str()))
             .bind(&delta)
-            .bind(snapshot.as_deref());
-        let mut c = self.db.write().await?;
-        let row = if let Some(json) = &events_json {
-            q.bind(json.as_str()).fetch_one(&mut c).await
-        } else {
-            let mut tx = c.begin(Begin::Write).await.map_err(&db)?;
-            match q.fetch_one(&mut tx).await {
-                Ok(row) => {
-                    write_events(&mut tx, &key, &events).await.map_err(&db)?;
-                    tx.commit().await.map_err(&db)?;
-                    Ok(row)
-                }
-                Err(e) => {
-                    tx.rollback().await.map_err(&db)?;
-                    Err(e)
-                }
-            }
-        };
-        drop(c);
+            .bind(snapshot.as_deref())
+            .bind(events_json.as_str())
+            .fetch_one(&mut self.db.write().await?)
+            .await;
         let row = match row {
             Ok(row) => row,
             Err(e) if is_refusal(&e) => return Err(self.refusal(id, owner, seq, now).await),
