@@ -14,7 +14,7 @@ use pactgraph::validator::ValidGraph;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::exit;
-use crate::outcome::{Outputs, finish, interrupted_json, write_json};
+use crate::outcome::{Outputs, finish, interrupted_json, write_json, write_line};
 use crate::store;
 
 /// The run to continue: kept in the run store, or only in memory (`--store none`).
@@ -138,6 +138,7 @@ async fn drive_plain(
     if progress {
         eprint!("\r\x1b[K");
     }
+    outputs.finish_stream().await;
     if let Some(name) = signalled {
         eprintln!(
             "pactgraph: run {} interrupted by {name} (--store none: nothing was kept)",
@@ -180,6 +181,7 @@ async fn drive_stored(
     if progress {
         eprint!("\r\x1b[K");
     }
+    outputs.finish_stream().await;
     match result {
         Err(name) => {
             match store.interrupt(id, &owner).await {
@@ -189,7 +191,11 @@ async fn drive_stored(
             }
             let steps = store.info(id).await.map_or(0, |i| i.steps);
             let printed = interrupted_json(executor.graph().workflow(), id, steps);
-            let _ = write_json(Ok(std::io::stdout().lock()), &printed, "\n");
+            let _ = if outputs.stream.is_some() {
+                write_line(&printed)
+            } else {
+                write_json(Ok(std::io::stdout().lock()), &printed, "\n")
+            };
             eprintln!(
                 "pactgraph: run {id} interrupted by {name}; continue it with \
                  `pactgraph runs resume {id}`"

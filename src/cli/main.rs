@@ -11,6 +11,7 @@ mod run;
 mod runs;
 mod schema;
 mod store;
+mod stream;
 mod validate;
 mod worker;
 

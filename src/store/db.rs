@@ -233,11 +233,15 @@ pub enum Begin {
 /// every other statement is written once.
 #[derive(Debug)]
 pub struct Dialect {
-    /// The checkpoint: 14 binds (`run_id, seq, steps, status, termination_reason, now_ms,
-    /// owner, running, next_key, next_attempt, digest, document, delta, snapshot`; a
-    /// `NULL` `now_ms` is the database's clock),
+    /// The checkpoint and its events in one statement, so no transaction stays open
+    /// across round trips (PostgreSQL: a data-modifying `WITH` around
+    /// `pactgraph_checkpoint`; SQLite: an insert into the `checkpoint_events_in` view,
+    /// migration 5, whose trigger inserts into `checkpoint_in`): 15 binds (`run_id, seq,
+    /// steps, status, termination_reason, now_ms, owner, running, next_key, next_attempt,
+    /// digest, document, delta, snapshot`, a `NULL` `now_ms` being the database's clock,
+    /// then the events as a JSON array of `{"seq", "event"}`, docs/spec/events.md),
     /// returning the run row's [`super::rows::INFO`] columns; a refused fence raises
-    /// `pactgraph: checkpoint refused`.
+    /// `pactgraph: checkpoint refused` and writes nothing.
     pub checkpoint: String,
     /// What a claim's `SELECT` of the run row ends with (PostgreSQL's
     /// `FOR UPDATE SKIP LOCKED`: a worker never waits on a run another is claiming).

@@ -24,20 +24,21 @@ const DOCUMENTS_LOCK_SHARED: &str = "SELECT pg_advisory_xact_lock_shared(7361626
 const DOCUMENTS_LOCK: &str = "SELECT pg_advisory_xact_lock(7361626772617068)";
 
 /// SQLite's: its one writer takes the write lock at once; a checkpoint is one insert into
-/// the `checkpoint_in` view (migration 0003), whose `INSTEAD OF` trigger does the fence
-/// and the writes, returning the run row as it left it.
+/// the `checkpoint_events_in` view (migration 0005), whose `INSTEAD OF` trigger inserts
+/// into `checkpoint_in` (migration 0003: its trigger does the fence and the writes), then
+/// the events; it returns the run row as it left it.
 pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
     let returning: Vec<String> = INFO
         .split(',')
         .map(str::trim)
-        .map(|c| format!("(SELECT {c} FROM runs WHERE id = checkpoint_in.run_id) AS {c}"))
+        .map(|c| format!("(SELECT {c} FROM runs WHERE id = checkpoint_events_in.run_id) AS {c}"))
         .collect();
     Dialect {
         checkpoint: format!(
-            "INSERT INTO checkpoint_in (run_id, seq, steps, status, termination_reason, \
-             now_ms, owner, running, next_key, next_attempt, digest, document, delta, \
-             snapshot) VALUES ($1, $2, $3, $4, $5, COALESCE($6, {SQLITE_NOW}), $7, $8, $9, \
-             $10, $11, $12, $13, $14) RETURNING {}",
+            "INSERT INTO checkpoint_events_in (run_id, seq, steps, status, \
+             termination_reason, now_ms, owner, running, next_key, next_attempt, digest, \
+             document, delta, snapshot, events) VALUES ($1, $2, $3, $4, $5, COALESCE($6, {SQLITE_NOW}), $7, $8, $9, \
+             $10, $11, $12, $13, $14, $15) RETURNING {}",
             returning.join(", ")
         ),
         now_ms: SQLITE_NOW,
@@ -57,9 +58,15 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
 /// does what SQLite's trigger does; a claim never waits on a row another worker is
 /// claiming; a name is locked across machines; a load reads one snapshot of the database.
 pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
+    // The function runs once (a volatile CTE read twice is materialized), before the
+    // insert that reads it; a refused fence aborts the whole statement.
     checkpoint: format!(
-        "SELECT {INFO} FROM pactgraph_checkpoint($1, $2, $3, $4, $5, \
-         COALESCE($6::BIGINT, {POSTGRES_NOW}), $7, $8, $9, $10, $11, $12, $13, $14)"
+        "WITH cp AS (SELECT {INFO} FROM pactgraph_checkpoint($1, $2, $3, $4, $5, \
+         COALESCE($6::BIGINT, {POSTGRES_NOW}), $7, $8, $9, $10, $11, $12, $13, $14)), \
+         ev AS (INSERT INTO events (run_id, seq, event) \
+           SELECT $1, e.seq, e.event FROM cp, \
+             jsonb_to_recordset($15::jsonb) AS e(seq BIGINT, event TEXT)) \
+         SELECT * FROM cp"
     ),
     now_ms: POSTGRES_NOW,
     int_param: "::BIGINT",

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 mod cancel;
 mod create;
 mod deps;
+mod events;
 mod list;
 mod load;
 mod run_store;

@@ -4,7 +4,10 @@
 use std::time::Duration;
 
 use super::Store;
-use crate::runtime::{RunId, RunRecord, TerminationReason};
+use super::events::events_json;
+use crate::runtime::{
+    EventStamp, RunEvent, RunId, RunRecord, TerminationReason, transition_events,
+};
 use crate::store::clock::Clock;
 use crate::store::db::{Backend, is_refusal, sql};
 use crate::store::rows::{INFO, info_from_row, to_i64};
@@ -216,6 +219,19 @@ impl<B: Backend> RunStore for Store<B> {
         self.db().wakeups().await
     }
 
+    async fn events(
+        &self,
+        id: RunId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<RunEvent>, StoreError> {
+        self.read_events(id, after, limit).await
+    }
+
+    async fn last_event_seq(&self, id: RunId) -> Result<u64, StoreError> {
+        self.read_last_event_seq(id).await
+    }
+
     fn clock(&self) -> Clock {
         self.clock
             .shifted(self.clock_offset.load(std::sync::atomic::Ordering::Relaxed))
@@ -238,7 +254,9 @@ impl<B: Backend> Store<B> {
             run,
             next_attempt,
             document,
+            events,
         } = checkpoint;
+        let trace_from = delta.trace_from;
         let now = self.now();
         let running = run.is_running();
         let next_key = attempt_key(run);
@@ -251,9 +269,20 @@ impl<B: Backend> Store<B> {
             let text = serde_json::to_string(doc).expect("a document is plain data");
             (text, digest)
         });
+        // Its events (docs/spec/events.md), numbered from the driver's stamp, else on from
+        // the run's last kept event (the lease makes this the one writer; the events'
+        // primary key refuses a clash).
+        let stamp = match events {
+            Some(stamp) => stamp,
+            None => EventStamp {
+                first_seq: self.read_last_event_seq(id).await? + 1,
+                at_ms: now,
+            },
+        };
+        let events_json = events_json(&transition_events(run, trace_from, Some(seq), stamp));
         // One statement (SQLite's `checkpoint_in` trigger, PostgreSQL's
-        // `pactgraph_checkpoint`): fenced, atomic, one round trip; the run row as it is
-        // after it comes back.
+        // `pactgraph_checkpoint`): fenced, atomic, one round trip, the events with it; the
+        // run row as it is after it comes back.
         let row = sql(&self.dialect.checkpoint)
             .bind(id.to_string())
             .bind(to_i64(seq))
@@ -269,6 +298,7 @@ impl<B: Backend> Store<B> {
             .bind(document.as_ref().map(|(text, _)| text.as_str()))
             .bind(&delta)
             .bind(snapshot.as_deref())
+            .bind(events_json.as_str())
             // Every row read, not the first: SQLite commits the statement's implicit
             // transaction when it runs to its end, and only then says a commit failed
             // (a full disk); a statement dropped after its first row lost that error.
