@@ -56,6 +56,8 @@
 pub mod contracts;
 pub mod graph;
 pub mod runtime;
+#[cfg(feature = "serve")]
+pub mod serve;
 #[cfg(feature = "store")]
 pub mod store;
 pub mod validator;

@@ -257,6 +257,8 @@ pub struct RunFilter {
     pub include_expired: bool,
     /// At most this many runs (the newest).
     pub limit: Option<usize>,
+    /// Only runs older than this one (ids sort by creation): the next page after it.
+    pub before: Option<RunId>,
 }
 
 impl RunFilter {
@@ -278,6 +280,11 @@ impl RunFilter {
     /// The newest `n` runs only.
     pub fn limit(mut self, n: usize) -> Self {
         self.limit = Some(n);
+        self
+    }
+    /// Runs created before run `id` only (the page after it).
+    pub fn before(mut self, id: RunId) -> Self {
+        self.before = Some(id);
         self
     }
 }
