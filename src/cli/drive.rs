@@ -124,6 +124,7 @@ async fn drive_plain(
     if progress {
         eprint!("\r\x1b[K");
     }
+    outputs.finish_stream().await;
     if let Some(name) = signalled {
         eprintln!(
             "pactgraph: run {} interrupted by {name} (--store none: nothing was kept)",
@@ -162,6 +163,7 @@ async fn drive_stored(
     if progress {
         eprint!("\r\x1b[K");
     }
+    outputs.finish_stream().await;
     match result {
         Err(name) => {
             match store.interrupt(id, &owner).await {

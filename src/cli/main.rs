@@ -12,6 +12,7 @@ mod runs;
 mod schema;
 mod serve;
 mod store;
+mod stream;
 mod validate;
 mod worker;
 

@@ -38,9 +38,18 @@ pub struct Outputs {
     pub frozen_clock: bool,
     /// `--full` and `--trace`.
     pub shape: ShapeArgs,
+    /// `run --stream`: the events printer, finished before the outcome is printed.
+    pub stream: Option<std::sync::Arc<crate::stream::Streamer>>,
 }
 
 impl Outputs {
+    /// Prints the events still buffered (`--stream`) before anything else is printed.
+    pub async fn finish_stream(&self) {
+        if let Some(stream) = &self.stream {
+            stream.finish().await;
+        }
+    }
+
     /// The clock the run's executor records with.
     pub fn clock(&self) -> Clock {
         if self.frozen_clock {

@@ -47,6 +47,7 @@ pub fn run(args: ResumeArgs) -> ExitCode {
         quiet: args.quiet,
         frozen_clock: args.frozen_clock,
         shape: args.shape,
+        stream: None,
     };
     let state_file = args.state_file.as_path();
     let text = match std::fs::read_to_string(state_file) {

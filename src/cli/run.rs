@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use pactgraph::runtime::{Executor, RunRecord};
+use pactgraph::runtime::{Executor, RunEvents, RunRecord};
 use pactgraph::store::{
     AnyStore, Continue, CreateOptions, Dependencies, OnDepFailure, RunStore, StoreError,
 };
@@ -15,6 +15,7 @@ use crate::drive::{Target, continue_run};
 use crate::exit;
 use crate::outcome::{Outputs, ShapeArgs, write_json};
 use crate::store::{self, StoreArgs};
+use crate::stream::Streamer;
 
 /// The arguments of `pactgraph run`.
 #[derive(clap::Args, Debug, Clone)]
@@ -47,6 +48,11 @@ pub struct RunArgs {
     /// `retention`, else never.
     #[arg(long, value_name = "DUR")]
     pub ttl: Option<String>,
+    /// Print the run's events as they happen, one JSON object a line (JSON Lines:
+    /// run_started, step, checkpoint, paused, run_ended; docs/spec/events.md), the
+    /// outcome object last.
+    #[arg(long)]
+    pub stream: bool,
     #[command(flatten)]
     pub shape: ShapeArgs,
     #[command(flatten)]
@@ -88,6 +94,7 @@ pub fn run(args: RunArgs) -> ExitCode {
         quiet: args.quiet,
         frozen_clock: args.frozen_clock,
         shape: args.shape,
+        stream: None,
     };
     let file = args.file.as_path();
     let initial = match parse_input(args.input.as_deref()) {
@@ -145,7 +152,20 @@ pub fn run(args: RunArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(code) => return code,
     };
-    rt.block_on(async {
+    if args.stream && args.deps.detach {
+        return exit::usage("--stream prints a run as it runs; --detach leaves it to a worker");
+    }
+    let mut outputs = outputs;
+    let executor = if args.stream {
+        // Subscribed before the run starts; printed on a thread of its own.
+        let events = RunEvents::new();
+        outputs.stream = Some(rt.block_on(async { Streamer::start(&events) }));
+        executor.with_events(events)
+    } else {
+        executor
+    };
+    let outputs = outputs;
+    let code = rt.block_on(async {
         let store = match store::open(&args.store).await {
             Ok(s) => s,
             Err(code) => return code,
@@ -182,7 +202,10 @@ pub fn run(args: RunArgs) -> ExitCode {
         }
         let target = Target::Stored(&store, record.run_id);
         continue_run(&executor, target, Continue::AsStored, &outputs, None).await
-    })
+    });
+    // Every return above: the printer (if any) ends before the runtime does.
+    rt.block_on(outputs.finish_stream());
+    code
 }
 
 /// The dependencies `args` name, resolved in `store` (an unknown or ambiguous run, a bad

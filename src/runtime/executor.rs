@@ -11,8 +11,8 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use super::data::{
-    Clock, Control, DecisionTrace, Pending, RunId, RunOutcome, RunState, RunStatus, TraceKind,
-    Usage, now_ms,
+    Clock, Control, DecisionTrace, Pending, RunEvents, RunId, RunOutcome, RunState, RunStatus,
+    TraceKind, Usage, now_ms,
 };
 use super::effects::{Effect, EffectOutput, Performer};
 use super::machine::{Planner, Step, commit_step, item};
@@ -116,6 +116,8 @@ pub struct Executor {
     /// Cancels the runs this executor drives (per executor value, see
     /// [`Executor::with_cancellation`]).
     pub(super) cancel: CancellationToken,
+    /// Where the runs' events are published (see [`Executor::with_events`]).
+    pub(super) events: Option<RunEvents>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -131,6 +133,7 @@ impl Executor {
         Self {
             plan: Arc::new(plan),
             cancel,
+            events: None,
         }
     }
 
@@ -169,7 +172,37 @@ impl Executor {
         Self {
             plan: Arc::clone(&self.plan),
             cancel: token,
+            events: self.events.clone(),
         }
+    }
+
+    /// This executor publishing its runs' events to `events` (docs/spec/events.md): the
+    /// same compiled workflow, handlers and cancellation token. Subscribe
+    /// ([`RunEvents::subscribe`]) before the run starts. [`Executor::step`] (and so
+    /// [`Executor::run`]) publishes each step's events once it is committed; a durable
+    /// driver (`store::drive`) publishes them once its checkpoint is, numbered as the
+    /// store keeps them, with a `checkpoint` event.
+    ///
+    /// ```
+    /// # use pactgraph::runtime::{Executor, RunEvents};
+    /// # fn with(executor: &Executor) {
+    /// let events = RunEvents::new();
+    /// let mut subscription = events.subscribe(1024);
+    /// let executor = executor.with_events(events);
+    /// // ... run it; `subscription.next().await` yields run_started, step, ..., run_ended.
+    /// # }
+    /// ```
+    pub fn with_events(&self, events: RunEvents) -> Executor {
+        Self {
+            plan: Arc::clone(&self.plan),
+            cancel: self.cancel.clone(),
+            events: Some(events),
+        }
+    }
+
+    /// Where this executor publishes its runs' events, if anywhere.
+    pub fn events(&self) -> Option<&RunEvents> {
+        self.events.as_ref()
     }
 
     /// A new run at `entry` with `initial_state`, with a fresh [`RunId`]. Undeclared slices are an error;
@@ -335,6 +368,18 @@ impl Executor {
         if !run.is_running() {
             return run.status();
         }
+        if let Some(events) = &self.events {
+            // Published once committed (docs/spec/events.md), without a store.
+            events.before_step(run);
+            let status = self.step_quietly(run).await;
+            events.after_step(run);
+            return status;
+        }
+        self.step_quietly(run).await
+    }
+
+    /// [`Executor::step`] without publishing events.
+    async fn step_quietly(&self, run: &mut RunState) -> RunStatus {
         // The span costs a few hundred instructions a step even with no subscriber (more
         // when a dependency turns on tracing's `log` bridge): take it only when wanted.
         if !tracing::enabled!(target: "pactgraph", tracing::Level::INFO) {

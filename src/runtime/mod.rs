@@ -28,11 +28,12 @@ mod testing;
 pub use builder::{ExecutorBuildError, ExecutorBuilder};
 pub use data::{
     Accounting, BROADCAST_KEY, Broadcast, BroadcastKind, COST_USD, Chain, ChainTrigger, Clock,
-    DecisionTrace, EXIT_KEY, FINAL_KEY, Frame, INPUT_TOKENS, ItemDetail, KeptChild,
-    MAX_TRACE_DEPTH, MESSAGE_KEY, MemberProgress, MemberStatus, NodeOutput, OUTPUT_TOKENS, Owed,
-    Pending, ProjectedState, ROUTE_KEY, RunId, RunIdError, RunOutcome, RunState, RunStatus,
-    RunSummary, State, TeamPhase, TeamRun, TerminationReason, TraceItem, TraceKind, USAGE_KEY,
-    UncommittedFrame, Usage, WALL_MS, Writes,
+    DEFAULT_EVENT_BUFFER, DecisionTrace, DeltaPublisher, EXIT_KEY, EventKind, EventStamp,
+    FINAL_KEY, Frame, INPUT_TOKENS, ItemDetail, KeptChild, MAX_TRACE_DEPTH, MESSAGE_KEY,
+    MemberProgress, MemberStatus, NodeOutput, OUTPUT_TOKENS, Owed, Pending, ProjectedState,
+    ROUTE_KEY, RunEvent, RunEvents, RunId, RunIdError, RunOutcome, RunState, RunStatus, RunSummary,
+    State, Subscription, TeamPhase, TeamRun, TerminationReason, TraceItem, TraceKind, USAGE_KEY,
+    UncommittedFrame, Usage, WALL_MS, Writes, transition_event_count, transition_events,
 };
 pub use effects::{
     BoxFuture, Effect, EffectKind, EffectOutput, HandlerError, NodeHandler, NodeInput,

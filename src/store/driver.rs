@@ -1,6 +1,7 @@
 //! Driving a stored run: claim it, step it, checkpoint every step, renew the lease, watch
 //! for a cancel, let it go.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::delta::{Before, StepDelta};
@@ -10,7 +11,9 @@ use super::{
     duration_ms, settle,
 };
 use crate::contracts::WorkflowDocument;
-use crate::runtime::{Executor, RunId, RunState};
+use crate::runtime::{
+    EventStamp, Executor, RunId, RunState, transition_event_count, transition_events,
+};
 
 /// How [`drive`] runs.
 #[derive(Debug, Clone)]
@@ -148,6 +151,7 @@ pub async fn drive_with<S: RunStore>(
         options,
         lease_expires_ms: lease.expires_ms,
         clock: store.clock(),
+        event_seq: AtomicU64::new(0),
     };
     let result = driver.run(how).await;
     let released = store.release(id, owner).await;
@@ -165,6 +169,8 @@ struct Driver<'a, S> {
     lease_expires_ms: u64,
     /// The store's clock: when the lease lapses and is renewed.
     clock: Clock,
+    /// The `seq` of the run's last kept event (docs/spec/events.md).
+    event_seq: AtomicU64,
 }
 
 /// How waiting for dependencies ended.
@@ -188,6 +194,7 @@ enum Stepped {
 impl<S: RunStore> Driver<'_, S> {
     async fn run(&mut self, how: Continue) -> Result<RunState, StoreError> {
         let stored = self.store.load(self.id).await?;
+        self.continue_events(&stored.record.run).await?;
         let mut info = stored.info;
         let mut seq = stored.record.seq;
         let mut run = stored.record.run;
@@ -204,6 +211,8 @@ impl<S: RunStore> Driver<'_, S> {
                 Waited::Ended | Waited::Cancelled => return Ok(run),
             }
             info = self.store.info(self.id).await?;
+            // Settling wrote its checkpoints (and their events) itself.
+            self.continue_events(&run).await?;
         }
         match how {
             Continue::AsStored => {}
@@ -343,8 +352,35 @@ impl<S: RunStore> Driver<'_, S> {
         }
     }
 
+    /// Writes `checkpoint` with its events numbered on from the run's last, then
+    /// publishes them to the executor's subscribers (docs/spec/events.md).
     async fn checkpoint(&self, checkpoint: Checkpoint<'_>) -> Result<RunInfo, StoreError> {
-        self.store.checkpoint(self.id, self.owner, checkpoint).await
+        let (run, trace_from, seq) = (checkpoint.run, checkpoint.delta.trace_from, checkpoint.seq);
+        let stamp = EventStamp {
+            first_seq: self.event_seq.load(Ordering::Relaxed) + 1,
+            at_ms: self.clock.now_ms(),
+        };
+        let info = self
+            .store
+            .checkpoint(self.id, self.owner, checkpoint.events(stamp))
+            .await?;
+        let made = transition_event_count(run, trace_from, Some(seq), stamp.first_seq);
+        self.event_seq
+            .store(stamp.first_seq + made - 1, Ordering::Relaxed);
+        if let Some(bus) = self.executor.events().filter(|b| b.has_subscribers()) {
+            bus.publish(&transition_events(run, trace_from, Some(seq), stamp));
+        }
+        Ok(info)
+    }
+
+    /// Numbers the run's next events on from the last its store keeps.
+    async fn continue_events(&self, run: &RunState) -> Result<(), StoreError> {
+        let last = self.store.last_event_seq(self.id).await?;
+        self.event_seq.store(last, Ordering::Relaxed);
+        if let Some(bus) = self.executor.events() {
+            bus.continue_after(self.id, last, run.trace.items.len());
+        }
+        Ok(())
     }
 
     async fn renew(&mut self) -> Result<(), StoreError> {

@@ -15,7 +15,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::contracts::WorkflowDocument;
-use crate::runtime::{RunId, RunRecord, RunState, RunStatus, TerminationReason};
+use crate::runtime::{
+    EventStamp, RunEvent, RunId, RunRecord, RunState, RunStatus, TerminationReason,
+};
 
 mod any;
 mod clock;
@@ -352,6 +354,10 @@ pub struct Checkpoint<'a> {
     pub next_attempt: u32,
     /// A new document for the run (its budgets changed by a resume), with its digest.
     pub document: Option<(&'a WorkflowDocument, &'a str)>,
+    /// Where the transition's events start (docs/spec/events.md): a driver that publishes
+    /// them gives it; without one the store numbers them on from the run's last kept
+    /// event, at its own clock's time.
+    pub events: Option<EventStamp>,
 }
 
 impl<'a> Checkpoint<'a> {
@@ -363,7 +369,14 @@ impl<'a> Checkpoint<'a> {
             run,
             next_attempt: 1,
             document: None,
+            events: None,
         }
+    }
+
+    /// Its events numbered from `stamp` (see [`Checkpoint::events`]).
+    pub fn events(mut self, stamp: EventStamp) -> Self {
+        self.events = Some(stamp);
+        self
     }
 
     /// The run's next step makes attempt `n` (a reopened failed step: its last attempt
@@ -503,6 +516,20 @@ pub trait RunStore: Send + Sync {
         &self,
         limit: usize,
     ) -> impl Future<Output = Result<Vec<RunInfo>, StoreError>> + Send;
+
+    /// Run `id`'s kept events (docs/spec/events.md) with a `seq` above `after`, at most
+    /// `limit`, in `seq` order: the history a watcher reads before (and while) following
+    /// the run. Every checkpoint writes its events in its own transaction, so a reader
+    /// sees whole transitions. Empty for a run without events (or no such run).
+    fn events(
+        &self,
+        id: RunId,
+        after: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<RunEvent>, StoreError>> + Send;
+
+    /// The `seq` of run `id`'s last kept event (0 before any).
+    fn last_event_seq(&self, id: RunId) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
     /// The clock the store reads the time from (leases, updates, deadlines): what
     /// [`drive`] renews its lease by. The system's unless the store was opened with

@@ -9,6 +9,7 @@ mod list;
 mod prune;
 mod resume;
 mod show;
+mod watch;
 
 use std::process::ExitCode;
 
@@ -45,6 +46,10 @@ pub enum RunsCommand {
     Graph(graph::GraphArgs),
     /// Print the saved-run JSON of a run (what `pactgraph resume FILE` reads).
     Export(export::ExportArgs),
+    /// Follow a run another process or a worker executes: its events as JSON Lines,
+    /// those already committed first, then new ones as they are committed, until it ends
+    /// (exit 0 completed, 1 failed, 3 stopped) or pauses (4).
+    Watch(watch::WatchArgs),
 }
 
 /// `--status S` of `runs list` and `runs prune`.
@@ -72,6 +77,7 @@ pub fn run(command: RunsCommand) -> ExitCode {
             RunsCommand::Prune(args) => prune::run(args).await,
             RunsCommand::Graph(args) => graph::run(args).await,
             RunsCommand::Export(args) => export::run(args).await,
+            RunsCommand::Watch(args) => watch::run(args).await,
         }
     })
 }

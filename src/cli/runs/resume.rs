@@ -53,6 +53,7 @@ pub async fn run(args: ResumeArgs) -> ExitCode {
         quiet: args.quiet,
         frozen_clock: false,
         shape: args.shape,
+        stream: None,
     };
     let (answer, max_steps) = (args.answer, args.max_steps);
     let stored = match store.load(id).await {

@@ -7,6 +7,8 @@ mod accounting;
 mod callstack;
 pub(crate) mod changes;
 mod clock;
+mod event_bus;
+mod events;
 mod outcome;
 mod output;
 mod pending;
@@ -21,6 +23,8 @@ mod trace;
 pub use accounting::Accounting;
 pub use callstack::{Frame, KeptChild, Owed, UncommittedFrame};
 pub use clock::Clock;
+pub use event_bus::{DEFAULT_EVENT_BUFFER, DeltaPublisher, RunEvents, Subscription};
+pub use events::{EventKind, EventStamp, RunEvent, transition_event_count, transition_events};
 pub use outcome::{RunOutcome, RunSummary};
 pub use output::{
     BROADCAST_KEY, COST_USD, EXIT_KEY, FINAL_KEY, INPUT_TOKENS, MESSAGE_KEY, NodeOutput,

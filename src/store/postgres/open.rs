@@ -12,12 +12,19 @@ use crate::store::format::{Step, migrator, open_error, refuse_newer};
 use crate::store::sql::Store;
 use crate::store::{Durability, StoreError, dialects};
 
-/// The embedded migration: the whole schema of format 4 at once.
-static MIGRATIONS: &[Step] = &[(
-    4,
-    "run store (format 4)",
-    include_str!("../../../migrations/postgres/0004_run_store.sql"),
-)];
+/// The embedded migrations: the whole schema of format 4 at once, then the events table.
+static MIGRATIONS: &[Step] = &[
+    (
+        4,
+        "run store (format 4)",
+        include_str!("../../../migrations/postgres/0004_run_store.sql"),
+    ),
+    (
+        5,
+        "events",
+        include_str!("../../../migrations/postgres/0005_events.sql"),
+    ),
+];
 
 /// `url` with its password, if any, replaced by `***` (URLs are printed in errors).
 pub(crate) fn redact(url: &str) -> String {

@@ -2,7 +2,8 @@
 //! and pruning those a filter selects.
 
 use super::Store;
-use crate::runtime::RunId;
+use super::events::{last_seq_on, write_events};
+use crate::runtime::{EventStamp, RunId, transition_events};
 use crate::store::db::{Backend, Begin, Conn, Exec, Tx, sql};
 use crate::store::rows::{cancel_run, to_i64};
 use crate::store::{
@@ -40,6 +41,7 @@ impl<B: Backend> Store<B> {
         }
         let now = self.now();
         let mut run = stored.record.run;
+        let trace_from = run.trace.items.len();
         cancel_run(&mut run, now).map_err(|reason| StoreError::Corrupt {
             run_id: id,
             what: "run state".into(),
@@ -74,6 +76,13 @@ impl<B: Backend> Store<B> {
         }
         // The snapshot is the checkpoint (it replaces the step rows before it).
         snapshot_at(&mut tx, &key, seq, &state).await.map_err(&db)?;
+        // Its events, in the same transaction (docs/spec/events.md).
+        let stamp = EventStamp {
+            first_seq: last_seq_on(&mut tx, &key).await.map_err(&db)? + 1,
+            at_ms: now,
+        };
+        let events = transition_events(&run, trace_from, Some(seq), stamp);
+        write_events(&mut tx, &key, &events).await.map_err(&db)?;
         tx.commit().await.map_err(&db)?;
         drop(c);
         self.info(id).await

@@ -13,6 +13,7 @@ use std::sync::Arc;
 mod cancel;
 mod create;
 mod deps;
+mod events;
 mod list;
 mod load;
 mod run_store;

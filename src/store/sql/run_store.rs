@@ -4,9 +4,12 @@
 use std::time::Duration;
 
 use super::Store;
-use crate::runtime::{RunId, RunRecord, TerminationReason};
+use super::events::{last_seq_on, write_events};
+use crate::runtime::{
+    EventStamp, RunEvent, RunId, RunRecord, TerminationReason, transition_events,
+};
 use crate::store::clock::Clock;
-use crate::store::db::{Backend, is_refusal, sql};
+use crate::store::db::{Backend, Begin, Conn, Tx, is_refusal, sql};
 use crate::store::rows::{INFO, info_from_row, to_i64};
 use crate::store::{
     Checkpoint, CreateOptions, DependencySpec, Lease, PruneFilter, RunFilter, RunInfo, RunStore,
@@ -34,7 +37,9 @@ impl<B: Backend> RunStore for Store<B> {
             run,
             next_attempt,
             document,
+            events,
         } = checkpoint;
+        let trace_from = delta.trace_from;
         let now = self.now();
         let running = run.is_running();
         let next_key = attempt_key(run);
@@ -48,10 +53,14 @@ impl<B: Backend> RunStore for Store<B> {
             (text, digest)
         });
         // One statement (SQLite's `checkpoint_in` trigger, PostgreSQL's
-        // `pactgraph_checkpoint`): fenced, atomic, one round trip; the run row as it is
-        // after it comes back.
+        // `pactgraph_checkpoint`): fenced, atomic; the run row as it is after it comes
+        // back. Its events are written in the same transaction (docs/spec/events.md).
+        let db = StoreError::db("checkpoint", Some(id));
+        let key = id.to_string();
+        let mut c = self.db.write().await?;
+        let mut tx = c.begin(Begin::Write).await.map_err(&db)?;
         let row = sql(&self.dialect.checkpoint)
-            .bind(id.to_string())
+            .bind(key.as_str())
             .bind(to_i64(seq))
             .bind(i64::from(run.steps))
             .bind(status.as_str())
@@ -65,13 +74,28 @@ impl<B: Backend> RunStore for Store<B> {
             .bind(document.as_ref().map(|(text, _)| text.as_str()))
             .bind(&delta)
             .bind(snapshot.as_deref())
-            .fetch_one(&mut self.db.write().await?)
+            .fetch_one(&mut tx)
             .await;
         let row = match row {
             Ok(row) => row,
-            Err(e) if is_refusal(&e) => return Err(self.refusal(id, owner, seq, now).await),
-            Err(e) => return Err(StoreError::db("checkpoint", Some(id))(e)),
+            Err(e) if is_refusal(&e) => {
+                tx.rollback().await.map_err(&db)?;
+                drop(c);
+                return Err(self.refusal(id, owner, seq, now).await);
+            }
+            Err(e) => return Err(db(e)),
         };
+        let stamp = match events {
+            Some(stamp) => stamp,
+            None => EventStamp {
+                first_seq: last_seq_on(&mut tx, &key).await.map_err(&db)? + 1,
+                at_ms: now,
+            },
+        };
+        let events = transition_events(run, trace_from, Some(seq), stamp);
+        write_events(&mut tx, &key, &events).await.map_err(&db)?;
+        tx.commit().await.map_err(&db)?;
+        drop(c);
         self.weights
             .weigh(id, running, delta.len(), snapshot.as_ref().map(String::len));
         info_from_row(&row, now)
@@ -238,6 +262,19 @@ impl<B: Backend> RunStore for Store<B> {
 
     async fn runnable(&self, limit: usize) -> Result<Vec<RunInfo>, StoreError> {
         self.read_runnable(limit).await
+    }
+
+    async fn events(
+        &self,
+        id: RunId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<RunEvent>, StoreError> {
+        self.read_events(id, after, limit).await
+    }
+
+    async fn last_event_seq(&self, id: RunId) -> Result<u64, StoreError> {
+        self.read_last_event_seq(id).await
     }
 
     fn clock(&self) -> Clock {

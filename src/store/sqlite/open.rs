@@ -39,6 +39,11 @@ static MIGRATIONS: &[Step] = &[
         "dependencies",
         include_str!("../../../migrations/sqlite/0004_dependencies.sql"),
     ),
+    (
+        5,
+        "events",
+        include_str!("../../../migrations/sqlite/0005_events.sql"),
+    ),
 ];
 
 impl SqliteStore {

@@ -1,0 +1,255 @@
+//! Run events (docs/spec/events.md): what a run publishes as it goes, as plain data.
+//! [`RunEvent`] is one event (`{"seq", "run_id", "event", "at_ms", ...}` in JSON);
+//! [`EventKind`] what happened; [`transition_events`] the events one committed
+//! transition of a run makes, the one function both the live stream and the store's
+//! history are built with (so the two carry the same events under the same `seq`).
+
+use serde::de::Error as _;
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+use super::run_id::RunId;
+use super::run_state::RunState;
+use super::status::{RunStatus, TerminationReason};
+use super::trace::TraceItem;
+
+/// One event of a run. `seq` rises by one per run, without gaps, over every event but
+/// [`EventKind::ModelDelta`], which carries the `seq` of the event before it (and is never
+/// kept). Serialized as `{"seq", "run_id", "event", "at_ms", ...the kind's fields}`, with
+/// `"dropped": n` when a subscriber's buffer lost `n` events just before this one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunEvent {
+    /// The event's number in its run (1 for the first).
+    pub seq: u64,
+    /// The run.
+    pub run_id: RunId,
+    /// When it was published (milliseconds since the Unix epoch).
+    pub at_ms: u64,
+    /// What happened.
+    pub kind: EventKind,
+    /// Events this subscriber's bounded buffer dropped just before this one (0 in the
+    /// store's history and whenever nothing was lost).
+    pub dropped: u64,
+}
+
+/// What an event says happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
+pub enum EventKind {
+    /// The run took its first step (published before that step's events).
+    RunStarted {
+        /// The workflow's name.
+        workflow: String,
+    },
+    /// One trace item was committed.
+    Step {
+        /// The item's index in the run's trace.
+        index: usize,
+        /// The item, as in the trace.
+        item: TraceItem,
+    },
+    /// A chunk of a model's streamed answer (text or tool arguments); never kept.
+    ModelDelta {
+        /// The node whose model streams.
+        node: String,
+        /// The conversation turn.
+        turn: u32,
+        /// The chunk.
+        text: String,
+    },
+    /// What is now durable: the store holds the run up to its checkpoint `checkpoint`
+    /// (published only for a run driven through a store).
+    Checkpoint {
+        /// The store's checkpoint number (`RunInfo::seq`).
+        checkpoint: u64,
+        /// Steps taken, as committed.
+        steps: u32,
+        /// The trace's length, as committed (every `step` event below it is durable).
+        trace_len: usize,
+    },
+    /// The run paused, awaiting an answer.
+    Paused {
+        /// The question.
+        question: Option<String>,
+    },
+    /// The run ended.
+    RunEnded {
+        /// `completed`, `stopped` or `failed`.
+        status: RunStatus,
+        /// Why it ended.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        termination_reason: Option<TerminationReason>,
+        /// The error or guard message, when there is one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        /// Steps taken.
+        steps: u32,
+    },
+}
+
+impl EventKind {
+    /// The event's name, as in the `event` field.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::RunStarted { .. } => "run_started",
+            Self::Step { .. } => "step",
+            Self::ModelDelta { .. } => "model_delta",
+            Self::Checkpoint { .. } => "checkpoint",
+            Self::Paused { .. } => "paused",
+            Self::RunEnded { .. } => "run_ended",
+        }
+    }
+
+    /// True for the kinds kept with the run (all but `model_delta`).
+    pub fn is_kept(&self) -> bool {
+        !matches!(self, Self::ModelDelta { .. })
+    }
+
+    /// True for `run_ended`.
+    pub fn is_end(&self) -> bool {
+        matches!(self, Self::RunEnded { .. })
+    }
+}
+
+impl RunEvent {
+    /// Its JSON form.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).expect("an event is plain data")
+    }
+}
+
+impl Serialize for RunEvent {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let Value::Object(mut fields) =
+            serde_json::to_value(&self.kind).map_err(serde::ser::Error::custom)?
+        else {
+            return Err(serde::ser::Error::custom("an event kind is an object"));
+        };
+        let name = fields.remove("event");
+        let mut map = serializer.serialize_map(Some(fields.len() + 5))?;
+        map.serialize_entry("seq", &self.seq)?;
+        map.serialize_entry("run_id", &self.run_id)?;
+        map.serialize_entry("event", &name)?;
+        map.serialize_entry("at_ms", &self.at_ms)?;
+        for (k, v) in &fields {
+            map.serialize_entry(k, v)?;
+        }
+        if self.dropped > 0 {
+            map.serialize_entry("dropped", &self.dropped)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for RunEvent {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut fields = Map::<String, Value>::deserialize(deserializer)?;
+        let mut take = |key: &str| {
+            fields
+                .remove(key)
+                .ok_or_else(|| D::Error::custom(format!("an event needs `{key}`")))
+        };
+        let seq = serde_json::from_value(take("seq")?).map_err(D::Error::custom)?;
+        let run_id = serde_json::from_value(take("run_id")?).map_err(D::Error::custom)?;
+        let at_ms = serde_json::from_value(take("at_ms")?).map_err(D::Error::custom)?;
+        let dropped = match fields.remove("dropped") {
+            Some(v) => serde_json::from_value(v).map_err(D::Error::custom)?,
+            None => 0,
+        };
+        let kind = serde_json::from_value(Value::Object(fields)).map_err(D::Error::custom)?;
+        Ok(Self {
+            seq,
+            run_id,
+            at_ms,
+            kind,
+            dropped,
+        })
+    }
+}
+
+/// Where a transition's events start: the `seq` of its first event and the time they
+/// carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventStamp {
+    /// The `seq` of the first event (the run's last kept event's plus one).
+    pub first_seq: u64,
+    /// When (milliseconds since the Unix epoch).
+    pub at_ms: u64,
+}
+
+/// The events one committed transition of `run` makes, numbered from `stamp.first_seq`:
+/// `run_started` when it is the run's first event (`first_seq` 1), a `step` per trace
+/// item from index `trace_from`, then `paused` or `run_ended` when the run now waits for
+/// an answer or has ended, then, when the transition is durable as store checkpoint
+/// `checkpoint`, a `checkpoint` event. The same inputs give the same events: the store
+/// writes these and the driver publishes them.
+pub fn transition_events(
+    run: &RunState,
+    trace_from: usize,
+    checkpoint: Option<u64>,
+    stamp: EventStamp,
+) -> Vec<RunEvent> {
+    let items = run.trace.items.get(trace_from..).unwrap_or_default();
+    let mut kinds = Vec::with_capacity(items.len() + 3);
+    if stamp.first_seq <= 1 {
+        kinds.push(EventKind::RunStarted {
+            workflow: run.workflow.clone(),
+        });
+    }
+    for (i, item) in items.iter().enumerate() {
+        kinds.push(EventKind::Step {
+            index: trace_from + i,
+            item: item.clone(),
+        });
+    }
+    match run.status() {
+        RunStatus::AwaitingInput => kinds.push(EventKind::Paused {
+            question: run.question().map(str::to_string),
+        }),
+        status @ (RunStatus::Completed | RunStatus::Stopped | RunStatus::Failed) => {
+            kinds.push(EventKind::RunEnded {
+                status,
+                termination_reason: run.termination_reason(),
+                message: run.message().map(str::to_string),
+                steps: run.steps,
+            });
+        }
+        _ => {}
+    }
+    if let Some(checkpoint) = checkpoint {
+        kinds.push(EventKind::Checkpoint {
+            checkpoint,
+            steps: run.steps,
+            trace_len: run.trace.items.len(),
+        });
+    }
+    let first = stamp.first_seq.max(1);
+    kinds
+        .into_iter()
+        .zip(first..)
+        .map(|(kind, seq)| RunEvent {
+            seq,
+            run_id: run.run_id,
+            at_ms: stamp.at_ms,
+            kind,
+            dropped: 0,
+        })
+        .collect()
+}
+
+/// How many events [`transition_events`] makes for the same inputs, without making them.
+pub fn transition_event_count(
+    run: &RunState,
+    trace_from: usize,
+    checkpoint: Option<u64>,
+    first_seq: u64,
+) -> u64 {
+    let items = run.trace.items.len().saturating_sub(trace_from);
+    let status = !matches!(run.status(), RunStatus::Running);
+    u64::try_from(items).unwrap_or(u64::MAX)
+        + u64::from(first_seq <= 1)
+        + u64::from(status)
+        + u64::from(checkpoint.is_some())
+}

@@ -1,0 +1,395 @@
+//! Run events (docs/spec/events.md): numbered 1..=N without gaps, the same live and in
+//! the store's history (on both stores), a subscriber that never reads does not slow a
+//! run, and a full buffer drops `model_delta`s first and says how many it dropped.
+#![cfg(feature = "store")]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use pactgraph::runtime::{
+    EventKind, Executor, RunEvent, RunEvents, RunId, RunRecord, RunStatus, Subscription,
+};
+use pactgraph::store::{CreateOptions, DriveOptions, RunStore, StoredStatus, drive, drive_with};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use support::random_workflow::{input, workflow};
+use support::runtime::{builder, graph, rt};
+use support::stores::{backends, open};
+
+/// A loop of `max_steps` rule-decided steps, stopped by the step budget.
+fn ticker(max_steps: u32) -> Value {
+    json!({
+        "workflow": "ticker",
+        "slices": {"n": {}},
+        "budgets": {"max_steps": max_steps},
+        "entry": "root",
+        "supervisors": {"root": {"allow": ["tick"], "default": {"stop_global": {}}}},
+        "nodes": {"tick": {"supervisor": "root", "reads": ["n"], "writes": ["n"],
+            "triggers": [{"priority": 1, "when": true}],
+            "run": {"set": {"n": 1}}}}
+    })
+}
+
+/// A workflow that asks once, then ends on the answer.
+fn asker() -> Value {
+    json!({
+        "workflow": "asker",
+        "slices": {"clarification": {}},
+        "entry": "root",
+        "supervisors": {"root": {"allow": ["x"], "default": {"ask_clarification": {"question": "which?"}}}},
+        "nodes": {"x": {"supervisor": "root", "writes": ["clarification"], "terminal": true,
+            "triggers": [{"priority": 1, "when": {"path": "/clarification", "exists": true}}],
+            "run": {"set": {"clarification": 1}}}}
+    })
+}
+
+/// Everything buffered in `sub`, oldest first.
+fn drain(sub: &mut Subscription) -> Vec<RunEvent> {
+    std::iter::from_fn(|| sub.try_next()).collect()
+}
+
+/// Checks `events` are numbered `first..` by one, and returns the last seq.
+fn check_numbered(events: &[RunEvent], first: u64) -> u64 {
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e.seq, first + i as u64, "seq {i} of {events:#?}");
+    }
+    events.last().map_or(first - 1, |e| e.seq)
+}
+
+/// Proves the in-memory stream: run_started, one step per trace item (carrying it, at its
+/// index), run_ended with the outcome, numbered 1..=N; and the JSON shape.
+#[test]
+fn a_run_without_a_store_publishes_every_trace_item_in_order() {
+    let ex = builder(graph(ticker(5))).build().unwrap();
+    let events = RunEvents::new();
+    let mut sub = events.subscribe(1024);
+    let ex = ex.with_events(events);
+    let outcome = rt().block_on(ex.run(ex.start(json!({})).unwrap()));
+    let got = drain(&mut sub);
+    assert_eq!(check_numbered(&got, 1), got.len() as u64);
+    assert!(matches!(&got[0].kind, EventKind::RunStarted { workflow } if workflow == "ticker"));
+    let items: Vec<_> = got
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Step { index, item } => Some((*index, item.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(items.len(), outcome.trace.items.len());
+    for (i, (index, item)) in items.iter().enumerate() {
+        assert_eq!(*index, i);
+        assert_eq!(item, &outcome.trace.items[i]);
+    }
+    let last = got.last().unwrap();
+    assert_eq!(
+        last.kind,
+        EventKind::RunEnded {
+            status: RunStatus::Stopped,
+            termination_reason: outcome.termination_reason,
+            message: outcome.message.clone(),
+            steps: outcome.steps,
+        }
+    );
+    assert!(got.iter().all(|e| e.run_id == outcome_id(&got)));
+    // No store: nothing is durable, so no checkpoint events.
+    assert!(
+        !got.iter()
+            .any(|e| matches!(e.kind, EventKind::Checkpoint { .. }))
+    );
+    // The JSON: `seq, run_id, event, at_ms` first, then the kind's fields; it reads back.
+    let text = serde_json::to_string(&got[1]).unwrap();
+    assert!(
+        text.starts_with(&format!(
+            r#"{{"seq":2,"run_id":"{}","event":"step","at_ms":"#,
+            got[1].run_id
+        )),
+        "{text}"
+    );
+    let back: RunEvent = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, got[1]);
+}
+
+fn outcome_id(events: &[RunEvent]) -> RunId {
+    events[0].run_id
+}
+
+/// Proves a subscriber that never reads does not slow a run: a 2,000-step run with one
+/// (buffer 16) takes about as long as without; the buffer holds the 16 newest events and
+/// the first one delivered says how many were dropped.
+#[test]
+fn a_subscriber_that_never_reads_does_not_slow_a_run() {
+    const STEPS: u32 = 2_000;
+    let ex = builder(graph(ticker(STEPS))).build().unwrap();
+    let rt = rt();
+    let time = |ex: &Executor| {
+        let run = ex.start(json!({})).unwrap();
+        let start = Instant::now();
+        let outcome = rt.block_on(ex.run(run));
+        assert_eq!(outcome.steps, STEPS);
+        start.elapsed()
+    };
+    let mut plain = Duration::MAX;
+    let mut watched = Duration::MAX;
+    let mut last_sub = None;
+    // Interleaved, best of five each: the machine is shared.
+    for _ in 0..5 {
+        plain = plain.min(time(&ex));
+        let events = RunEvents::new();
+        let sub = events.subscribe(16);
+        watched = watched.min(time(&ex.with_events(events)));
+        last_sub = Some(sub);
+    }
+    let per_step = |d: Duration| d.as_nanos() as f64 / f64::from(STEPS) / 1000.0;
+    eprintln!(
+        "2,000 steps: {:.2} µs/step without a subscriber, {:.2} µs/step with one that \
+         never reads (best of 5)",
+        per_step(plain),
+        per_step(watched)
+    );
+    // Publishing costs a buffer push per event; a stalled reader adds nothing more.
+    assert!(
+        watched < plain * 3 + Duration::from_millis(20),
+        "{watched:?} with a stalled subscriber against {plain:?} without"
+    );
+    let mut sub = last_sub.unwrap();
+    assert_eq!(sub.buffered(), 16);
+    let got = drain(&mut sub);
+    let last = got.last().unwrap();
+    assert!(last.kind.is_end());
+    let total = last.seq;
+    assert_eq!(got[0].dropped, total - 16, "the first delivered says what was lost");
+    assert!(got[1..].iter().all(|e| e.dropped == 0));
+    assert_eq!(check_numbered(&got, total - 15), total);
+}
+
+/// Proves the drop order: a full buffer drops `model_delta`s (the incoming one, else the
+/// oldest buffered) before any kept event, and reports the count on the next delivered
+/// event; a delta carries the seq of the run's last kept event.
+#[test]
+fn a_full_buffer_drops_model_deltas_first() {
+    let events = RunEvents::new();
+    let mut sub = events.subscribe(4);
+    let id = RunId::new();
+    let kept = |seq| RunEvent {
+        seq,
+        run_id: id,
+        at_ms: 0,
+        kind: EventKind::Paused { question: None },
+        dropped: 0,
+    };
+    let deltas = events.publisher(id);
+    events.publish(&[kept(1)]);
+    deltas.model_delta("writer", 1, "a");
+    deltas.model_delta("writer", 1, "b");
+    events.publish(&[kept(2)]);
+    // Full (1, a, b, 2): a third delta is dropped itself.
+    deltas.model_delta("writer", 1, "c");
+    // A kept event takes the oldest delta's place, then the next one's.
+    events.publish(&[kept(3)]);
+    events.publish(&[kept(4)]);
+    // No delta left: the oldest event goes.
+    events.publish(&[kept(5)]);
+    let got = drain(&mut sub);
+    let seqs: Vec<u64> = got.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, [2, 3, 4, 5]);
+    assert_eq!(got[0].dropped, 4, "c, a, b, then event 1");
+    assert!(got[1..].iter().all(|e| e.dropped == 0));
+    // Deltas carry the seq of the event before them, and are never numbered themselves.
+    events.publish(&[kept(6)]);
+    deltas.model_delta("writer", 2, "d");
+    let got = drain(&mut sub);
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[1].seq, 6);
+    assert_eq!(got[1].kind.name(), "model_delta");
+    assert_eq!(
+        serde_json::to_value(&got[1]).unwrap(),
+        json!({"seq": 6, "run_id": id, "event": "model_delta", "at_ms": got[1].at_ms,
+               "node": "writer", "turn": 2, "text": "d"})
+    );
+    // Every RunEvents clone gone: the subscription ends once drained.
+    drop(deltas);
+    drop(events);
+    assert_eq!(rt().block_on(sub.next()), None);
+}
+
+/// Proves, on each store, that a driven run's live events are its history: the same
+/// events, numbered 1..=N without gaps, a checkpoint event closing each transition; a
+/// pause and its answer (another driver) continue the numbering.
+#[test]
+fn history_equals_the_live_stream_across_a_pause_on_both_stores() {
+    let rt = rt();
+    for backend in backends() {
+        rt.block_on(async {
+            let store = open(backend).await;
+            let g = graph(asker());
+            let document = g.to_document();
+            let ex = builder(g).build().unwrap();
+            let record = RunRecord::new(document, ex.start(json!({})).unwrap());
+            let id = record.run_id;
+            store
+                .create(&record, &CreateOptions::default())
+                .await
+                .unwrap();
+            assert!(store.events(id, 0, 100).await.unwrap().is_empty());
+
+            let events = RunEvents::new();
+            let mut sub = events.subscribe(1024);
+            let paused = drive(
+                &ex.with_events(events),
+                &*store,
+                id,
+                "a",
+                &DriveOptions::default(),
+            )
+            .await
+            .unwrap();
+            assert_eq!(paused.status(), RunStatus::AwaitingInput);
+            let first = drain(&mut sub);
+            let names: Vec<&str> = first.iter().map(|e| e.kind.name()).collect();
+            assert_eq!(names.first(), Some(&"run_started"));
+            assert_eq!(&names[names.len() - 2..], ["paused", "checkpoint"]);
+            let mid = check_numbered(&first, 1);
+            assert_eq!(store.events(id, 0, 1000).await.unwrap(), first);
+
+            let events = RunEvents::new();
+            let mut sub = events.subscribe(1024);
+            let done = drive_with(
+                &ex.with_events(events),
+                &*store,
+                id,
+                "b",
+                &DriveOptions::default(),
+                pactgraph::store::Continue::Answer("this one".into()),
+            )
+            .await
+            .unwrap();
+            assert_eq!(done.status(), RunStatus::Completed);
+            let second = drain(&mut sub);
+            let last = check_numbered(&second, mid + 1);
+            assert_eq!(second[0].kind.name(), "step", "the resume item first");
+            let ended = second
+                .iter()
+                .find(|e| e.kind.is_end())
+                .expect("a run_ended");
+            assert!(matches!(
+                ended.kind,
+                EventKind::RunEnded {
+                    status: RunStatus::Completed,
+                    ..
+                }
+            ));
+            assert_eq!(second.last().unwrap().kind.name(), "checkpoint");
+            let history = store.events(id, 0, 1000).await.unwrap();
+            assert_eq!(history, [first, second.clone()].concat());
+            assert_eq!(store.last_event_seq(id).await.unwrap(), last);
+            // Read from a seq: what an SSE client resuming after `mid` gets.
+            assert_eq!(store.events(id, mid, 1000).await.unwrap(), second);
+            assert_eq!(store.events(id, mid, 2).await.unwrap(), second[..2]);
+            // Every step item of the trace is in the history once, at its index.
+            let trace = store.load(id).await.unwrap().record.run.trace().items.clone();
+            let stepped: Vec<_> = history
+                .iter()
+                .filter_map(|e| match &e.kind {
+                    EventKind::Step { index, item } => Some((*index, item.clone())),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(stepped.len(), trace.len());
+            assert!(stepped.iter().all(|(i, item)| &trace[*i] == item));
+        });
+    }
+}
+
+/// Proves a cancel written by the store itself (a paused run) keeps numbering on.
+#[test]
+fn a_cancel_by_the_store_ends_the_history() {
+    let rt = rt();
+    for backend in backends() {
+        rt.block_on(async {
+            let store = open(backend).await;
+            let g = graph(asker());
+            let document = g.to_document();
+            let ex = builder(g).build().unwrap();
+            let record = RunRecord::new(document, ex.start(json!({})).unwrap());
+            let id = record.run_id;
+            store
+                .create(&record, &CreateOptions::default())
+                .await
+                .unwrap();
+            drive(&ex, &*store, id, "a", &DriveOptions::default())
+                .await
+                .unwrap();
+            let before = store.last_event_seq(id).await.unwrap();
+            assert!(before > 0, "events are kept without any subscriber");
+            let info = store.cancel(id).await.unwrap();
+            assert_eq!(info.status, StoredStatus::Stopped);
+            let history = store.events(id, 0, 1000).await.unwrap();
+            check_numbered(&history, 1);
+            let tail: Vec<&str> = history[before as usize..]
+                .iter()
+                .map(|e| e.kind.name())
+                .collect();
+            assert_eq!(tail, ["step", "run_ended", "checkpoint"]);
+        });
+    }
+}
+
+proptest! {
+    // Each case opens a fresh store on each backend.
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// For any run, stopped after any `k` checkpoints and finished by another driver: the
+    /// events are numbered 1..=N without gaps, history equals the two live streams one
+    /// after the other, and the step events are the trace (as the in-memory stream's are).
+    #[test]
+    fn for_any_run_seqs_have_no_gaps_and_history_is_live(seed in any::<u64>(), k in 0u64..30) {
+        let (doc, _) = workflow(seed);
+        let g = graph(doc);
+        let document = g.to_document();
+        let ex = builder(g).build().unwrap();
+        let rt = rt();
+        let initial = input(seed);
+
+        // In memory.
+        let events = RunEvents::new();
+        let mut sub = events.subscribe(100_000);
+        let mem = rt.block_on(ex.with_events(events).run(ex.start(initial.clone()).unwrap()));
+        let live = drain(&mut sub);
+        prop_assert_eq!(check_numbered(&live, 1), live.len() as u64);
+        prop_assert!(live.last().unwrap().kind.is_end());
+        let mem_steps: Vec<_> = live.iter().filter(|e| e.kind.name() == "step").cloned()
+            .map(|e| e.kind).collect();
+        prop_assert_eq!(mem_steps.len(), mem.trace.items.len());
+
+        for backend in backends() {
+            let (document, initial) = (document.clone(), initial.clone());
+            rt.block_on(async {
+                let store = open(backend).await;
+                let record = RunRecord::new(document, ex.start(initial).unwrap());
+                let id = record.run_id;
+                store.create(&record, &CreateOptions::default()).await.unwrap();
+                let mut live = Vec::new();
+                for (owner, options) in [
+                    ("a", DriveOptions::default().max_checkpoints(k)),
+                    ("b", DriveOptions::default()),
+                ] {
+                    let events = RunEvents::new();
+                    let mut sub = events.subscribe(100_000);
+                    drive(&ex.with_events(events), &*store, id, owner, &options).await.unwrap();
+                    live.extend(drain(&mut sub));
+                }
+                let n = check_numbered(&live, 1);
+                prop_assert_eq!(n, live.len() as u64);
+                let history = store.events(id, 0, 100_000).await.unwrap();
+                prop_assert_eq!(&history, &live);
+                prop_assert!(history.iter().any(|e| e.kind.is_end()));
+                // The frozen clock: the same trace items as the in-memory run's.
+                let steps: Vec<_> = history.iter().filter(|e| e.kind.name() == "step")
+                    .map(|e| e.kind.clone()).collect();
+                prop_assert_eq!(&steps, &mem_steps);
+                Ok::<(), TestCaseError>(())
+            })?;
+        }
+    }
+}
