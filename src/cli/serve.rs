@@ -41,6 +41,13 @@ pub struct ServeArgs {
     /// The lease taken on each run driven here (`30s`).
     #[arg(long, value_name = "DUR", default_value = "30s")]
     pub lease: String,
+    /// How often an idle event stream (`/api/runs/{id}/events`) sends a keep-alive
+    /// comment.
+    #[arg(long, value_name = "DUR", default_value = "15s")]
+    pub keep_alive: String,
+    /// Event streams followed at once (more get 503).
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_streams: usize,
     /// How often the workers ask the store for runnable runs.
     #[arg(long, value_name = "DUR", default_value = "100ms")]
     pub poll: String,
@@ -139,7 +146,11 @@ fn options(args: &ServeArgs) -> Result<(SocketAddr, ServeOptions), ExitCode> {
     if lease < Duration::from_millis(100) {
         return Err(exit::usage("--lease must be at least 100ms"));
     }
-    options = options.lease(lease).poll(parse("--poll", &args.poll)?);
+    options = options
+        .lease(lease)
+        .poll(parse("--poll", &args.poll)?)
+        .keep_alive(parse("--keep-alive", &args.keep_alive)?.max(Duration::from_millis(100)))
+        .max_streams(args.max_streams);
     Ok((addr, options))
 }
 

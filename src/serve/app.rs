@@ -48,6 +48,12 @@ pub struct AppState {
     pub lease: Duration,
     /// `--max-body`.
     pub max_body: u64,
+    /// The event streams followed at once (a permit each).
+    pub streams: Arc<tokio::sync::Semaphore>,
+    /// How often an event stream looks for new events.
+    pub event_poll: Duration,
+    /// How often an idle event stream sends a keep-alive comment.
+    pub keep_alive: Duration,
 }
 
 /// Shared state.
@@ -90,6 +96,7 @@ pub fn router(state: Shared, cors: Option<HeaderValue>) -> Router {
         .route("/runs/{id}/trace", get(routes::runs::trace))
         .route("/runs/{id}/state", get(routes::runs::state))
         .route("/runs/{id}/messages", get(routes::runs::messages))
+        .route("/runs/{id}/events", get(routes::events::events))
         .route("/runs/{id}/resume", post(routes::runs::resume))
         .route("/runs/{id}/cancel", post(routes::runs::cancel))
         .route("/session", post(routes::session))

@@ -40,6 +40,9 @@ pub enum ApiError {
     /// 413: the body is over `--max-body` (what and by how much).
     #[error("{0}")]
     TooLarge(String),
+    /// 503: the server is at a limit (event streams); try again later.
+    #[error("{0}")]
+    Busy(String),
     /// 501: Graphviz's `dot` is not installed on the server.
     #[error("{0}")]
     NotImplemented(String),
@@ -67,6 +70,7 @@ impl ApiError {
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
+            Self::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -79,6 +83,7 @@ impl ApiError {
             Self::Conflict(_) => "conflict",
             Self::TooLarge(_) => "body_too_large",
             Self::NotImplemented(_) => "not_implemented",
+            Self::Busy(_) => "busy",
             Self::Internal(_) => "internal",
         }
     }

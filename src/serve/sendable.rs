@@ -110,3 +110,13 @@ pub fn drive<'a, S: RunStore>(
 ) -> BoxFut<'a, Result<RunState, StoreError>> {
     Box::pin(drive_with(executor, s, id, owner, options, how))
 }
+
+/// [`RunStore::events`].
+pub fn events<S: RunStore>(
+    s: &S,
+    id: RunId,
+    after: u64,
+    limit: usize,
+) -> BoxFut<'_, Result<Vec<crate::runtime::RunEvent>, StoreError>> {
+    Box::pin(s.events(id, after, limit))
+}

@@ -35,6 +35,12 @@ pub struct ServeOptions {
     pub cors: Option<String>,
     /// The largest request body, in bytes (`--max-body`).
     pub max_body: u64,
+    /// Event streams followed at once (more get 503).
+    pub max_streams: usize,
+    /// How often an event stream looks for new events in the store.
+    pub event_poll: Duration,
+    /// How often an idle event stream sends a keep-alive comment.
+    pub keep_alive: Duration,
 }
 
 impl Default for ServeOptions {
@@ -47,6 +53,9 @@ impl Default for ServeOptions {
             token: None,
             cors: None,
             max_body: 10 * 1024 * 1024,
+            max_streams: 256,
+            event_poll: Duration::from_millis(50),
+            keep_alive: Duration::from_secs(15),
         }
     }
 }
@@ -80,6 +89,21 @@ impl ServeOptions {
     /// Cross-origin requests from `origin` only.
     pub fn cors(mut self, origin: impl Into<String>) -> Self {
         self.cors = Some(origin.into());
+        self
+    }
+    /// At most `n` event streams at once.
+    pub fn max_streams(mut self, n: usize) -> Self {
+        self.max_streams = n;
+        self
+    }
+    /// Event streams look for new events every `every`.
+    pub fn event_poll(mut self, every: Duration) -> Self {
+        self.event_poll = every;
+        self
+    }
+    /// Idle event streams send a keep-alive comment every `every`.
+    pub fn keep_alive(mut self, every: Duration) -> Self {
+        self.keep_alive = every;
         self
     }
     /// Bodies of at most `bytes`.
@@ -143,6 +167,9 @@ pub async fn serve(
         stop: stop.clone(),
         lease: options.lease,
         max_body: options.max_body,
+        streams: Arc::new(tokio::sync::Semaphore::new(options.max_streams)),
+        event_poll: options.event_poll,
+        keep_alive: options.keep_alive,
     });
     let app = router(Arc::clone(&state), cors);
     let trigger = stop.clone();

@@ -1,5 +1,6 @@
 //! The handlers: runs, workflows, and the few routes outside `/api`.
 
+pub mod events;
 pub mod runs;
 pub mod workflows;
 

@@ -96,7 +96,7 @@ pub async fn list(
 }
 
 /// The run a path's `{id}` names (a full id, a unique prefix or a name): 404 when none.
-async fn find(state: &Shared, key: &str) -> Result<RunId, ApiError> {
+pub(super) async fn find(state: &Shared, key: &str) -> Result<RunId, ApiError> {
     sendable::find(&state.store, key)
         .await
         .map_err(|e| match e {
