@@ -287,7 +287,9 @@ pub fn sse(
     mut enough: impl FnMut(&SseRead) -> bool,
 ) -> SseRead {
     let mut s = TcpStream::connect(addr).expect("connects");
-    let mut head = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n");
+    let mut head = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\nConnection: close\r\n"
+    );
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
