@@ -19,7 +19,11 @@ fn start(s: &Server, body: &Value) -> String {
     let r = s.call("POST", "/api/runs", Some(body));
     assert_eq!(r.status, 201, "{}", r.text());
     let v = r.json();
-    assert_eq!(v["status"], "queued", "{v}");
+    // Queued; a worker of the server may have taken it before the answer was written.
+    assert!(
+        ["queued", "running", "completed"].contains(&v["status"].as_str().unwrap_or("")),
+        "{v}"
+    );
     v["run_id"].as_str().expect("run_id").to_string()
 }
 
