@@ -12,52 +12,15 @@ use axum::http::{HeaderName, HeaderValue, Method, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::request_id::{
     MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
 };
 use tower_http::trace::TraceLayer;
 
-use super::ExecutorFor;
-use super::auth::Auth;
-use super::catalog::Catalog;
 use super::error::ApiError;
-use super::metrics::Metrics;
 use super::routes;
-use crate::store::AnyStore;
-
-/// What every handler shares.
-pub struct AppState {
-    /// The run store.
-    pub store: AnyStore,
-    /// The documents under `--workflows`.
-    pub catalog: Catalog,
-    /// The executor of a stored run.
-    pub executor_for: ExecutorFor,
-    /// The token, when `--token-env` was given.
-    pub auth: Option<Auth>,
-    /// `/metrics`.
-    pub metrics: Metrics,
-    /// The runs resumed through the API, driven here.
-    pub tasks: TaskTracker,
-    /// Cancelled when the server stops: drives are interrupted, streams end.
-    pub stop: CancellationToken,
-    /// The lease taken on a run driven here.
-    pub lease: Duration,
-    /// `--max-body`.
-    pub max_body: u64,
-    /// The event streams followed at once (a permit each).
-    pub streams: Arc<tokio::sync::Semaphore>,
-    /// How often an event stream looks for new events.
-    pub event_poll: Duration,
-    /// How often an idle event stream sends a keep-alive comment.
-    pub keep_alive: Duration,
-}
-
-/// Shared state.
-pub type Shared = Arc<AppState>;
+use super::state::Shared;
 
 /// The header that carries the request id (set when absent, echoed in the response).
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
