@@ -57,6 +57,8 @@ pub mod contracts;
 pub mod graph;
 pub mod model;
 pub mod runtime;
+#[cfg(feature = "serve")]
+pub mod serve;
 #[cfg(feature = "store")]
 pub mod store;
 pub mod validator;

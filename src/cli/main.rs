@@ -10,6 +10,7 @@ mod resume;
 mod run;
 mod runs;
 mod schema;
+mod serve;
 mod store;
 mod stream;
 mod validate;
@@ -50,6 +51,9 @@ enum Command {
     /// Runs kept in the run store: list, show, resume, cancel, prune, graph, export.
     #[command(subcommand)]
     Runs(runs::RunsCommand),
+    /// Serve the HTTP API over the run store (workflows from --workflows; with --workers
+    /// N it also runs queued runs) until SIGINT or SIGTERM.
+    Serve(serve::ServeArgs),
     /// Check every contract rule and print all diagnostics (exit 0 valid, 1 invalid).
     Validate(validate::ValidateArgs),
 }
@@ -62,6 +66,7 @@ fn main() -> ExitCode {
         Command::Resume(args) => resume::run(args),
         Command::Runs(command) => runs::run(command),
         Command::Worker(args) => worker::run(&args),
+        Command::Serve(args) => serve::run(&args),
         Command::Dot(args) => dot::run(&args),
         Command::Validate(args) => validate::run(&args),
     }

@@ -99,20 +99,21 @@ impl StoredStatus {
         }
     }
 
+    /// Every status, in the order of a run's life.
+    pub const ALL: [StoredStatus; 8] = [
+        StoredStatus::Queued,
+        StoredStatus::Waiting,
+        StoredStatus::Running,
+        StoredStatus::Interrupted,
+        StoredStatus::AwaitingInput,
+        StoredStatus::Completed,
+        StoredStatus::Stopped,
+        StoredStatus::Failed,
+    ];
+
     /// Reads a status written by [`StoredStatus::as_str`].
     pub fn parse(text: &str) -> Option<Self> {
-        [
-            StoredStatus::Queued,
-            StoredStatus::Waiting,
-            StoredStatus::Running,
-            StoredStatus::Interrupted,
-            StoredStatus::AwaitingInput,
-            StoredStatus::Completed,
-            StoredStatus::Stopped,
-            StoredStatus::Failed,
-        ]
-        .into_iter()
-        .find(|s| s.as_str() == text)
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
     }
 
     /// The stored status of a run state (a running run is `running`).
@@ -266,6 +267,8 @@ pub struct RunFilter {
     pub include_expired: bool,
     /// At most this many runs (the newest).
     pub limit: Option<usize>,
+    /// Only runs older than this one (ids sort by creation): the next page after it.
+    pub before: Option<RunId>,
 }
 
 impl RunFilter {
@@ -287,6 +290,11 @@ impl RunFilter {
     /// The newest `n` runs only.
     pub fn limit(mut self, n: usize) -> Self {
         self.limit = Some(n);
+        self
+    }
+    /// Runs created before run `id` only (the page after it).
+    pub fn before(mut self, id: RunId) -> Self {
+        self.before = Some(id);
         self
     }
 }

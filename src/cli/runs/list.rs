@@ -4,9 +4,8 @@ use std::process::ExitCode;
 
 use clap::ValueEnum;
 use comfy_table::{Table, presets};
-use pactgraph::runtime::RunId;
+use pactgraph::serve::views::list_rows;
 use pactgraph::store::{RunFilter, RunInfo, RunStore, StoredStatus};
-use serde::Serialize;
 
 use crate::exit;
 use crate::outcome::write_json;
@@ -42,32 +41,6 @@ pub enum ListFormat {
     Table,
     /// A JSON array, one object per run.
     Json,
-}
-
-/// One run as `runs list --format json` prints it (keys in this order).
-#[derive(Serialize)]
-struct Row<'a> {
-    run_id: RunId,
-    name: Option<&'a str>,
-    workflow: &'a str,
-    status: StoredStatus,
-    termination_reason: Option<&'static str>,
-    steps: u32,
-    created_ms: u64,
-    updated_ms: u64,
-    expires_ms: Option<u64>,
-    waits_on: Option<String>,
-}
-
-/// What a run that is not moving waits on: an answer, its dependencies, or the owner
-/// stepping it.
-pub fn waits_on(info: &RunInfo) -> Option<String> {
-    match info.status {
-        StoredStatus::AwaitingInput => Some("an answer".into()),
-        StoredStatus::Waiting => Some("its dependencies".into()),
-        StoredStatus::Running => info.owner.as_ref().map(|o| format!("owner {o}")),
-        _ => None,
-    }
 }
 
 /// The status with its reason when that says more (`stopped (cancelled)`).
@@ -115,36 +88,12 @@ pub async fn run(args: ListArgs) -> ExitCode {
         eprintln!("pactgraph: the newest {limit} runs; --limit 0 lists them all");
     }
     // What each run waits on: its open dependencies for a waiting run.
-    let mut waits = Vec::with_capacity(runs.len());
-    for i in &runs {
-        waits.push(match super::deps::waiting_on(&store, i).await {
-            Some(text) => Some(text),
-            None => waits_on(i),
-        });
-    }
+    let rows = list_rows(&store, &runs).await;
     match format {
-        ListFormat::Json => {
-            let rows: Vec<Row<'_>> = runs
-                .iter()
-                .zip(&waits)
-                .map(|(i, waits)| Row {
-                    run_id: i.id,
-                    name: i.name.as_deref(),
-                    workflow: &i.workflow,
-                    status: i.status,
-                    termination_reason: i.termination_reason.map(|r| r.as_str()),
-                    steps: i.steps,
-                    created_ms: i.created_ms,
-                    updated_ms: i.updated_ms,
-                    expires_ms: i.expires_ms,
-                    waits_on: waits.clone(),
-                })
-                .collect();
-            match write_json(Ok(std::io::stdout().lock()), &rows, "\n") {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => exit::failed(&format!("cannot write the list: {e}")),
-            }
-        }
+        ListFormat::Json => match write_json(Ok(std::io::stdout().lock()), &rows, "\n") {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => exit::failed(&format!("cannot write the list: {e}")),
+        },
         ListFormat::Table => {
             if runs.is_empty() {
                 println!("no runs");
@@ -155,7 +104,7 @@ pub async fn run(args: ListArgs) -> ExitCode {
             table.load_preset(presets::NOTHING).set_header([
                 "ID", "NAME", "WORKFLOW", "STATUS", "STEPS", "UPDATED", "EXPIRES", "WAITS ON",
             ]);
-            for (i, waits) in runs.iter().zip(&waits) {
+            for (i, row) in runs.iter().zip(&rows) {
                 table.add_row([
                     i.id.to_string(),
                     i.name.clone().unwrap_or_else(|| "-".into()),
@@ -164,7 +113,7 @@ pub async fn run(args: ListArgs) -> ExitCode {
                     i.steps.to_string(),
                     ago(i.updated_ms, now),
                     expires_text(i.expires_ms, now),
-                    waits.clone().unwrap_or_else(|| "-".into()),
+                    row.waits_on.clone().unwrap_or_else(|| "-".into()),
                 ]);
             }
             println!("{table}");

@@ -3,7 +3,6 @@
 
 mod accounting;
 mod cancel;
-mod deps;
 mod export;
 mod graph;
 mod list;

@@ -3,8 +3,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use pactgraph::runtime::{Clock, TerminationReason};
-use pactgraph::store::{Continue, RunStore, StoredStatus};
+use pactgraph::runtime::Clock;
+use pactgraph::serve::{ResumeRefused, plan_resume};
+use pactgraph::store::{Continue, RunStore};
 
 use crate::drive::{Target, continue_run, executor_of};
 use crate::exit;
@@ -61,76 +62,18 @@ pub async fn run(args: ResumeArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return store::error(&e),
     };
-    let info = &stored.info;
-    let reason = info.termination_reason;
     let budget = stored.record.document.budgets.max_steps;
-    let refuse = |why: String| exit::failed(&format!("run {id} {why}"));
-    let how = match (info.status, reason) {
-        (StoredStatus::Completed, _) => {
-            return refuse("is completed: there is nothing to resume".into());
-        }
-        (StoredStatus::Stopped, Some(TerminationReason::Cancelled)) => {
-            return refuse("was cancelled: a cancelled run cannot be resumed".into());
-        }
-        (StoredStatus::Running, _) => {
-            return refuse(format!(
-                "is running, held by `{}`: it cannot be resumed while its owner runs it",
-                info.owner.as_deref().unwrap_or("?")
-            ));
-        }
-        (StoredStatus::AwaitingInput, _) => match answer.clone() {
-            Some(a) => Continue::Answer(a),
-            None => {
-                return exit::usage(&format!(
-                    "run {id} awaits input: give the answer with --answer TEXT"
-                ));
-            }
-        },
-        (StoredStatus::Stopped, Some(TerminationReason::MaxStepsExceeded)) => match max_steps {
-            Some(n) if n > budget => Continue::Reopen(None),
-            _ => {
-                return refuse(format!(
-                    "stopped at its step budget ({budget}): give a higher --max-steps"
-                ));
-            }
-        },
-        (StoredStatus::Stopped, r) => {
-            return refuse(format!(
-                "stopped ({}): only a run stopped by max_steps_exceeded can be resumed",
-                r.map_or("no reason", |r| r.as_str())
-            ));
-        }
-        (
-            StoredStatus::Failed,
-            Some(r @ (TerminationReason::DependencyFailed | TerminationReason::DependencyTimeout)),
-        ) => {
-            return refuse(format!(
-                "failed before its first step ({r}): resuming cannot change its dependencies; \
-                 start a new run"
-            ));
-        }
-        (StoredStatus::Failed, _) => Continue::Reopen(None),
-        _ => Continue::AsStored,
+    let how = match plan_resume(&stored.info, answer.as_deref(), max_steps, budget) {
+        Ok(how) => how,
+        Err(ResumeRefused::Conflict(message)) => return exit::failed(&message),
+        Err(ResumeRefused::Usage(message)) => return exit::usage(&message),
     };
-    if answer_given_but_unused(&how, &answer) {
-        return exit::usage(&format!(
-            "run {id} is {}: --answer is only for a run awaiting input",
-            info.status
-        ));
-    }
     let mut graph = match stored.record.graph() {
         Ok(g) => g,
         Err(e) => return exit::failed(&format!("run {id}: {e}")),
     };
     let mut how = how;
     if let Some(n) = max_steps {
-        if !matches!(how, Continue::Reopen(_)) {
-            return exit::usage(&format!(
-                "run {id} is {}: --max-steps is for a run stopped by max_steps_exceeded or \
-                 failed",
-                info.status
-            ));
-        }
         graph = match with_max_steps(graph, n) {
             Ok(g) => g,
             Err(code) => return code,
@@ -149,8 +92,4 @@ pub async fn run(args: ResumeArgs) -> ExitCode {
         None,
     )
     .await
-}
-
-fn answer_given_but_unused(how: &Continue, answer: &Option<String>) -> bool {
-    answer.is_some() && !matches!(how, Continue::Answer(_))
 }

@@ -7,13 +7,13 @@ use clap::ValueEnum;
 use comfy_table::{Table, presets};
 use pactgraph::runtime::{Accounting, RunId};
 use pactgraph::store::{RunStore, StoredRun};
-use serde_json::{Value, json};
 
 use super::accounting::accounting_table;
-use super::list::{expires_text, pactgraph_now_ms, status_text, waits_on};
+use super::list::{expires_text, pactgraph_now_ms, status_text};
 use crate::exit;
 use crate::outcome::write_json;
 use crate::store::{self, StoreArgs, ago};
+use pactgraph::serve::views::{Links, links, show_json, waits_on};
 
 /// The arguments of `pactgraph runs show`.
 #[derive(clap::Args, Debug, Clone)]
@@ -53,7 +53,7 @@ pub async fn run(args: ShowArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return store::error(&e),
     };
-    let links = match super::deps::links(&store, id).await {
+    let links = match links(&store, id).await {
         Ok(l) => l,
         Err(e) => return store::error(&e),
     };
@@ -73,50 +73,11 @@ pub async fn run(args: ShowArgs) -> ExitCode {
     }
 }
 
-/// `runs show --format json`: `{run: {run_id, ...}, question, message, usage_total, accounting,
-/// dependencies, trace?, state?}`.
-fn show_json(stored: &StoredRun, trace: bool, state: bool) -> Value {
-    let info = &stored.info;
-    let run = &stored.record.run;
-    let mut out = json!({
-        "run": {
-            "run_id": info.id,
-            "name": info.name,
-            "workflow": info.workflow,
-            "status": info.status,
-            "termination_reason": info.termination_reason.map(|r| r.as_str()),
-            "steps": info.steps,
-            "seq": info.seq,
-            "attempt": info.attempt,
-            "created_ms": info.created_ms,
-            "updated_ms": info.updated_ms,
-            "expires_ms": info.expires_ms,
-            "owner": info.owner,
-            "lease_expires_ms": info.lease_expires_ms,
-            "cancel_requested": info.cancel_requested,
-            "digest": info.digest,
-            "workflow_file": stored.record.workflow_file,
-        },
-        "question": run.question(),
-        "message": run.message(),
-        "usage_total": run.usage_total(),
-        "accounting": Accounting::from_trace(run.trace()),
-        "dependencies": [],
-    });
-    if trace {
-        out["trace"] = serde_json::to_value(run.trace()).unwrap_or(Value::Null);
-    }
-    if state {
-        out["state"] = run.state_json();
-    }
-    out
-}
-
 fn rfc3339(ms: u64) -> String {
     humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
 }
 
-fn show_human(stored: &StoredRun, links: &super::deps::Links, trace: bool, state: bool) -> String {
+fn show_human(stored: &StoredRun, links: &Links, trace: bool, state: bool) -> String {
     let info = &stored.info;
     let run = &stored.record.run;
     let now = pactgraph_now_ms();

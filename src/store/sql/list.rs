@@ -24,7 +24,7 @@ impl<B: Backend> Store<B> {
         // in Rust, so a page may match fewer than it holds); without a limit, one page.
         let page = filter.limit.map(|l| to_i64(l.max(128) as u64 * 2));
         let mut out = Vec::new();
-        let mut before: Option<String> = None;
+        let mut before: Option<String> = filter.before.map(|id| id.to_string());
         let statement = format!(
             "SELECT {INFO} FROM runs WHERE ($1 IS NULL OR workflow = $1) \
              AND ($2 OR expires_ms IS NULL OR expires_ms > $3) \
