@@ -38,7 +38,10 @@ fn check_events(events: &[Value], run_id: &str) {
 
 /// The kinds of `events`, in order.
 fn kinds(events: &[Value]) -> Vec<&str> {
-    events.iter().map(|e| e["event"].as_str().unwrap()).collect()
+    events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect()
 }
 
 /// Proves `run --stream` prints one event a line, numbered without gaps, then the same
@@ -125,7 +128,11 @@ fn runs_watch_follows_a_worker_from_before_during_and_after() {
             let status = child.wait().unwrap();
             assert_eq!(status.code(), Some(0), "{tag}: {:?}", b.outputs(tag));
         }
-        assert!(worker.wait().unwrap().success(), "{:?}", b.outputs("worker"));
+        assert!(
+            worker.wait().unwrap().success(),
+            "{:?}",
+            b.outputs("worker")
+        );
         assert_eq!(b.status("w"), "completed");
         let after = b.run(&["runs", "watch", "w"]);
         assert_eq!(after.code, 0, "{}", after.err);

@@ -158,7 +158,11 @@ fn a_subscriber_that_never_reads_does_not_slow_a_run() {
     let last = got.last().unwrap();
     assert!(last.kind.is_end());
     let total = last.seq;
-    assert_eq!(got[0].dropped, total - 16, "the first delivered says what was lost");
+    assert_eq!(
+        got[0].dropped,
+        total - 16,
+        "the first delivered says what was lost"
+    );
     assert!(got[1..].iter().all(|e| e.dropped == 0));
     assert_eq!(check_numbered(&got, total - 15), total);
 }
@@ -287,7 +291,15 @@ fn history_equals_the_live_stream_across_a_pause_on_both_stores() {
             assert_eq!(store.events(id, mid, 1000).await.unwrap(), second);
             assert_eq!(store.events(id, mid, 2).await.unwrap(), second[..2]);
             // Every step item of the trace is in the history once, at its index.
-            let trace = store.load(id).await.unwrap().record.run.trace().items.clone();
+            let trace = store
+                .load(id)
+                .await
+                .unwrap()
+                .record
+                .run
+                .trace()
+                .items
+                .clone();
             let stepped: Vec<_> = history
                 .iter()
                 .filter_map(|e| match &e.kind {

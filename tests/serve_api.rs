@@ -19,7 +19,11 @@ fn start(s: &Server, body: &Value) -> String {
     let r = s.call("POST", "/api/runs", Some(body));
     assert_eq!(r.status, 201, "{}", r.text());
     let v = r.json();
-    assert_eq!(v["status"], "queued", "{v}");
+    // Queued; a worker of the server may have taken it before the answer was written.
+    assert!(
+        ["queued", "running", "completed"].contains(&v["status"].as_str().unwrap_or("")),
+        "{v}"
+    );
     v["run_id"].as_str().expect("run_id").to_string()
 }
 
@@ -30,7 +34,10 @@ fn a_run_started_through_the_api_is_finished_by_the_embedded_worker() {
     for b in Bench::each(BIN.as_ref()) {
         b.file("ticker.json", &ticker_json(3, 20));
         b.file("asker.json", ASKER);
-        b.file("broken.json", r#"{"workflow": "broken", "entry": "nowhere"}"#);
+        b.file(
+            "broken.json",
+            r#"{"workflow": "broken", "entry": "nowhere"}"#,
+        );
         let s = Server::start(&b, "serve", &["--workers", "2", "--poll", "20ms"]);
 
         // Workflows: each document by its `workflow` name, valid or not.
@@ -44,17 +51,28 @@ fn a_run_started_through_the_api_is_finished_by_the_embedded_worker() {
             .filter_map(|w| w["name"].as_str())
             .collect();
         assert_eq!(names, ["asker", "broken", "ticker"], "{list}");
-        let broken = list.as_array().unwrap().iter().find(|w| w["name"] == "broken").unwrap();
+        let broken = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["name"] == "broken")
+            .unwrap();
         assert_eq!(broken["valid"], false);
-        assert!(!broken["diagnostics"].as_array().unwrap().is_empty(), "{broken}");
+        assert!(
+            !broken["diagnostics"].as_array().unwrap().is_empty(),
+            "{broken}"
+        );
         let ticker = s.get("/api/workflows/ticker").json();
         assert_eq!(ticker["valid"], true);
         assert_eq!(ticker["file"], "ticker.json");
         assert_eq!(ticker["document"]["workflow"], "ticker");
 
-        let id = start(&s, &json!({"workflow": "ticker", "input": {"n": 0}, "name": "first"}));
+        let id = start(
+            &s,
+            &json!({"workflow": "ticker", "input": {"n": 0}, "name": "first"}),
+        );
         let shown = s.wait_status(&id, "completed");
-        assert_eq!(shown["run"]["steps"], 3 + 1, "{shown}");
+        assert_eq!(shown["run"]["steps"], 3, "{shown}");
         assert_eq!(shown["run"]["name"], "first");
         // As `runs show --format json`, byte for byte but for the times.
         let cli = b.run(&["runs", "show", &id, "--format", "json"]).json();
@@ -73,7 +91,11 @@ fn a_run_started_through_the_api_is_finished_by_the_embedded_worker() {
         // The graph with the run's path, as DOT and SVG.
         let dot = s.get(&format!("/api/workflows/ticker/graph.dot?run={id}"));
         assert_eq!(dot.status, 200);
-        assert!(dot.header("content-type").unwrap().starts_with("text/vnd.graphviz"));
+        assert!(
+            dot.header("content-type")
+                .unwrap()
+                .starts_with("text/vnd.graphviz")
+        );
         let plain = s.get("/api/workflows/ticker/graph.dot").text();
         assert!(plain.starts_with("digraph"), "{plain}");
         assert_ne!(dot.text(), plain, "the run's path is painted");
@@ -107,14 +129,30 @@ fn a_run_started_through_the_api_is_finished_by_the_embedded_worker() {
         let metrics = s.get("/metrics");
         assert_eq!(metrics.status, 200);
         let text = metrics.text();
-        assert!(text.contains("pactgraph_runs{status=\"completed\"} 2"), "{text}");
-        assert!(text.contains("pactgraph_steps_total 8"), "{text}");
-        assert!(text.contains("pactgraph_step_duration_seconds_count 8"), "{text}");
-        assert!(text.contains("pactgraph_model_tokens_total{direction=\"input\"} 0"), "{text}");
+        assert!(
+            text.contains("pactgraph_runs{status=\"completed\"} 2"),
+            "{text}"
+        );
+        assert!(text.contains("pactgraph_steps_total 5"), "{text}");
+        assert!(
+            text.contains("pactgraph_step_duration_seconds_count 5"),
+            "{text}"
+        );
+        assert!(
+            text.contains("pactgraph_model_tokens_total{direction=\"input\"} 0"),
+            "{text}"
+        );
         assert!(text.contains("pactgraph_model_cost_usd_total 0"), "{text}");
         // Every response carries a request id, and the log names it.
-        let rid = health.header("x-request-id").expect("a request id").to_string();
-        assert!(s.wait_until(Duration::from_secs(5), || s.log().contains(&rid)), "{}", s.log());
+        let rid = health
+            .header("x-request-id")
+            .expect("a request id")
+            .to_string();
+        assert!(
+            s.wait_until(Duration::from_secs(5), || s.log().contains(&rid)),
+            "{}",
+            s.log()
+        );
     }
 }
 
@@ -127,7 +165,13 @@ fn resume_and_cancel_as_the_commands() {
         b.file("ticker.json", &ticker_json(2, 20));
         // No workers: runs stay queued until resumed through the API.
         let s = Server::start(&b, "serve", &[]);
-        let r = b.run(&["run", b.dir.join("asker.json").to_str().unwrap(), "--quiet", "--name", "ask"]);
+        let r = b.run(&[
+            "run",
+            b.dir.join("asker.json").to_str().unwrap(),
+            "--quiet",
+            "--name",
+            "ask",
+        ]);
         assert_eq!(r.code, 4, "{}", r.err);
         let shown = s.get("/api/runs/ask").json();
         assert_eq!(shown["run"]["status"], "awaiting_input");
@@ -136,13 +180,21 @@ fn resume_and_cancel_as_the_commands() {
         let no_answer = s.call("POST", "/api/runs/ask/resume", Some(&json!({})));
         assert_eq!(no_answer.status, 400, "{}", no_answer.text());
         assert!(no_answer.text().contains("answer"));
-        let resumed = s.call("POST", "/api/runs/ask/resume", Some(&json!({"answer": "blue"})));
+        let resumed = s.call(
+            "POST",
+            "/api/runs/ask/resume",
+            Some(&json!({"answer": "blue"})),
+        );
         assert_eq!(resumed.status, 202, "{}", resumed.text());
         let done = s.wait_status("ask", "completed");
         assert_eq!(done["run"]["status"], "completed");
         let state = s.get("/api/runs/ask/state").json();
         assert_eq!(state["clarification"], 1, "{state}");
-        let again = s.call("POST", "/api/runs/ask/resume", Some(&json!({"answer": "red"})));
+        let again = s.call(
+            "POST",
+            "/api/runs/ask/resume",
+            Some(&json!({"answer": "red"})),
+        );
         assert_eq!(again.status, 409, "{}", again.text());
         assert_eq!(again.error_code(), "conflict");
         assert!(again.text().contains("completed"));
@@ -175,29 +227,81 @@ fn resume_and_cancel_as_the_commands() {
 fn every_error_status_with_a_json_body() {
     let b = Bench::new(BIN);
     b.file("ticker.json", &ticker_json(2, 20));
-    b.file("broken.json", r#"{"workflow": "broken", "entry": "nowhere"}"#);
+    b.file(
+        "broken.json",
+        r#"{"workflow": "broken", "entry": "nowhere"}"#,
+    );
     let s = Server::start(&b, "serve", &["--max-body", "1KB"]);
     let post = |path: &str, body: &str| {
-        request(&s.addr, "POST", path, &[("Content-Type", "application/json")], Some(body.as_bytes()))
+        request(
+            &s.addr,
+            "POST",
+            path,
+            &[("Content-Type", "application/json")],
+            Some(body.as_bytes()),
+        )
     };
     let cases: Vec<(serve_support::Resp, u16, &str)> = vec![
         (post("/api/runs", "{\"workflow\": "), 400, "bad_json"),
-        (post("/api/runs", "[1, 2"), 400, "bad_json"),
-        (post("/api/runs", r#"{"workflow": "ticker", "colour": "red"}"#), 400, "bad_request"),
+        (
+            post("/api/runs", "{\"workflow\": \"ticker\",  "),
+            400,
+            "bad_json",
+        ),
+        (post("/api/runs", "[1, 2]"), 400, "bad_request"),
+        (
+            post("/api/runs", r#"{"workflow": "ticker", "colour": "red"}"#),
+            400,
+            "bad_request",
+        ),
         (post("/api/runs", r#"{"workflow": 7}"#), 400, "bad_request"),
-        (post("/api/runs", r#"{"workflow": "ticker", "input": {"nope": 1}}"#), 400, "invalid_input"),
-        (post("/api/runs", r#"{"workflow": "ticker", "input": [1]}"#), 400, "invalid_input"),
-        (post("/api/runs", r#"{"workflow": "ticker", "ttl": "soon"}"#), 400, "bad_request"),
-        (post("/api/runs", r#"{"workflow": "broken"}"#), 400, "invalid_workflow"),
-        (post("/api/runs", r#"{"workflow": "nowhere"}"#), 404, "unknown_workflow"),
-        (post("/api/runs", r#"{"workflow": "ticker", "after": ["01ZZZZZZZZZZZZZZZZZZZZZZZZ"]}"#), 404, "unknown_run"),
+        (
+            post(
+                "/api/runs",
+                r#"{"workflow": "ticker", "input": {"nope": 1}}"#,
+            ),
+            400,
+            "invalid_input",
+        ),
+        (
+            post("/api/runs", r#"{"workflow": "ticker", "input": [1]}"#),
+            400,
+            "invalid_input",
+        ),
+        (
+            post("/api/runs", r#"{"workflow": "ticker", "ttl": "soon"}"#),
+            400,
+            "bad_request",
+        ),
+        (
+            post("/api/runs", r#"{"workflow": "broken"}"#),
+            400,
+            "invalid_workflow",
+        ),
+        (
+            post("/api/runs", r#"{"workflow": "nowhere"}"#),
+            404,
+            "unknown_workflow",
+        ),
+        (
+            post(
+                "/api/runs",
+                r#"{"workflow": "ticker", "after": ["01ZZZZZZZZZZZZZZZZZZZZZZZZ"]}"#,
+            ),
+            404,
+            "unknown_run",
+        ),
         (post("/api/runs/nosuchrun/resume", "{}"), 404, "unknown_run"),
         (post("/api/runs/nosuchrun/cancel", ""), 404, "unknown_run"),
         (s.get("/api/runs/nosuchrun"), 404, "unknown_run"),
         (s.get("/api/runs/nosuchrun/trace"), 404, "unknown_run"),
         (s.get("/api/runs/nosuchrun/events"), 404, "unknown_run"),
         (s.get("/api/workflows/nowhere"), 404, "unknown_workflow"),
-        (s.get("/api/workflows/nowhere/graph.dot"), 404, "unknown_workflow"),
+        (
+            s.get("/api/workflows/nowhere/graph.dot"),
+            404,
+            "unknown_workflow",
+        ),
         (s.get("/api/nothing/here"), 404, "unknown_path"),
         (s.get("/nothing"), 404, "unknown_path"),
         (s.get("/api/runs?status=sleeping"), 400, "bad_query"),
@@ -205,28 +309,57 @@ fn every_error_status_with_a_json_body() {
         (s.get("/api/runs?limit=many"), 400, "bad_query"),
         (s.get("/api/runs?before=xyz"), 400, "bad_query"),
         (s.get("/api/runs?colour=red"), 400, "bad_query"),
-        (post("/api/runs", &format!("{{\"workflow\": \"{}\"}}", "x".repeat(2000))), 413, "body_too_large"),
+        (
+            post(
+                "/api/runs",
+                &format!("{{\"workflow\": \"{}\"}}", "x".repeat(2000)),
+            ),
+            413,
+            "body_too_large",
+        ),
     ];
     for (i, (resp, status, code)) in cases.iter().enumerate() {
         assert_eq!(resp.status, *status, "case {i}: {}", resp.text());
         assert_eq!(resp.error_code(), *code, "case {i}: {}", resp.text());
     }
     // The invalid input carries the diagnostics, naming where.
-    let bad = post("/api/runs", r#"{"workflow": "ticker", "input": {"nope": 1}}"#).json();
+    let bad = post(
+        "/api/runs",
+        r#"{"workflow": "ticker", "input": {"nope": 1}}"#,
+    )
+    .json();
     assert_eq!(bad["error"]["diagnostics"][0]["pointer"], "/input");
     assert!(bad["error"]["message"].as_str().unwrap().contains("nope"));
     let broken = post("/api/runs", r#"{"workflow": "broken"}"#).json();
-    assert!(!broken["error"]["diagnostics"].as_array().unwrap().is_empty());
+    assert!(
+        !broken["error"]["diagnostics"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
     // The unknown field is named.
     let unknown = post("/api/runs", r#"{"workflow": "ticker", "colour": "red"}"#).json();
-    assert!(unknown["error"]["message"].as_str().unwrap().contains("colour"), "{unknown}");
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("colour"),
+        "{unknown}"
+    );
     // A name taken: 409.
     start(&s, &json!({"workflow": "ticker", "name": "once"}));
-    let taken = s.call("POST", "/api/runs", Some(&json!({"workflow": "ticker", "name": "once"})));
+    let taken = s.call(
+        "POST",
+        "/api/runs",
+        Some(&json!({"workflow": "ticker", "name": "once"})),
+    );
     assert_eq!(taken.status, 409, "{}", taken.text());
     // A run of another workflow over this graph: 400.
     let id = start(&s, &json!({"workflow": "ticker"}));
-    b.file("other.json", &ticker_json(2, 20).replace("\"ticker\"", "\"other\""));
+    b.file(
+        "other.json",
+        &ticker_json(2, 20).replace("\"ticker\"", "\"other\""),
+    );
     let other = s.get(&format!("/api/workflows/other/graph.dot?run={id}"));
     assert_eq!(other.status, 400, "{}", other.text());
     drop(s);

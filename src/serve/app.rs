@@ -118,7 +118,7 @@ pub fn router(state: Shared, cors: Option<HeaderValue>) -> Router {
     if let Some(origin) = cors {
         app = app.layer(
             CorsLayer::new()
-                .allow_origin(AllowOrigin::exact(origin))
+                .allow_origin(AllowOrigin::list([origin]))
                 .allow_methods([Method::GET, Method::POST])
                 .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, REQUEST_ID]),
         );

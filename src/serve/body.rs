@@ -31,9 +31,8 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
         } else {
             &bytes
         };
-        let de = &mut serde_json::Deserializer::from_slice(bytes);
-        serde_path_to_error::deserialize(de)
-            .map(JsonBody)
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let value = serde_path_to_error::deserialize(&mut de)
             .map_err(|e| {
                 let path = e.path().to_string();
                 let inner = e.into_inner();
@@ -48,6 +47,10 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
                     format!(" at `{path}`")
                 };
                 ApiError::bad(code, format!("the body{at}: {inner}"))
-            })
+            })?;
+        // Nothing but white space after the value.
+        de.end()
+            .map_err(|e| ApiError::bad("bad_json", format!("the body: {e}")))?;
+        Ok(JsonBody(value))
     }
 }

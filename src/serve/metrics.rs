@@ -114,7 +114,14 @@ impl Metrics {
     pub fn observe_run(&self, run: &RunState, since_ms: u64) {
         // A step's duration: its longest item (a fork's members run side by side).
         let mut steps: BTreeMap<u32, u64> = BTreeMap::new();
-        for item in run.trace().items.iter().filter(|i| i.at_ms >= since_ms) {
+        // Items numbered past the steps taken are the run's closing decision, not a step.
+        let taken = run.steps();
+        for item in run
+            .trace()
+            .items
+            .iter()
+            .filter(|i| i.at_ms >= since_ms && i.step < taken)
+        {
             let longest = steps.entry(item.step).or_default();
             *longest = (*longest).max(item.duration_us);
             let Some(usage) = item.detail.as_ref().and_then(|d| d.usage.as_ref()) else {

@@ -164,7 +164,9 @@ impl Resp {
     pub fn error_code(&self) -> String {
         let v = self.json();
         assert!(
-            v["error"]["message"].as_str().is_some_and(|m| !m.is_empty()),
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
             "an error with a message: {v}"
         );
         v["error"]["code"].as_str().expect("error.code").to_string()
@@ -202,7 +204,8 @@ pub fn send_raw(addr: &str, raw: &[u8]) -> Resp {
     let _ = s.write_all(raw);
     let mut buf = Vec::new();
     let _ = s.read_to_end(&mut buf);
-    parse(&buf).unwrap_or_else(|| panic!("not an HTTP response: {:?}", String::from_utf8_lossy(&buf)))
+    parse(&buf)
+        .unwrap_or_else(|| panic!("not an HTTP response: {:?}", String::from_utf8_lossy(&buf)))
 }
 
 /// Parses a whole response.
@@ -219,7 +222,11 @@ pub fn parse(buf: &[u8]) -> Option<Resp> {
     let chunked = headers
         .iter()
         .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
-    let body = if chunked { dechunk(rest).0 } else { rest.to_vec() };
+    let body = if chunked {
+        dechunk(rest).0
+    } else {
+        rest.to_vec()
+    };
     Some(Resp {
         status,
         headers,
@@ -280,7 +287,9 @@ pub fn sse(
     mut enough: impl FnMut(&SseRead) -> bool,
 ) -> SseRead {
     let mut s = TcpStream::connect(addr).expect("connects");
-    let mut head = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n");
+    let mut head = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\nConnection: close\r\n"
+    );
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -306,8 +315,15 @@ pub fn sse(
         }
         if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
             let head = String::from_utf8_lossy(&raw[..end]).to_string();
-            read.status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-            let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+            read.status = head
+                .split(' ')
+                .nth(1)
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(0);
+            let body = if head
+                .to_ascii_lowercase()
+                .contains("transfer-encoding: chunked")
+            {
                 dechunk(&raw[end + 4..]).0
             } else {
                 raw[end + 4..].to_vec()
