@@ -85,7 +85,7 @@ pub async fn unknown_api(uri: Uri) -> ApiError {
     }
 }
 
-/// Any other unknown path: 404 (the web UI comes later).
+/// Any other unknown path: 404 (the web UI's pages are routed by `serve::ui`).
 pub async fn unknown(uri: Uri) -> ApiError {
     ApiError::NotFound {
         code: "unknown_path",
