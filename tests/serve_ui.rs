@@ -52,7 +52,7 @@ fn the_runs_list_links_a_run_whose_page_draws_the_path_taken() {
     b.file("broken.json", r#"{"workflow": "broken", "entry": "nowhere"}"#);
     let s = Server::start(&b, "serve", &["--workers", "1", "--poll", "20ms"]);
     let id = start(&s, &json!({"workflow": "ticker", "input": {"n": 0}, "name": "first"}));
-    s.wait_status(&id, "completed");
+    let steps = s.wait_status(&id, "completed")["run"]["steps"].to_string();
     let paused = start(&s, &json!({"workflow": "asker", "input": {}}));
     s.wait_status(&paused, "awaiting_input");
     let base = format!("http://{}", s.addr);
@@ -128,8 +128,9 @@ fn the_runs_list_links_a_run_whose_page_draws_the_path_taken() {
             // The summary, the timeline and the trace.
             let status = br.js("return document.querySelector('#summary dd[data-key=status]').innerText").await?;
             ensure!(status.as_str().is_some_and(|t| t.contains("completed")), "status: {status}");
+            let shown_steps = &steps;
             let steps = br.js("return document.querySelector('#summary dd[data-key=steps]').innerText").await?;
-            ensure!(steps == "4", "steps: {steps}");
+            ensure!(steps == shown_steps.as_str(), "steps: {steps}, the API says {shown_steps}");
             let bars = br.js("return document.querySelectorAll('#timeline li.bar').length").await?;
             ensure!(bars == 3, "{bars} timeline bars, one per node run");
             let rows = br.js("return document.querySelectorAll('#trace tbody tr').length").await?;
@@ -286,6 +287,61 @@ fn with_a_token_the_page_asks_once_and_keeps_an_http_only_cookie() {
                 br.js("return Boolean(document.querySelector('tr[data-workflow=asker]'))").await? == true,
                 "the workflows after a reload"
             );
+            Ok(())
+        }
+        .await;
+        browser.finish(result).await;
+    });
+}
+
+/// Proves the timeline puts concurrent steps side by side: the advisors of the shipped
+/// advisors example run at once, so their bars overlap in time and sit on separate lanes.
+#[test]
+fn the_timeline_shows_concurrent_advisors_side_by_side() {
+    let b = Bench::new(BIN);
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/workflows");
+    let doc = std::fs::read_to_string(examples.join("advisors_review.json")).expect("the example");
+    b.file("advisors_review.json", &doc);
+    std::fs::create_dir_all(b.dir.join("agents")).expect("agents/");
+    for program in ["reviewer.py", "advisor.py"] {
+        std::fs::copy(examples.join("agents").join(program), b.dir.join("agents").join(program))
+            .expect("the example's program");
+    }
+    let s = Server::start(&b, "serve", &["--workers", "1", "--poll", "20ms"]);
+    let name = serde_json::from_str::<Value>(&doc).expect("JSON")["workflow"]
+        .as_str()
+        .expect("a name")
+        .to_string();
+    let id = start(&s, &json!({"workflow": name, "input": {"draft": {"text": "Ship it next week."}}}));
+    let ended = s.wait_until(std::time::Duration::from_secs(60), || {
+        let v = s.get(&format!("/api/runs/{id}")).json();
+        ["completed", "stopped", "failed"].contains(&v["run"]["status"].as_str().unwrap_or(""))
+    });
+    assert!(ended, "the advisors run did not end: {}", s.log());
+    let base = format!("http://{}", s.addr);
+
+    runtime().block_on(async {
+        let Some(browser) = Browser::start("advisors").await else {
+            return;
+        };
+        let result: Step<()> = async {
+            let br = &browser;
+            br.open(&format!("{base}/runs/{id}")).await?;
+            let advisors = br
+                .until("the advisors' bars", "return document.querySelectorAll('#timeline li.bar-advisor').length")
+                .await?;
+            ensure!(advisors.as_u64().is_some_and(|n| n >= 2), "{advisors} advisor bars");
+            let lanes = br
+                .js("return [...new Set([...document.querySelectorAll('#timeline li.bar-advisor')].map(b => b.dataset.lane))].length")
+                .await?;
+            ensure!(lanes.as_u64().is_some_and(|n| n >= 2), "the advisors on {lanes} lane(s)");
+            // Side by side: bars on different lanes overlap horizontally.
+            let overlap = br
+                .js("const r = [...document.querySelectorAll('#timeline li.bar-advisor')].map(b => b.getBoundingClientRect()); \
+                     return r.some((a, i) => r.some((b, j) => i !== j && a.top !== b.top && a.left < b.right && b.left < a.right))")
+                .await?;
+            ensure!(overlap == true, "no two advisor bars overlap in time");
+            br.for_docs("advisors").await?;
             Ok(())
         }
         .await;

@@ -25,7 +25,7 @@ function summary(shown, trace) {
     : run.updated_ms - run.created_ms;
   const rows = [
     ['Status', [badge(run.status), run.cancel_requested ? ' (cancel requested)' : '']],
-    ['Reason', run.termination_reason ?? ''],
+    run.termination_reason ? ['Reason', run.termination_reason] : null,
     ['Workflow', h('a', { href: `/workflows/${enc(run.workflow)}` }, run.workflow)],
     ['Steps', String(run.steps)],
     ['Duration', duration(took)],
@@ -33,8 +33,8 @@ function summary(shown, trace) {
     ['Cost', usage.cost_usd !== undefined ? `$${Number(usage.cost_usd).toFixed(4)}` : '$0'],
     ['Created', when(run.created_ms)],
     ['Updated', when(run.updated_ms)],
-    ['Owner', run.owner ?? ''],
-  ];
+  ].filter(Boolean);
+  if (run.owner) rows.push(['Owner', run.owner]);
   if (shown.message) rows.push(['Message', shown.message]);
   const deps = shown.dependencies ?? {};
   if (deps.after?.length) {
@@ -104,6 +104,13 @@ function conversations(messages) {
   });
 }
 
+function stateView(state) {
+  if (state === null || typeof state !== 'object') return h('p', { class: 'muted' }, 'No state.');
+  const { system, ...slices } = state;
+  return [json(slices), system === undefined ? null
+    : h('details', {}, h('summary', {}, 'The runtime\'s own part (system: budgets, call stack, trace)'), json(system))];
+}
+
 /** Renders run `id`'s page into `main`; returns a function that stops following it. */
 export async function runPage(main, id) {
   const title = h('h1', {}, 'Run ', h('span', { class: 'mono' }, id));
@@ -120,10 +127,12 @@ export async function runPage(main, id) {
   const live = h('p', { id: 'live', class: 'muted', role: 'status', 'aria-live': 'polite' });
   const said = h('p', { id: 'said', role: 'status', 'aria-live': 'polite' });
   replace(main, title, live,
-    section('summary', 'Summary', boxes.summary),
-    section('controls', 'Controls', boxes.controls, said),
-    section('graph', 'Graph and path taken', h('p', { class: 'muted' },
-      'The path is drawn in red; the numbers on an edge are the steps that took it.'), boxes.graph),
+    h('div', { class: 'overview' },
+      h('div', {},
+        section('summary', 'Summary', boxes.summary),
+        section('controls', 'Controls', boxes.controls, said)),
+      section('graph', 'Graph and path taken', h('p', { class: 'muted' },
+        'The path is drawn in red; the numbers on an edge are the steps that took it.'), boxes.graph)),
     section('timeline', 'Timeline', boxes.timeline),
     section('trace', 'Trace', boxes.trace),
     section('accounting', 'Accounting by owner', boxes.accounting),
@@ -145,7 +154,15 @@ export async function runPage(main, id) {
       const answer = await api(path, { method: 'POST', body });
       said.textContent = `${what}: the run is ${answer.status}${answer.cancel_requested ? ' (it stops at its next step)' : ''}.`;
       controlsKey = '';
-      await refresh();
+      // The store may still show the old status for a moment (a resumed run is claimed
+      // before it moves): read again until it changed, then follow the run's events.
+      const before = shown ? `${shown.run.status}|${shown.run.steps}|${shown.run.cancel_requested}` : '';
+      for (let i = 0; i < 40; i += 1) {
+        await refresh();
+        const now = shown ? `${shown.run.status}|${shown.run.steps}|${shown.run.cancel_requested}` : '';
+        if (now !== before || events) break;
+        await new Promise((resolve) => { setTimeout(resolve, 250); });
+      }
       follow();
     } catch (error) {
       replace(said, problem(error));
@@ -204,7 +221,7 @@ export async function runPage(main, id) {
       replace(boxes.trace, traceTable(trace, doc));
       replace(boxes.accounting, accountingTable(s.accounting));
       replace(boxes.messages, conversations(messages));
-      replace(boxes.state, state === null ? h('p', { class: 'muted' }, 'No state.') : json(state));
+      replace(boxes.state, stateView(state));
       if (run.steps !== drawnSteps || drawnSteps < 0) {
         drawnSteps = run.steps;
         await drawGraph(boxes.graph, run.workflow, run.run_id);

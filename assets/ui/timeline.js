@@ -36,9 +36,31 @@ export function lanes(bars) {
   return ends.length;
 }
 
+/**
+ * Advisors and a team cycle's turns run at once and are recorded together when the last
+ * one finishes (same `at_ms`): they all started when the longest did.
+ */
+export function alignConcurrent(bars) {
+  const groups = new Map();
+  for (const bar of bars) {
+    if (bar.kind !== 'advisor' && bar.kind !== 'team') continue;
+    const key = `${bar.kind}@${bar.end}`;
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(bar);
+  }
+  for (const group of groups.values()) {
+    const start = Math.min(...group.map((b) => b.start));
+    for (const bar of group) {
+      bar.end = start + (bar.end - bar.start);
+      bar.start = start;
+    }
+  }
+  return bars;
+}
+
 /** The timeline of `trace` (an element). */
 export function timeline(trace) {
-  const bars = trace.map(barOf).filter(Boolean);
+  const bars = alignConcurrent(trace.map(barOf).filter(Boolean));
   if (!bars.length) {
     return h('p', { class: 'muted' }, 'No node run yet.');
   }
@@ -54,6 +76,8 @@ export function timeline(trace) {
     const text = `${bar.label} (${bar.kind}, step ${bar.step}): ${duration(bar.end - bar.start)}`;
     const li = h('li', { class: `bar bar-${bar.kind}`, title: bar.reason ? `${text}. ${bar.reason}` : text },
       h('span', {}, text));
+    // A narrow bar's label goes beside it, on the side with room.
+    if (width < 15) li.classList.add('narrow', left > 50 ? 'label-before' : 'label-after');
     li.dataset.lane = String(bar.lane);
     li.dataset.kind = bar.kind;
     // Placed with the CSSOM (no style attribute: the page's policy allows no inline style).

@@ -216,7 +216,27 @@ impl Browser {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("docs/images")
             .join(format!("serve-{name}.png"));
-        self.screenshot(&path).await?;
+        // The whole page, not only the window: as tall as the document (at most 2400 px).
+        let height = self
+            .js("return document.documentElement.scrollHeight")
+            .await?
+            .as_u64()
+            .unwrap_or(1000)
+            .clamp(600, 2400);
+        let resize = |h: u64| {
+            let client = self.client.clone();
+            async move {
+                client
+                    .set_window_size(1280, u32::try_from(h).unwrap_or(1000))
+                    .await
+                    .map_err(|e| format!("resizing the window: {e}"))
+            }
+        };
+        resize(height).await?;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let shot = self.screenshot(&path).await;
+        resize(1000).await?;
+        shot?;
         eprintln!("wrote {}", path.display());
         Ok(())
     }
