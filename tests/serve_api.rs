@@ -81,7 +81,7 @@ fn a_run_started_through_the_api_is_finished_by_the_embedded_worker() {
         // Trace, state, messages.
         let trace = s.get(&format!("/api/runs/{id}/trace")).json();
         assert!(trace.as_array().is_some_and(|t| t.len() >= 3), "{trace}");
-        let state = s.get(&format!("/api/runs/first/state")).json();
+        let state = s.get("/api/runs/first/state").json();
         assert_eq!(state["n"], 3, "{state}");
         assert_eq!(state["done"], true);
         let messages = s.get(&format!("/api/runs/{id}/messages")).json();

@@ -68,7 +68,7 @@ fn events_stream_history_then_live_and_resume_from_last_event_id() {
         // Resumed after event 2: 3.. only.
         let again = sse(
             &s.addr,
-            &format!("/api/runs/live/events"),
+            "/api/runs/live/events",
             &[("Last-Event-ID", "2")],
             Duration::from_secs(30),
             |_| false,

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use clap::Args;
 use pactgraph::serve::{ServeOptions, serve};
-use tokio::signal::unix::{SignalKind, signal};
 
 use crate::exit;
 use crate::store::{self, StoreArgs};
@@ -179,14 +178,9 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             Ok(None) => return exit::usage("serve needs a run store, not --store none"),
             Err(code) => return code,
         };
-        let (mut int, mut term) = match (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        ) {
-            (Ok(i), Ok(t)) => (i, t),
-            (Err(e), _) | (_, Err(e)) => {
-                return exit::failed(&format!("cannot watch for signals: {e}"));
-            }
+        let signalled = match crate::worker::stop_signal() {
+            Ok(s) => s,
+            Err(code) => return code,
         };
         let listener = match tokio::net::TcpListener::bind(addr).await {
             Ok(l) => l,
@@ -201,10 +195,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             if options.token.is_some() { ", token required" } else { "" }
         );
         let stop = async move {
-            let name = tokio::select! {
-                _ = int.recv() => "SIGINT",
-                _ = term.recv() => "SIGTERM",
-            };
+            let name = signalled.await;
             tracing::info!(target: "pactgraph::serve", "{name}: stopping (runs in flight are interrupted)");
         };
         let executor_for = Arc::new(crate::worker::executor_for);

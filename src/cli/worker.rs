@@ -50,6 +50,26 @@ pub fn executor_for(stored: &StoredRun) -> Result<Executor, String> {
     crate::drive::executor_of(&stored.record, graph, Clock::System)
 }
 
+/// Watches SIGINT and SIGTERM (from now on): resolves to the name of the first one
+/// received. Exit 1 when they cannot be watched.
+pub fn stop_signal() -> Result<impl Future<Output = &'static str> + Send + 'static, ExitCode> {
+    let (mut int, mut term) = match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(i), Ok(t)) => (i, t),
+        (Err(e), _) | (_, Err(e)) => {
+            return Err(exit::failed(&format!("cannot watch for signals: {e}")));
+        }
+    };
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => "SIGINT",
+            _ = term.recv() => "SIGTERM",
+        }
+    })
+}
+
 /// `pactgraph worker ...`.
 pub fn run(args: &WorkerArgs) -> ExitCode {
     init_logging();
@@ -80,20 +100,12 @@ pub fn run(args: &WorkerArgs) -> ExitCode {
             Ok(None) => return exit::usage("a worker needs a run store, not --store none"),
             Err(code) => return code,
         };
-        let (mut int, mut term) = match (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        ) {
-            (Ok(i), Ok(t)) => (i, t),
-            (Err(e), _) | (_, Err(e)) => {
-                return exit::failed(&format!("cannot watch for signals: {e}"));
-            }
+        let signalled = match stop_signal() {
+            Ok(s) => s,
+            Err(code) => return code,
         };
         let stop = async {
-            let name = tokio::select! {
-                _ = int.recv() => "SIGINT",
-                _ = term.recv() => "SIGTERM",
-            };
+            let name = signalled.await;
             tracing::info!(target: "pactgraph::worker", "{name}: interrupting the runs in flight and stopping");
         };
         let options = WorkerOptions::default()

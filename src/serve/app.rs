@@ -12,70 +12,49 @@ use axum::http::{HeaderName, HeaderValue, Method, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use tower_http::cors::{AllowOrigin, CorsLayer};
-use tower_http::request_id::{
-    MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
-};
 use tower_http::trace::TraceLayer;
 
-use super::ExecutorFor;
-use super::auth::Auth;
-use super::catalog::Catalog;
 use super::error::ApiError;
-use super::metrics::Metrics;
 use super::routes;
-use crate::store::AnyStore;
-
-/// What every handler shares.
-pub struct AppState {
-    /// The run store.
-    pub store: AnyStore,
-    /// The documents under `--workflows`.
-    pub catalog: Catalog,
-    /// The executor of a stored run.
-    pub executor_for: ExecutorFor,
-    /// The token, when `--token-env` was given.
-    pub auth: Option<Auth>,
-    /// `/metrics`.
-    pub metrics: Metrics,
-    /// The runs resumed through the API, driven here.
-    pub tasks: TaskTracker,
-    /// Cancelled when the server stops: drives are interrupted, streams end.
-    pub stop: CancellationToken,
-    /// The lease taken on a run driven here.
-    pub lease: Duration,
-    /// `--max-body`.
-    pub max_body: u64,
-    /// The event streams followed at once (a permit each).
-    pub streams: Arc<tokio::sync::Semaphore>,
-    /// How often an event stream looks for new events.
-    pub event_poll: Duration,
-    /// How often an idle event stream sends a keep-alive comment.
-    pub keep_alive: Duration,
-}
-
-/// Shared state.
-pub type Shared = Arc<AppState>;
+use super::state::Shared;
 
 /// The header that carries the request id (set when absent, echoed in the response).
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// Request ids `req-<process start>-<n>`: unique per server, rising.
+/// Request ids `<pid in hex>-<n>`: unique per server, rising.
 #[derive(Clone, Debug)]
 struct Ids {
     prefix: Arc<str>,
     next: Arc<AtomicU64>,
 }
 
-impl MakeRequestId for Ids {
-    fn make_request_id<B>(&mut self, _request: &axum::http::Request<B>) -> Option<RequestId> {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        HeaderValue::from_str(&format!("{}-{n}", self.prefix))
-            .ok()
-            .map(RequestId::new)
-    }
+/// Gives the request an id (`X-Request-Id`, kept when the client sent a short printable
+/// one) before it is logged, and echoes it in the response.
+async fn request_id(State(ids): State<Ids>, mut req: Request, next: Next) -> Response {
+    let given = req
+        .headers()
+        .get(REQUEST_ID)
+        .filter(|v| {
+            v.len() <= 64
+                && v.to_str()
+                    .is_ok_and(|t| t.chars().all(|c| c.is_ascii_graphic()))
+        })
+        .cloned();
+    let id = match given {
+        Some(v) => v,
+        None => {
+            let n = ids.next.fetch_add(1, Ordering::Relaxed);
+            match HeaderValue::from_str(&format!("{}-{n}", ids.prefix)) {
+                Ok(v) => v,
+                Err(_) => return next.run(req).await,
+            }
+        }
+    };
+    req.headers_mut().insert(REQUEST_ID, id.clone());
+    let mut res = next.run(req).await;
+    res.headers_mut().insert(REQUEST_ID, id);
+    res
 }
 
 /// The router over `state`, with CORS for `cors` when given.
@@ -123,36 +102,35 @@ pub fn router(state: Shared, cors: Option<HeaderValue>) -> Router {
                 .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, REQUEST_ID]),
         );
     }
-    app.layer(PropagateRequestIdLayer::new(REQUEST_ID))
-        .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(|req: &Request| {
-                    let id = req
-                        .headers()
-                        .get(REQUEST_ID)
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or("-");
-                    // The path only: a query names runs and filters, never a secret, but
-                    // there is no need to log it.
-                    tracing::info_span!(
-                        target: "pactgraph::serve",
-                        "request",
-                        id = %id,
-                        method = %req.method(),
-                        path = %req.uri().path(),
-                    )
-                })
-                .on_request(())
-                .on_response(|res: &Response, latency: Duration, _span: &tracing::Span| {
-                    tracing::info!(
-                        target: "pactgraph::serve",
-                        status = res.status().as_u16(),
-                        ms = latency.as_millis() as u64,
-                        "response"
-                    );
-                }),
-        )
-        .layer(SetRequestIdLayer::new(REQUEST_ID, ids))
+    app.layer(
+        TraceLayer::new_for_http()
+            .make_span_with(|req: &Request| {
+                let id = req
+                    .headers()
+                    .get(REQUEST_ID)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("-");
+                // The path only: a query names runs and filters, never a secret, but
+                // there is no need to log it.
+                tracing::info_span!(
+                    target: "pactgraph::serve",
+                    "request",
+                    id = %id,
+                    method = %req.method(),
+                    path = %req.uri().path(),
+                )
+            })
+            .on_request(())
+            .on_response(|res: &Response, latency: Duration, _span: &tracing::Span| {
+                tracing::info!(
+                    target: "pactgraph::serve",
+                    status = res.status().as_u16(),
+                    ms = latency.as_millis() as u64,
+                    "response"
+                );
+            }),
+    )
+    .layer(middleware::from_fn_with_state(ids, request_id))
 }
 
 /// Refuses a body over `--max-body` from its `Content-Length` before reading it (413),

@@ -32,22 +32,21 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
             &bytes
         };
         let mut de = serde_json::Deserializer::from_slice(bytes);
-        let value = serde_path_to_error::deserialize(&mut de)
-            .map_err(|e| {
-                let path = e.path().to_string();
-                let inner = e.into_inner();
-                let code = if inner.is_syntax() || inner.is_eof() {
-                    "bad_json"
-                } else {
-                    "bad_request"
-                };
-                let at = if path == "." {
-                    String::new()
-                } else {
-                    format!(" at `{path}`")
-                };
-                ApiError::bad(code, format!("the body{at}: {inner}"))
-            })?;
+        let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            let code = if inner.is_syntax() || inner.is_eof() {
+                "bad_json"
+            } else {
+                "bad_request"
+            };
+            let at = if path == "." {
+                String::new()
+            } else {
+                format!(" at `{path}`")
+            };
+            ApiError::bad(code, format!("the body{at}: {inner}"))
+        })?;
         // Nothing but white space after the value.
         de.end()
             .map_err(|e| ApiError::bad("bad_json", format!("the body: {e}")))?;

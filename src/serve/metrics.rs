@@ -88,7 +88,7 @@ impl Metrics {
             "Model cost in USD reported by the steps this server drove",
             cost.clone(),
         );
-        for s in STATUSES {
+        for s in StoredStatus::ALL {
             drop(runs.get_or_create(&StatusLabel {
                 status: s.as_str().into(),
             }));
@@ -164,7 +164,7 @@ impl Metrics {
             let all = RunFilter::default();
             let runs = super::sendable::list(store, &all).await?;
             let mut counts: BTreeMap<&'static str, i64> =
-                STATUSES.iter().map(|s| (s.as_str(), 0)).collect();
+                StoredStatus::ALL.iter().map(|s| (s.as_str(), 0)).collect();
             for info in &runs {
                 *counts.entry(info.status.as_str()).or_default() += 1;
             }
@@ -185,15 +185,3 @@ impl Metrics {
         Ok(text)
     }
 }
-
-/// Every status, so each has a line (at zero when no run has it).
-const STATUSES: [StoredStatus; 8] = [
-    StoredStatus::Queued,
-    StoredStatus::Waiting,
-    StoredStatus::Running,
-    StoredStatus::Interrupted,
-    StoredStatus::AwaitingInput,
-    StoredStatus::Completed,
-    StoredStatus::Stopped,
-    StoredStatus::Failed,
-];

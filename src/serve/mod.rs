@@ -17,6 +17,7 @@ pub mod resume;
 mod routes;
 mod sendable;
 mod server;
+mod state;
 mod ui;
 pub mod views;
 

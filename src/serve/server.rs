@@ -11,10 +11,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::ExecutorFor;
-use super::app::{AppState, router};
+use super::app::router;
 use super::auth::Auth;
 use super::catalog::Catalog;
 use super::metrics::Metrics;
+use super::state::AppState;
 use crate::store::{AnyStore, StoreError, WorkEvent, WorkerOptions, work};
 
 /// How the server runs.

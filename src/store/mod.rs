@@ -92,20 +92,21 @@ impl StoredStatus {
         }
     }
 
+    /// Every status, in the order of a run's life.
+    pub const ALL: [StoredStatus; 8] = [
+        StoredStatus::Queued,
+        StoredStatus::Waiting,
+        StoredStatus::Running,
+        StoredStatus::Interrupted,
+        StoredStatus::AwaitingInput,
+        StoredStatus::Completed,
+        StoredStatus::Stopped,
+        StoredStatus::Failed,
+    ];
+
     /// Reads a status written by [`StoredStatus::as_str`].
     pub fn parse(text: &str) -> Option<Self> {
-        [
-            StoredStatus::Queued,
-            StoredStatus::Waiting,
-            StoredStatus::Running,
-            StoredStatus::Interrupted,
-            StoredStatus::AwaitingInput,
-            StoredStatus::Completed,
-            StoredStatus::Stopped,
-            StoredStatus::Failed,
-        ]
-        .into_iter()
-        .find(|s| s.as_str() == text)
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
     }
 
     /// The stored status of a run state (a running run is `running`).

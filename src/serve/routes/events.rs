@@ -12,9 +12,9 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::super::app::Shared;
 use super::super::error::ApiError;
 use super::super::sendable;
+use super::super::state::Shared;
 use crate::runtime::{RunEvent, RunId};
 use crate::store::StoredStatus;
 

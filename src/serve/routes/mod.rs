@@ -12,10 +12,10 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::app::Shared;
 use super::auth::COOKIE_NAME;
 use super::body::JsonBody;
 use super::error::ApiError;
+use super::state::Shared;
 
 /// `GET /healthz`: the server answers and its store can be read.
 pub async fn healthz(State(state): State<Shared>) -> Response {

@@ -11,11 +11,11 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::super::app::Shared;
 use super::super::body::JsonBody;
 use super::super::error::ApiError;
 use super::super::resume::{ResumeRefused, plan_resume};
 use super::super::sendable;
+use super::super::state::Shared;
 use super::super::views::{links, list_rows, show_json};
 use crate::runtime::{Executor, RunId, RunRecord, StartError};
 use crate::store::{

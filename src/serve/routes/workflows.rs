@@ -12,10 +12,10 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
-use super::super::app::Shared;
 use super::super::catalog::Entry;
 use super::super::error::ApiError;
 use super::super::sendable;
+use super::super::state::Shared;
 use crate::runtime::DecisionTrace;
 use crate::store::StoreError;
 use crate::visualize::{DotOptions, to_dot};
