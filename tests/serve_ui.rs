@@ -49,9 +49,15 @@ fn the_runs_list_links_a_run_whose_page_draws_the_path_taken() {
     let b = Bench::new(BIN);
     b.file("ticker.json", &ticker_json(3, 20));
     b.file("asker.json", ASKER);
-    b.file("broken.json", r#"{"workflow": "broken", "entry": "nowhere"}"#);
+    b.file(
+        "broken.json",
+        r#"{"workflow": "broken", "entry": "nowhere"}"#,
+    );
     let s = Server::start(&b, "serve", &["--workers", "1", "--poll", "20ms"]);
-    let id = start(&s, &json!({"workflow": "ticker", "input": {"n": 0}, "name": "first"}));
+    let id = start(
+        &s,
+        &json!({"workflow": "ticker", "input": {"n": 0}, "name": "first"}),
+    );
     let steps = s.wait_status(&id, "completed")["run"]["steps"].to_string();
     let paused = start(&s, &json!({"workflow": "asker", "input": {}}));
     s.wait_status(&paused, "awaiting_input");
@@ -208,37 +214,48 @@ fn a_live_run_updates_without_a_reload_and_cancel_stops_it() {
     assert!(shown["run"]["steps"].as_u64().unwrap() < 40, "{shown}");
 }
 
-/// Proves the answer box of a paused run resumes it with the answer typed, and the page
-/// shows it completed.
+/// Proves a run started from its workflow's page is followed live from queued to paused
+/// (the question appears without a reload), and the answer box resumes it with the
+/// answer typed until the page shows it completed.
 #[test]
 fn the_answer_box_resumes_a_paused_run() {
     let b = Bench::new(BIN);
     b.file("asker.json", ASKER);
     let s = Server::start(&b, "serve", &["--workers", "1", "--poll", "20ms"]);
-    let id = start(&s, &json!({"workflow": "asker", "input": {}}));
-    s.wait_status(&id, "awaiting_input");
     let base = format!("http://{}", s.addr);
 
-    runtime().block_on(async {
-        let Some(browser) = Browser::start("answer").await else {
-            return;
-        };
+    let id = runtime().block_on(async {
+        let browser = Browser::start("answer").await?;
+        let mut id = String::new();
         let result: Step<()> = async {
             let br = &browser;
-            br.open(&format!("{base}/runs/{id}")).await?;
+            br.open(&format!("{base}/workflows/asker")).await?;
+            br.find("#run-name").await?.send_keys("from-the-page").await.map_err(|e| e.to_string())?;
+            br.find("form.start button[type=submit]").await?.click().await.map_err(|e| e.to_string())?;
+            let path = br
+                .until("the new run's page", "return location.pathname.startsWith('/runs/') && document.body.dataset.ready && location.pathname")
+                .await?;
+            id = path.as_str().unwrap_or_default().trim_start_matches("/runs/").to_string();
+            br.js("window.sameDocument = true; return true").await?;
             let question = br.until("the question", "const q = document.querySelector('#controls .question'); return q && q.innerText").await?;
             ensure!(question.as_str().is_some_and(|q| q.contains("which?")), "question: {question}");
+            ensure!(br.js("return window.sameDocument === true").await? == true, "the page was reloaded");
             let answer = br.find("#answer").await?;
             answer.send_keys("the blue one").await.map_err(|e| e.to_string())?;
             br.for_docs("answer").await?;
             br.find("form.answer button[type=submit]").await?.click().await.map_err(|e| e.to_string())?;
             br.until("the run shown completed", "return document.querySelector('#summary dd[data-key=status]').innerText.includes('completed')").await?;
+            let resumed = br.js("return document.querySelector('#trace tbody tr[data-kind=resume]').innerText").await?;
+            ensure!(resumed.as_str().is_some_and(|t| t.contains("the blue one")), "the trace's resume: {resumed}");
             Ok(())
         }
         .await;
         browser.finish(result).await;
+        Some(id)
     });
+    let Some(id) = id else { return };
     let shown = s.wait_status(&id, "completed");
+    assert_eq!(shown["run"]["name"], "from-the-page", "{shown}");
     let state = s.get(&format!("/api/runs/{id}/state")).json();
     assert_eq!(state["clarification"], 1, "{shown} {state}");
 }
@@ -265,26 +282,59 @@ fn with_a_token_the_page_asks_once_and_keeps_an_http_only_cookie() {
         };
         let result: Step<()> = async {
             let br = &browser;
-            br.client.goto(&format!("{base}/workflows")).await.map_err(|e| e.to_string())?;
-            br.until("the sign-in dialog", "return document.querySelector('#login').open").await?;
+            br.client
+                .goto(&format!("{base}/workflows"))
+                .await
+                .map_err(|e| e.to_string())?;
+            br.until(
+                "the sign-in dialog",
+                "return document.querySelector('#login').open",
+            )
+            .await?;
             br.for_docs("token").await?;
             let input = br.find("#login-token").await?;
-            input.send_keys("wrong-token-wrong-token").await.map_err(|e| e.to_string())?;
-            br.find("#login-form button").await?.click().await.map_err(|e| e.to_string())?;
-            br.until("the refusal", "const e = document.querySelector('#login-error'); return !e.hidden && e.innerText").await?;
+            input
+                .send_keys("wrong-token-wrong-token")
+                .await
+                .map_err(|e| e.to_string())?;
+            br.find("#login-form button")
+                .await?
+                .click()
+                .await
+                .map_err(|e| e.to_string())?;
+            br.until(
+                "the refusal",
+                "const e = document.querySelector('#login-error'); return !e.hidden && e.innerText",
+            )
+            .await?;
             input.clear().await.map_err(|e| e.to_string())?;
             input.send_keys(token).await.map_err(|e| e.to_string())?;
-            br.find("#login-form button").await?.click().await.map_err(|e| e.to_string())?;
-            br.until("the workflows after signing in", "return document.querySelector('tr[data-workflow=asker]')").await?;
+            br.find("#login-form button")
+                .await?
+                .click()
+                .await
+                .map_err(|e| e.to_string())?;
+            br.until(
+                "the workflows after signing in",
+                "return document.querySelector('tr[data-workflow=asker]')",
+            )
+            .await?;
             let cookie = br.js("return document.cookie").await?;
             ensure!(cookie == "", "a script can read the cookie: {cookie}");
             let url = br.js("return location.href").await?;
-            ensure!(!url.to_string().contains(token), "the token is in the URL {url}");
+            ensure!(
+                !url.to_string().contains(token),
+                "the token is in the URL {url}"
+            );
             br.open(&format!("{base}/workflows")).await?;
-            let asked = br.js("return document.querySelector('#login').open").await?;
+            let asked = br
+                .js("return document.querySelector('#login').open")
+                .await?;
             ensure!(asked == false, "asked again after a reload");
             ensure!(
-                br.js("return Boolean(document.querySelector('tr[data-workflow=asker]'))").await? == true,
+                br.js("return Boolean(document.querySelector('tr[data-workflow=asker]'))")
+                    .await?
+                    == true,
                 "the workflows after a reload"
             );
             Ok(())
@@ -304,15 +354,21 @@ fn the_timeline_shows_concurrent_advisors_side_by_side() {
     b.file("advisors_review.json", &doc);
     std::fs::create_dir_all(b.dir.join("agents")).expect("agents/");
     for program in ["reviewer.py", "advisor.py"] {
-        std::fs::copy(examples.join("agents").join(program), b.dir.join("agents").join(program))
-            .expect("the example's program");
+        std::fs::copy(
+            examples.join("agents").join(program),
+            b.dir.join("agents").join(program),
+        )
+        .expect("the example's program");
     }
     let s = Server::start(&b, "serve", &["--workers", "1", "--poll", "20ms"]);
     let name = serde_json::from_str::<Value>(&doc).expect("JSON")["workflow"]
         .as_str()
         .expect("a name")
         .to_string();
-    let id = start(&s, &json!({"workflow": name, "input": {"draft": {"text": "Ship it next week."}}}));
+    let id = start(
+        &s,
+        &json!({"workflow": name, "input": {"draft": {"text": "Ship it next week."}}}),
+    );
     let ended = s.wait_until(std::time::Duration::from_secs(60), || {
         let v = s.get(&format!("/api/runs/{id}")).json();
         ["completed", "stopped", "failed"].contains(&v["run"]["status"].as_str().unwrap_or(""))
@@ -347,4 +403,78 @@ fn the_timeline_shows_concurrent_advisors_side_by_side() {
         .await;
         browser.finish(result).await;
     });
+}
+
+/// Proves the UI's pages and files come from the binary (no browser needed): every page
+/// route answers the same HTML with a restrictive Content-Security-Policy, each script is
+/// JavaScript, Viz.js comes with its licences, and an unknown or crafted file name is the
+/// API's JSON 404 (no path reaches the file system).
+#[test]
+fn the_pages_and_files_are_served_from_the_binary() {
+    let b = Bench::new(BIN);
+    b.file("asker.json", ASKER);
+    let s = Server::start(&b, "serve", &[]);
+    let index = s.get("/");
+    assert_eq!(index.status, 200);
+    assert_eq!(
+        index.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    let policy = index
+        .header("content-security-policy")
+        .expect("a policy")
+        .to_string();
+    assert!(
+        policy.contains("default-src 'self'") && policy.contains("frame-ancestors 'none'"),
+        "{policy}"
+    );
+    assert!(
+        index
+            .text()
+            .contains(r#"<script type="module" src="/ui/app.js">"#),
+        "{}",
+        index.text()
+    );
+    for page in [
+        "/runs",
+        "/runs/01ANYTHING",
+        "/workflows",
+        "/workflows/asker",
+    ] {
+        let r = s.get(page);
+        assert_eq!(r.status, 200, "{page}");
+        assert_eq!(r.text(), index.text(), "{page}");
+    }
+    for (file, kind) in [
+        ("app.js", "text/javascript"),
+        ("run.js", "text/javascript"),
+        ("style.css", "text/css"),
+        ("viz-global.js", "text/javascript"),
+        ("LICENSES", "text/plain"),
+    ] {
+        let r = s.get(&format!("/ui/{file}"));
+        assert_eq!(r.status, 200, "{file}");
+        assert!(
+            r.header("content-type")
+                .is_some_and(|t| t.starts_with(kind)),
+            "{file}: {:?}",
+            r.header("content-type")
+        );
+    }
+    assert!(s.get("/ui/viz-global.js").text().contains("Viz.js 3.31.0"));
+    let licences = s.get("/ui/LICENSES").text();
+    assert!(
+        licences.contains("Eclipse Public License") && licences.contains("MIT"),
+        "{licences}"
+    );
+    for bad in [
+        "/ui/nope.js",
+        "/ui/..%2FCargo.toml",
+        "/ui/%2e%2e%2fsrc%2flib.rs",
+        "/ui/",
+    ] {
+        let r = s.get(bad);
+        assert_eq!(r.status, 404, "{bad}: {}", r.text());
+        assert_eq!(r.error_code(), "unknown_path", "{bad}");
+    }
 }

@@ -10,8 +10,8 @@ use axum::http::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use super::app::Shared;
 use super::error::ApiError;
+use super::state::Shared;
 
 /// One embedded file.
 struct Asset {
@@ -37,7 +37,10 @@ const ASSETS: &[Asset] = &[
     asset("timeline.js", include_str!("../../assets/ui/timeline.js")),
     asset("workflows.js", include_str!("../../assets/ui/workflows.js")),
     asset("style.css", include_str!("../../assets/ui/style.css")),
-    asset("viz-global.js", include_str!("../../assets/ui/viz-global.js")),
+    asset(
+        "viz-global.js",
+        include_str!("../../assets/ui/viz-global.js"),
+    ),
     asset("LICENSES", include_str!("../../assets/ui/LICENSES")),
 ];
 
@@ -77,7 +80,10 @@ pub fn routes() -> Router<Shared> {
 fn index() -> Response {
     (
         [
-            (CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8")),
+            (
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            ),
             (CACHE_CONTROL, HeaderValue::from_static("no-cache")),
             (CONTENT_SECURITY_POLICY, HeaderValue::from_static(POLICY)),
         ],
@@ -139,7 +145,10 @@ mod tests {
             }
         }
         assert!(INDEX.contains("/ui/app.js") && INDEX.contains("/ui/style.css"));
-        assert_eq!(asset("a.js", "").media_type, "text/javascript; charset=utf-8");
+        assert_eq!(
+            asset("a.js", "").media_type,
+            "text/javascript; charset=utf-8"
+        );
         assert_eq!(asset("a.css", "").media_type, "text/css; charset=utf-8");
     }
 }

@@ -148,9 +148,12 @@ impl Browser {
             .goto(url)
             .await
             .map_err(|e| format!("opening {url}: {e}"))?;
-        self.until("the page is rendered", "return document.body.dataset.ready || null")
-            .await
-            .map(|_| ())
+        self.until(
+            "the page is rendered",
+            "return document.body.dataset.ready || null",
+        )
+        .await
+        .map(|_| ())
     }
 
     /// Runs `script` (a function body) and returns what it returns.
