@@ -239,9 +239,10 @@ export async function runPage(main, id) {
   const settled = () => shown && SETTLED.includes(shown.run.status);
 
   const showLive = () => {
-    live.textContent = events
-      ? `Live: following the run's events (last event ${lastSeq}).`
-      : `Not following: the run is ${shown?.run.status ?? 'unknown'}${lastSeq ? ` (last event ${lastSeq})` : ''}.`;
+    const status = shown?.run.status ?? 'unknown';
+    if (events) live.textContent = `Live: following the run's events (last event ${lastSeq}).`;
+    else if (status === 'awaiting_input') live.textContent = 'Paused: the run waits for an answer (below).';
+    else live.textContent = `Not following: the run is ${status}${lastSeq ? ` (last event ${lastSeq})` : ''}.`;
   };
 
   function follow() {

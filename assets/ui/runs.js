@@ -33,7 +33,8 @@ function row(run) {
     h('td', {}, run.name ?? ''),
     h('td', {}, h('a', { href: `/workflows/${enc(run.workflow)}` }, run.workflow)),
     h('td', {}, badge(run.status),
-      run.termination_reason ? h('span', { class: 'reason' }, ` ${run.termination_reason}`) : null),
+      run.termination_reason && run.termination_reason !== run.status
+        ? h('span', { class: 'reason' }, ` ${run.termination_reason}`) : null),
     h('td', { class: 'num' }, run.steps),
     h('td', {}, when(run.created_ms)),
     h('td', {}, when(run.updated_ms)),
