@@ -64,12 +64,15 @@ fn run_stream_prints_events_then_the_outcome() {
         let k = kinds(&all);
         assert_eq!(k.iter().filter(|e| **e == "run_ended").count(), 1);
         assert_eq!(&k[k.len() - 2..], ["run_ended", "checkpoint"]);
-        // One checkpoint per step (each closes its step's events).
-        let steps = outcome["steps"].as_u64().unwrap();
-        assert_eq!(
-            k.iter().filter(|e| **e == "checkpoint").count() as u64,
-            steps
-        );
+        // Checkpoints 1, 2, ... each closing its transition's events.
+        let checkpoints: Vec<u64> = all
+            .iter()
+            .filter(|e| e["event"] == "checkpoint")
+            .map(|e| e["checkpoint"].as_u64().unwrap())
+            .collect();
+        let expected: Vec<u64> = (1..=checkpoints.len() as u64).collect();
+        assert_eq!(checkpoints, expected);
+        assert!(checkpoints.len() as u64 > outcome["steps"].as_u64().unwrap());
         // The outcome is `run`'s own object (its id and times aside).
         let mut expected = plain.json();
         expected["run_id"] = outcome["run_id"].clone();
@@ -183,4 +186,52 @@ fn runs_watch_of_a_paused_run_exits_4() {
         let paused = &events[events.len() - 2];
         assert_eq!(paused["question"], "which?");
     }
+}
+
+/// Proves a store written before the events table (format 4) still loads: opening it
+/// adds the table, and a paused run resumed there gets a history from its resume on,
+/// numbered from 1.
+#[test]
+fn a_store_written_before_events_loads_and_numbers_from_one() {
+    let b = Bench::new(BIN);
+    let wf = b.file(
+        "ask.json",
+        r#"{"workflow": "asker", "slices": {"clarification": {}}, "entry": "root",
+            "supervisors": {"root": {"allow": ["x"],
+              "default": {"ask_clarification": {"question": "which?"}}}},
+            "nodes": {"x": {"supervisor": "root", "writes": ["clarification"],
+              "terminal": true,
+              "triggers": [{"priority": 1, "when": {"path": "/clarification", "exists": true}}],
+              "run": {"set": {"clarification": 1}}}}}"#,
+    );
+    let r = b.run(&["run", wf.to_str().unwrap(), "--quiet", "--name", "old"]);
+    assert_eq!(r.code, 4, "{}", r.err);
+    // Back to format 4: no events table, migration 5 not applied.
+    let db = b.dir.join("store.db");
+    let script = format!(
+        "import sqlite3; c = sqlite3.connect({:?}); c.execute('DROP TABLE events'); \
+         c.execute('DELETE FROM _sqlx_migrations WHERE version = 5'); \
+         c.execute('PRAGMA user_version = 4'); c.commit()",
+        db.display().to_string()
+    );
+    let ok = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    assert_eq!(b.status("old"), "awaiting_input");
+    let none = b.run(&["runs", "watch", "old"]);
+    assert_eq!(none.code, 4, "{}", none.err);
+    assert_eq!(none.out, "", "no history before the upgrade");
+    let r = b.run(&["runs", "resume", "old", "--answer", "yes", "--quiet"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let watched = b.run(&["runs", "watch", "old"]);
+    assert_eq!(watched.code, 0, "{}", watched.err);
+    let events = lines(&watched.out);
+    let run_id = events[0]["run_id"].as_str().unwrap().to_string();
+    check_events(&events, &run_id);
+    let k = kinds(&events);
+    assert_eq!(k[1], "step", "the resume item");
+    assert_eq!(events[1]["item"]["kind"], "resume");
+    assert_eq!(&k[k.len() - 2..], ["run_ended", "checkpoint"]);
 }

@@ -304,6 +304,16 @@ fn every_error_status_with_a_json_body() {
         ),
         (s.get("/api/nothing/here"), 404, "unknown_path"),
         (s.get("/nothing"), 404, "unknown_path"),
+        (
+            request(&s.addr, "DELETE", "/api/runs", &[], None),
+            405,
+            "method_not_allowed",
+        ),
+        (
+            request(&s.addr, "POST", "/healthz", &[], None),
+            405,
+            "method_not_allowed",
+        ),
         (s.get("/api/runs?status=sleeping"), 400, "bad_query"),
         (s.get("/api/runs?limit=0"), 400, "bad_query"),
         (s.get("/api/runs?limit=many"), 400, "bad_query"),

@@ -157,9 +157,24 @@ fn sigterm_during_a_run_interrupts_it_and_releases_its_lease() {
                 "pid {pid} left running"
             );
         }
+        // A run resumed through the API (no workers) is interrupted the same way.
+        let s = Server::start(&b, "resumer", &[]);
+        let r = s.call(
+            "POST",
+            "/api/runs",
+            Some(&json!({"workflow": "ticker", "name": "api"})),
+        );
+        let api = r.json()["run_id"].as_str().unwrap().to_string();
+        let r = s.call("POST", &format!("/api/runs/{api}/resume"), None);
+        assert_eq!(r.status, 202, "{}", r.text());
+        s.wait_status(&api, "running");
+        assert_eq!(s.stop("TERM"), 0);
+        assert_eq!(b.status("api"), "interrupted");
+
         b.remove("slow");
         let w = b.run(&["worker", "--once"]);
         assert_eq!(w.code, 0, "{}", w.err);
         assert_eq!(b.status("cut"), "completed");
+        assert_eq!(b.status("api"), "completed");
     }
 }

@@ -13,7 +13,7 @@ use pactgraph::validator::ValidGraph;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::exit;
-use crate::outcome::{Outputs, finish, interrupted_json, write_json};
+use crate::outcome::{Outputs, finish, interrupted_json, write_json, write_line};
 use crate::store;
 
 /// The run to continue: kept in the run store, or only in memory (`--store none`).
@@ -173,7 +173,11 @@ async fn drive_stored(
             }
             let steps = store.info(id).await.map_or(0, |i| i.steps);
             let printed = interrupted_json(executor.graph().workflow(), id, steps);
-            let _ = write_json(Ok(std::io::stdout().lock()), &printed, "\n");
+            let _ = if outputs.stream.is_some() {
+                write_line(&printed)
+            } else {
+                write_json(Ok(std::io::stdout().lock()), &printed, "\n")
+            };
             eprintln!(
                 "pactgraph: run {id} interrupted by {name}; continue it with \
                  `pactgraph runs resume {id}`"

@@ -184,7 +184,13 @@ pub fn finish(
         }
     }
     let printed = outcome_json(run, outputs.shape);
-    if let Err(e) = write_json(Ok(std::io::stdout().lock()), &printed, "\n") {
+    let written = if outputs.stream.is_some() {
+        // `--stream`: JSON Lines, the outcome one line like the events before it.
+        write_line(&printed)
+    } else {
+        write_json(Ok(std::io::stdout().lock()), &printed, "\n")
+    };
+    if let Err(e) = written {
         return exit::failed(&format!("cannot write the result: {e}"));
     }
     if let (Some(m), false) = (run.message(), outputs.quiet)
@@ -197,6 +203,14 @@ pub fn finish(
         eprintln!("pactgraph: run {} ({reason}): {m}", run.status());
     }
     ExitCode::from(exit::of_status(run.status()))
+}
+
+/// `value` as one line of JSON on stdout.
+pub fn write_line(value: &Value) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer(&mut out, value)?;
+    out.write_all(b"\n")?;
+    out.flush()
 }
 
 /// Streams `value` as pretty JSON, then `end`, to `out` (opened by the caller).

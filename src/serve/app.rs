@@ -79,7 +79,8 @@ pub fn router(state: Shared, cors: Option<HeaderValue>) -> Router {
         .route("/runs/{id}/resume", post(routes::runs::resume))
         .route("/runs/{id}/cancel", post(routes::runs::cancel))
         .route("/session", post(routes::session))
-        .fallback(routes::unknown_api);
+        .fallback(routes::unknown_api)
+        .method_not_allowed_fallback(routes::wrong_method);
     let ids = Ids {
         prefix: Arc::from(format!("{:x}", std::process::id())),
         next: Arc::new(AtomicU64::new(1)),
@@ -91,6 +92,7 @@ pub fn router(state: Shared, cors: Option<HeaderValue>) -> Router {
         .route("/metrics", get(routes::metrics))
         .merge(super::ui::routes())
         .fallback(routes::unknown)
+        .method_not_allowed_fallback(routes::wrong_method)
         .layer(middleware::from_fn_with_state(Arc::clone(&state), guard))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state);

@@ -34,6 +34,9 @@ pub enum ApiError {
         /// What was not found.
         message: String,
     },
+    /// 405: the path exists, not with this method.
+    #[error("{0}")]
+    MethodNotAllowed(String),
     /// 409: the run's status does not allow it.
     #[error("{0}")]
     Conflict(String),
@@ -67,6 +70,7 @@ impl ApiError {
             Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::NotFound { .. } => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
@@ -80,6 +84,7 @@ impl ApiError {
         match self {
             Self::BadRequest { code, .. } | Self::NotFound { code, .. } => code,
             Self::Unauthorized(_) => "unauthorized",
+            Self::MethodNotAllowed(_) => "method_not_allowed",
             Self::Conflict(_) => "conflict",
             Self::TooLarge(_) => "body_too_large",
             Self::NotImplemented(_) => "not_implemented",

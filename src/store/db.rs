@@ -238,6 +238,12 @@ pub struct Dialect {
     /// returning the run row's [`super::rows::INFO`] columns; a refused fence raises
     /// `pactgraph: checkpoint refused`.
     pub checkpoint: String,
+    /// The checkpoint and its events in one statement (PostgreSQL: a data-modifying
+    /// `WITH`, so no transaction stays open across round trips): the 14 binds, then the
+    /// events as a JSON array of `{"seq", "event"}` (docs/spec/events.md). `None`: the
+    /// checkpoint statement and an insert of the events in one write transaction
+    /// (SQLite, whose writer is in the process).
+    pub checkpoint_with_events: Option<String>,
     /// What a claim's `SELECT` of the run row ends with (PostgreSQL's
     /// `FOR UPDATE SKIP LOCKED`: a worker never waits on a run another is claiming).
     pub claim_lock: &'static str,

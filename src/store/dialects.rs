@@ -24,6 +24,7 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
              RETURNING {}",
             returning.join(", ")
         ),
+        checkpoint_with_events: None,
         claim_lock: "",
         greatest: "MAX",
         name_lock: None,
@@ -40,6 +41,16 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
         "SELECT {INFO} FROM pactgraph_checkpoint($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, \
          $11, $12, $13, $14)"
     ),
+    // The function runs once (a volatile CTE read twice is materialized), before the
+    // insert that reads it; a refused fence aborts the whole statement.
+    checkpoint_with_events: Some(format!(
+        "WITH cp AS (SELECT {INFO} FROM pactgraph_checkpoint($1, $2, $3, $4, $5, $6, $7, $8, \
+         $9, $10, $11, $12, $13, $14)), \
+         ev AS (INSERT INTO events (run_id, seq, event) \
+           SELECT $1, e.seq, e.event FROM cp, \
+             jsonb_to_recordset($15::jsonb) AS e(seq BIGINT, event TEXT)) \
+         SELECT * FROM cp"
+    )),
     claim_lock: " FOR UPDATE SKIP LOCKED",
     greatest: "GREATEST",
     name_lock: Some("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"),

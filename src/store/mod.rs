@@ -27,6 +27,7 @@ mod deps;
 mod dialects;
 mod driver;
 mod error;
+mod follow;
 mod format;
 mod owner;
 mod postgres;
@@ -45,6 +46,7 @@ pub use deps::{
 };
 pub use driver::{Continue, DriveOptions, drive, drive_with};
 pub use error::StoreError;
+pub use follow::Follower;
 pub(crate) use owner::local_owner_pattern;
 pub use owner::{local_owner, owner_gone};
 pub use postgres::{PgDb, PgOptions, PgStore};

@@ -7,13 +7,10 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use pactgraph::store::{RunStore, StoredStatus};
+use pactgraph::store::{Follower, StoredStatus};
 
 use crate::exit;
 use crate::store::{self, StoreArgs};
-
-/// Events read from the store at once.
-const PAGE: usize = 1000;
 
 /// The arguments of `pactgraph runs watch`.
 #[derive(clap::Args, Debug, Clone)]
@@ -41,39 +38,27 @@ pub async fn run(args: WatchArgs) -> ExitCode {
         Ok(found) => found,
         Err(code) => return code,
     };
-    let mut after = args.after;
+    let mut follower = Follower::new(&store, id, args.after).poll_every(poll);
+    let out = std::io::stdout();
     loop {
-        // The status first: every event committed before it is read below.
-        let status = match store.info(id).await {
-            Ok(info) => info.status,
+        let event = match follower.next().await {
+            Ok(Some(event)) => event,
+            Ok(None) => break,
             Err(e) => return store::error(&e),
         };
-        let events = match store.events(id, after, PAGE).await {
-            Ok(events) => events,
-            Err(e) => return store::error(&e),
-        };
-        let mut out = std::io::stdout().lock();
-        for event in &events {
-            let written = serde_json::to_writer(&mut out, event)
-                .map_err(std::io::Error::from)
-                .and_then(|()| out.write_all(b"\n"));
-            if written.is_err() {
-                // stdout closed: nobody is watching any more.
-                return ExitCode::SUCCESS;
-            }
-            after = event.seq;
-        }
-        if out.flush().is_err() {
+        let mut lock = out.lock();
+        let written = serde_json::to_writer(&mut lock, &event)
+            .map_err(std::io::Error::from)
+            .and_then(|()| lock.write_all(b"\n"))
+            .and_then(|()| lock.flush());
+        if written.is_err() {
+            // stdout closed: nobody is watching any more.
             return ExitCode::SUCCESS;
         }
-        drop(out);
-        if events.len() == PAGE {
-            continue;
-        }
-        if let Some(code) = final_code(status) {
-            return ExitCode::from(code);
-        }
-        tokio::time::sleep(poll).await;
+    }
+    match follower.final_status().and_then(final_code) {
+        Some(code) => ExitCode::from(code),
+        None => exit::failed(&format!("run {id}: the watch ended before the run did")),
     }
 }
 

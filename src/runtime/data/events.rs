@@ -127,7 +127,7 @@ impl Serialize for RunEvent {
         else {
             return Err(serde::ser::Error::custom("an event kind is an object"));
         };
-        let name = fields.remove("event");
+        let name = fields.shift_remove("event");
         let mut map = serializer.serialize_map(Some(fields.len() + 5))?;
         map.serialize_entry("seq", &self.seq)?;
         map.serialize_entry("run_id", &self.run_id)?;

@@ -85,6 +85,11 @@ pub async fn unknown_api(uri: Uri) -> ApiError {
     }
 }
 
+/// A known path with another method: 405.
+pub async fn wrong_method(method: axum::http::Method, uri: Uri) -> ApiError {
+    ApiError::MethodNotAllowed(format!("{} does not take {method}", uri.path()))
+}
+
 /// Any other unknown path: 404 (the web UI's pages are routed by `serve::ui`).
 pub async fn unknown(uri: Uri) -> ApiError {
     ApiError::NotFound {

@@ -36,6 +36,18 @@ pub(super) async fn write_events<E: Exec>(
     Ok(())
 }
 
+/// `events` as the JSON array of `{"seq", "event"}` a one-statement checkpoint binds.
+pub(super) fn events_json(events: &[RunEvent]) -> String {
+    let rows: Vec<serde_json::Value> = events
+        .iter()
+        .map(|e| {
+            let text = serde_json::to_string(e).expect("an event is plain data");
+            serde_json::json!({"seq": e.seq, "event": text})
+        })
+        .collect();
+    serde_json::Value::Array(rows).to_string()
+}
+
 /// The `seq` of run `key`'s last kept event (0 before any), read on `on`.
 pub(super) async fn last_seq_on<E: Exec>(on: &mut E, key: &str) -> Result<u64, sqlx::Error>
 where

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::Store;
-use super::events::{last_seq_on, write_events};
+use super::events::{events_json, write_events};
 use crate::runtime::{
     EventStamp, RunEvent, RunId, RunRecord, TerminationReason, transition_events,
 };
@@ -52,14 +52,26 @@ impl<B: Backend> RunStore for Store<B> {
             let text = serde_json::to_string(doc).expect("a document is plain data");
             (text, digest)
         });
-        // One statement (SQLite's `checkpoint_in` trigger, PostgreSQL's
-        // `pactgraph_checkpoint`): fenced, atomic; the run row as it is after it comes
-        // back. Its events are written in the same transaction (docs/spec/events.md).
+        // Its events (docs/spec/events.md), numbered from the driver's stamp, else on from
+        // the run's last kept event (the lease makes this the one writer; the events'
+        // primary key refuses a clash).
+        let stamp = match events {
+            Some(stamp) => stamp,
+            None => EventStamp {
+                first_seq: self.read_last_event_seq(id).await? + 1,
+                at_ms: now,
+            },
+        };
+        let events = transition_events(run, trace_from, Some(seq), stamp);
         let db = StoreError::db("checkpoint", Some(id));
         let key = id.to_string();
-        let mut c = self.db.write().await?;
-        let mut tx = c.begin(Begin::Write).await.map_err(&db)?;
-        let row = sql(&self.dialect.checkpoint)
+        let one_statement = self.dialect.checkpoint_with_events.as_deref();
+        let events_json = one_statement.map(|_| events_json(&events));
+        // The checkpoint statement (SQLite's `checkpoint_in` trigger, PostgreSQL's
+        // `pactgraph_checkpoint`): fenced, atomic; the run row as it is after it comes
+        // back. The events go with it: in the same statement (PostgreSQL), or after it in
+        // the same write transaction (SQLite).
+        let q = sql(one_statement.unwrap_or(&self.dialect.checkpoint))
             .bind(key.as_str())
             .bind(to_i64(seq))
             .bind(i64::from(run.steps))
@@ -73,29 +85,30 @@ impl<B: Backend> RunStore for Store<B> {
             .bind(document.as_ref().map(|(_, digest)| *digest))
             .bind(document.as_ref().map(|(text, _)| text.as_str()))
             .bind(&delta)
-            .bind(snapshot.as_deref())
-            .fetch_one(&mut tx)
-            .await;
+            .bind(snapshot.as_deref());
+        let mut c = self.db.write().await?;
+        let row = if let Some(json) = &events_json {
+            q.bind(json.as_str()).fetch_one(&mut c).await
+        } else {
+            let mut tx = c.begin(Begin::Write).await.map_err(&db)?;
+            match q.fetch_one(&mut tx).await {
+                Ok(row) => {
+                    write_events(&mut tx, &key, &events).await.map_err(&db)?;
+                    tx.commit().await.map_err(&db)?;
+                    Ok(row)
+                }
+                Err(e) => {
+                    tx.rollback().await.map_err(&db)?;
+                    Err(e)
+                }
+            }
+        };
+        drop(c);
         let row = match row {
             Ok(row) => row,
-            Err(e) if is_refusal(&e) => {
-                tx.rollback().await.map_err(&db)?;
-                drop(c);
-                return Err(self.refusal(id, owner, seq, now).await);
-            }
+            Err(e) if is_refusal(&e) => return Err(self.refusal(id, owner, seq, now).await),
             Err(e) => return Err(db(e)),
         };
-        let stamp = match events {
-            Some(stamp) => stamp,
-            None => EventStamp {
-                first_seq: last_seq_on(&mut tx, &key).await.map_err(&db)? + 1,
-                at_ms: now,
-            },
-        };
-        let events = transition_events(run, trace_from, Some(seq), stamp);
-        write_events(&mut tx, &key, &events).await.map_err(&db)?;
-        tx.commit().await.map_err(&db)?;
-        drop(c);
         self.weights
             .weigh(id, running, delta.len(), snapshot.as_ref().map(String::len));
         info_from_row(&row, now)
