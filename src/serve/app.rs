@@ -90,6 +90,7 @@ pub fn router(state: Shared, cors: Option<HeaderValue>) -> Router {
         .nest("/api", api)
         .route("/healthz", get(routes::healthz))
         .route("/metrics", get(routes::metrics))
+        .merge(super::ui::routes())
         .fallback(routes::unknown)
         .method_not_allowed_fallback(routes::wrong_method)
         .layer(middleware::from_fn_with_state(Arc::clone(&state), guard))

@@ -18,6 +18,7 @@ mod routes;
 mod sendable;
 mod server;
 mod state;
+mod ui;
 pub mod views;
 
 use std::sync::Arc;

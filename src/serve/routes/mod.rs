@@ -90,7 +90,7 @@ pub async fn wrong_method(method: axum::http::Method, uri: Uri) -> ApiError {
     ApiError::MethodNotAllowed(format!("{} does not take {method}", uri.path()))
 }
 
-/// Any other unknown path: 404 (the web UI comes later).
+/// Any other unknown path: 404 (the web UI's pages are routed by `serve::ui`).
 pub async fn unknown(uri: Uri) -> ApiError {
     ApiError::NotFound {
         code: "unknown_path",

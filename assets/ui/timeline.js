@@ -1,0 +1,94 @@
+// The timeline: a bar per node run, model call and tool call of a run's trace, placed
+// by time; bars that overlap in time (advisors, a team's members, tool calls run at
+// once) go side by side on separate lanes.
+
+import { h, duration } from './dom.js';
+
+const LANE_PX = 30;
+
+/** What a trace item is on the timeline (`null`: not a bar). */
+export function barOf(item, index) {
+  const kinds = { model_call: 'model', tool_call: 'tool', advisor: 'advisor', team_turn: 'team' };
+  let kind = kinds[item.kind];
+  let label;
+  if (kind === 'model') label = `${item.source ?? '?'} → ${item.target ?? 'model'}`;
+  else if (kind) label = item.target ?? '?';
+  else if (item.usage !== undefined || item.duration_us > 0) {
+    kind = 'node';
+    label = item.kind === 'return' || item.kind === 'handoff'
+      ? (item.source ?? item.target ?? '?') : (item.target ?? item.source ?? '?');
+  } else {
+    return null;
+  }
+  const end = item.at_ms;
+  const start = end - (item.duration_us ?? 0) / 1000;
+  return { index, kind, label, start, end, step: item.step, reason: item.reason ?? '' };
+}
+
+/** Gives each bar a lane: the first whose last bar ended before this one starts. */
+export function lanes(bars) {
+  const ends = [];
+  for (const bar of [...bars].sort((a, b) => a.start - b.start || a.index - b.index)) {
+    let lane = ends.findIndex((end) => end <= bar.start);
+    if (lane < 0) { lane = ends.length; ends.push(bar.end); } else { ends[lane] = bar.end; }
+    bar.lane = lane;
+  }
+  return ends.length;
+}
+
+/**
+ * Advisors and a team cycle's turns run at once and are recorded together when the last
+ * one finishes (same `at_ms`): they all started when the longest did.
+ */
+export function alignConcurrent(bars) {
+  const groups = new Map();
+  for (const bar of bars) {
+    if (bar.kind !== 'advisor' && bar.kind !== 'team') continue;
+    const key = `${bar.kind}@${bar.end}`;
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(bar);
+  }
+  for (const group of groups.values()) {
+    const start = Math.min(...group.map((b) => b.start));
+    for (const bar of group) {
+      bar.end = start + (bar.end - bar.start);
+      bar.start = start;
+    }
+  }
+  return bars;
+}
+
+/** The timeline of `trace` (an element). */
+export function timeline(trace) {
+  const bars = alignConcurrent(trace.map(barOf).filter(Boolean));
+  if (!bars.length) {
+    return h('p', { class: 'muted' }, 'No node run yet.');
+  }
+  const count = lanes(bars);
+  const t0 = Math.min(...bars.map((b) => b.start));
+  const t1 = Math.max(...bars.map((b) => b.end));
+  const span = Math.max(t1 - t0, 1);
+  const list = h('ol', { class: 'timeline', style: null });
+  list.dataset.lanes = String(count);
+  for (const bar of bars) {
+    const left = ((bar.start - t0) / span) * 100;
+    const width = Math.max(((bar.end - bar.start) / span) * 100, 0.5);
+    const text = `${bar.label} (${bar.kind}, step ${bar.step}): ${duration(bar.end - bar.start)}`;
+    const li = h('li', { class: `bar bar-${bar.kind}`, title: bar.reason ? `${text}. ${bar.reason}` : text },
+      h('span', {}, text));
+    // A narrow bar's label goes beside it, on the side with room.
+    if (width < 15) li.classList.add('narrow', left > 50 ? 'label-before' : 'label-after');
+    li.dataset.lane = String(bar.lane);
+    li.dataset.kind = bar.kind;
+    // Placed with the CSSOM (no style attribute: the page's policy allows no inline style).
+    li.style.left = `${left}%`;
+    li.style.width = `${Math.min(width, 100 - left)}%`;
+    li.style.top = `${bar.lane * LANE_PX}px`;
+    list.append(li);
+  }
+  list.style.height = `${count * LANE_PX}px`;
+  return h('figure', { class: 'timeline-box' }, list,
+    h('figcaption', {}, `${bars.length} bars over ${duration(span)}`,
+      count > 1 ? `, at most ${count} at once` : '',
+      '. Node runs, model calls, tool calls, advisors and team turns; overlapping ones side by side.'));
+}
