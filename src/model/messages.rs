@@ -197,7 +197,11 @@ pub struct ToolCall {
 
 impl ToolCall {
     /// A tool call.
-    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
         Self {
             id: id.into(),
             name: name.into(),
@@ -437,7 +441,10 @@ mod tests {
         }))
         .expect("reads");
         assert_eq!(m.content.as_deref(), Some("ab"));
-        assert_eq!(m.tool_calls, vec![ToolCall::new("call_0", "f", "{\"x\":1}")]);
+        assert_eq!(
+            m.tool_calls,
+            vec![ToolCall::new("call_0", "f", "{\"x\":1}")]
+        );
         let e = ChatMessage::from_wire(&json!({"role": "robot"})).expect_err("bad role");
         assert!(e.contains("role"), "{e}");
     }

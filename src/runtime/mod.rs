@@ -13,6 +13,7 @@
 //! synchronous transition ([`Step`]); the executor's `docs/spec/runtime.md` gives the
 //! semantics.
 
+mod agents;
 mod builder;
 mod data;
 mod effects;

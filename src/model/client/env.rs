@@ -14,19 +14,18 @@ pub fn expand(
     while let Some(at) = rest.find("${") {
         out.push_str(&rest[..at]);
         let after = &rest[at + 2..];
-        let end = after
-            .find('}')
-            .ok_or_else(|| format!("{field}: `${{` at byte {} is not closed by `}}`", text.len() - rest.len() + at))?;
+        let end = after.find('}').ok_or_else(|| {
+            format!(
+                "{field}: `${{` at byte {} is not closed by `}}`",
+                text.len() - rest.len() + at
+            )
+        })?;
         let inner = &after[..end];
         let (name, default) = match inner.split_once(":-") {
             Some((n, d)) => (n, Some(d)),
             None => (inner, None),
         };
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_')
-        {
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             return Err(format!(
                 "{field}: `${{{inner}}}` does not name an environment variable (letters, digits, `_`)"
             ));
@@ -61,14 +60,28 @@ mod tests {
 
     #[test]
     fn expands_variables_and_defaults() {
-        assert_eq!(expand("http://${HOST}/v1", "base_url", env).unwrap(), "http://h:1/v1");
-        assert_eq!(expand("${NOPE:-http://x}/v1", "f", env).unwrap(), "http://x/v1");
+        assert_eq!(
+            expand("http://${HOST}/v1", "base_url", env).unwrap(),
+            "http://h:1/v1"
+        );
+        assert_eq!(
+            expand("${NOPE:-http://x}/v1", "f", env).unwrap(),
+            "http://x/v1"
+        );
         assert_eq!(expand("${EMPTY:-d}", "f", env).unwrap(), "d");
         assert_eq!(expand("${EMPTY}", "f", env).unwrap(), "");
         assert_eq!(expand("a$b ${HOST:-z}", "f", env).unwrap(), "a$b h:1");
         let e = expand("x${NOPE}", "model", env).unwrap_err();
         assert!(e.contains("model") && e.contains("NOPE"), "{e}");
-        assert!(expand("${HOST", "f", env).unwrap_err().contains("not closed"));
-        assert!(expand("${a b}", "f", env).unwrap_err().contains("environment variable"));
+        assert!(
+            expand("${HOST", "f", env)
+                .unwrap_err()
+                .contains("not closed")
+        );
+        assert!(
+            expand("${a b}", "f", env)
+                .unwrap_err()
+                .contains("environment variable")
+        );
     }
 }

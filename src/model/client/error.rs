@@ -42,7 +42,10 @@ pub enum ModelError {
         attempts: Vec<Attempt>,
     },
     /// A request took longer than the model's `timeout_ms`.
-    #[error("model `{model}`: no complete reply within {timeout_ms} ms{}", after(attempts))]
+    #[error(
+        "model `{model}`: no complete reply within {timeout_ms} ms{}",
+        after(attempts)
+    )]
     Timeout {
         /// The model.
         model: String,

@@ -25,7 +25,12 @@ pub fn backoff(retry: u32) -> Duration {
 /// (seconds, or an HTTP date), at most [`MAX_RETRY_AFTER`]. `None` when neither is there or
 /// readable.
 pub fn server_wait(headers: &reqwest::header::HeaderMap, now: SystemTime) -> Option<Duration> {
-    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    let text = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
     let wait = if let Some(ms) = text("retry-after-ms").and_then(|t| t.parse::<f64>().ok()) {
         secs(ms / 1000.0)
     } else {
@@ -42,7 +47,8 @@ pub fn server_wait(headers: &reqwest::header::HeaderMap, now: SystemTime) -> Opt
 }
 
 fn secs(s: f64) -> Option<Duration> {
-    (s.is_finite() && s >= 0.0).then(|| Duration::from_secs_f64(s.min(MAX_RETRY_AFTER.as_secs_f64())))
+    (s.is_finite() && s >= 0.0)
+        .then(|| Duration::from_secs_f64(s.min(MAX_RETRY_AFTER.as_secs_f64())))
 }
 
 #[cfg(test)]
@@ -71,9 +77,15 @@ mod tests {
         assert_eq!(server_wait(&h, now), Some(Duration::from_millis(150)));
         let mut h = HeaderMap::new();
         let later = httpdate::fmt_http_date(now + Duration::from_secs(5));
-        h.insert("retry-after", HeaderValue::from_str(&later).expect("header"));
+        h.insert(
+            "retry-after",
+            HeaderValue::from_str(&later).expect("header"),
+        );
         let w = server_wait(&h, now).expect("a date");
-        assert!(w <= Duration::from_secs(5) && w >= Duration::from_secs(4), "{w:?}");
+        assert!(
+            w <= Duration::from_secs(5) && w >= Duration::from_secs(4),
+            "{w:?}"
+        );
         h.insert("retry-after", HeaderValue::from_static("soon"));
         assert_eq!(server_wait(&h, now), None);
         h.insert("retry-after", HeaderValue::from_static("99999999"));

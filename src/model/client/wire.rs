@@ -131,7 +131,9 @@ fn error_message_of(v: &Value) -> Option<String> {
 }
 
 fn text_at(v: &Value, pointer: &str) -> Option<String> {
-    v.pointer(pointer).and_then(Value::as_str).map(str::to_string)
+    v.pointer(pointer)
+        .and_then(Value::as_str)
+        .map(str::to_string)
 }
 
 fn text_at_detail(body: &[u8]) -> Option<String> {
@@ -262,7 +264,10 @@ impl StreamAssembler {
                     .and_then(Value::as_u64)
                     .map_or(pos, |i| i as usize);
                 if index > 1024 {
-                    return Err(format!("stream event {}: tool call index {index}", self.events));
+                    return Err(format!(
+                        "stream event {}: tool call index {index}",
+                        self.events
+                    ));
                 }
                 if self.calls.len() <= index {
                     self.calls.resize(index + 1, Default::default());
@@ -325,7 +330,11 @@ impl StreamAssembler {
             if name.is_empty() {
                 return Err(format!("streamed tool call {i} has no function name"));
             }
-            let id = if id.is_empty() { format!("call_{i}") } else { id };
+            let id = if id.is_empty() {
+                format!("call_{i}")
+            } else {
+                id
+            };
             tool_calls.push(ToolCall::new(id, name, args));
         }
         Ok(Parsed {
@@ -363,7 +372,10 @@ mod tests {
             "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":3}}\n\ndata: [DONE]\n\n",
         ]);
         let p = r.expect("assembled");
-        assert_eq!(p.message.tool_calls, vec![ToolCall::new("c9", "final_report", "{\"answer\": 42}")]);
+        assert_eq!(
+            p.message.tool_calls,
+            vec![ToolCall::new("c9", "final_report", "{\"answer\": 42}")]
+        );
         assert_eq!(p.finish_reason.as_deref(), Some("tool_calls"));
         assert_eq!(p.usage.map(|u| u.input_tokens), Some(5));
         assert_eq!(deltas.len(), 2);
@@ -389,9 +401,16 @@ mod tests {
         .expect("parses");
         assert_eq!(p.message, ChatMessage::assistant(Some("hi".into()), vec![]));
         assert_eq!(p.usage, None);
-        assert!(parse_response(b"{\"id\": 1}").unwrap_err().contains("choices"));
+        assert!(
+            parse_response(b"{\"id\": 1}")
+                .unwrap_err()
+                .contains("choices")
+        );
         assert!(parse_response(b"<html>").unwrap_err().contains("not JSON"));
-        assert_eq!(server_message(br#"{"error": {"message": "bad key"}}"#), "bad key");
+        assert_eq!(
+            server_message(br#"{"error": {"message": "bad key"}}"#),
+            "bad key"
+        );
         assert_eq!(server_message(br#"{"detail": "nope"}"#), "nope");
         assert_eq!(server_message(b""), "(empty body)");
     }

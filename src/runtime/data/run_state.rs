@@ -14,6 +14,7 @@ use super::output::Usage;
 use super::pending::Pending;
 use super::projected::ProjectedState;
 use super::run_id::RunId;
+use super::session::Session;
 use super::slices::State;
 use super::status::{RunStatus, TerminationReason};
 use super::trace::DecisionTrace;
@@ -85,6 +86,8 @@ pub struct RunState {
     /// Whether the trace is projected into `state.system.decision_trace` of the outcome
     /// and of [`RunState::state_json`].
     pub(crate) trace_in_state: bool,
+    /// The agent sessions of the run, one per agent node visit, in the order they began.
+    pub(crate) sessions: Vec<Session>,
     /// The slices written since a store started the log (not run data).
     pub(crate) changes: Changes,
 }
@@ -144,6 +147,11 @@ impl RunState {
     /// Final child states of `chat` subgraphs that returned, kept for `clarify`.
     pub fn kept(&self) -> &[KeptChild] {
         &self.kept
+    }
+
+    /// The agent sessions, one per agent node visit, in the order they began.
+    pub fn sessions(&self) -> &[Session] {
+        &self.sessions
     }
 
     /// Wall-clock start, in milliseconds since the Unix epoch (for the run deadline).
@@ -429,6 +437,8 @@ struct RunStateData {
     kept: Vec<KeptChild>,
     started_at_ms: u64,
     trace_in_state: bool,
+    #[serde(default)]
+    sessions: Vec<Session>,
 }
 
 impl Serialize for RunState {
@@ -460,6 +470,8 @@ impl Serialize for RunState {
             kept: &'a [KeptChild],
             started_at_ms: u64,
             trace_in_state: bool,
+            #[serde(skip_serializing_if = "<[_]>::is_empty")]
+            sessions: &'a [Session],
         }
         let pending = match &self.control {
             Control::Running(p) => Some(p),
@@ -494,6 +506,7 @@ impl Serialize for RunState {
             kept: &self.kept,
             started_at_ms: self.started_at_ms,
             trace_in_state: self.trace_in_state,
+            sessions: &self.sessions,
         }
         .serialize(serializer)
     }
@@ -528,6 +541,7 @@ impl<'de> Deserialize<'de> for RunState {
             kept: d.kept,
             started_at_ms: d.started_at_ms,
             trace_in_state: d.trace_in_state,
+            sessions: d.sessions,
             changes: Changes::default(),
         })
     }
