@@ -38,6 +38,15 @@ impl Tx<'_> {
             let sup = Arc::clone(&ss.dispatcher);
             return self.fail_after_run(TerminationReason::NodeFailed, msg, sup, (&node, 0), None);
         }
+        if let SessionWork::Model {
+            result: Some(Err(fault @ (Fault::Cancelled | Fault::Timeout(_)))),
+            ..
+        } = &work
+        {
+            // Nothing of the call is kept: the run stops (cancelled, or out of time).
+            let (node, sup) = (Arc::clone(&ss.np.id), Arc::clone(&ss.dispatcher));
+            return self.fault(&node, "agent node", fault.clone(), Some(sup));
+        }
         let index = match ss.session {
             Some(i) => i,
             None => {
@@ -85,10 +94,6 @@ impl Tx<'_> {
         let sup = Arc::clone(&ss.dispatcher);
         let reply = match result {
             Ok(reply) => reply,
-            // Nothing of the call is kept: the run stops (cancelled, or out of time).
-            Err(fault @ (Fault::Cancelled | Fault::Timeout(_))) => {
-                return self.fault(&node, "agent node", fault, Some(sup));
-            }
             Err(fault) => {
                 let msg = fault.describe().1.to_string();
                 self.run.steps += 1;
