@@ -105,12 +105,12 @@ fn unsupported_part(graph: &CompiledGraph, n: &NodeContract) -> Option<String> {
     }
     for other in graph.registry().nodes() {
         if let Some(a) = &other.advisors
-            && a.members.iter().any(|m| *m == n.id)
+            && a.members.contains(&n.id)
         {
             return Some(format!("an advisor of `{}`", other.id));
         }
         if let Some(t) = &other.team
-            && (t.lead == n.id || t.members.iter().any(|m| *m == n.id))
+            && (t.lead == n.id || t.members.contains(&n.id))
         {
             return Some(format!("a member or the lead of team `{}`", other.id));
         }

@@ -322,6 +322,8 @@ impl<'e> Planner<'e> {
 }
 
 /// How a valid tool call is answered.
+// Made once per tool call and moved once: boxing the call would allocate for nothing.
+#[allow(clippy::large_enum_variant)]
 enum Answer {
     /// Its tool node calls something: run it.
     Run(ToolInvocation),
