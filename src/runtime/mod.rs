@@ -32,8 +32,8 @@ pub use data::{
     DecisionTrace, EXIT_KEY, FINAL_KEY, Frame, INPUT_TOKENS, ItemDetail, KeptChild,
     MAX_TRACE_DEPTH, MESSAGE_KEY, MemberProgress, MemberStatus, NodeOutput, OUTPUT_TOKENS, Owed,
     Pending, ProjectedState, ROUTE_KEY, RunId, RunIdError, RunOutcome, RunState, RunStatus,
-    RunSummary, State, TeamPhase, TeamRun, TerminationReason, TraceItem, TraceKind, USAGE_KEY,
-    UncommittedFrame, Usage, WALL_MS, Writes,
+    RunSummary, Session, State, TeamPhase, TeamRun, TerminationReason, TraceItem, TraceKind,
+    USAGE_KEY, UncommittedFrame, Usage, WALL_MS, Writes,
 };
 pub use effects::{
     BoxFuture, Effect, EffectKind, EffectOutput, HandlerError, NodeHandler, NodeInput,

@@ -234,6 +234,40 @@ impl RunState {
         }
     }
 
+    /// Appends `messages` to session `index`, which holds `from` messages (a session
+    /// begun by the step comes with its `head`); refuses a delta that does not fit.
+    #[cfg(feature = "store")]
+    pub(crate) fn apply_session_delta(
+        &mut self,
+        index: usize,
+        head: Option<&Session>,
+        from: usize,
+        messages: &[crate::model::ChatMessage],
+    ) -> Result<(), String> {
+        if let Some(h) = head {
+            if index != self.sessions.len() || from != 0 {
+                return Err(format!(
+                    "the delta begins session {index}, the run has {} sessions",
+                    self.sessions.len()
+                ));
+            }
+            self.sessions.push(h.clone_head());
+        }
+        let Some(s) = self.sessions.get_mut(index) else {
+            return Err(format!(
+                "the delta extends session {index}, which the run lacks"
+            ));
+        };
+        if s.messages.len() != from {
+            return Err(format!(
+                "the delta extends session {index} from message {from}, it holds {}",
+                s.messages.len()
+            ));
+        }
+        s.messages.extend_from_slice(messages);
+        Ok(())
+    }
+
     /// Starts recording which slices the following transitions write (see
     /// `store::Before::tracking`), dropping an earlier log.
     pub(crate) fn track_changes(&mut self) {

@@ -26,6 +26,17 @@ pub struct Session {
 }
 
 impl Session {
+    /// The session without its messages (what tells which session it is).
+    pub fn clone_head(&self) -> Session {
+        Session {
+            node: Arc::clone(&self.node),
+            visit: self.visit,
+            model: self.model.clone(),
+            step: self.step,
+            messages: Vec::new(),
+        }
+    }
+
     /// Model calls made so far: the assistant messages.
     pub fn turns(&self) -> u32 {
         let n = self
