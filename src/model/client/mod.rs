@@ -123,16 +123,19 @@ impl ChatClient {
         let base_url =
             env::expand(&spec.base_url, "base_url", &get).map_err(|m| config(&model, m))?;
         let base_url = base_url.trim().trim_end_matches('/').to_string();
-        let endpoint = reqwest::Url::parse(&format!("{base_url}/chat/completions"))
-            .map_err(|e| config(&model, format!("base_url `{base_url}` is not a URL: {e}")))?;
-        if !matches!(endpoint.scheme(), "http" | "https") {
+        let lower = base_url.to_ascii_lowercase();
+        if !(lower.starts_with("http://") || lower.starts_with("https://")) {
             return Err(config(
                 &model,
                 format!("base_url `{base_url}` must start with http:// or https://"),
             ));
         }
+        let endpoint = reqwest::Url::parse(&format!("{base_url}/chat/completions"))
+            .map_err(|e| config(&model, format!("base_url `{base_url}` is not a URL: {e}")))?;
         let http = reqwest::Client::builder()
             .user_agent(concat!("pactgraph/", env!("CARGO_PKG_VERSION")))
+            // The key goes to `base_url` only: a redirect is an error naming its status.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| config(&model, format!("the HTTP client cannot be built: {e}")))?;
         Ok(ChatClient {

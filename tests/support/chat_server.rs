@@ -1,0 +1,566 @@
+//! A scripted OpenAI-compatible Chat Completions server on loopback, for tests that speak
+//! real HTTP to a model (brief 10.6). Include it with
+//! `#[path = "support/chat_server.rs"] mod chat_server;`.
+//!
+//! [`ChatServer::start`] listens on `127.0.0.1` (a free port) and answers each request
+//! (any path) with the next [`Reply`] of its script: a JSON body with a status and headers,
+//! an SSE stream written chunk by chunk (split where the script says, optionally broken off
+//! before its end), a hang, or a closed connection. It speaks HTTP/1.1 with
+//! `Connection: close`, one request per connection. Every request is recorded
+//! ([`ChatServer::requests`]: method, path, headers, body, arrival time), and so is every
+//! connection the client closed while the server still held it
+//! ([`ChatServer::wait_closed`]). With the script used up it answers HTTP 400
+//! `chat_server: the script has no reply left`.
+//!
+//! ```ignore
+//! let server = ChatServer::start([Reply::error(429, "slow down").header("Retry-After", "1"),
+//!                                 Reply::text("hello")]).await;
+//! let spec = ModelSpec::new(server.base_url(), "m");
+//! // ... call the model, then:
+//! assert_eq!(server.requests().len(), 2);
+//! ```
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+
+/// What a reply's body is.
+#[derive(Debug, Clone)]
+pub enum Body {
+    /// A body sent whole with `Content-Length`.
+    Full {
+        /// The `Content-Type`.
+        content_type: String,
+        /// The bytes.
+        text: String,
+    },
+    /// `text/event-stream` in HTTP chunks, one write per element of `chunks`, `pause`
+    /// between writes; `complete: false` drops the connection before the end.
+    Sse {
+        /// The raw pieces of the stream, written one by one.
+        chunks: Vec<String>,
+        /// The pause after each piece.
+        pause: Duration,
+        /// Whether the HTTP body is ended properly.
+        complete: bool,
+    },
+    /// Never answers; waits until the client closes the connection.
+    Hang,
+    /// Closes the connection without an answer.
+    Close,
+}
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// The HTTP status.
+    pub status: u16,
+    /// Extra response headers.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Body,
+    /// A wait before answering (the client closing meanwhile is recorded).
+    pub delay: Duration,
+}
+
+/// The usage object of the scripted completions: 11 prompt and 7 completion tokens.
+pub fn usage() -> Value {
+    json!({"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18})
+}
+
+/// A `chat.completion` body with `message`, `finish_reason` and `usage` (left out when
+/// `None`).
+pub fn completion(message: Value, finish_reason: &str, usage: Option<Value>) -> Value {
+    let mut v = json!({
+        "id": "chatcmpl-scripted", "object": "chat.completion", "created": 0,
+        "model": "scripted",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+    });
+    if let Some(u) = usage {
+        v["usage"] = u;
+    }
+    v
+}
+
+/// A `chat.completion.chunk` with one choice's `delta` and `finish_reason`.
+pub fn chunk(delta: Value, finish_reason: Option<&str>) -> Value {
+    json!({
+        "id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0,
+        "model": "scripted",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    })
+}
+
+/// The final chunk with usage and no choices (`stream_options.include_usage`).
+pub fn usage_chunk(usage: Value) -> Value {
+    json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0,
+           "model": "scripted", "choices": [], "usage": usage})
+}
+
+impl Reply {
+    /// HTTP `status` with a JSON body.
+    pub fn json(status: u16, body: Value) -> Reply {
+        Reply::raw(status, "application/json", &body.to_string())
+    }
+
+    /// HTTP `status` with any body.
+    pub fn raw(status: u16, content_type: &str, text: &str) -> Reply {
+        Reply {
+            status,
+            headers: Vec::new(),
+            body: Body::Full {
+                content_type: content_type.into(),
+                text: text.into(),
+            },
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// A 200 text completion with [`usage`].
+    pub fn text(content: &str) -> Reply {
+        Reply::json(
+            200,
+            completion(
+                json!({"role": "assistant", "content": content}),
+                "stop",
+                Some(usage()),
+            ),
+        )
+    }
+
+    /// A 200 completion calling tools: `(id, name, arguments)` each, with [`usage`].
+    pub fn tool_calls(calls: &[(&str, &str, &str)]) -> Reply {
+        let calls: Vec<Value> = calls
+            .iter()
+            .map(|(id, name, args)| {
+                json!({"id": id, "type": "function",
+                       "function": {"name": name, "arguments": args}})
+            })
+            .collect();
+        Reply::json(
+            200,
+            completion(
+                json!({"role": "assistant", "content": null, "tool_calls": calls}),
+                "tool_calls",
+                Some(usage()),
+            ),
+        )
+    }
+
+    /// An error status with the OpenAI error body `{"error": {"message", "type"}}`.
+    pub fn error(status: u16, message: &str) -> Reply {
+        Reply::json(
+            status,
+            json!({"error": {"message": message, "type": "scripted_error"}}),
+        )
+    }
+
+    /// An SSE stream: each event its own chunk (`data: EVENT\n\n`), then `data: [DONE]`.
+    pub fn sse(events: &[Value]) -> Reply {
+        let mut chunks: Vec<String> = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+        chunks.push("data: [DONE]\n\n".into());
+        Reply::sse_chunks(chunks)
+    }
+
+    /// An SSE stream written exactly as these pieces (split anywhere, even inside a line).
+    pub fn sse_chunks(chunks: Vec<String>) -> Reply {
+        Reply {
+            status: 200,
+            headers: Vec::new(),
+            body: Body::Sse {
+                chunks,
+                pause: Duration::from_millis(5),
+                complete: true,
+            },
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// A streamed text reply in these pieces, with a usage chunk when `with_usage`.
+    pub fn stream_text(pieces: &[&str], with_usage: bool) -> Reply {
+        let mut events = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
+        events.extend(pieces.iter().map(|p| chunk(json!({"content": p}), None)));
+        events.push(chunk(json!({}), Some("stop")));
+        if with_usage {
+            events.push(usage_chunk(usage()));
+        }
+        Reply::sse(&events)
+    }
+
+    /// A streamed call of tool `name` whose arguments arrive in these pieces.
+    pub fn stream_tool_call(id: &str, name: &str, pieces: &[&str], with_usage: bool) -> Reply {
+        let mut events = vec![chunk(
+            json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": id,
+                "type": "function", "function": {"name": name, "arguments": ""}}]}),
+            None,
+        )];
+        events.extend(pieces.iter().map(|p| {
+            chunk(
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}),
+                None,
+            )
+        }));
+        events.push(chunk(json!({}), Some("tool_calls")));
+        if with_usage {
+            events.push(usage_chunk(usage()));
+        }
+        Reply::sse(&events)
+    }
+
+    /// A reply that never comes: the server holds the connection until the client closes.
+    pub fn hang() -> Reply {
+        Reply {
+            status: 200,
+            headers: Vec::new(),
+            body: Body::Hang,
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// The connection closed without an answer.
+    pub fn close() -> Reply {
+        Reply {
+            body: Body::Close,
+            ..Reply::hang()
+        }
+    }
+
+    /// Adds a response header.
+    pub fn header(mut self, name: &str, value: &str) -> Reply {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Waits this long before answering.
+    pub fn delay(mut self, delay: Duration) -> Reply {
+        self.delay = delay;
+        self
+    }
+
+    /// An SSE reply broken off after its first `keep` pieces (no end of the HTTP body).
+    pub fn broken_after(mut self, keep: usize) -> Reply {
+        if let Body::Sse {
+            chunks, complete, ..
+        } = &mut self.body
+        {
+            chunks.truncate(keep);
+            *complete = false;
+        }
+        self
+    }
+
+    /// Sets the pause between SSE pieces.
+    pub fn pause(mut self, pause: Duration) -> Reply {
+        if let Body::Sse { pause: p, .. } = &mut self.body {
+            *p = pause;
+        }
+        self
+    }
+}
+
+/// One request the server received.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// `POST`, ...
+    pub method: String,
+    /// The path, e.g. `/v1/chat/completions`.
+    pub path: String,
+    /// The headers, names in lower case.
+    pub headers: Vec<(String, String)>,
+    /// The body as JSON (`Null` when it is not JSON).
+    pub body: Value,
+    /// The body as text.
+    pub raw_body: String,
+    /// When the request (head and body) had arrived.
+    pub at: Instant,
+}
+
+impl Request {
+    /// The value of header `name` (any case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+#[derive(Default)]
+struct State {
+    script: Mutex<VecDeque<Reply>>,
+    requests: Mutex<Vec<Request>>,
+    closed: Mutex<Vec<usize>>,
+    changed: Notify,
+}
+
+/// The scripted server; stops when dropped.
+pub struct ChatServer {
+    addr: SocketAddr,
+    state: Arc<State>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ChatServer {
+    /// Starts a server on `127.0.0.1` answering with `script`, in order.
+    pub async fn start(script: impl IntoIterator<Item = Reply>) -> ChatServer {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a loopback port");
+        let addr = listener.local_addr().expect("the bound address");
+        let state = Arc::new(State::default());
+        state.script.lock().expect("script lock").extend(script);
+        let st = state.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(serve(stream, st.clone()));
+            }
+        });
+        ChatServer { addr, state, task }
+    }
+
+    /// The base URL to give a model: `http://127.0.0.1:PORT/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// The socket address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Appends a reply to the script.
+    pub fn push(&self, reply: Reply) {
+        self.state
+            .script
+            .lock()
+            .expect("script lock")
+            .push_back(reply);
+    }
+
+    /// Every request so far, in arrival order.
+    pub fn requests(&self) -> Vec<Request> {
+        self.state.requests.lock().expect("requests lock").clone()
+    }
+
+    /// Waits (at most `limit`) until `n` requests have arrived; whether they did.
+    pub async fn wait_requests(&self, n: usize, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        loop {
+            let notified = self.state.changed.notified();
+            if self.requests().len() >= n {
+                return true;
+            }
+            if tokio::time::timeout_at(until.into(), notified)
+                .await
+                .is_err()
+            {
+                return self.requests().len() >= n;
+            }
+        }
+    }
+
+    /// Waits (at most `limit`) until the client has closed the connection of request
+    /// number `index` (0-based) while the server held it; whether it did.
+    pub async fn wait_closed(&self, index: usize, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        loop {
+            let notified = self.state.changed.notified();
+            if self.closed().contains(&index) {
+                return true;
+            }
+            if tokio::time::timeout_at(until.into(), notified)
+                .await
+                .is_err()
+            {
+                return self.closed().contains(&index);
+            }
+        }
+    }
+
+    /// The requests whose connection the client closed while the server held it.
+    pub fn closed(&self) -> Vec<usize> {
+        self.state.closed.lock().expect("closed lock").clone()
+    }
+}
+
+impl Drop for ChatServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Reads one request, records it, answers with the next reply.
+async fn serve(mut stream: TcpStream, state: Arc<State>) {
+    let Some(request) = read_request(&mut stream).await else {
+        return;
+    };
+    let reply = state.script.lock().expect("script lock").pop_front();
+    let index = {
+        let mut requests = state.requests.lock().expect("requests lock");
+        requests.push(request);
+        requests.len() - 1
+    };
+    state.changed.notify_waiters();
+    let reply =
+        reply.unwrap_or_else(|| Reply::error(400, "chat_server: the script has no reply left"));
+    let closed = answer(&mut stream, reply).await;
+    if closed {
+        state.closed.lock().expect("closed lock").push(index);
+        state.changed.notify_waiters();
+    }
+}
+
+/// Writes `reply`; true when the client closed the connection first.
+async fn answer(stream: &mut TcpStream, reply: Reply) -> bool {
+    if !reply.delay.is_zero() && wait_or_closed(stream, Some(reply.delay)).await {
+        return true;
+    }
+    let reason = reason(reply.status);
+    let mut head = format!(
+        "HTTP/1.1 {} {reason}\r\nConnection: close\r\n",
+        reply.status
+    );
+    for (n, v) in &reply.headers {
+        head.push_str(&format!("{n}: {v}\r\n"));
+    }
+    match reply.body {
+        Body::Full { content_type, text } => {
+            head.push_str(&format!(
+                "Content-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
+                text.len()
+            ));
+            head.push_str(&text);
+            if stream.write_all(head.as_bytes()).await.is_err() {
+                return true;
+            }
+            let _ = stream.shutdown().await;
+            false
+        }
+        Body::Sse {
+            chunks,
+            pause,
+            complete,
+        } => {
+            head.push_str(
+                "Content-Type: text/event-stream\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n",
+            );
+            if stream.write_all(head.as_bytes()).await.is_err() {
+                return true;
+            }
+            for c in chunks {
+                let piece = format!("{:x}\r\n{c}\r\n", c.len());
+                if stream.write_all(piece.as_bytes()).await.is_err()
+                    || stream.flush().await.is_err()
+                {
+                    return true;
+                }
+                if !pause.is_zero() && wait_or_closed(stream, Some(pause)).await {
+                    return true;
+                }
+            }
+            if complete {
+                if stream.write_all(b"0\r\n\r\n").await.is_err() {
+                    return true;
+                }
+                let _ = stream.shutdown().await;
+            }
+            false
+        }
+        Body::Hang => wait_or_closed(stream, None).await,
+        Body::Close => false,
+    }
+}
+
+/// Waits `limit` (forever when `None`), watching the connection: true when the client
+/// closed it meanwhile.
+async fn wait_or_closed(stream: &mut TcpStream, limit: Option<Duration>) -> bool {
+    let watch = async {
+        let mut buf = [0u8; 256];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    };
+    match limit {
+        Some(d) => tokio::time::timeout(d, watch).await.is_ok(),
+        None => {
+            watch.await;
+            true
+        }
+    }
+}
+
+/// Reads a request head and its `Content-Length` body; `None` on a broken request.
+async fn read_request(stream: &mut TcpStream) -> Option<Request> {
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 8192];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = stream.read(&mut tmp).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&tmp[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    let mut lines = head.split("\r\n");
+    let mut first = lines.next()?.split(' ');
+    let method = first.next()?.to_string();
+    let path = first.next()?.to_string();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let length: usize = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    while buf.len() < head_end + length {
+        let n = stream.read(&mut tmp).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&tmp[..n]);
+    }
+    let raw_body = String::from_utf8_lossy(&buf[head_end..head_end + length]).to_string();
+    Some(Request {
+        method,
+        path,
+        headers,
+        body: serde_json::from_str(&raw_body).unwrap_or(Value::Null),
+        raw_body,
+        at: Instant::now(),
+    })
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        422 => "Unprocessable Entity",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "Status",
+    }
+}
