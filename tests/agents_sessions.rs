@@ -472,3 +472,70 @@ fn cancelling_the_run_aborts_the_request_in_flight() {
         "nothing of the call in flight is kept"
     );
 }
+
+#[test]
+fn a_router_agent_hands_off_through_handoff_to_with_its_destinations_as_an_enum() {
+    let rt = rt();
+    let server = rt.block_on(ChatServer::start([
+        Reply::tool_calls(&[("h1", "handoff_to", r#"{"agent": "nowhere"}"#)]),
+        Reply::tool_calls(&[(
+            "h2",
+            "handoff_to",
+            r#"{"agent": "billing", "message": "refund"}"#,
+        )]),
+    ]));
+    let d = json!({
+        "workflow": "agent-router",
+        "slices": {"request": {}, "note": {}, "done": {}},
+        "models": {"default": {"base_url": server.base_url(), "model": "m",
+                               "api_key_env": "PACTGRAPH_TEST_NO_KEY"}},
+        "entry": "root",
+        "supervisors": {"root": {"allow": ["triage"],
+                                 "default": {"stop_global": {"reason": "finished"}}}},
+        "nodes": {
+            "triage": {"supervisor": "root", "reads": ["request"],
+                       "triggers": [{"when": {"path": "/done", "exists": false}}],
+                       "router": {"destinations": ["billing", "support"], "message_slice": "note"},
+                       "run": {"agent": {}}},
+            "billing": {"supervisor": "root", "reads": ["note"], "writes": ["done"],
+                        "run": {"set": {"done": "billing"}}},
+            "support": {"supervisor": "root", "reads": ["note"], "writes": ["done"],
+                        "run": {"set": {"done": "support"}}}
+        }
+    });
+    let ex = executor(d, None);
+    let run = run(&rt, &ex, json!({"request": "my money back"}));
+    assert_eq!(
+        run.status(),
+        RunStatus::Completed,
+        "{:?} {}",
+        run.message(),
+        run.trace().to_table()
+    );
+    assert_eq!(run.state()["done"], "billing");
+    assert_eq!(
+        run.state()["note"],
+        json!({"router": "triage", "message": "refund"})
+    );
+    let first = &server.requests()[0].body;
+    let handoff = &first["tools"][0]["function"];
+    assert_eq!(handoff["name"], "handoff_to");
+    assert_eq!(
+        handoff["parameters"]["properties"]["agent"]["enum"],
+        json!(["billing", "support"])
+    );
+    assert_eq!(
+        first["tools"].as_array().map(Vec::len),
+        Some(1),
+        "no may_answer: no final_report"
+    );
+    // The destination outside the enum was a mistake told to the model.
+    let told = &server.requests()[1].body["messages"][2];
+    assert_eq!(told["tool_call_id"], "h1");
+    assert!(
+        told["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("at `/agent`")
+    );
+}

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use super::builder::ExecutorBuildError;
 use super::plan::agent::{
-    AgentPlan, FINAL_REPORT, ToolPlan, allows_strict, final_report_parameters,
+    AgentPlan, Exit, ExitKind, FINAL_REPORT, HANDOFF_TO, ToolPlan, allows_strict,
+    final_report_parameters, handoff_parameters,
 };
 use crate::contracts::pointer::join;
 use crate::contracts::{AgentSpec, NodeBehaviour, NodeContract, SYSTEM_SLICE};
@@ -51,12 +52,40 @@ pub(super) fn agent_plan(
     let parameters = final_report_parameters(&writes, |s| {
         graph.slices().get(s).and_then(|d| d.schema.clone())
     });
-    let exit = tool_plan(
-        FINAL_REPORT.into(),
-        final_report_description(&writes),
-        parameters,
-    )
-    .map_err(|e| fail(format!("its final_report schema does not compile: {e}")))?;
+    let report = |answers| -> Result<Exit, ExecutorBuildError> {
+        let tool = tool_plan(
+            FINAL_REPORT.into(),
+            final_report_description(&writes),
+            parameters.clone(),
+        )
+        .map_err(|e| fail(format!("its final_report schema does not compile: {e}")))?;
+        Ok(Exit {
+            kind: ExitKind::Report { answers },
+            tool,
+        })
+    };
+    let exits = match &n.router {
+        None => vec![report(false)?],
+        Some(r) => {
+            let tool = tool_plan(
+                HANDOFF_TO.into(),
+                format!(
+                    "Hand the request off to the one destination that should handle it: {}.",
+                    r.destinations.join(", ")
+                ),
+                handoff_parameters(&r.destinations),
+            )
+            .map_err(|e| fail(format!("its handoff_to schema does not compile: {e}")))?;
+            let mut exits = vec![Exit {
+                kind: ExitKind::Handoff,
+                tool,
+            }];
+            if r.may_answer {
+                exits.push(report(true)?);
+            }
+            exits
+        }
+    };
     let mut tools = Vec::with_capacity(spec.tools.len());
     for id in &spec.tools {
         let tool = graph
@@ -80,7 +109,7 @@ pub(super) fn agent_plan(
         tools.push(plan);
     }
     let text_slice = match writes.as_slice() {
-        [only] => Some(only.clone()),
+        [only] if n.router.is_none() => Some(only.clone()),
         _ => None,
     };
     Ok(AgentPlan {
@@ -89,7 +118,7 @@ pub(super) fn agent_plan(
         client: Arc::new(client),
         price: model.price,
         spec: spec.clone(),
-        exit,
+        exits,
         tools,
         text_slice,
     })
@@ -97,9 +126,6 @@ pub(super) fn agent_plan(
 
 /// The part node `n` plays that agents cannot play yet, if any.
 fn unsupported_part(graph: &CompiledGraph, n: &NodeContract) -> Option<String> {
-    if n.router.is_some() {
-        return Some("a router (its exit tool is `handoff_to`)".into());
-    }
     if n.tool.is_some() {
         return Some("a tool node".into());
     }

@@ -194,6 +194,9 @@ impl Tx<'_> {
                 Ok(out) => {
                     // Counted in `usage_total` as each call was committed.
                     usage = spent;
+                    if matches!(after, After::Route) {
+                        routed = Some((out.route, out.message));
+                    }
                     (Cow::Owned(Value::Object(out.writes)), d)
                 }
             },

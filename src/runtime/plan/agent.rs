@@ -15,6 +15,25 @@ use crate::model::client::ChatClient;
 /// The exit tool of a node that writes slices.
 pub(crate) const FINAL_REPORT: &str = "final_report";
 
+/// The exit tool of a router.
+pub(crate) const HANDOFF_TO: &str = "handoff_to";
+
+/// What an exit tool's arguments become.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ExitKind {
+    /// The node's writes (`final_report`); a router's answer of its own (`$route: null`)
+    /// when `answers` is set.
+    Report { answers: bool },
+    /// A router's `$route` (`agent`) and `$message` (`message`): `handoff_to`.
+    Handoff,
+}
+
+/// An exit tool: its kind and the function offered.
+pub(crate) struct Exit {
+    pub(crate) kind: ExitKind,
+    pub(crate) tool: ToolPlan,
+}
+
 /// An agent node, ready to run a session.
 pub(crate) struct AgentPlan {
     /// The model key in the document's `models`.
@@ -26,8 +45,9 @@ pub(crate) struct AgentPlan {
     pub(crate) price: Option<Price>,
     /// The templates and `max_turns`.
     pub(crate) spec: AgentSpec,
-    /// The exit tool.
-    pub(crate) exit: ToolPlan,
+    /// The exit tools, the one forced on the last turn first (`final_report`; a router's
+    /// `handoff_to`, then `final_report` with `may_answer`).
+    pub(crate) exits: Vec<Exit>,
     /// The tool nodes offered, in the order `tools` lists them.
     pub(crate) tools: Vec<ToolPlan>,
     /// The only slice the node writes, when it has exactly one: a plain text reply that
@@ -39,7 +59,7 @@ impl std::fmt::Debug for AgentPlan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AgentPlan")
             .field("model", &self.model)
-            .field("exit", &self.exit.def.name)
+            .field("exit", &self.exit().def.name)
             .finish_non_exhaustive()
     }
 }
@@ -50,20 +70,29 @@ impl AgentPlan {
         self.spec.turns().max(1)
     }
 
-    /// The tool offered under `name` (the exit tool included).
+    /// The exit tool forced on the last turn.
+    pub(crate) fn exit(&self) -> &ToolPlan {
+        &self.exits[0].tool
+    }
+
+    /// The exit tool named `name`, if it is one.
+    pub(crate) fn exit_named(&self, name: &str) -> Option<&Exit> {
+        self.exits.iter().find(|e| e.tool.def.name == name)
+    }
+
+    /// Every function offered: the exit tools, then the tools in order.
+    pub(crate) fn offered(&self) -> impl Iterator<Item = &ToolPlan> {
+        self.exits.iter().map(|e| &e.tool).chain(&self.tools)
+    }
+
+    /// The tool (not an exit) offered under `name`.
     pub(crate) fn tool(&self, name: &str) -> Option<&ToolPlan> {
-        if name == self.exit.def.name {
-            return Some(&self.exit);
-        }
         self.tools.iter().find(|t| t.def.name == name)
     }
 
-    /// Every function definition sent with a request: the exit tool first.
+    /// Every function definition sent with a request: the exit tools first.
     pub(crate) fn defs(&self) -> Vec<ToolDef> {
-        std::iter::once(&self.exit)
-            .chain(&self.tools)
-            .map(|t| t.def.clone())
-            .collect()
+        self.offered().map(|t| t.def.clone()).collect()
     }
 }
 
@@ -90,6 +119,19 @@ pub(crate) fn final_report_parameters(
         "type": "object",
         "properties": properties,
         "required": writes,
+        "additionalProperties": false,
+    })
+}
+
+/// The `handoff_to` parameters for a router choosing among `destinations`.
+pub(crate) fn handoff_parameters(destinations: &[String]) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "agent": {"type": "string", "enum": destinations},
+            "message": {"type": "string"},
+        },
+        "required": ["agent"],
         "additionalProperties": false,
     })
 }

@@ -12,8 +12,7 @@ use super::reply::{Verdict, ask_for_exit, judge};
 use crate::contracts::Price;
 use crate::model::ChatMessage;
 use crate::runtime::data::{
-    COST_USD, Control, INPUT_TOKENS, NodeOutput, OUTPUT_TOKENS, Session, TerminationReason,
-    TraceKind, Usage,
+    COST_USD, Control, INPUT_TOKENS, OUTPUT_TOKENS, Session, TerminationReason, TraceKind, Usage,
 };
 use crate::runtime::effects::{Fault, ModelReply};
 use crate::runtime::machine::commit::{Tx, attach_usage};
@@ -143,7 +142,7 @@ impl Tx<'_> {
         self.push_messages(index, [message]);
         let last = turn >= ss.agent.max_turns();
         match verdict {
-            Verdict::Exit(writes) => {
+            Verdict::Exit(output) => {
                 let (total_us, usage) = self.session_totals(index);
                 let extra = StageExtra::owing(&ss.owed);
                 let SessionStep {
@@ -156,7 +155,7 @@ impl Tx<'_> {
                     ..
                 } = *ss;
                 let ran = Ran {
-                    result: Ok(NodeOutput::new(writes)),
+                    result: Ok(output),
                     failed: Vec::new(),
                 };
                 let ns = NodeStep {
@@ -176,7 +175,7 @@ impl Tx<'_> {
                 let msg = format!(
                     "agent node `{node}` made {turn} model call(s), its max_turns, without a \
                      valid `{}` call",
-                    ss.agent.exit.def.name
+                    ss.agent.exit().def.name
                 );
                 self.fail_after_run(
                     TerminationReason::AgentNoExit,

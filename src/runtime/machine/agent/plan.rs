@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::reply::{arguments_of, error_content, exit_writes};
+use super::reply::{arguments_of, error_content, exit_output};
 use super::templates::opening;
 use crate::model::{ChatMessage, Role as ChatRole, ToolCall, ToolChoice};
 use crate::runtime::data::{Pending, Role, RunState, Writes};
@@ -196,8 +196,8 @@ impl<'e> Planner<'e> {
         messages: Vec<ChatMessage>,
         turn: u32,
     ) -> Effect {
-        let tool_choice =
-            (turn >= agent.max_turns()).then(|| ToolChoice::Function(agent.exit.def.name.clone()));
+        let tool_choice = (turn >= agent.max_turns())
+            .then(|| ToolChoice::Function(agent.exit().def.name.clone()));
         Effect {
             kind: EffectKind::Model,
             id: Arc::clone(node),
@@ -263,9 +263,9 @@ impl<'e> Planner<'e> {
         call: &ToolCall,
         index: usize,
     ) -> Result<Answer, String> {
-        if call.name == agent.exit.def.name {
+        if let Some(exit) = exit_output(agent, &call.name, &call.arguments) {
             // A valid exit ends the session when the reply is read: this one has a mistake.
-            return Err(match exit_writes(agent, &call.arguments) {
+            return Err(match exit {
                 Err(e) => e,
                 Ok(_) => format!(
                     "`{}` was called with other tools; call it alone to finish",
@@ -274,10 +274,7 @@ impl<'e> Planner<'e> {
             });
         }
         let Some(tool) = agent.tool(&call.name) else {
-            let offered: Vec<&str> = std::iter::once(&agent.exit)
-                .chain(&agent.tools)
-                .map(|t| t.def.name.as_str())
-                .collect();
+            let offered: Vec<&str> = agent.offered().map(|t| t.def.name.as_str()).collect();
             return Err(format!(
                 "there is no tool `{}`; the tools are: {}",
                 call.name,

@@ -6,15 +6,18 @@
 use serde_json::Value;
 
 use crate::model::ChatMessage;
-use crate::runtime::data::Writes;
-use crate::runtime::plan::agent::{AgentPlan, ToolPlan};
+use crate::runtime::data::{NodeOutput, Writes};
+use crate::runtime::plan::agent::{AgentPlan, ExitKind, ToolPlan};
 use crate::runtime::plan::{Plan, check, check_at};
 
 /// What a reply asks for.
+// Made once per model call and matched at once: boxing the output would allocate for
+// nothing.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Verdict {
-    /// The session ends with these writes.
-    Exit(Writes),
+    /// The session ends with this output (writes, or a router's route).
+    Exit(NodeOutput),
     /// Tool calls to answer (some may be mistakes, answered as such).
     Calls,
     /// Text without a tool call that is not an exit.
@@ -25,7 +28,7 @@ pub(crate) enum Verdict {
 pub(crate) fn ask_for_exit(agent: &AgentPlan) -> String {
     format!(
         "A text reply does not end this task. Call the tool `{}` with your result.",
-        agent.exit.def.name
+        agent.exit().def.name
     )
 }
 
@@ -35,8 +38,7 @@ pub(crate) fn judge(plan: &Plan, agent: &AgentPlan, reply: &ChatMessage) -> Verd
         return reply
             .tool_calls
             .iter()
-            .filter(|c| c.name == agent.exit.def.name)
-            .find_map(|c| exit_writes(agent, &c.arguments).ok())
+            .find_map(|c| exit_output(agent, &c.name, &c.arguments)?.ok())
             .map_or(Verdict::Calls, Verdict::Exit);
     }
     if let (Some(slice), Some(text)) = (&agent.text_slice, &reply.content) {
@@ -48,21 +50,43 @@ pub(crate) fn judge(plan: &Plan, agent: &AgentPlan, reply: &ChatMessage) -> Verd
         if accepted && !text.trim().is_empty() {
             let mut writes = Writes::new();
             writes.insert(slice.clone(), value);
-            return Verdict::Exit(writes);
+            return Verdict::Exit(NodeOutput::new(writes));
         }
     }
     Verdict::Text
 }
 
-/// The writes an exit call's `arguments` give, or the mistake in them.
-pub(crate) fn exit_writes(agent: &AgentPlan, arguments: &str) -> Result<Writes, String> {
-    match arguments_of(&agent.exit, arguments)? {
-        Value::Object(m) => Ok(m),
-        _ => Err(format!(
-            "the arguments of `{}` must be a JSON object",
-            agent.exit.def.name
-        )),
-    }
+/// What a call of exit tool `name` gives (`None`: `name` is no exit tool): the node's
+/// output, or the mistake in its `arguments`.
+pub(crate) fn exit_output(
+    agent: &AgentPlan,
+    name: &str,
+    arguments: &str,
+) -> Option<Result<NodeOutput, String>> {
+    let exit = agent.exit_named(name)?;
+    let args = match arguments_of(&exit.tool, arguments) {
+        Ok(Value::Object(m)) => m,
+        Ok(_) => {
+            return Some(Err(format!(
+                "the arguments of `{name}` must be a JSON object"
+            )));
+        }
+        Err(e) => return Some(Err(e)),
+    };
+    Some(Ok(match exit.kind {
+        ExitKind::Report { answers: false } => NodeOutput::new(args),
+        ExitKind::Report { answers: true } => NodeOutput::new(args).answered(),
+        ExitKind::Handoff => {
+            let mut out = NodeOutput::new(Writes::new());
+            if let Some(Value::String(to)) = args.get("agent") {
+                out = out.with_route(to.clone());
+            }
+            if let Some(Value::String(m)) = args.get("message") {
+                out = out.with_message(m.clone());
+            }
+            out
+        }
+    }))
 }
 
 /// A tool call's `arguments`, parsed and checked against the tool's parameters, or the
