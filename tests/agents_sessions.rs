@@ -539,3 +539,42 @@ fn a_router_agent_hands_off_through_handoff_to_with_its_destinations_as_an_enum(
             .contains("at `/agent`")
     );
 }
+
+#[test]
+fn an_advised_agents_default_prompt_starts_with_the_tagged_advice() {
+    let rt = rt();
+    let server = rt.block_on(ChatServer::start([report(json!({"answer": "ok"}))]));
+    let d = json!({
+        "workflow": "agent-advised",
+        "slices": {"request": {}, "advice": {}, "answer": {}, "scratch": {}},
+        "models": {"default": {"base_url": server.base_url(), "model": "m",
+                               "api_key_env": "PACTGRAPH_TEST_NO_KEY"}},
+        "entry": "root",
+        "supervisors": {"root": {"allow": ["primary"],
+                                 "default": {"stop_global": {"reason": "done"}}}},
+        "nodes": {
+            "critic": {"supervisor": "root", "reads": ["request"], "writes": ["scratch"],
+                       "run": {"set": {"scratch": "looks fine"}}},
+            "primary": {"supervisor": "root", "reads": ["request", "advice"], "writes": ["answer"],
+                        "run": {"agent": {}},
+                        "advisors": {"members": ["critic"], "slice": "advice"},
+                        "triggers": [{"priority": 1, "when": {"path": "/answer", "exists": false}}]}
+        }
+    });
+    let ex = executor(d, None);
+    let run = run(&rt, &ex, json!({"request": "review this"}));
+    assert_eq!(run.status(), RunStatus::Completed, "{:?}", run.message());
+    let prompt = server.requests()[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(prompt.starts_with("<original_user_request__"), "{prompt}");
+    assert!(
+        prompt.contains("<advisory__") && prompt.contains("agent=\"critic\""),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains("\"request\": \"review this\""),
+        "the view follows: {prompt}"
+    );
+}

@@ -55,7 +55,15 @@ impl<'e> Planner<'e> {
             opening: Vec::new(),
             work: SessionWork::Failed(String::new()),
         });
-        match opening(&np.id, agent, view) {
+        // An advisors' primary: the advice's tagged blocks come first (brief 5.4).
+        let tagged = np
+            .contract(&self.plan.graph)
+            .advisors
+            .as_ref()
+            .and_then(|a| run.level_state().get(&a.slice))
+            .and_then(|advice| advice.get("tagged"))
+            .and_then(serde_json::Value::as_str);
+        match opening(&np.id, agent, view, tagged) {
             Ok(messages) => {
                 let effect = self.model_effect(run, &np.id, agent, messages.clone(), 1);
                 ss.opening = messages;

@@ -10,11 +10,13 @@ use crate::runtime::data::Writes;
 use crate::runtime::plan::agent::AgentPlan;
 
 /// The messages a session of `agent` opens with, for node `node` reading `view`; the
-/// error names the template and what is wrong with it.
+/// error names the template and what is wrong with it. `first` (an advisors' primary's
+/// tagged blocks) comes before the view in the default prompt.
 pub(crate) fn opening(
     node: &str,
     agent: &AgentPlan,
     view: Writes,
+    first: Option<&str>,
 ) -> Result<Vec<ChatMessage>, String> {
     let mut context = view.clone();
     context.insert("input".into(), Value::Object(view.clone()));
@@ -31,8 +33,15 @@ pub(crate) fn opening(
     }
     let prompt = match &agent.spec.prompt {
         Some(t) => render("prompt", t)?,
-        None => serde_json::to_string_pretty(&Value::Object(view))
-            .map_err(|e| format!("the read view of agent node `{node}` cannot be written: {e}"))?,
+        None => {
+            let json = serde_json::to_string_pretty(&Value::Object(view)).map_err(|e| {
+                format!("the read view of agent node `{node}` cannot be written: {e}")
+            })?;
+            match first {
+                Some(tagged) => format!("{tagged}\n\n{json}"),
+                None => json,
+            }
+        }
     };
     messages.push(ChatMessage::user(prompt));
     Ok(messages)
