@@ -129,3 +129,50 @@ fn the_cli_validates_them_strictly() {
         );
     }
 }
+
+/// `validate` underlines a template's unknown name where it stands in the file (not the
+/// template's key), in the human report, and gives that place in the JSON report.
+#[test]
+fn a_template_mistake_is_shown_where_it_stands() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = dir.path().join("bad.json");
+    let text = r#"{"workflow": "w", "slices": {"request": {}, "answer": {}},
+ "models": {"default": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}},
+ "entry": "root",
+ "supervisors": {"root": {"allow": ["reply"], "default": {"stop_global": {}}}},
+ "nodes": {"reply": {"supervisor": "root", "reads": ["request"], "writes": ["answer"],
+   "triggers": [{"when": true}], "terminal": true,
+   "run": {"agent": {"prompt": "Say \"hi\" to {{ request.name }} about {{ ticket.id }}"}}}}}
+"#;
+    std::fs::write(&path, text).expect("written");
+    let run = |format: &str| {
+        let o = Command::new(env!("CARGO_BIN_EXE_pactgraph"))
+            .args(["validate", "--format", format])
+            .arg(&path)
+            .output()
+            .expect("the binary runs");
+        assert_eq!(o.status.code(), Some(1));
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+    };
+    let human = run("human");
+    let line = text.lines().nth(6).expect("line 7");
+    let column = line.find("ticket").expect("ticket") + 1;
+    assert!(human.contains(&format!("bad.json:7:{column}")), "{human}");
+    let marks = human
+        .lines()
+        .find(|l| l.contains("^^^^^^ /nodes/reply/run/agent/prompt"))
+        .expect("an underline");
+    let at = marks.find('^').expect("a caret");
+    let shown = human
+        .lines()
+        .find(|l| l.contains("{{ ticket.id }}"))
+        .expect("the line shown");
+    assert_eq!(&shown[at..at + 6], "ticket", "{human}");
+    let json: serde_json::Value = serde_json::from_str(&run("json")).expect("JSON report");
+    let d = &json[0];
+    assert_eq!(d["code"], "PG1204");
+    assert_eq!(
+        (d["line"].as_u64(), d["column"].as_u64()),
+        (Some(7), Some(column as u64))
+    );
+}

@@ -29,7 +29,7 @@ pub(crate) struct AgentSite<'a> {
 }
 
 impl AgentSite<'_> {
-    /// `node `x`` or `supervisor `x``, for messages.
+    /// "node `x`" or "supervisor `x`'s policy", for messages.
     pub fn who(&self) -> String {
         match self.owner {
             Owner::Node => format!("node `{}`", self.id),

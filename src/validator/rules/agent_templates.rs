@@ -4,7 +4,7 @@
 //! points into the template: its line and column are the place in the document's text.
 
 use super::agent_sites::{AgentSite, agents, template_names};
-use crate::contracts::template::{environment, variables};
+use crate::contracts::template::{environment, on_template_stack, variables};
 use crate::validator::{Code, Context, Diagnostic};
 
 pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
@@ -12,8 +12,18 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     if sites.is_empty() {
         return;
     }
+    let found = on_template_stack(|| {
+        let mut found = Vec::new();
+        check_sites(ctx, &sites, &mut found);
+        found
+    });
+    out.extend(found);
+}
+
+/// The findings of every template of `sites`.
+fn check_sites(ctx: &Context<'_>, sites: &[AgentSite<'_>], out: &mut Vec<Diagnostic>) {
     let env = environment();
-    for site in &sites {
+    for site in sites {
         let names = template_names(ctx, site);
         for (field, template) in [
             ("instructions", &site.spec.instructions),
@@ -152,6 +162,24 @@ mod tests {
             run(check, doc),
             vec![(Code::BAD_TEMPLATE, "/nodes/reply/run/agent/prompt".into())]
         );
+    }
+
+    /// Hostile nesting is a diagnostic, never a stack overflow (this test's thread has
+    /// the default 2 MB stack).
+    #[test]
+    fn deep_templates_are_refused_not_overflowed() {
+        for deep in [
+            format!("{{{{ request{} }}}}", "[0]".repeat(30_000)),
+            format!("{{{{ {}request }}}}", "-".repeat(30_000)),
+            format!("{{{{ {}request{} }}}}", "(".repeat(200), ")".repeat(200)),
+        ] {
+            let mut doc = agents();
+            doc["nodes"]["reply"]["run"]["agent"]["prompt"] = json!(deep);
+            assert_eq!(
+                run(check, doc),
+                vec![(Code::BAD_TEMPLATE, "/nodes/reply/run/agent/prompt".into())]
+            );
+        }
     }
 
     #[test]
