@@ -274,3 +274,123 @@ fn the_generated_schema_accepts_every_example_and_rejects_typos() {
         "triggers": [{"when": {"path": "/a", "exist": true}}]}}});
     assert!(!validator.is_valid(&bad_condition));
 }
+
+/// `models`, the `agent` behaviour of nodes and policies and `tool` read the same from
+/// JSON and YAML, round-trip, and come from the builder methods too.
+#[test]
+fn agents_models_and_tools_read_alike_in_both_formats() {
+    use pactgraph::contracts::{AgentSpec, ModelSpec, Price, ToolSpec};
+    let yaml = r#"workflow: w
+slices: {request: {}, answer: {}}
+models:
+  default:
+    base_url: "${OPENAI_BASE_URL:-http://127.0.0.1:11434/v1}"
+    model: m
+    params: {temperature: 0}
+    price: {input_per_mtok: 0.15, output_per_mtok: 0.6}
+    stream: true
+entry: s
+supervisors:
+  s:
+    allow: [a]
+    policy: {agent: {instructions: "Pick from {{ allow }}", max_turns: 2}}
+nodes:
+  a:
+    supervisor: s
+    reads: [request]
+    writes: [answer]
+    run:
+      agent:
+        prompt: "{{ request.text }}"
+        tools: [look]
+  look:
+    supervisor: s
+    tool: {description: Looks., parameters: {type: object}}
+    run: {exec: {argv: [python3, look.py]}}
+"#;
+    let json = r#"{"workflow": "w", "slices": {"request": {}, "answer": {}},
+      "models": {"default": {"base_url": "${OPENAI_BASE_URL:-http://127.0.0.1:11434/v1}",
+        "model": "m", "params": {"temperature": 0},
+        "price": {"input_per_mtok": 0.15, "output_per_mtok": 0.6}, "stream": true}},
+      "entry": "s",
+      "supervisors": {"s": {"allow": ["a"],
+        "policy": {"agent": {"instructions": "Pick from {{ allow }}", "max_turns": 2}}}},
+      "nodes": {
+        "a": {"supervisor": "s", "reads": ["request"], "writes": ["answer"],
+              "run": {"agent": {"prompt": "{{ request.text }}", "tools": ["look"]}}},
+        "look": {"supervisor": "s", "tool": {"description": "Looks.", "parameters": {"type": "object"}},
+                 "run": {"exec": {"argv": ["python3", "look.py"]}}}}}"#;
+    let (y, _) = WorkflowDocument::parse(yaml, DocumentFormat::Yaml).expect("YAML");
+    let (j, _) = WorkflowDocument::parse(json, DocumentFormat::Json).expect("JSON");
+    assert_eq!(y, j);
+    assert_eq!(
+        j.models["default"],
+        ModelSpec::new("${OPENAI_BASE_URL:-http://127.0.0.1:11434/v1}", "m")
+            .param("temperature", json!(0))
+            .price(Price {
+                input_per_mtok: 0.15,
+                output_per_mtok: 0.6
+            })
+            .stream(true)
+    );
+    assert_eq!(
+        j.nodes["a"].run,
+        Some(NodeBehaviour::agent(
+            AgentSpec::new()
+                .prompt("{{ request.text }}")
+                .tools(["look"])
+        ))
+    );
+    assert_eq!(
+        j.supervisors["s"],
+        SupervisorContract::new("s").allow(["a"]).agent(
+            AgentSpec::new()
+                .instructions("Pick from {{ allow }}")
+                .max_turns(2)
+        )
+    );
+    assert_eq!(
+        j.nodes["look"].tool,
+        Some(ToolSpec::new("Looks.", json!({"type": "object"})))
+    );
+    let (again, _) =
+        WorkflowDocument::parse(&j.to_json_pretty(), DocumentFormat::Json).expect("reads back");
+    assert_eq!(again, j);
+}
+
+/// A typo inside `models`, `agent` or `tool` is refused naming its JSON Pointer, line and
+/// column, in both formats.
+#[test]
+fn typos_in_agents_models_and_tools_are_located() {
+    let cases = [
+        (
+            "{\"workflow\": \"w\", \"entry\": \"s\",\n \"models\": {\"default\": {\"base_url\": \"u\", \"model\": \"m\",\n   \"timeout\": 5}}}",
+            DocumentFormat::Json,
+            "/models/default/timeout",
+            3,
+        ),
+        (
+            "workflow: w\nentry: s\nnodes:\n  a:\n    supervisor: s\n    run:\n      agent: {max_turn: 3}\n",
+            DocumentFormat::Yaml,
+            "/nodes/a/run/agent/max_turn",
+            7,
+        ),
+        (
+            "workflow: w\nentry: s\nnodes:\n  t:\n    supervisor: s\n    tool:\n      description: d\n      schema: {}\n",
+            DocumentFormat::Yaml,
+            "/nodes/t/tool/schema",
+            8,
+        ),
+    ];
+    for (text, format, pointer, line) in cases {
+        match WorkflowDocument::parse(text, format).expect_err("a typo") {
+            LoadError::Invalid {
+                pointer: p, span, ..
+            } => {
+                assert_eq!(p, pointer);
+                assert_eq!(span.map(|s| s.line), Some(line), "{pointer}");
+            }
+            e => panic!("{pointer}: {e}"),
+        }
+    }
+}

@@ -4,7 +4,9 @@
 
 mod support;
 
-use pactgraph::contracts::{Condition, NodeBehaviour, RouterSpec, SupervisorPolicy};
+use pactgraph::contracts::{
+    AgentSpec, Condition, ModelSpec, NodeBehaviour, RouterSpec, SupervisorPolicy, ToolSpec,
+};
 use pactgraph::validator::{Code, Report, Severity, Validator};
 use pactgraph::{
     Budgets, GraphBuilder, NodeContract, RoutingDecision, SliceDecl, SubgraphContract,
@@ -53,6 +55,56 @@ fn findings(r: &Report) -> Vec<(Code, String)> {
 }
 
 type Mutation = fn(&Shape, &mut WorkflowDocument) -> Option<(Code, String)>;
+
+/// The generated workflow with agents: a `default` model; every policy supervisor decides
+/// with an agent whose templates name `request` and `allow`; `g0_n0` runs an agent over
+/// `request` that may call the tool node `lookup` (owned by `g0_sup`).
+fn with_agents(doc: &mut WorkflowDocument) {
+    doc.models.insert(
+        "default".into(),
+        ModelSpec::new("${OPENAI_BASE_URL:-http://127.0.0.1:11434/v1}", "m"),
+    );
+    for s in doc.supervisors.values_mut() {
+        if s.policy.is_some() {
+            s.policy = Some(SupervisorPolicy::Agent(
+                AgentSpec::new()
+                    .instructions("Choose among {{ allow | join(', ') }}.")
+                    .prompt("{{ request | tojson }}"),
+            ));
+        }
+    }
+    n0(doc).run = Some(NodeBehaviour::agent(
+        AgentSpec::new()
+            .prompt("{% if request.topic %}{{ request.topic }}{% endif %} {{ input }}")
+            .tools(["lookup"])
+            .max_turns(3),
+    ));
+    let owner = sup(0);
+    doc.nodes.insert(
+        "lookup".into(),
+        NodeContract::new("lookup")
+            .supervisor(owner)
+            .tool(ToolSpec::new(
+                "Looks something up.",
+                json!({"type": "object", "properties": {"q": {"type": "string"}}}),
+            ))
+            .run(NodeBehaviour::handler("lookup")),
+    );
+    doc.fill_ids();
+}
+
+/// `g0_n0`'s agent (after [`with_agents`]).
+fn agent0(doc: &mut WorkflowDocument) -> &mut AgentSpec {
+    match &mut n0(doc).run {
+        Some(NodeBehaviour::Agent(a)) => a,
+        _ => unreachable!("with_agents gave g0_n0 an agent"),
+    }
+}
+
+/// The tool node (after [`with_agents`]).
+fn lookup(doc: &mut WorkflowDocument) -> &mut NodeContract {
+    doc.nodes.get_mut("lookup").expect("with_agents added it")
+}
 
 fn n0(doc: &mut WorkflowDocument) -> &mut NodeContract {
     doc.nodes.get_mut(&node(0, 0)).expect("g0_n0 exists")
@@ -315,6 +367,97 @@ const MUTATIONS: &[(&str, Mutation)] = &[
         d.budgets = d.budgets.max_steps(0);
         Some((Code::ZERO_STEPS, "/budgets/max_steps".into()))
     }),
+    ("agent on an undeclared model", |_, d| {
+        with_agents(d);
+        agent0(d).model = "ghost".into();
+        Some((Code::UNKNOWN_MODEL, "/nodes/g0_n0/run/agent/model".into()))
+    }),
+    ("model params setting what the engine sets", |_, d| {
+        with_agents(d);
+        let m = d.models.get_mut("default").expect("declared");
+        m.params.insert("tool_choice".into(), json!("auto"));
+        Some((
+            Code::ENGINE_PARAM,
+            "/models/default/params/tool_choice".into(),
+        ))
+    }),
+    ("template that does not parse", |_, d| {
+        with_agents(d);
+        agent0(d).instructions = Some("{% for x in request %}".into());
+        Some((
+            Code::BAD_TEMPLATE,
+            "/nodes/g0_n0/run/agent/instructions".into(),
+        ))
+    }),
+    ("template naming a slice not read", |_, d| {
+        with_agents(d);
+        agent0(d).prompt = Some("{{ request }} {{ answer }}".into());
+        Some((
+            Code::TEMPLATE_UNKNOWN_VARIABLE,
+            "/nodes/g0_n0/run/agent/prompt".into(),
+        ))
+    }),
+    (
+        "policy template naming a slice outside its level",
+        |s, d| {
+            if s.policy_every == 0 {
+                return None;
+            }
+            with_agents(d);
+            let p = d.supervisors.get_mut(&sup(0)).expect("g0_sup");
+            p.policy = Some(SupervisorPolicy::Agent(
+                AgentSpec::new().prompt("{{ answer }}"),
+            ));
+            Some((
+                Code::TEMPLATE_UNKNOWN_VARIABLE,
+                "/supervisors/g0_sup/policy/agent/prompt".into(),
+            ))
+        },
+    ),
+    ("tools naming an ordinary node", |_, d| {
+        with_agents(d);
+        agent0(d).tools = vec!["lookup".into(), "reply".into()];
+        Some((Code::NOT_A_TOOL, "/nodes/g0_n0/run/agent/tools/1".into()))
+    }),
+    ("agent with zero turns", |_, d| {
+        with_agents(d);
+        agent0(d).max_turns = Some(0);
+        Some((Code::ZERO_TURNS, "/nodes/g0_n0/run/agent/max_turns".into()))
+    }),
+    ("tool node a policy can dispatch", |s, d| {
+        if s.policy_every == 0 {
+            return None;
+        }
+        with_agents(d);
+        let p = d.supervisors.get_mut(&sup(0)).expect("g0_sup");
+        p.allow.push("lookup".into());
+        let at = p.allow.len() - 1;
+        Some((
+            Code::DISPATCHABLE_TOOL,
+            format!("/supervisors/g0_sup/allow/{at}"),
+        ))
+    }),
+    ("tool node writing a slice", |_, d| {
+        with_agents(d);
+        lookup(d).writes = vec![support::valid_workflow::slice(0)];
+        Some((Code::TOOL_WRITES, "/nodes/lookup/writes/0".into()))
+    }),
+    ("tool without a description", |_, d| {
+        with_agents(d);
+        lookup(d).tool.as_mut().expect("a tool").description = String::new();
+        Some((
+            Code::INCOMPLETE_TOOL,
+            "/nodes/lookup/tool/description".into(),
+        ))
+    }),
+    ("tool parameters that are not an object schema", |_, d| {
+        with_agents(d);
+        lookup(d).tool.as_mut().expect("a tool").parameters = json!({"type": "array"});
+        Some((
+            Code::BAD_TOOL_PARAMETERS,
+            "/nodes/lookup/tool/parameters".into(),
+        ))
+    }),
 ];
 
 proptest! {
@@ -326,8 +469,15 @@ proptest! {
         let r = validate(&doc);
         prop_assert!(findings(&r).is_empty(), "{shape:?}: {:#?}", r.diagnostics);
         let strict = Validator::new().strict(true).validate(
-            &GraphBuilder::from_document(doc).build().expect("ids resolve"));
+            &GraphBuilder::from_document(doc.clone()).build().expect("ids resolve"));
         prop_assert!(!strict.has_errors());
+        // The same workflow with agents, a model and a tool node is valid too.
+        if shape.subgraphs > 0 {
+            let mut agents = doc;
+            with_agents(&mut agents);
+            let r = validate(&agents);
+            prop_assert!(findings(&r).is_empty(), "{shape:?} with agents: {:#?}", r.diagnostics);
+        }
     }
 
     #[test]
@@ -421,18 +571,70 @@ fn decision() -> impl Strategy<Value = Option<RoutingDecision>> {
     ])
 }
 
+/// Templates: valid, naming slices or not, malformed, and odd text.
+fn template() -> impl Strategy<Value = Option<String>> {
+    proptest::option::of(prop_oneof![
+        Just("{{ x }}".to_string()),
+        Just("{{ input | tojson }} {{ allow }}".to_string()),
+        Just("{% for a in y %}{{ a.b }}{% endfor %}".to_string()),
+        Just("{{ unclosed ".to_string()),
+        Just("{% if %}".to_string()),
+        "[{}%a-z \n]{0,12}",
+    ])
+}
+
+fn agent() -> impl Strategy<Value = AgentSpec> {
+    (
+        proptest::sample::select(&["default", "other", ""][..]),
+        template(),
+        template(),
+        ids(),
+        proptest::option::of(0u32..3),
+    )
+        .prop_map(
+            |(model, instructions, prompt, tools, max_turns)| AgentSpec {
+                model: model.into(),
+                instructions,
+                prompt,
+                tools,
+                max_turns,
+            },
+        )
+}
+
+fn tool() -> impl Strategy<Value = ToolSpec> {
+    (
+        proptest::sample::select(&["", "Looks up."][..]),
+        prop_oneof![
+            Just(serde_json::Value::Null),
+            Just(json!({"type": "object"})),
+            Just(json!({"type": 3})),
+            Just(json!([])),
+        ],
+    )
+        .prop_map(|(description, parameters)| ToolSpec::new(description, parameters))
+}
+
 fn arbitrary_document() -> impl Strategy<Value = WorkflowDocument> {
-    let supervisor = (ids(), proptest::option::of(id()), decision(), any::<bool>()).prop_map(
-        |(allow, fallback, default, policy)| {
+    let supervisor = (
+        ids(),
+        proptest::option::of(id()),
+        decision(),
+        any::<bool>(),
+        proptest::option::of(agent()),
+    )
+        .prop_map(|(allow, fallback, default, policy, agent)| {
             let mut s = SupervisorContract::new("").allow(allow);
             s.fallback = fallback;
             s.default = default;
             if policy {
                 s.policy = Some(SupervisorPolicy::Handler("h".into()));
             }
+            if let Some(a) = agent {
+                s.policy = Some(SupervisorPolicy::Agent(a));
+            }
             s
-        },
-    );
+        });
     let subgraph = (
         id(),
         ids(),
@@ -476,9 +678,23 @@ fn arbitrary_document() -> impl Strategy<Value = WorkflowDocument> {
             any::<bool>(),
             0u32..3,
         )),
+        (proptest::option::of(agent()), proptest::option::of(tool())),
     )
         .prop_map(
-            |(owner, reads, writes, trig, handoff, terminal, i, o, visits, set_system, router)| {
+            |(
+                owner,
+                reads,
+                writes,
+                trig,
+                handoff,
+                terminal,
+                i,
+                o,
+                visits,
+                set_system,
+                router,
+                (agent, tool),
+            )| {
                 let mut n = NodeContract::new("")
                     .supervisor(owner)
                     .reads(reads)
@@ -499,6 +715,10 @@ fn arbitrary_document() -> impl Strategy<Value = WorkflowDocument> {
                     r.message_slice = message.map(String::from);
                     r
                 });
+                if let Some(a) = agent {
+                    n.run = Some(NodeBehaviour::Agent(a));
+                }
+                n.tool = tool;
                 n
             },
         );
@@ -519,6 +739,13 @@ fn arbitrary_document() -> impl Strategy<Value = WorkflowDocument> {
             };
             for name in slice_names {
                 doc.slices.insert(name.into(), SliceDecl::new());
+            }
+            if d % 2 == 0 {
+                let mut m = ModelSpec::new("http://127.0.0.1:9/v1", "m");
+                if s == 1 {
+                    m.params.insert("stream".into(), json!(true));
+                }
+                doc.models.insert("default".into(), m);
             }
             doc.supervisors = sups.into_iter().collect();
             doc.subgraphs = subs.into_iter().collect();

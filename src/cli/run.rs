@@ -34,6 +34,10 @@ pub struct RunArgs {
     /// Replace the document's `budgets.max_steps`.
     #[arg(long, value_name = "N")]
     pub max_steps: Option<u32>,
+    /// Use MODEL as model NAME's `model` for this run (NAME a key of the document's
+    /// `models`); repeatable.
+    #[arg(long = "model", value_name = "NAME=MODEL", value_parser = parse_model_override)]
+    pub models: Vec<(String, String)>,
     /// No progress line, no warnings: only the result on stdout.
     #[arg(long)]
     pub quiet: bool,
@@ -119,6 +123,12 @@ pub fn run(args: RunArgs) -> ExitCode {
     };
     if let Some(n) = args.max_steps {
         graph = match with_max_steps(graph, n) {
+            Ok(g) => g,
+            Err(code) => return code,
+        };
+    }
+    if !args.models.is_empty() {
+        graph = match with_models(graph, &args.models) {
             Ok(g) => g,
             Err(code) => return code,
         };
@@ -263,6 +273,54 @@ pub fn with_max_steps(graph: ValidGraph, n: u32) -> Result<ValidGraph, ExitCode>
     Validator::new()
         .accept(g)
         .map_err(|rejected| exit::usage(&format!("--max-steps {n}: {rejected}")))
+}
+
+/// `NAME=MODEL` of `--model`: both sides non-empty.
+fn parse_model_override(raw: &str) -> Result<(String, String), String> {
+    match raw.split_once('=') {
+        Some((name, model)) if !name.trim().is_empty() && !model.trim().is_empty() => {
+            Ok((name.trim().to_string(), model.trim().to_string()))
+        }
+        _ => Err(format!(
+            "`{raw}` is not NAME=MODEL (a key of the document's `models`, `=`, the model to \
+             use), e.g. --model default=qwen2.5:7b-instruct"
+        )),
+    }
+}
+
+/// The graph with each `--model NAME=MODEL` applied to `models.NAME.model` (validated
+/// again). A NAME the document does not declare, or one given twice, is a usage error.
+pub fn with_models(
+    graph: ValidGraph,
+    overrides: &[(String, String)],
+) -> Result<ValidGraph, ExitCode> {
+    let mut g = graph.into_graph();
+    let mut models = g.models().clone();
+    let mut seen = Vec::with_capacity(overrides.len());
+    for (name, model) in overrides {
+        if seen.contains(&name) {
+            return Err(exit::usage(&format!(
+                "--model {name}={model}: model `{name}` is overridden twice"
+            )));
+        }
+        seen.push(name);
+        let Some(spec) = models.get_mut(name) else {
+            let known: Vec<String> = models.keys().map(|k| format!("`{k}`")).collect();
+            let known = if known.is_empty() {
+                "it declares none".to_string()
+            } else {
+                format!("it declares {}", known.join(", "))
+            };
+            return Err(exit::usage(&format!(
+                "--model {name}={model}: the workflow has no model `{name}` under `models` ({known})"
+            )));
+        };
+        spec.model.clone_from(model);
+    }
+    g.set_models(models);
+    Validator::new()
+        .accept(g)
+        .map_err(|rejected| exit::usage(&format!("--model: {rejected}")))
 }
 
 /// The folder `exec` programs run in: the workflow file's own.

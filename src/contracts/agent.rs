@@ -102,6 +102,7 @@ impl AgentSpec {
 /// The node's `run` computes the result from the arguments; it writes no slices.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = both_required)]
 pub struct ToolSpec {
     /// What the tool does, told to the model (required: the validator reports it empty).
     #[serde(default)]
@@ -111,6 +112,20 @@ pub struct ToolSpec {
     #[serde(default)]
     #[schemars(with = "serde_json::Map<String, Value>")]
     pub parameters: Value,
+}
+
+/// The schema of `tool` requires both fields (editors say so at once); loading takes a
+/// missing one as empty so the validator can report it with its code and a fix.
+fn both_required(schema: &mut schemars::Schema) {
+    if let Some(props) = schema.get_mut("properties").and_then(|p| p.as_object_mut()) {
+        for field in props.values_mut().filter_map(Value::as_object_mut) {
+            field.remove("default");
+        }
+    }
+    schema.insert(
+        "required".into(),
+        serde_json::json!(["description", "parameters"]),
+    );
 }
 
 impl ToolSpec {

@@ -25,6 +25,7 @@ pub(crate) mod source_map;
 mod subgraph;
 mod supervisor;
 mod team;
+pub(crate) mod template;
 
 pub use advisors::Advisors;
 pub use agent::{AgentSpec, ToolSpec};

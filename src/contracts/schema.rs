@@ -32,4 +32,61 @@ mod tests {
         }
         assert!(defs["NodeContract"]["properties"].get("router").is_some());
     }
+
+    /// `models`, the `agent` behaviour (nodes and policies) and `tool` are in the schema.
+    #[test]
+    fn the_schema_shows_models_agents_and_tools() {
+        let schema = document_schema();
+        let defs = &schema["$defs"];
+        assert_eq!(
+            schema["properties"]["models"]["additionalProperties"]["$ref"],
+            "#/$defs/ModelSpec"
+        );
+        let model: Vec<&String> = defs["ModelSpec"]["properties"]
+            .as_object()
+            .expect("properties")
+            .keys()
+            .collect();
+        assert_eq!(
+            model,
+            [
+                "base_url",
+                "model",
+                "api_key_env",
+                "params",
+                "price",
+                "timeout_ms",
+                "max_retries",
+                "stream"
+            ]
+        );
+        assert_eq!(
+            defs["ModelSpec"]["required"],
+            serde_json::json!(["base_url", "model"])
+        );
+        assert_eq!(
+            defs["AgentSpec"]["properties"]["model"]["default"],
+            "default"
+        );
+        for behaviour in ["NodeBehaviour", "SupervisorPolicy"] {
+            let agent = defs[behaviour]["oneOf"]
+                .as_array()
+                .expect("variants")
+                .iter()
+                .find(|v| v["required"] == serde_json::json!(["agent"]));
+            assert!(agent.is_some(), "{behaviour} has no agent variant");
+        }
+        assert_eq!(
+            defs["NodeContract"]["properties"]["tool"]["anyOf"][0]["$ref"],
+            "#/$defs/ToolSpec"
+        );
+        assert_eq!(
+            defs["ToolSpec"]["required"],
+            serde_json::json!(["description", "parameters"])
+        );
+        assert_eq!(
+            defs["ToolSpec"]["properties"]["parameters"]["type"],
+            "object"
+        );
+    }
 }

@@ -120,6 +120,27 @@ impl SourceMap {
         }
     }
 
+    /// The span of byte `offset` of the string value of the object member at `pointer`
+    /// (a template, say), found in the text after the member's key: inside a JSON or YAML
+    /// double-quoted string (escapes counted), a YAML single-quoted string, a YAML block
+    /// scalar (`|`; `>` lines are taken as written) or a plain scalar. `None` when the
+    /// member is not recorded or its value is not where a string can start.
+    pub fn locate_in_string(&self, pointer: &str, offset: usize) -> Option<Span> {
+        let key = self.get(pointer)?;
+        let text = self.text.as_str();
+        let after_key = key.offset + key.len.max(1);
+        let mut i = after_key + text.get(after_key..)?.find(':')? + 1;
+        i += text.get(i..)?.len() - text.get(i..)?.trim_start().len();
+        let raw = match text.as_bytes().get(i)? {
+            b'"' => quoted_offset(text, i + 1, offset, true)?,
+            b'\'' => quoted_offset(text, i + 1, offset, false)?,
+            b'|' | b'>' => block_offset(text, i, offset)?,
+            _ => i + offset,
+        };
+        let raw = raw.min(text.len().saturating_sub(1));
+        Some(LineIndex::new(text).span(raw, raw + 1))
+    }
+
     /// Number of recorded pointers.
     pub fn len(&self) -> usize {
         self.spans().len()
@@ -139,6 +160,66 @@ impl SourceMap {
             ..
         } = self;
         spans.into_inner().unwrap_or_else(|| origin.fill(&text))
+    }
+}
+
+/// The text offset of decoded byte `offset` of a quoted string whose content starts at
+/// `start`: double-quoted (backslash escapes, `\\uXXXX` one character, a surrogate pair
+/// two escapes) or single-quoted (`''` one quote).
+fn quoted_offset(text: &str, start: usize, offset: usize, double: bool) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let (mut raw, mut decoded) = (start, 0usize);
+    while decoded < offset {
+        let b = *bytes.get(raw)?;
+        if double && b == b'\\' {
+            if bytes.get(raw + 1) == Some(&b'u') {
+                let code = u32::from_str_radix(text.get(raw + 2..raw + 6)?, 16).ok()?;
+                if (0xD800..0xDC00).contains(&code) {
+                    raw += 12;
+                    decoded += 4;
+                } else {
+                    raw += 6;
+                    decoded += char::from_u32(code).map_or(3, char::len_utf8);
+                }
+            } else {
+                raw += 2;
+                decoded += 1;
+            }
+        } else if !double && b == b'\'' {
+            raw += 2;
+            decoded += 1;
+        } else if b == b'"' && double || b == b'\'' && !double {
+            break;
+        } else {
+            let len = text.get(raw..)?.chars().next()?.len_utf8();
+            raw += len;
+            decoded += len;
+        }
+    }
+    Some(raw)
+}
+
+/// The text offset of decoded byte `offset` of a YAML block scalar whose indicator (`|` or
+/// `>`) is at `at`: the content lines follow, each indented as the first.
+fn block_offset(text: &str, at: usize, offset: usize) -> Option<usize> {
+    let first = at + text.get(at..)?.find('\n')? + 1;
+    let indent = text
+        .get(first..)?
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .map_or(0, |l| l.len() - l.trim_start_matches(' ').len());
+    let (mut line_start, mut remaining) = (first, offset);
+    loop {
+        let line = text.get(line_start..)?.split('\n').next()?;
+        let content = line.get(indent.min(line.len())..).unwrap_or("");
+        if remaining <= content.len() {
+            return Some(line_start + indent.min(line.len()) + remaining);
+        }
+        remaining -= content.len() + 1;
+        line_start += line.len() + 1;
+        if line_start >= text.len() {
+            return None;
+        }
     }
 }
 
@@ -174,6 +255,37 @@ impl<'a> LineIndex<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(feature = "yaml")]
+    #[test]
+    fn places_inside_string_values_are_found_in_every_scalar_style() {
+        use crate::contracts::DocumentFormat;
+        use crate::contracts::load::parse_value;
+        let cases = [
+            (
+                DocumentFormat::Json,
+                "{\"a\": {\"p\": \"\\\"q\\\" \\u00e9 {{ x }}\"}}",
+            ),
+            (
+                DocumentFormat::Yaml,
+                "a:\n  p: \"\\\"q\\\" \\u00e9 {{ x }}\"\n",
+            ),
+            (DocumentFormat::Yaml, "a:\n  p: \'\'\'q\'\' é {{ x }}\'\n"),
+            (
+                DocumentFormat::Yaml,
+                "a:\n  p: |\n    first line\n    \"q\" é {{ x }}\n",
+            ),
+        ];
+        for (format, text) in cases {
+            let (value, map) = parse_value(text, format).expect("parses");
+            let s = value["a"]["p"].as_str().expect("a string");
+            let offset = s.find('x').expect("x in the value");
+            let span = map.locate_in_string("/a/p", offset).expect("located");
+            assert_eq!(&text[span.offset..span.offset + 1], "x", "{text}");
+        }
+        let (_, map) = parse_value("{\"a\": 1}", DocumentFormat::Json).expect("parses");
+        assert_eq!(map.locate_in_string("/b", 0), None);
+    }
 
     #[test]
     fn locates_nearest_ancestor_and_counts_characters() {

@@ -148,6 +148,10 @@ impl CompiledGraph {
     pub fn set_budgets(&mut self, budgets: Budgets) {
         self.budgets = budgets;
     }
+    /// Replaces the model endpoints (e.g. `run --model NAME=MODEL`).
+    pub fn set_models(&mut self, models: IndexMap<String, ModelSpec>) {
+        self.models = models;
+    }
     /// The entry supervisor.
     pub fn entry(&self) -> &str {
         &self.entry

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::agents;
 use super::data::Clock;
 use super::effects::{NodeHandler, PolicyHandler, SharedNode, SharedPolicy};
 use super::executor::Executor;
@@ -39,7 +40,7 @@ pub enum ExecutorBuildError {
         pointer: String,
     },
     /// A node or supervisor uses a behaviour this build of the runtime cannot run yet
-    /// (`{"agent": ...}`).
+    /// (`{"agent": ...}` as a supervisor policy).
     #[error(
         "{kind} `{id}` uses {{\"{behaviour}\": ...}}, which this version of the runtime cannot run yet (at {pointer})"
     )]
@@ -50,6 +51,17 @@ pub enum ExecutorBuildError {
         id: String,
         /// The behaviour's key (`agent`).
         behaviour: &'static str,
+        /// JSON Pointer of the behaviour in the document.
+        pointer: String,
+    },
+    /// An agent node cannot be run as written: its model or a tool it names is missing,
+    /// its model client cannot be made, or it plays a part agents cannot play yet.
+    #[error("agent node `{id}` cannot run: {message} (at {pointer})")]
+    Agent {
+        /// The node's id.
+        id: String,
+        /// What is wrong.
+        message: String,
         /// JSON Pointer of the behaviour in the document.
         pointer: String,
     },
@@ -180,13 +192,8 @@ impl ExecutorBuilder {
                         });
                     }
                 },
-                Some(NodeBehaviour::Agent(_)) => {
-                    return Err(ExecutorBuildError::Unsupported {
-                        kind: "node",
-                        id: n.id.clone(),
-                        behaviour: "agent",
-                        pointer: format!("{}/agent", at("run")),
-                    });
+                Some(NodeBehaviour::Agent(spec)) => {
+                    NodeRun::Agent(Arc::new(agents::agent_plan(&self.graph, n, spec)?))
                 }
             };
             nodes.insert(

@@ -267,6 +267,7 @@ impl Executor {
             kept: Vec::new(),
             started_at_ms: now_ms(),
             trace_in_state: self.plan.trace_in_state,
+            sessions: Vec::new(),
             changes: Default::default(),
         };
         self.plan.sync_system(&mut run);

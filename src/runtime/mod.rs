@@ -13,6 +13,7 @@
 //! synchronous transition ([`Step`]); the executor's `docs/spec/runtime.md` gives the
 //! semantics.
 
+mod agents;
 mod builder;
 mod data;
 mod effects;
@@ -32,8 +33,8 @@ pub use data::{
     FINAL_KEY, Frame, INPUT_TOKENS, ItemDetail, KeptChild, MAX_TRACE_DEPTH, MESSAGE_KEY,
     MemberProgress, MemberStatus, NodeOutput, OUTPUT_TOKENS, Owed, Pending, ProjectedState,
     ROUTE_KEY, RunEvent, RunEvents, RunId, RunIdError, RunOutcome, RunState, RunStatus, RunSummary,
-    State, Subscription, TeamPhase, TeamRun, TerminationReason, TraceItem, TraceKind, USAGE_KEY,
-    UncommittedFrame, Usage, WALL_MS, Writes, transition_event_count, transition_events,
+    Session, State, Subscription, TeamPhase, TeamRun, TerminationReason, TraceItem, TraceKind,
+    USAGE_KEY, UncommittedFrame, Usage, WALL_MS, Writes, transition_event_count, transition_events,
 };
 pub use effects::{
     BoxFuture, Effect, EffectKind, EffectOutput, HandlerError, NodeHandler, NodeInput,

@@ -12,8 +12,9 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::model::ChatMessage;
 use crate::runtime::{
-    Frame, KeptChild, Pending, RunState, RunStatus, State, TerminationReason, TraceItem,
+    Frame, KeptChild, Pending, RunState, RunStatus, Session, State, TerminationReason, TraceItem,
     UncommittedFrame, Usage,
 };
 
@@ -35,6 +36,8 @@ pub struct Before {
     started_at_ms: u64,
     usage_total: Usage,
     kept: Vec<KeptChild>,
+    /// The number of messages of each agent session.
+    sessions: Vec<usize>,
     /// True when the slices are not copied: the run's change log says what was written.
     tracking: bool,
     /// In debug builds, the copying `Before` too, to check the log against a comparison.
@@ -81,6 +84,7 @@ impl Before {
             started_at_ms: run.started_at_ms,
             usage_total: run.usage_total.clone(),
             kept: run.kept.clone(),
+            sessions: run.sessions().iter().map(|s| s.messages.len()).collect(),
             tracking: false,
             #[cfg(debug_assertions)]
             copied: None,
@@ -277,6 +281,23 @@ pub struct ControlDelta {
     pub pending: Option<Pending>,
 }
 
+/// The messages a transition added to one agent session (a session begun by the
+/// transition comes with its head): only the new messages, never the conversation again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionDelta {
+    /// The session's index in the run's sessions.
+    pub index: usize,
+    /// A session begun by the transition: its node, visit, model and first step (its
+    /// messages are `messages`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head: Option<Session>,
+    /// How many messages the session held before (they are kept).
+    pub from: usize,
+    /// The messages added.
+    pub messages: Vec<ChatMessage>,
+}
+
 /// What one committed transition changed: the row a run store writes per step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -328,6 +349,35 @@ pub struct StepDelta {
     /// The kept children of `chat` subgraphs, when they changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kept: Option<Vec<KeptChild>>,
+    /// The messages agent sessions gained (only the new ones).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sessions: Vec<SessionDelta>,
+}
+
+/// What the agent sessions gained between `before` and `after`: sessions only grow, and
+/// new ones are appended.
+fn session_deltas(before: &Before, after: &RunState) -> Vec<SessionDelta> {
+    after
+        .sessions()
+        .iter()
+        .enumerate()
+        .filter_map(|(index, s)| {
+            let from = before.sessions.get(index).copied();
+            let kept = from.unwrap_or(0).min(s.messages.len());
+            if from.is_some() && kept == s.messages.len() {
+                return None;
+            }
+            Some(SessionDelta {
+                index,
+                head: from.is_none().then(|| Session {
+                    messages: Vec::new(),
+                    ..s.clone_head()
+                }),
+                from: kept,
+                messages: s.messages[kept..].to_vec(),
+            })
+        })
+        .collect()
 }
 
 /// How many of the frames before are still open after (the same calls, outermost first).
@@ -462,6 +512,7 @@ impl StepDelta {
             usage_total: (before.usage_total != after.usage_total)
                 .then(|| after.usage_total.clone()),
             kept: (before.kept != after.kept).then(|| after.kept.clone()),
+            sessions: session_deltas(before, after),
         }
     }
 
@@ -518,6 +569,9 @@ impl StepDelta {
         }
         if let Some(k) = &self.kept {
             run.kept.clone_from(k);
+        }
+        for d in &self.sessions {
+            run.apply_session_delta(d.index, d.head.as_ref(), d.from, &d.messages)?;
         }
         Ok(())
     }

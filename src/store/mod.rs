@@ -43,7 +43,7 @@ mod worker;
 pub use any::{AnyDb, AnyStore};
 pub use batch::{BATCH_STEPS, BATCH_WAIT, Checkpoints};
 pub use clock::Clock;
-pub use delta::{Before, ControlDelta, FrameDelta, MapDelta, StepDelta};
+pub use delta::{Before, ControlDelta, FrameDelta, MapDelta, SessionDelta, StepDelta};
 pub use deps::{
     DEFAULT_DEP_TIMEOUT, Dependencies, DependencySpec, OnDepFailure, Settled, settle,
     settle_dependents,

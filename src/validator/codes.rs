@@ -10,7 +10,7 @@ use super::Severity;
 /// `PG00xx` documents and references, `PG01xx` the slices the runtime writes, `PG02xx` boundaries,
 /// `PG03xx` allowlists, `PG04xx` membership, `PG05xx` reachability, `PG06xx` exits,
 /// `PG07xx` recursion, `PG08xx` handoffs, routers, advisors and teams, `PG09xx` schemas,
-/// `PG10xx` budgets and `PG11xx` information.
+/// `PG10xx` budgets, `PG11xx` information and `PG12xx` agents, models and tools.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Code(pub u16);
 
@@ -177,6 +177,35 @@ codes! {
     SHARED_WRITE = 1101, Info, "slice written by several nodes";
     /// A slice is written but never read.
     WRITE_ONLY = 1102, Info, "slice written but never read";
+    /// An agent names a model that is not a key of `models`.
+    UNKNOWN_MODEL = 1201, Error, "unknown model";
+    /// A model's `params` hold a key the engine sets itself.
+    ENGINE_PARAM = 1202, Error, "model parameter the engine sets";
+    /// An agent's `instructions` or `prompt` is not a valid MiniJinja template.
+    BAD_TEMPLATE = 1203, Error, "template does not parse";
+    /// A template names a variable that is neither a slice the agent sees nor `input`.
+    TEMPLATE_UNKNOWN_VARIABLE = 1204, Error, "template names a slice not read";
+    /// A tool node can be dispatched (it is in an `allow`, a `default`, a `fallback`, a
+    /// `handoff`, router `destinations`, advisors or a team).
+    DISPATCHABLE_TOOL = 1205, Error, "tool node reachable by dispatch";
+    /// A tool node has no `description`, no `parameters` or no `run`.
+    INCOMPLETE_TOOL = 1206, Error, "incomplete tool node";
+    /// A tool node writes slices (its output is the tool's result).
+    TOOL_WRITES = 1207, Error, "tool node that writes slices";
+    /// A tool's `parameters` is not an object schema (`{"type": "object", ...}`).
+    BAD_TOOL_PARAMETERS = 1208, Error, "tool parameters not an object schema";
+    /// An agent's `tools` names something that is not a tool node.
+    NOT_A_TOOL = 1209, Error, "not a tool node";
+    /// An agent's `max_turns` is 0.
+    ZERO_TURNS = 1210, Error, "agent limit of zero turns";
+    /// A tool node is `terminal`, has a `handoff`, `triggers`, `router`, `advisors` or
+    /// `team`: none applies to a tool.
+    TOOL_WITH_PATTERN = 1211, Error, "tool node with a pattern";
+    /// A tool node's id cannot be a function name: not 1-64 letters, digits, `_` or `-`,
+    /// or an exit tool's name (`final_report`, `handoff_to`, `team_broadcast`, `route`).
+    BAD_TOOL_NAME = 1212, Error, "tool id unusable as a function name";
+    /// An agent lists the same tool twice.
+    DUPLICATE_TOOL = 1213, Error, "tool listed twice";
 }
 
 impl fmt::Display for Code {

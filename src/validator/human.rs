@@ -4,7 +4,7 @@
 use annotate_snippets::{AnnotationKind, Group, Level, Renderer, Snippet};
 
 use super::{Diagnostic, Report, Severity, show_pointer};
-use crate::contracts::SourceMap;
+use crate::contracts::{SourceMap, Span};
 
 impl Report {
     /// Human-readable text: each diagnostic with its code, message and, when the source
@@ -35,7 +35,7 @@ fn level(severity: Severity) -> Level<'static> {
 fn group<'a>(d: &'a Diagnostic, source: Option<&'a SourceMap>) -> Group<'a> {
     let code = d.code.to_string();
     let title = level(d.severity).primary_title(d.message.as_str()).id(code);
-    let span = source.and_then(|m| m.locate(&d.pointer).map(|s| (m, s)));
+    let span = source.and_then(|m| place(m, d).map(|s| (m, s)));
     let g = match span {
         Some((map, s)) if s.offset < map.text.len() || map.text.is_empty() => {
             let end = token_end(&map.text, s.offset, s.len);
@@ -77,6 +77,43 @@ fn group<'a>(d: &'a Diagnostic, source: Option<&'a SourceMap>) -> Group<'a> {
         }
     };
     with_fix(g, d)
+}
+
+/// Where to underline `d`: its pointer's span, or, when a rule placed the diagnostic
+/// elsewhere (inside a template), the word at its line and column.
+fn place(map: &SourceMap, d: &Diagnostic) -> Option<Span> {
+    let at_pointer = map.locate(&d.pointer);
+    let (Some(line), Some(column)) = (d.line, d.column) else {
+        return at_pointer;
+    };
+    if at_pointer.is_some_and(|s| (s.line, s.column) == (line, column)) {
+        return at_pointer;
+    }
+    let line_start = if line <= 1 {
+        0
+    } else {
+        map.text
+            .match_indices('\n')
+            .nth(line - 2)
+            .map(|(i, _)| i + 1)?
+    };
+    let rest = map.text.get(line_start..)?;
+    let offset = line_start
+        + rest
+            .char_indices()
+            .nth(column.saturating_sub(1))
+            .map_or(rest.len(), |(i, _)| i);
+    let word = map.text.get(offset..)?;
+    let len = word
+        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(word.len())
+        .max(1);
+    Some(Span {
+        line,
+        column,
+        offset,
+        len,
+    })
 }
 
 fn with_fix<'a>(g: Group<'a>, d: &'a Diagnostic) -> Group<'a> {

@@ -188,7 +188,10 @@ impl Validator {
             if self.strict && d.severity == Severity::Warning {
                 d.severity = Severity::Error;
             }
-            if let Some(span) = graph.span_of(&d.pointer) {
+            // A rule may have placed the diagnostic more precisely (inside a template).
+            if d.line.is_none()
+                && let Some(span) = graph.span_of(&d.pointer)
+            {
                 d.line = Some(span.line);
                 d.column = Some(span.column);
             }

@@ -211,6 +211,13 @@ pub(crate) fn overlay(g: &CompiledGraph, trace: &DecisionTrace) -> Overlay {
             // A failed attempt moves nothing: the node's own item draws the edge. A fork
             // and its join happen at the primary.
             TraceKind::Retry | TraceKind::Fork | TraceKind::Join => mark(&mut o, target),
+            // An agent's model call happens at the agent node; a tool call also visits
+            // its tool node (neither is a graph edge).
+            TraceKind::ModelCall => mark(&mut o, item.source.as_deref()),
+            TraceKind::ToolCall => {
+                mark(&mut o, item.source.as_deref());
+                mark(&mut o, target);
+            }
             // A team's cycle happens at the team node: counted for its cluster's label.
             TraceKind::TeamCycle => {
                 mark(&mut o, target);

@@ -7,6 +7,7 @@ use clap::ValueEnum;
 use comfy_table::{Table, presets};
 use pactgraph::runtime::{Accounting, RunId};
 use pactgraph::store::{RunStore, StoredRun};
+use serde_json::json;
 
 use super::accounting::accounting_table;
 use super::list::{expires_text, pactgraph_now_ms, status_text};
@@ -26,6 +27,9 @@ pub struct ShowArgs {
     /// The last committed state.
     #[arg(long)]
     pub state: bool,
+    /// Each agent session's conversation.
+    #[arg(long)]
+    pub messages: bool,
     /// Text for people, or one JSON object.
     #[arg(long, value_enum, default_value = "human")]
     pub format: ShowFormat,
@@ -49,6 +53,7 @@ pub async fn run(args: ShowArgs) -> ExitCode {
         Err(code) => return code,
     };
     let (trace, state, format) = (args.trace, args.state, args.format);
+    let messages = args.messages;
     let stored = match store.load(id).await {
         Ok(s) => s,
         Err(e) => return store::error(&e),
@@ -61,6 +66,9 @@ pub async fn run(args: ShowArgs) -> ExitCode {
         ShowFormat::Json => {
             let mut value = show_json(&stored, trace, state);
             value["dependencies"] = links.to_json();
+            if messages {
+                value["sessions"] = json!(stored.record.run.sessions());
+            }
             match write_json(Ok(std::io::stdout().lock()), &value, "\n") {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => exit::failed(&format!("cannot write the run: {e}")),
@@ -68,6 +76,9 @@ pub async fn run(args: ShowArgs) -> ExitCode {
         }
         ShowFormat::Human => {
             print!("{}", show_human(&stored, &links, trace, state));
+            if messages {
+                print!("{}", sessions_human(stored.record.run.sessions()));
+            }
             ExitCode::SUCCESS
         }
     }
@@ -206,6 +217,37 @@ fn show_human(stored: &StoredRun, links: &Links, trace: bool, state: bool) -> St
     if state {
         let text = serde_json::to_string_pretty(&run.state_json()).unwrap_or_default();
         out.push_str(&format!("\nstate\n{text}\n"));
+    }
+    out
+}
+
+/// `runs show --messages`: each session's conversation, message by message.
+fn sessions_human(sessions: &[pactgraph::runtime::Session]) -> String {
+    let mut out = String::new();
+    if sessions.is_empty() {
+        out.push_str("\nsessions     none\n");
+    }
+    for (i, s) in sessions.iter().enumerate() {
+        out.push_str(&format!(
+            "\nsession {i}: node `{}` (visit {}, model `{}`, {} message(s))\n",
+            s.node,
+            s.visit,
+            s.model,
+            s.messages.len()
+        ));
+        for m in &s.messages {
+            let mut head = m.role.as_str().to_string();
+            if let Some(id) = &m.tool_call_id {
+                head.push_str(&format!(" [{id}]"));
+            }
+            out.push_str(&format!(
+                "  {head}: {}\n",
+                m.content.as_deref().unwrap_or("")
+            ));
+            for c in &m.tool_calls {
+                out.push_str(&format!("    -> {} [{}] {}\n", c.name, c.id, c.arguments));
+            }
+        }
     }
     out
 }

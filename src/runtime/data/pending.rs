@@ -92,6 +92,28 @@ pub enum Pending {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         owed: Vec<Arc<str>>,
     },
+    /// An agent node's session is under way: its next model call, or the tool calls of
+    /// its last reply, is next. The conversation is in the run's sessions.
+    Session {
+        /// The agent node.
+        node: Arc<str>,
+        /// The supervisor control returns to afterwards.
+        dispatcher: Arc<str>,
+        /// How it was reached: `dispatch` or `handoff` (its item's kind when it ends).
+        kind: TraceKind,
+        /// Its item's `source` when it ends (the dispatching supervisor, or the node that
+        /// handed off to it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<Arc<str>>,
+        /// Where it stands in a chain, if it does.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        chain: Option<Chain>,
+        /// As for [`Pending::Handoff`].
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        owed: Vec<Arc<str>>,
+        /// The session's index in the run's sessions.
+        session: u32,
+    },
     /// A team is under way: its members' next cycle, or its lead's next turn, is next.
     /// Boxed: it carries the team's transcript and progress.
     Team(Box<TeamRun>),
@@ -104,7 +126,8 @@ impl Pending {
             Pending::Decide { supervisor } => supervisor,
             Pending::Handoff { dispatcher, .. }
             | Pending::Retry { dispatcher, .. }
-            | Pending::Advised { dispatcher, .. } => dispatcher,
+            | Pending::Advised { dispatcher, .. }
+            | Pending::Session { dispatcher, .. } => dispatcher,
             Pending::Team(team) => &team.dispatcher,
             Pending::Call { caller, .. } => caller,
         }

@@ -14,6 +14,7 @@ use super::output::Usage;
 use super::pending::Pending;
 use super::projected::ProjectedState;
 use super::run_id::RunId;
+use super::session::Session;
 use super::slices::State;
 use super::status::{RunStatus, TerminationReason};
 use super::trace::DecisionTrace;
@@ -85,6 +86,8 @@ pub struct RunState {
     /// Whether the trace is projected into `state.system.decision_trace` of the outcome
     /// and of [`RunState::state_json`].
     pub(crate) trace_in_state: bool,
+    /// The agent sessions of the run, one per agent node visit, in the order they began.
+    pub(crate) sessions: Vec<Session>,
     /// The slices written since a store started the log (not run data).
     pub(crate) changes: Changes,
 }
@@ -144,6 +147,11 @@ impl RunState {
     /// Final child states of `chat` subgraphs that returned, kept for `clarify`.
     pub fn kept(&self) -> &[KeptChild] {
         &self.kept
+    }
+
+    /// The agent sessions, one per agent node visit, in the order they began.
+    pub fn sessions(&self) -> &[Session] {
+        &self.sessions
     }
 
     /// Wall-clock start, in milliseconds since the Unix epoch (for the run deadline).
@@ -224,6 +232,40 @@ impl RunState {
             changes: &mut self.changes,
             level: 0,
         }
+    }
+
+    /// Appends `messages` to session `index`, which holds `from` messages (a session
+    /// begun by the step comes with its `head`); refuses a delta that does not fit.
+    #[cfg(feature = "store")]
+    pub(crate) fn apply_session_delta(
+        &mut self,
+        index: usize,
+        head: Option<&Session>,
+        from: usize,
+        messages: &[crate::model::ChatMessage],
+    ) -> Result<(), String> {
+        if let Some(h) = head {
+            if index != self.sessions.len() || from != 0 {
+                return Err(format!(
+                    "the delta begins session {index}, the run has {} sessions",
+                    self.sessions.len()
+                ));
+            }
+            self.sessions.push(h.clone_head());
+        }
+        let Some(s) = self.sessions.get_mut(index) else {
+            return Err(format!(
+                "the delta extends session {index}, which the run lacks"
+            ));
+        };
+        if s.messages.len() != from {
+            return Err(format!(
+                "the delta extends session {index} from message {from}, it holds {}",
+                s.messages.len()
+            ));
+        }
+        s.messages.extend_from_slice(messages);
+        Ok(())
     }
 
     /// Starts recording which slices the following transitions write (see
@@ -429,6 +471,8 @@ struct RunStateData {
     kept: Vec<KeptChild>,
     started_at_ms: u64,
     trace_in_state: bool,
+    #[serde(default)]
+    sessions: Vec<Session>,
 }
 
 impl Serialize for RunState {
@@ -460,6 +504,8 @@ impl Serialize for RunState {
             kept: &'a [KeptChild],
             started_at_ms: u64,
             trace_in_state: bool,
+            #[serde(skip_serializing_if = "<[_]>::is_empty")]
+            sessions: &'a [Session],
         }
         let pending = match &self.control {
             Control::Running(p) => Some(p),
@@ -494,6 +540,7 @@ impl Serialize for RunState {
             kept: &self.kept,
             started_at_ms: self.started_at_ms,
             trace_in_state: self.trace_in_state,
+            sessions: &self.sessions,
         }
         .serialize(serializer)
     }
@@ -528,6 +575,7 @@ impl<'de> Deserialize<'de> for RunState {
             kept: d.kept,
             started_at_ms: d.started_at_ms,
             trace_in_state: d.trace_in_state,
+            sessions: d.sessions,
             changes: Changes::default(),
         })
     }

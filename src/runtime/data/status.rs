@@ -94,6 +94,11 @@ pub enum TerminationReason {
     /// A team's lead did not answer `$final: true` on its final turn (no member was
     /// active, its `lead_max_turns` was reached, or a broadcast overflowed).
     TeamNoFinal,
+    /// A model call of an agent failed for good: a status that is not retried, or the
+    /// retries ran out (the message names the node, the model and the status).
+    ModelError,
+    /// An agent session used its `max_turns` without a valid exit tool call.
+    AgentNoExit,
 }
 
 impl TerminationReason {
@@ -122,6 +127,8 @@ impl TerminationReason {
             TerminationReason::BudgetExceeded => "budget_exceeded",
             TerminationReason::ClarifyUnavailable => "clarify_unavailable",
             TerminationReason::TeamNoFinal => "team_no_final",
+            TerminationReason::ModelError => "model_error",
+            TerminationReason::AgentNoExit => "agent_no_exit",
         }
     }
 

@@ -54,6 +54,15 @@ pub enum TraceKind {
     /// One turn of a team member or lead, a step (`source` the team node, `target` the
     /// member or lead, `reason` the turn and what it gave, `usage` its `$usage`).
     TeamTurn,
+    /// One model call of an agent session, a step (`source` the agent node, `target` the
+    /// model key, `reason` the turn, the attempt, the HTTP attempts and the
+    /// `finish_reason`, `usage` the tokens and cost, or `usage_unknown` when the server
+    /// sent none).
+    ModelCall,
+    /// One tool call of an agent session, a step (`source` the calling agent node,
+    /// `target` the tool node, `reason` the call id and how it ended: `ok` or the error
+    /// returned to the model).
+    ToolCall,
 }
 
 /// How a chain stage was reached.

@@ -26,6 +26,10 @@ pub enum EffectKind {
     Policy,
     /// A primary node's advisors, all at once; its output is their reports.
     Fork,
+    /// One model call of an agent session; its output is the model's reply.
+    Model,
+    /// The tool calls of one model reply, all at once; its output is their results.
+    Tools,
 }
 
 /// One call a step waits on. Carries its input, so performing it needs nothing from the
@@ -57,6 +61,66 @@ pub(crate) enum Call {
     Program(Arc<ExecSpec>, Value, Option<CallIds>),
     /// A primary's advisors, run concurrently (see [`super::advisors`]).
     Fork(Vec<Member>),
+    /// One model call of an agent session.
+    Model(Box<ModelCall>),
+    /// The tool calls of one model reply that run a tool node, run concurrently.
+    Tools(Vec<ToolInvocation>),
+}
+
+/// A model call: the client, the request and the call's ids (its attempt is what a
+/// driver sets; the client's own HTTP retries are inside one attempt).
+#[derive(Clone)]
+pub(crate) struct ModelCall {
+    /// The model key (for messages).
+    pub(crate) model: Arc<str>,
+    #[cfg(feature = "agents")]
+    pub(crate) client: Arc<crate::model::client::ChatClient>,
+    /// The conversation so far, the functions offered and the forced choice (the last
+    /// turn forces the exit tool).
+    pub(crate) messages: Vec<crate::model::ChatMessage>,
+    pub(crate) tools: Vec<crate::model::ToolDef>,
+    pub(crate) tool_choice: Option<crate::model::ToolChoice>,
+    pub(crate) ids: CallIds,
+}
+
+impl std::fmt::Debug for ModelCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelCall")
+            .field("model", &self.model)
+            .field("ids", &self.ids)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One tool call that runs a tool node: its place in the reply's calls, and the call.
+#[derive(Debug, Clone)]
+pub(crate) struct ToolInvocation {
+    /// The call's index among the reply's tool calls.
+    pub(crate) index: usize,
+    /// Its time limit: the tool node's own (or `node_timeout_ms`), capped by the run
+    /// deadline.
+    pub(crate) limit: Option<Duration>,
+    pub(crate) call: Call,
+}
+
+/// A model's reply, as the session reads it.
+#[derive(Debug)]
+pub(crate) struct ModelReply {
+    pub(crate) message: crate::model::ChatMessage,
+    pub(crate) finish_reason: Option<String>,
+    /// `None`: the server sent no usage (unknown).
+    pub(crate) usage: Option<crate::model::Usage>,
+    /// HTTP attempts that failed before the answer (each said in words).
+    pub(crate) retried: Vec<String>,
+}
+
+/// What one tool node run gave.
+#[derive(Debug)]
+pub(crate) struct ToolRan {
+    /// The call's index among the reply's tool calls.
+    pub(crate) index: usize,
+    pub(crate) result: Result<NodeOutput, Fault>,
+    pub(crate) duration_us: u64,
 }
 
 /// Which call of which run a node call is: what a program with side effects needs to make
@@ -85,6 +149,8 @@ impl Call {
         match self {
             Call::Node(_, input) => Some(input.attempt),
             Call::Program(_, _, ids) => ids.map(|i| i.attempt),
+            Call::Model(m) => Some(m.ids.attempt),
+            Call::Tools(calls) => calls.first().and_then(|t| t.call.attempt()),
             Call::Policy(..) | Call::Fork(_) => None,
         }
     }
@@ -100,6 +166,12 @@ impl Call {
                     if let Some(m) = stdin.as_object_mut() {
                         m.insert("attempt".into(), n.into());
                     }
+                }
+            }
+            Call::Model(m) => m.ids.attempt = n,
+            Call::Tools(calls) => {
+                for t in calls {
+                    t.call.set_attempt(n);
                 }
             }
             Call::Policy(..) | Call::Fork(_) => {}
@@ -169,6 +241,10 @@ pub(crate) enum Produced {
     Decision(SupervisorOutput),
     /// Advisors' reports, in `members` order.
     Reports(Vec<Report>),
+    /// A model's reply.
+    Reply(Box<ModelReply>),
+    /// Tool node runs, in the reply's order.
+    ToolResults(Vec<ToolRan>),
 }
 
 impl EffectOutput {

@@ -9,6 +9,7 @@ pub(crate) mod exec;
 mod guarded;
 mod handlers;
 mod perform;
+mod tools;
 
 pub use effect::{Effect, EffectKind, EffectOutput};
 pub use handlers::{
@@ -17,7 +18,8 @@ pub use handlers::{
 };
 
 pub(crate) use effect::{
-    Call, CallIds, Member, MemberCall, Produced, Report, ReportStatus, node_stdin,
+    Call, CallIds, Member, MemberCall, ModelCall, ModelReply, Produced, Report, ReportStatus,
+    ToolInvocation, node_stdin,
 };
 pub(crate) use guarded::Fault;
 pub(crate) use handlers::{SharedNode, SharedPolicy};

@@ -64,6 +64,10 @@ impl Performer<'_> {
                 .await
                 .map(Produced::Decision),
             (_, Call::Fork(members)) => Ok(Produced::Reports(self.join_members(members).await)),
+            (_, Call::Model(call)) => Box::pin(self.call_model(limit, *call)).await,
+            (_, Call::Tools(calls)) => Ok(Produced::ToolResults(
+                Box::pin(self.call_tools(calls)).await,
+            )),
             (EffectKind::Policy, Call::Program(spec, stdin, _)) => self
                 .program(&spec, &stdin, None, limit)
                 .await
@@ -103,9 +107,9 @@ impl Performer<'_> {
                     Err(f) => Err(f),
                 }
             }
-            Call::Policy(..) | Call::Fork(_) => Err(Fault::Failed(
-                "was given a call that is not a node's".into(),
-            )),
+            Call::Policy(..) | Call::Fork(_) | Call::Model(_) | Call::Tools(_) => Err(
+                Fault::Failed("was given a call that is not a node's".into()),
+            ),
         }
     }
 

@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::budgets::GuardStop;
-use super::calls::node_call;
+use super::calls::{NodeCall, node_call};
 use super::commit::{Tx, attach_usage};
 use super::planner::Planner;
 use super::step::ForkStep;
@@ -129,8 +129,9 @@ impl<'e> Planner<'e> {
             }
             view
         };
-        let call = match node_call(mp, run, ids, view, None) {
-            Some(call) => MemberCall::Call(call),
+        let call = match node_call(mp, run, ids, view, None).map(NodeCall::into_call) {
+            Some(Ok(call)) => MemberCall::Call(call),
+            Some(Err(msg)) => MemberCall::Refused(msg),
             None => MemberCall::Constant(mp.constant_writes()),
         };
         Member {

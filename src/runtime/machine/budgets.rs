@@ -197,6 +197,7 @@ mod tests {
             kept: Vec::new(),
             started_at_ms: 0,
             trace_in_state: true,
+            sessions: Vec::new(),
             changes: Default::default(),
         }
     }

@@ -99,7 +99,8 @@ impl<'e> Planner<'e> {
             Pending::Decide { .. }
             | Pending::Handoff { .. }
             | Pending::Advised { .. }
-            | Pending::Team(_) => {}
+            | Pending::Team(_)
+            | Pending::Session { .. } => {}
         }
     }
 }

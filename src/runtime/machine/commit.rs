@@ -106,6 +106,7 @@ impl Tx<'_> {
             Then::Node(ns) => self.run_node(level, ns),
             Then::Fork(fs) => self.fork(fs),
             Then::Team(ts) => self.team(level, ts),
+            Then::Session(ss) => self.session(level, ss),
             Then::Call { caller, sg, routed } => self.call(sg, caller, routed),
             Then::EndLevel { sup, stop, reason } => self.end_level(level, sup, stop, reason),
             Then::StopGlobal { sup, stop, frames } => self.stop_global(sup, stop, &frames),
@@ -147,7 +148,13 @@ impl Tx<'_> {
             NodeResult::Refused(g) => return self.guard_stop(g, Some(dispatcher)),
             counted => counted,
         };
-        self.count_visit(np);
+        if let NodeResult::Session(..) = result {
+            // A session counted its steps call by call: only the visit is left.
+            self.count_visit(np);
+            self.run.steps -= 1;
+        } else {
+            self.count_visit(np);
+        }
         let mut usage = None;
         // A router's `$route` and `$message`, taken out of its output.
         let mut routed = None;
@@ -176,6 +183,17 @@ impl Tx<'_> {
                         self.run.usage_total.add_all(&u);
                         usage = Some(u);
                     }
+                    if matches!(after, After::Route) {
+                        routed = Some((out.route, out.message));
+                    }
+                    (Cow::Owned(Value::Object(out.writes)), d)
+                }
+            },
+            NodeResult::Session(ran, d, spent) => match self.retried(*ran, np, &dispatcher) {
+                Err(fault) => return self.fault(&np.id, "node", fault, Some(dispatcher)),
+                Ok(out) => {
+                    // Counted in `usage_total` as each call was committed.
+                    usage = spent;
                     if matches!(after, After::Route) {
                         routed = Some((out.route, out.message));
                     }

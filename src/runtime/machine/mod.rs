@@ -12,6 +12,7 @@
 //! [`commit_step`].
 
 mod advisors;
+mod agent;
 mod budgets;
 mod calls;
 mod chains;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::budgets::check_node;
-use super::calls::node_call;
+use super::calls::{NodeCall, node_call};
 use super::planner::Planner;
 use super::step::{
     After, Awaiting, Decided, ForkStep, Level, NodeResult, NodeStep, NodeTarget, Planned, Retrying,
@@ -113,7 +113,10 @@ impl<'e> Planner<'e> {
             step.stage = Stage::Ready(planned(Then::Node(ns)));
             return;
         }
-        let needs_view = matches!(np.run, NodeRun::Handler(_) | NodeRun::Exec(_));
+        let needs_view = matches!(
+            np.run,
+            NodeRun::Handler(_) | NodeRun::Exec(_) | NodeRun::Agent(_)
+        );
         let mut view =
             (needs_view || np.input_schema.is_some()).then(|| self.plan.view(run, &contract.reads));
         if let Some(schema) = &np.input_schema
@@ -149,9 +152,25 @@ impl<'e> Planner<'e> {
         };
         // A `set` node (or one without behaviour) calls nothing: its writes are applied at
         // commit.
-        let Some(call) = view.and_then(|view| node_call(np, run, ids, || view, error)) else {
-            step.stage = Stage::Ready(planned(Then::Node(ns)));
-            return;
+        let call = match view.and_then(|view| node_call(np, run, ids, || view, error)) {
+            Some(NodeCall::Call(call)) => call,
+            Some(NodeCall::Session(agent, view)) => {
+                // An agent: its session's first model call (see `agent/`).
+                let (ss, effect) = self.session_start(run, ns, agent, view);
+                let planned = planned(Then::Session(ss));
+                step.stage = match effect {
+                    Some(effect) => Stage::Waiting {
+                        effect: Some(Box::new(effect)),
+                        then: Awaiting::Session(planned),
+                    },
+                    None => Stage::Ready(planned),
+                };
+                return;
+            }
+            None => {
+                step.stage = Stage::Ready(planned(Then::Node(ns)));
+                return;
+            }
         };
         let own = np.own_timeout_ms();
         let retrying = contract

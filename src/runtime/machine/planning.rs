@@ -12,8 +12,8 @@ use super::decide::Callee;
 use super::decisions::{choice_label, decision_reason, resolve};
 use super::planner::Planner;
 use super::step::{
-    Awaiting, Decided, Level, NodeResult, NodeTarget, Ran, Stage, StageExtra, Step, TeamTurn, Then,
-    ready,
+    Awaiting, Decided, Level, NodeResult, NodeTarget, Ran, SessionWork, Stage, StageExtra, Step,
+    TeamTurn, Then, ready,
 };
 use crate::contracts::{RoutingDecision, SupervisorOutput};
 use crate::runtime::data::{Chain, Clock, Pending, RunState, RunStatus, TraceKind};
@@ -70,7 +70,12 @@ impl<'e> Planner<'e> {
                     let action = resolve(out, &sp.contract, self.plan.graph.registry());
                     self.plan_action(run, level, sp, action, decided, step);
                 }
-                Ok(Produced::Node(_) | Produced::Reports(_)) => {
+                Ok(
+                    Produced::Node(_)
+                    | Produced::Reports(_)
+                    | Produced::Reply(_)
+                    | Produced::ToolResults(_),
+                ) => {
                     let fault =
                         Fault::Failed("was given a node's output instead of a decision".into());
                     let sup = Arc::clone(&sp.id);
@@ -88,7 +93,12 @@ impl<'e> Planner<'e> {
                 if let Then::Node(ns) = &mut planned.then {
                     let writes = match output.result {
                         Ok(Produced::Node(out)) => Ok(out),
-                        Ok(Produced::Decision(_) | Produced::Reports(_)) => Err(Fault::Failed(
+                        Ok(
+                            Produced::Decision(_)
+                            | Produced::Reports(_)
+                            | Produced::Reply(_)
+                            | Produced::ToolResults(_),
+                        ) => Err(Fault::Failed(
                             "was given something other than its writes".into(),
                         )),
                         Err(f) => Err(f),
@@ -153,6 +163,15 @@ impl<'e> Planner<'e> {
                         }
                         TeamTurn::Stop(_) => {}
                     }
+                }
+                step.stage = Stage::Ready(planned);
+            }
+            Stage::Waiting {
+                then: Awaiting::Session(mut planned),
+                ..
+            } => {
+                if let Then::Session(ss) = &mut planned.then {
+                    resolve_session(&mut ss.work, output);
                 }
                 step.stage = Stage::Ready(planned);
             }
@@ -280,6 +299,7 @@ impl<'e> Planner<'e> {
                 self.plan_routed(run, level, pending, step);
             }
             Pending::Team(team) => self.plan_pending_team(run, level, team, step),
+            Pending::Session { .. } => self.plan_pending_session(run, level, pending, step),
         }
     }
 
@@ -314,6 +334,66 @@ impl<'e> Planner<'e> {
             advised,
         };
         self.plan_node(run, level, None, None, target, step);
+    }
+}
+
+/// Feeds a session's effect output (a model's reply, or its tool calls' results) to
+/// the work waiting on it.
+fn resolve_session(work: &mut SessionWork, output: EffectOutput) {
+    match work {
+        SessionWork::Model {
+            result,
+            attempt,
+            duration_us,
+            ..
+        } => {
+            *attempt = output.attempt;
+            *duration_us = output.duration_us;
+            *result = Some(match output.result {
+                Ok(Produced::Reply(reply)) => Ok(*reply),
+                Ok(_) => Err(Fault::Failed(
+                    "was given something other than a model's reply".into(),
+                )),
+                Err(f) => Err(f),
+            });
+        }
+        SessionWork::Tools(outcomes) => match output.result {
+            Ok(Produced::ToolResults(results)) => {
+                for r in results {
+                    let Some(o) = outcomes.get_mut(r.index) else {
+                        continue;
+                    };
+                    o.duration_us = r.duration_us;
+                    match r.result {
+                        Ok(out) => {
+                            o.usage = out.usage;
+                            o.content = Some(serde_json::Value::Object(out.writes).to_string());
+                        }
+                        Err(fault) => {
+                            o.cancelled = fault == Fault::Cancelled;
+                            let error = format!("tool `{}` {}", o.tool, fault_words(&fault));
+                            o.content = Some(super::agent::error_content(&error));
+                            o.error = Some(error);
+                        }
+                    }
+                }
+            }
+            Ok(_) | Err(_) => {
+                for o in outcomes.iter_mut().filter(|o| o.content.is_none()) {
+                    o.cancelled = true;
+                }
+            }
+        },
+        SessionWork::Failed(_) => {}
+    }
+}
+
+/// A tool's failure as the model is told it.
+fn fault_words(fault: &Fault) -> String {
+    match fault {
+        Fault::Failed(m) | Fault::Permanent(m) => format!("failed: {m}"),
+        Fault::Timeout(m) | Fault::InvalidOutput(m) => m.clone(),
+        Fault::Cancelled => "was cancelled".into(),
     }
 }
 

@@ -22,11 +22,13 @@ use std::sync::Arc;
 
 use super::budgets::GuardStop;
 use crate::contracts::{Advisors, RetryPolicy, StopGlobal, StopLocal, Team};
+use crate::model::ChatMessage;
 use crate::runtime::data::{
     Chain, ChainTrigger, NodeOutput, Owed, RunState, TeamRun, TerminationReason, TraceItem,
-    TraceKind,
+    TraceKind, Usage,
 };
-use crate::runtime::effects::{Call, Effect, Fault, Report};
+use crate::runtime::effects::{Call, Effect, Fault, ModelReply, Report};
+use crate::runtime::plan::agent::AgentPlan;
 use crate::runtime::plan::{NodePlan, SubgraphPlan, SupervisorPlan};
 
 /// A step in progress: planned from a [`RunState`], possibly waiting on an [`Effect`],
@@ -110,6 +112,8 @@ pub(crate) enum Awaiting<'e> {
     Fork(Planned<'e>),
     /// A team's member cycle or lead turn: complete but for the reports or the output.
     Team(Planned<'e>),
+    /// An agent session's model call or tool calls: complete but for their results.
+    Session(Planned<'e>),
 }
 
 /// What running a node gave: its output or failure, and the attempts that failed before
@@ -162,6 +166,8 @@ pub(crate) enum Then<'e> {
     Fork(ForkStep<'e>),
     /// A team's member cycle or lead turn (boxed: rare, and large).
     Team(Box<TeamStep<'e>>),
+    /// An agent session's model call or tool calls (boxed: rare, and large).
+    Session(Box<SessionStep<'e>>),
     /// A subgraph is entered (by its caller's decision, or as a router's destination:
     /// then with the router's chain and the handoffs owed when it returns).
     Call {
@@ -220,6 +226,54 @@ pub(crate) struct ForkStep<'e> {
     pub(crate) owed: Vec<Arc<str>>,
 }
 
+/// An agent session's step, planned: the node and how it was reached (kept for the
+/// step that ends the session), and the work of this step.
+pub(crate) struct SessionStep<'e> {
+    pub(crate) np: &'e NodePlan,
+    pub(crate) agent: &'e AgentPlan,
+    pub(crate) dispatcher: Arc<str>,
+    pub(crate) kind: TraceKind,
+    pub(crate) source: Option<Arc<str>>,
+    pub(crate) chain: Option<Chain>,
+    pub(crate) owed: Vec<Arc<str>>,
+    pub(crate) after: After<'e>,
+    /// The session's index in the run's sessions; `None` for the session this step
+    /// begins with `opening` (its system and first user messages).
+    pub(crate) session: Option<u32>,
+    pub(crate) opening: Vec<ChatMessage>,
+    pub(crate) work: SessionWork,
+}
+
+/// What an agent session's step does.
+pub(crate) enum SessionWork {
+    /// Model call `turn` (1 for the first), and its result once performed.
+    Model {
+        turn: u32,
+        result: Option<Result<ModelReply, Fault>>,
+        attempt: u32,
+        duration_us: u64,
+    },
+    /// The tool calls of the last reply, one outcome each in the reply's order: those
+    /// answered while planning (a mistake, a `set` tool) and those run by the effect.
+    Tools(Vec<ToolOutcome>),
+    /// The session could not begin (a template failed): the node fails.
+    Failed(String),
+}
+
+/// One tool call of a reply and what it gave.
+pub(crate) struct ToolOutcome {
+    pub(crate) call_id: String,
+    pub(crate) tool: Arc<str>,
+    /// What the model is told (the tool's output object or `{"error": ...}`), once known.
+    pub(crate) content: Option<String>,
+    /// The error, when the call failed or was a mistake.
+    pub(crate) error: Option<String>,
+    pub(crate) usage: Option<Usage>,
+    pub(crate) duration_us: u64,
+    /// The run was cancelled while it ran: nothing of the step is committed.
+    pub(crate) cancelled: bool,
+}
+
 /// What running the node gave.
 pub(crate) enum NodeResult {
     /// A budget or `max_visits` refused it: nothing ran, no step counted.
@@ -236,6 +290,10 @@ pub(crate) enum NodeResult {
     /// A handler or program ran, taking this many microseconds. Boxed: only effect steps
     /// have it, and every step's size is moved around.
     Ran(Box<Ran>, u64),
+    /// An agent session ended with a valid exit: its writes, the microseconds its model
+    /// and tool calls took, and what they cost. Its steps and its usage were counted as
+    /// each call was committed; only the visit is left to count.
+    Session(Box<Ran>, u64, Option<Usage>),
 }
 
 /// Where control goes after the node.

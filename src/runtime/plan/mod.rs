@@ -3,6 +3,7 @@
 //! rule tables of rule-based supervisors). Built once by the executor's builder; below the
 //! state machine, above plain data and the effects (a plan holds the handlers it calls).
 
+pub(crate) mod agent;
 mod rules;
 mod schema;
 mod tables;

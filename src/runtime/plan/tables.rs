@@ -8,6 +8,7 @@ use std::sync::Arc;
 use jsonschema::Validator;
 use serde_json::Value;
 
+use super::agent::AgentPlan;
 use super::rules::RuleTable;
 use crate::contracts::{ExecSpec, NodeContract, SubgraphContract, SupervisorContract};
 use crate::graph::CompiledGraph;
@@ -33,6 +34,8 @@ pub(crate) enum NodeRun {
     Handler(SharedNode),
     /// A program.
     Exec(Arc<ExecSpec>),
+    /// A model session (see [`AgentPlan`]).
+    Agent(Arc<AgentPlan>),
 }
 
 /// A node, ready to run. The contract stays in the graph's registry (at `index`): the plan

@@ -143,18 +143,18 @@ pub async fn state(
     Ok(Json(stored.record.run.state_json()))
 }
 
-/// `GET /api/runs/{id}/messages`: the agents' sessions. Agents are not part of the
-/// runtime yet, so a run has none: `{"run_id", "sessions": []}`, said in `note`.
+/// `GET /api/runs/{id}/messages`: the agents' sessions as last committed, one per agent
+/// node visit in the order they began (`runs show --messages --format json` prints the
+/// same `sessions`): `{"run_id", "sessions": [{"node", "visit", "model", "step",
+/// "messages"}]}`.
 pub async fn messages(
     State(state): State<Shared>,
     UrlPath(key): UrlPath<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let id = find(&state, &key).await?;
+    let stored = load(&state, &key).await?;
     Ok(Json(json!({
-        "run_id": id,
-        "sessions": [],
-        "note": "agent sessions are kept once agents (SPEC section 10) are part of the runtime; \
-                 until then a run has none",
+        "run_id": stored.info.id,
+        "sessions": stored.record.run.sessions(),
     })))
 }
 

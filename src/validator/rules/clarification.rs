@@ -4,10 +4,11 @@
 //! A supervisor whose `default` is `ask_clarification` will ask whenever no trigger
 //! matches: without the slice the run pauses and can never be resumed, so that is a
 //! warning. A supervisor with a `policy` (an exec program or a handler) may ask but need
-//! not, and most never do, so that is information only.
+//! not, and most never do, so that is information only. An `agent` policy is offered
+//! `ask_clarification` only when the slice is declared, so it needs none.
 
 use crate::contracts::pointer::join;
-use crate::contracts::{CLARIFICATION_SLICE, RoutingDecision};
+use crate::contracts::{CLARIFICATION_SLICE, RoutingDecision, SupervisorPolicy};
 use crate::validator::{Code, Context, Diagnostic, Severity};
 
 pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
@@ -24,7 +25,11 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                 s.id
             );
             out.push(Diagnostic::new(Code::NO_CLARIFICATION_SLICE, ptr, msg).fix(fix));
-        } else if s.policy.is_some() {
+        } else if s
+            .policy
+            .as_ref()
+            .is_some_and(|p| !matches!(p, SupervisorPolicy::Agent(_)))
+        {
             let ptr = join(["supervisors", s.id.as_str(), "policy"]);
             let msg = format!(
                 "supervisor `{}` has a policy, which may decide `ask_clarification`, but no \
@@ -112,6 +117,13 @@ mod tests {
         doc["supervisors"]["root"]["policy"] = serde_json::json!({"handler": "route"});
         doc["supervisors"]["sub_sup"]["default"] =
             serde_json::json!({"ask_clarification": {"question": "q"}});
+        assert!(run(check, doc).is_empty());
+    }
+
+    #[test]
+    fn an_agent_policy_is_never_offered_to_ask_without_the_slice() {
+        let mut doc = base();
+        doc["supervisors"]["sub_sup"]["policy"] = serde_json::json!({"agent": {}});
         assert!(run(check, doc).is_empty());
     }
 }

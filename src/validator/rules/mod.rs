@@ -1,6 +1,11 @@
 //! One rule per file, run in the order of [`ALL`].
 
 mod advisors;
+mod agent_models;
+mod agent_sites;
+mod agent_templates;
+mod agent_tools;
+mod agent_turns;
 mod allowlist;
 mod boundary;
 mod budgets;
@@ -10,6 +15,7 @@ mod exits;
 mod handoff;
 mod info;
 mod membership;
+mod model_params;
 mod reachability;
 mod recursion;
 mod references;
@@ -24,6 +30,8 @@ mod slice_names;
 mod system;
 mod team;
 mod terminal_handoff;
+mod tool_dispatch;
+mod tool_nodes;
 
 use super::{Context, Diagnostic};
 
@@ -127,6 +135,34 @@ pub(crate) const ALL: &[Rule] = &[
         check: retry::check,
     },
     Rule {
+        name: "agent_models",
+        check: agent_models::check,
+    },
+    Rule {
+        name: "model_params",
+        check: model_params::check,
+    },
+    Rule {
+        name: "agent_templates",
+        check: agent_templates::check,
+    },
+    Rule {
+        name: "agent_tools",
+        check: agent_tools::check,
+    },
+    Rule {
+        name: "agent_turns",
+        check: agent_turns::check,
+    },
+    Rule {
+        name: "tool_dispatch",
+        check: tool_dispatch::check,
+    },
+    Rule {
+        name: "tool_nodes",
+        check: tool_nodes::check,
+    },
+    Rule {
         name: "info",
         check: info::check,
     },
@@ -158,6 +194,32 @@ pub(crate) mod testing {
         let mut out = Vec::new();
         check(&ctx, &mut out);
         out.into_iter().map(|d| (d.code, d.pointer)).collect()
+    }
+
+    /// A small valid workflow with agents: `reply` runs an agent on the `default` model
+    /// that may call the tool node `lookup`.
+    pub fn agents() -> serde_json::Value {
+        serde_json::json!({
+            "workflow": "a",
+            "slices": {"request": {}, "answer": {}},
+            "models": {"default": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}},
+            "entry": "root",
+            "supervisors": {"root": {"allow": ["reply"], "default": {"stop_global": {}}}},
+            "nodes": {
+                "reply": {"supervisor": "root", "reads": ["request"], "writes": ["answer"],
+                          "triggers": [{"when": true}], "terminal": true,
+                          "run": {"agent": {
+                              "instructions": "You answer questions about {{ request.topic }}.",
+                              "prompt": "{{ input | tojson }}",
+                              "tools": ["lookup"]}}},
+                "lookup": {"supervisor": "root",
+                           "tool": {"description": "Looks an order up by its id.",
+                                    "parameters": {"type": "object",
+                                                   "properties": {"id": {"type": "string"}},
+                                                   "required": ["id"]}},
+                           "run": {"exec": {"argv": ["python3", "lookup.py"]}}}
+            }
+        })
     }
 
     /// A small valid workflow: root calls subgraph `sub`, which runs `work`.

@@ -1,5 +1,6 @@
 //! Rule 7: every supervisor, node and subgraph is reachable from `entry` (`PG0501`,
 //! warning). Members of an unreachable subgraph are covered by the subgraph's warning.
+//! A tool node is never dispatched: it is reached when an agent lists it in `tools`.
 
 use foldhash::{HashSet, HashSetExt};
 
@@ -88,8 +89,25 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             );
         }
     }
+    let offered: HashSet<&str> = super::agent_sites::agents(ctx)
+        .iter()
+        .flat_map(|a| a.spec.tools.iter().map(String::as_str))
+        .collect();
     for n in ctx.reg.nodes() {
         let level = ctx.level_of_node(&n.id).ok().flatten();
+        if n.tool.is_some() {
+            if !reached(&n.id) && !offered.contains(n.id.as_str()) {
+                out.push(
+                    Diagnostic::new(
+                        Code::UNREACHABLE,
+                        ContractKind::Node.pointer(&n.id),
+                        format!("tool node `{}` is offered by no agent", n.id),
+                    )
+                    .fix("list it in the `tools` of an agent, or remove it"),
+                );
+            }
+            continue;
+        }
         if !reached(&n.id) && !dead_level(level) {
             out.push(
                 Diagnostic::new(
@@ -142,5 +160,17 @@ mod tests {
         doc["nodes"]["fb"] = json!({"supervisor": "root"});
         doc["supervisors"]["root"]["fallback"] = "fb".into();
         assert!(run(check, doc).is_empty());
+    }
+
+    #[test]
+    fn tool_nodes_are_reached_through_the_agents_offering_them() {
+        use crate::validator::rules::testing::agents;
+        assert!(run(check, agents()).is_empty());
+        let mut doc = agents();
+        doc["nodes"]["reply"]["run"]["agent"]["tools"] = json!([]);
+        assert_eq!(
+            run(check, doc),
+            vec![(Code::UNREACHABLE, "/nodes/lookup".into())]
+        );
     }
 }

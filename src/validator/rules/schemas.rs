@@ -57,6 +57,14 @@ pub(crate) fn check(ctx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         }
     }
     for n in ctx.reg.nodes() {
+        if let Some(t) = n.tool.as_ref().filter(|t| t.parameters.is_object()) {
+            one(
+                &t.parameters,
+                join(["nodes", n.id.as_str(), "tool", "parameters"]),
+                format!("the tool `parameters` of node `{}`", n.id),
+                out,
+            );
+        }
         for (field, s) in [
             ("input_schema", &n.input_schema),
             ("output_schema", &n.output_schema),

@@ -314,6 +314,19 @@ impl<'e> Planner<'e> {
             };
             return (None, turn);
         };
+        let call = match call.into_call() {
+            Ok(call) => call,
+            Err(msg) => {
+                let turn = TeamTurn::Lead {
+                    lead,
+                    final_turn,
+                    after,
+                    result: Some(Err(Fault::Permanent(msg))),
+                    duration_us: 0,
+                };
+                return (None, turn);
+            }
+        };
         let own = lead.own_timeout_ms();
         let effect = Effect {
             kind: EffectKind::Node,

@@ -1,0 +1,182 @@
+//! Building an agent node's plan (see [`AgentPlan`]): its model client, its exit tool
+//! and the tool nodes it may call, each function schema compiled once. Part of the
+//! builder; refuses, with a clear error, agents in parts they cannot play yet.
+
+use std::sync::Arc;
+
+use super::builder::ExecutorBuildError;
+use super::plan::agent::{
+    AgentPlan, Exit, ExitKind, FINAL_REPORT, HANDOFF_TO, ToolPlan, allows_strict,
+    final_report_parameters, handoff_parameters,
+};
+use crate::contracts::pointer::join;
+use crate::contracts::{AgentSpec, NodeBehaviour, NodeContract, SYSTEM_SLICE};
+use crate::graph::CompiledGraph;
+use crate::model::ToolDef;
+
+/// The plan of agent node `n` running `spec`.
+pub(super) fn agent_plan(
+    graph: &CompiledGraph,
+    n: &NodeContract,
+    spec: &AgentSpec,
+) -> Result<AgentPlan, ExecutorBuildError> {
+    let fail = |message: String| ExecutorBuildError::Agent {
+        id: n.id.clone(),
+        message,
+        pointer: join(["nodes", n.id.as_str(), "run", "agent"]),
+    };
+    if let Some(part) = unsupported_part(graph, n) {
+        return Err(fail(format!(
+            "{part} cannot be an agent in this version of the runtime"
+        )));
+    }
+    let Some(model) = graph.models().get(&spec.model) else {
+        return Err(fail(format!(
+            "its model `{}` is not in the document's `models`",
+            spec.model
+        )));
+    };
+    #[cfg(feature = "agents")]
+    let client = crate::model::client::ChatClient::new(model)
+        .map_err(|e| fail(format!("its model `{}`: {e}", spec.model)))?;
+    #[cfg(not(feature = "agents"))]
+    return Err(fail(
+        "pactgraph was built without the `agents` feature, which agents need".into(),
+    ));
+    let writes: Vec<String> = n
+        .writes
+        .iter()
+        .filter(|w| *w != SYSTEM_SLICE)
+        .cloned()
+        .collect();
+    let parameters = final_report_parameters(&writes, |s| {
+        graph.slices().get(s).and_then(|d| d.schema.clone())
+    });
+    let report = |answers| -> Result<Exit, ExecutorBuildError> {
+        let tool = tool_plan(
+            FINAL_REPORT.into(),
+            final_report_description(&writes),
+            parameters.clone(),
+        )
+        .map_err(|e| fail(format!("its final_report schema does not compile: {e}")))?;
+        Ok(Exit {
+            kind: ExitKind::Report { answers },
+            tool,
+        })
+    };
+    let exits = match &n.router {
+        None => vec![report(false)?],
+        Some(r) => {
+            let tool = tool_plan(
+                HANDOFF_TO.into(),
+                format!(
+                    "Hand the request off to the one destination that should handle it: {}.",
+                    r.destinations.join(", ")
+                ),
+                handoff_parameters(&r.destinations),
+            )
+            .map_err(|e| fail(format!("its handoff_to schema does not compile: {e}")))?;
+            let mut exits = vec![Exit {
+                kind: ExitKind::Handoff,
+                tool,
+            }];
+            if r.may_answer {
+                exits.push(report(true)?);
+            }
+            exits
+        }
+    };
+    let mut tools = Vec::with_capacity(spec.tools.len());
+    for id in &spec.tools {
+        let tool = graph
+            .registry()
+            .get_node(id)
+            .ok_or_else(|| fail(format!("its tool `{id}` is not a node")))?;
+        let Some(t) = &tool.tool else {
+            return Err(fail(format!("its tool `{id}` has no `tool` field")));
+        };
+        if matches!(tool.run, Some(NodeBehaviour::Agent(_))) {
+            return Err(fail(format!(
+                "its tool `{id}` is an agent, which this version of the runtime cannot call as a tool"
+            )));
+        }
+        let plan = tool_plan(
+            id.as_str().into(),
+            t.description.clone(),
+            t.parameters.clone(),
+        )
+        .map_err(|e| fail(format!("the parameters of tool `{id}` do not compile: {e}")))?;
+        tools.push(plan);
+    }
+    let text_slice = match writes.as_slice() {
+        [only] if n.router.is_none() => Some(only.clone()),
+        _ => None,
+    };
+    Ok(AgentPlan {
+        model: spec.model.clone(),
+        #[cfg(feature = "agents")]
+        client: Arc::new(client),
+        price: model.price,
+        spec: spec.clone(),
+        exits,
+        tools,
+        text_slice,
+    })
+}
+
+/// The part node `n` plays that agents cannot play yet, if any.
+fn unsupported_part(graph: &CompiledGraph, n: &NodeContract) -> Option<String> {
+    if n.tool.is_some() {
+        return Some("a tool node".into());
+    }
+    for other in graph.registry().nodes() {
+        if let Some(a) = &other.advisors
+            && a.members.contains(&n.id)
+        {
+            return Some(format!("an advisor of `{}`", other.id));
+        }
+        if let Some(t) = &other.team
+            && (t.lead == n.id || t.members.contains(&n.id))
+        {
+            return Some(format!("a member or the lead of team `{}`", other.id));
+        }
+    }
+    None
+}
+
+/// What the model is told `final_report` does.
+fn final_report_description(writes: &[String]) -> String {
+    if writes.is_empty() {
+        "Report that the task is done. Call it once, when you have finished.".into()
+    } else {
+        format!(
+            "Report your final answer: one property per result ({}). Call it once, when you \
+             have finished; its arguments are checked and any mistake is told to you.",
+            writes.join(", ")
+        )
+    }
+}
+
+/// A function offered to the model, its argument schema compiled (`strict` when the
+/// schema allows it).
+fn tool_plan(
+    node: Arc<str>,
+    description: String,
+    parameters: serde_json::Value,
+) -> Result<ToolPlan, String> {
+    let parameters = match parameters {
+        serde_json::Value::Null => serde_json::json!({"type": "object", "properties": {}}),
+        p => p,
+    };
+    let schema = jsonschema::validator_for(&parameters).map_err(|e| e.to_string())?;
+    Ok(ToolPlan {
+        def: ToolDef {
+            name: node.to_string(),
+            description,
+            strict: allows_strict(&parameters),
+            parameters,
+        },
+        node,
+        schema: Some(Arc::new(schema)),
+    })
+}

@@ -1,0 +1,20 @@
+//! Pattern: agent sessions (brief 10.2, 10.3). An agent node's run is a conversation
+//! with a model whose only exit is a tool call: each model call is a step, and the tool
+//! calls of one reply are a step that counts one per call. The conversation lives in the
+//! run's sessions; what is pending between steps is [`Pending::Session`].
+//!
+//! - `plan.rs`: planning the session's first call (with its opening messages), its next
+//!   model call or the tool calls of its last reply;
+//! - `reply.rs`: reading a reply (a valid exit, tool calls, or text) and checking
+//!   arguments, as plain functions;
+//! - `commit.rs`: committing a model call or the tool calls: the conversation grows, the
+//!   usage is counted, and the session goes on, ends the node, or fails it.
+//!
+//! [`Pending::Session`]: crate::runtime::Pending::Session
+
+mod commit;
+mod plan;
+mod reply;
+mod templates;
+
+pub(crate) use reply::error_content;

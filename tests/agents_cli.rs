@@ -1,0 +1,242 @@
+//! Agent sessions through `pactgraph run` against a real store and the scripted Chat
+//! Completions server on loopback: a run killed (SIGKILL) while the server holds the
+//! second turn resumes from its last committed turn (the first turn and the tool program
+//! never run again); `runs cancel` aborts the request in flight; the API key appears
+//! nowhere but in the request's `Authorization` header; `runs show --messages` prints
+//! each session.
+#![cfg(target_os = "linux")]
+
+#[path = "support/chat_server.rs"]
+mod chat_server;
+mod support;
+
+use std::time::Duration;
+
+use chat_server::{ChatServer, Reply};
+use serde_json::{Value, json};
+use support::cli::{Bench, signal};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_pactgraph")
+}
+
+/// A unique API key: if it appears anywhere, it leaked.
+const KEY: &str = "sk-pactgraph-test-7f3a91c2e5d84b06";
+const KEY_ENV: &str = "PACTGRAPH_AGENTS_TEST_KEY";
+
+/// The tool program: appends `STEP ATTEMPT ARGUMENTS` to `side.txt` and answers
+/// `{"noted": ARGUMENTS.text}`.
+const NOTE_PY: &str = r#"import json, os, sys
+req = json.load(sys.stdin)
+here = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(here, "side.txt"), "a") as f:
+    f.write(f"{req['step']} {req['attempt']} {json.dumps(req['input'])}\n")
+print(json.dumps({"noted": req["input"]["text"]}))
+"#;
+
+fn workflow(base_url: &str) -> String {
+    json!({
+        "workflow": "agent-cli",
+        "slices": {"question": {}, "answer": {"schema": {"type": "string"}}},
+        "models": {"default": {"base_url": base_url, "model": "scripted-model",
+                               "api_key_env": KEY_ENV, "max_retries": 0}},
+        "budgets": {"max_steps": 20},
+        "entry": "root",
+        "supervisors": {"root": {"allow": ["agent"],
+                                 "default": {"stop_global": {"reason": "done"}}}},
+        "nodes": {
+            "agent": {"supervisor": "root", "reads": ["question"], "writes": ["answer"],
+                      "run": {"agent": {"prompt": "{{ question }}", "tools": ["note"]}},
+                      "triggers": [{"priority": 1, "when": {"path": "/answer", "exists": false}}]},
+            "note": {"supervisor": "root",
+                     "run": {"exec": {"argv": ["python3", "note.py"]}},
+                     "tool": {"description": "Takes a note.",
+                              "parameters": {"type": "object",
+                                             "properties": {"text": {"type": "string"}},
+                                             "required": ["text"],
+                                             "additionalProperties": false}}}
+        }
+    })
+    .to_string()
+}
+
+fn server_rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+fn side(b: &Bench) -> Vec<String> {
+    std::fs::read_to_string(b.dir.join("side.txt"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every file under `dir` as text (lossy), for looking for the key.
+fn all_files(dir: &std::path::Path) -> String {
+    let mut text = String::new();
+    for entry in std::fs::read_dir(dir).expect("the folder").flatten() {
+        if let Ok(bytes) = std::fs::read(entry.path()) {
+            text.push_str(&String::from_utf8_lossy(&bytes));
+        }
+    }
+    text
+}
+
+/// Proves: SIGKILL of `pactgraph run` while the server holds the second turn, then
+/// `runs resume`: the server saw the first turn exactly once, the tool program ran once,
+/// the second turn is asked again with the same conversation, and the run completes.
+/// The key is sent as `Authorization: Bearer` and appears in no output, trace or store
+/// file.
+#[test]
+fn a_run_killed_mid_session_resumes_from_its_last_committed_turn() {
+    let rt = server_rt();
+    let server = rt.block_on(ChatServer::start([
+        Reply::tool_calls(&[("call_1", "note", r#"{"text": "remember me"}"#)]),
+        Reply::hang(),
+    ]));
+    for b in Bench::each(bin().as_ref()) {
+        std::fs::remove_file(b.dir.join("side.txt")).ok();
+        let before = server.requests().len();
+        b.file("note.py", NOTE_PY);
+        let wf = b.file("wf.json", &workflow(&server.base_url()));
+        let mut child = b
+            .command(&["run", wf.to_str().expect("utf-8"), "--name", "a"])
+            .env(KEY_ENV, KEY)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("the binary starts");
+        assert!(
+            rt.block_on(server.wait_requests(before + 2, Duration::from_secs(30))),
+            "the second turn arrives"
+        );
+        signal(&child, "KILL");
+        child.wait().expect("the process ends");
+        assert_eq!(side(&b).len(), 1, "the tool ran before the kill");
+        server.push(Reply::tool_calls(&[(
+            "call_2",
+            "final_report",
+            r#"{"answer": "noted"}"#,
+        )]));
+        let r = b
+            .command(&["runs", "resume", "a", "--quiet"])
+            .env(KEY_ENV, KEY)
+            .output()
+            .expect("runs resume");
+        let (out, err) = (
+            String::from_utf8_lossy(&r.stdout).into_owned(),
+            String::from_utf8_lossy(&r.stderr).into_owned(),
+        );
+        assert_eq!(r.status.code(), Some(0), "{out}\n{err}");
+        let requests = &server.requests()[before..];
+        assert_eq!(requests.len(), 3, "turn 1, turn 2 (killed), turn 2 again");
+        let first_turns = requests
+            .iter()
+            .filter(|r| r.body["messages"].as_array().map(Vec::len) == Some(1))
+            .count();
+        assert_eq!(first_turns, 1, "the first turn was never asked again");
+        assert_eq!(requests[1].body["messages"], requests[2].body["messages"]);
+        assert_eq!(
+            requests[2].body["messages"][2],
+            json!({"role": "tool", "content": r#"{"noted":"remember me"}"#,
+                   "tool_call_id": "call_1"})
+        );
+        for r in requests {
+            assert_eq!(
+                r.header("authorization"),
+                Some(format!("Bearer {KEY}").as_str())
+            );
+        }
+        let lines = side(&b);
+        assert_eq!(
+            lines,
+            [r#"1 1 {"text": "remember me"}"#],
+            "the tool ran once"
+        );
+        let shown = b.show("a");
+        assert_eq!(shown["run"]["status"], "completed");
+        assert_eq!(shown["state"]["answer"], "noted");
+        let kinds: Vec<&str> = shown["trace"]
+            .as_array()
+            .expect("trace")
+            .iter()
+            .filter_map(|i| i["kind"].as_str())
+            .filter(|k| k.ends_with("_call"))
+            .collect();
+        assert_eq!(kinds, ["model_call", "tool_call", "model_call"]);
+        let messages = b.run(&["runs", "show", "a", "--messages"]);
+        assert_eq!(messages.code, 0, "{}", messages.err);
+        assert!(
+            messages
+                .out
+                .contains("session 0: node `agent` (visit 1, model `default`, 4 message(s))"),
+            "{}",
+            messages.out
+        );
+        assert!(
+            messages
+                .out
+                .contains("-> note [call_1] {\"text\": \"remember me\"}")
+        );
+        let json = b.run(&["runs", "show", "a", "--messages", "--format", "json"]);
+        assert_eq!(
+            json.json()["sessions"][0]["messages"]
+                .as_array()
+                .map(Vec::len),
+            Some(4)
+        );
+        // The key: nowhere but the Authorization header.
+        let shown_text = shown.to_string();
+        for (what, text) in [
+            ("stdout", &out),
+            ("stderr", &err),
+            ("runs show", &shown_text),
+            ("runs show --messages", &messages.out),
+            ("store files", &all_files(&b.dir)),
+        ] {
+            assert!(!text.contains(KEY), "the key leaked into {what}");
+        }
+        for r in requests {
+            assert!(!r.raw_body.contains(KEY), "the key is in a request body");
+        }
+        // The next bench starts with a fresh script.
+        server.push(Reply::tool_calls(&[(
+            "call_1",
+            "note",
+            r#"{"text": "remember me"}"#,
+        )]));
+        server.push(Reply::hang());
+    }
+}
+
+/// Proves: `runs cancel` of a run whose agent waits on the model aborts the request in
+/// flight (the server sees the connection closed) and stops the run `cancelled`.
+#[test]
+fn runs_cancel_aborts_the_model_request_in_flight() {
+    let rt = server_rt();
+    let server = rt.block_on(ChatServer::start([]));
+    for b in Bench::each(bin().as_ref()) {
+        let before = server.requests().len();
+        server.push(Reply::hang());
+        b.file("note.py", NOTE_PY);
+        let wf = b.file("wf.json", &workflow(&server.base_url()));
+        let mut child = b.spawn(&["run", wf.to_str().expect("utf-8"), "--name", "c"], "run");
+        assert!(rt.block_on(server.wait_requests(before + 1, Duration::from_secs(30))));
+        let r = b.run(&["runs", "cancel", "c"]);
+        assert_eq!(r.code, 0, "{}", r.err);
+        assert!(
+            rt.block_on(server.wait_closed(before, Duration::from_secs(20))),
+            "the request in flight was aborted"
+        );
+        let status = child.wait().expect("the run ends");
+        assert!(!status.success(), "a cancelled run is not a success");
+        let shown: Value = b.show("c");
+        assert_eq!(shown["run"]["status"], "stopped");
+        assert_eq!(shown["run"]["termination_reason"], "cancelled");
+    }
+}

@@ -1,0 +1,107 @@
+//! A run killed (SIGKILL) while its agent's tool program runs: `runs resume` runs that
+//! tool call again (same step, higher attempt) and never the committed model call before
+//! it; each store the tests run on.
+#![cfg(target_os = "linux")]
+
+#[path = "support/chat_server.rs"]
+mod chat_server;
+mod support;
+
+use std::time::Duration;
+
+use chat_server::{ChatServer, Reply};
+use serde_json::json;
+use support::cli::{Bench, signal};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_pactgraph")
+}
+
+/// The tool program: appends `STEP ATTEMPT` to `side.txt`, then sleeps the seconds in
+/// `slow` (if that file exists), then answers `{"ok": true}`.
+const SLOW_PY: &str = r#"import json, os, sys, time
+req = json.load(sys.stdin)
+here = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(here, "side.txt"), "a") as f:
+    f.write(f"{req['step']} {req['attempt']}\n")
+slow = os.path.join(here, "slow")
+if os.path.exists(slow):
+    time.sleep(float(open(slow).read()))
+print(json.dumps({"ok": True}))
+"#;
+
+fn workflow(base_url: &str) -> String {
+    json!({
+        "workflow": "agent-crash",
+        "slices": {"answer": {"schema": {"type": "string"}}},
+        "models": {"default": {"base_url": base_url, "model": "m",
+                               "api_key_env": "PACTGRAPH_TEST_NO_KEY", "max_retries": 0}},
+        "entry": "root",
+        "supervisors": {"root": {"allow": ["agent"],
+                                 "default": {"stop_global": {"reason": "done"}}}},
+        "nodes": {
+            "agent": {"supervisor": "root", "writes": ["answer"],
+                      "run": {"agent": {"prompt": "go", "tools": ["work"]}},
+                      "triggers": [{"priority": 1, "when": {"path": "/answer", "exists": false}}]},
+            "work": {"supervisor": "root",
+                     "run": {"exec": {"argv": ["python3", "slow.py"]}},
+                     "tool": {"description": "Works.",
+                              "parameters": {"type": "object", "properties": {}}}}
+        }
+    })
+    .to_string()
+}
+
+/// Proves: SIGKILL while the tool program runs, then `runs resume`: the tool call runs
+/// again as step 1 attempt 2, the first model call is not made again, and the run
+/// completes with the second turn's exit.
+#[test]
+fn a_tool_call_in_flight_at_a_kill_runs_again_with_a_higher_attempt() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let server = rt.block_on(ChatServer::start([]));
+    for b in Bench::each(bin().as_ref()) {
+        let before = server.requests().len();
+        server.push(Reply::tool_calls(&[("w", "work", "{}")]));
+        b.file("slow.py", SLOW_PY);
+        b.file("slow", "60");
+        let wf = b.file("wf.json", &workflow(&server.base_url()));
+        let mut child = b.spawn(&["run", wf.to_str().expect("utf-8"), "--name", "k"], "run");
+        let side = || std::fs::read_to_string(b.dir.join("side.txt")).unwrap_or_default();
+        assert!(
+            b.wait_until(Duration::from_secs(30), || !side().is_empty()),
+            "the tool program starts"
+        );
+        signal(&child, "KILL");
+        child.wait().expect("the process ends");
+        b.remove("slow");
+        server.push(Reply::tool_calls(&[(
+            "e",
+            "final_report",
+            r#"{"answer": "worked"}"#,
+        )]));
+        let r = b.run(&["runs", "resume", "k", "--quiet"]);
+        assert_eq!(r.code, 0, "{}", r.err);
+        assert_eq!(
+            side(),
+            "1 1\n1 2\n",
+            "the tool call in flight ran again, attempt 2"
+        );
+        let requests = &server.requests()[before..];
+        assert_eq!(
+            requests.len(),
+            2,
+            "the committed first turn was not asked again"
+        );
+        assert_eq!(
+            requests[1].body["messages"][2],
+            json!({"role": "tool", "content": r#"{"ok":true}"#, "tool_call_id": "w"})
+        );
+        let shown = b.show("k");
+        assert_eq!(shown["run"]["status"], "completed");
+        assert_eq!(shown["state"]["answer"], "worked");
+    }
+}

@@ -1,0 +1,119 @@
+//! Property: any script of model replies (valid and invalid exits, tool calls good and
+//! bad, text, HTTP errors, garbage bodies) ends an agent session in a defined status
+//! within `max_turns` model calls, never a panic, against the scripted server on loopback.
+
+#[path = "support/chat_server.rs"]
+mod chat_server;
+mod support;
+
+use chat_server::{ChatServer, Reply};
+use pactgraph::runtime::{NodeInput, RunStatus, TerminationReason as R};
+use proptest::prelude::*;
+use serde_json::json;
+use support::runtime::{builder, graph, writes};
+
+/// One scripted reply, by kind.
+#[derive(Debug, Clone)]
+enum Step {
+    Exit,
+    ExitWrongType,
+    ExitNotJson,
+    Tool,
+    ToolBadArgs,
+    UnknownTool,
+    TwoTools,
+    Text,
+    Error(u16),
+    Garbage,
+}
+
+fn reply(step: &Step) -> Reply {
+    match step {
+        Step::Exit => Reply::tool_calls(&[("e", "final_report", r#"{"answer": {"n": 1}}"#)]),
+        Step::ExitWrongType => Reply::tool_calls(&[("e", "final_report", r#"{"answer": 3}"#)]),
+        Step::ExitNotJson => Reply::tool_calls(&[("e", "final_report", "{answer")]),
+        Step::Tool => Reply::tool_calls(&[("t", "lookup", r#"{"id": 1}"#)]),
+        Step::ToolBadArgs => Reply::tool_calls(&[("t", "lookup", r#"{"id": []}"#)]),
+        Step::UnknownTool => Reply::tool_calls(&[("t", "nope", "{}")]),
+        Step::TwoTools => Reply::tool_calls(&[
+            ("a", "lookup", r#"{"id": 1}"#),
+            ("b", "lookup", r#"{"id": 2}"#),
+        ]),
+        Step::Text => Reply::text("just words"),
+        Step::Error(s) => Reply::error(*s, "scripted failure"),
+        Step::Garbage => Reply::raw(200, "application/json", "{\"choices\": 7"),
+    }
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => Just(Step::Exit),
+        1 => Just(Step::ExitWrongType),
+        1 => Just(Step::ExitNotJson),
+        2 => Just(Step::Tool),
+        1 => Just(Step::ToolBadArgs),
+        1 => Just(Step::UnknownTool),
+        1 => Just(Step::TwoTools),
+        2 => Just(Step::Text),
+        1 => prop_oneof![Just(400u16), Just(401), Just(500), Just(429)].prop_map(Step::Error),
+        1 => Just(Step::Garbage),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn any_script_ends_in_a_defined_status_within_max_turns(
+        script in prop::collection::vec(step(), 0..8),
+        max_turns in 1u32..5,
+    ) {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a tokio runtime");
+        let server = rt.block_on(ChatServer::start(script.iter().map(reply)));
+        let doc = json!({
+            "workflow": "agent-props",
+            "slices": {"answer": {"schema": {"type": "object",
+                                             "properties": {"n": {"type": "integer"}},
+                                             "required": ["n"], "additionalProperties": false}}},
+            "models": {"default": {"base_url": server.base_url(), "model": "m",
+                                   "api_key_env": "PACTGRAPH_TEST_NO_KEY", "max_retries": 0}},
+            "entry": "root",
+            "supervisors": {"root": {"allow": ["agent"],
+                                     "default": {"stop_global": {"reason": "done"}}}},
+            "nodes": {
+                "agent": {"supervisor": "root", "writes": ["answer"],
+                          "run": {"agent": {"tools": ["lookup"], "max_turns": max_turns}},
+                          "triggers": [{"priority": 1, "when": {"path": "/answer", "exists": false}}]},
+                "lookup": {"supervisor": "root", "run": {"handler": "lookup"},
+                           "tool": {"description": "Looks up.",
+                                    "parameters": {"type": "object",
+                                                   "properties": {"id": {"type": "integer"}},
+                                                   "required": ["id"]}}}
+            }
+        });
+        let ex = builder(graph(doc))
+            .node_handler("lookup", |_: NodeInput| async { Ok(writes(&[("found", json!(true))])) })
+            .build()
+            .expect("builds");
+        let mut run = ex.start(json!({})).expect("valid");
+        rt.block_on(ex.run_in_place(&mut run));
+        let calls = server.requests().len();
+        prop_assert!(calls as u32 <= max_turns, "{calls} model calls, max_turns {max_turns}");
+        match (run.status(), run.termination_reason()) {
+            (RunStatus::Completed, _) => prop_assert_eq!(&run.state()["answer"], &json!({"n": 1})),
+            (RunStatus::Failed, Some(R::AgentNoExit | R::ModelError)) => {
+                let msg = run.message().unwrap_or_default();
+                prop_assert!(msg.contains("agent node `agent`"), "{}", msg);
+            }
+            (status, reason) => prop_assert!(false, "undefined end: {status} {reason:?}"),
+        }
+        if let Some(s) = run.sessions().first() {
+            prop_assert!(s.turns() <= max_turns);
+        }
+        prop_assert!(!run.is_running());
+    }
+}
