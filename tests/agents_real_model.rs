@@ -63,7 +63,12 @@ fn example(dir: &Path, name: &str) -> PathBuf {
 /// trace printed): the printed outcome.
 fn run(url: &str, file: &Path, input: Value) -> Value {
     let out = Command::new(BIN)
-        .args(["run", file.to_str().expect("a UTF-8 path"), "--store", "none"])
+        .args([
+            "run",
+            file.to_str().expect("a UTF-8 path"),
+            "--store",
+            "none",
+        ])
         .args(["--input", &input.to_string(), "--full", "--trace"])
         .current_dir(file.parent().expect("a folder"))
         .env("OPENAI_BASE_URL", url)
@@ -101,7 +106,9 @@ fn check_shape(outcome: &Value) -> Vec<Value> {
         status == "completed" || (status == "failed" && reason == "agent_no_exit"),
         "a defined end (completed, or failed with agent_no_exit), not {status}/{reason}: {outcome:#}"
     );
-    let trace = outcome["trace"].as_array().expect("--trace prints the trace");
+    let trace = outcome["trace"]
+        .as_array()
+        .expect("--trace prints the trace");
     let calls: Vec<Value> = trace
         .iter()
         .filter(|i| i["kind"] == "model_call")
@@ -181,6 +188,9 @@ fn the_router_example_ends_in_a_defined_status_against_a_real_model() {
             .flatten()
             .filter(|n| *n == "billing" || *n == "technical")
             .collect();
-        assert!(!routed.is_empty(), "handoff_to named a destination: {outcome:#}");
+        assert!(
+            !routed.is_empty(),
+            "handoff_to named a destination: {outcome:#}"
+        );
     }
 }
