@@ -1,10 +1,10 @@
 //! `pactgraph run FILE`: validate a workflow, run it (kept in the run store) and print
 //! its outcome.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use pactgraph::runtime::{Executor, RunEvents, RunRecord};
+use pactgraph::runtime::{Executor, RunEvents, RunRecord, document_dir};
 use pactgraph::store::{
     AnyStore, Continue, CreateOptions, Dependencies, OnDepFailure, RunStore, StoreError,
 };
@@ -144,7 +144,7 @@ pub fn run(args: RunArgs) -> ExitCode {
         Ok(t) => t,
         Err(message) => return exit::usage(&message),
     };
-    let base_dir = base_dir_of(file);
+    let base_dir = document_dir(file);
     let executor = match Executor::builder(graph)
         .base_dir(&base_dir)
         .clock(outputs.clock())
@@ -321,15 +321,6 @@ pub fn with_models(
     Validator::new()
         .accept(g)
         .map_err(|rejected| exit::usage(&format!("--model: {rejected}")))
-}
-
-/// The folder `exec` programs run in: the workflow file's own.
-fn base_dir_of(file: &Path) -> PathBuf {
-    let dir = file
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())
 }
 
 /// `--input JSON` or `--input @file`; absent means `{}`.

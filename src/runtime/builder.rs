@@ -298,3 +298,15 @@ fn compile(
             }),
     }
 }
+
+/// The folder a workflow document's `exec` programs run in: the folder of `file` (`.` for
+/// a bare file name), made absolute where it exists, so a stored run resumed from another
+/// directory still finds its programs. What [`ExecutorBuilder::base_dir`] and a
+/// [`RunRecord`](super::RunRecord)'s `base_dir` are given for a document read from `file`.
+pub fn document_dir(file: &std::path::Path) -> PathBuf {
+    let dir = file
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())
+}

@@ -26,7 +26,7 @@ mod record;
 #[cfg(test)]
 mod testing;
 
-pub use builder::{ExecutorBuildError, ExecutorBuilder};
+pub use builder::{ExecutorBuildError, ExecutorBuilder, document_dir};
 pub use data::{
     Accounting, BROADCAST_KEY, Broadcast, BroadcastKind, COST_USD, Chain, ChainTrigger, Clock,
     DEFAULT_EVENT_BUFFER, DecisionTrace, DeltaPublisher, EXIT_KEY, EventKind, EventStamp,

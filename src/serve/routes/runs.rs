@@ -1,6 +1,5 @@
 //! `/api/runs`: list, start, show, trace, state, messages, resume, cancel.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use axum::Json;
@@ -17,7 +16,7 @@ use super::super::resume::{ResumeRefused, plan_resume};
 use super::super::sendable;
 use super::super::state::Shared;
 use super::super::views::{links, list_rows, show_json};
-use crate::runtime::{Executor, RunId, RunRecord, StartError};
+use crate::runtime::{Executor, RunId, RunRecord, StartError, document_dir};
 use crate::store::{
     Continue, CreateOptions, Dependencies, DriveOptions, RunFilter, StoreError, StoredRun,
     StoredStatus, local_owner,
@@ -205,7 +204,7 @@ pub async fn create(
         (None, Some(r)) => Some(duration("the document's retention", r)?),
         (None, None) => None,
     };
-    let base_dir = base_dir_of(&path);
+    let base_dir = document_dir(&path);
     let executor = Executor::builder(graph)
         .base_dir(&base_dir)
         .build()
@@ -250,15 +249,6 @@ fn duration(what: &str, text: &str) -> Result<std::time::Duration, ApiError> {
             format!("{what} `{text}` is not a duration such as 30m, 24h or 7d: {e}"),
         )
     })
-}
-
-/// The folder `exec` programs of the document at `file` run in.
-fn base_dir_of(file: &Path) -> std::path::PathBuf {
-    let dir = file
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())
 }
 
 /// An input the workflow refuses: 400 with a diagnostic naming the slice.
