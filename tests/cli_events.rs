@@ -188,13 +188,9 @@ fn runs_watch_of_a_paused_run_exits_4() {
     }
 }
 
-/// Proves a store written before the events table (format 4) still loads: opening it
-/// adds the table, and a paused run resumed there gets a history from its resume on,
-/// numbered from 1.
-#[test]
-fn a_store_written_before_events_loads_and_numbers_from_one() {
-    let b = Bench::new(BIN);
-    let wf = b.file(
+/// A workflow that asks once, then ends on the answer, written into `b`'s folder.
+fn asker(b: &Bench) -> std::path::PathBuf {
+    b.file(
         "ask.json",
         r#"{"workflow": "asker", "slices": {"clarification": {}}, "entry": "root",
             "supervisors": {"root": {"allow": ["x"],
@@ -203,7 +199,16 @@ fn a_store_written_before_events_loads_and_numbers_from_one() {
               "terminal": true,
               "triggers": [{"priority": 1, "when": {"path": "/clarification", "exists": true}}],
               "run": {"set": {"clarification": 1}}}}}"#,
-    );
+    )
+}
+
+/// Proves a store written before the events table (format 4) still loads: opening it
+/// adds the table, and a paused run resumed there gets a history from its resume on,
+/// numbered from 1.
+#[test]
+fn a_store_written_before_events_loads_and_numbers_from_one() {
+    let b = Bench::new(BIN);
+    let wf = asker(&b);
     let r = b.run(&["run", wf.to_str().unwrap(), "--quiet", "--name", "old"]);
     assert_eq!(r.code, 4, "{}", r.err);
     // Back to format 4: no events table nor view, migrations 5 and 6 not applied.
@@ -243,16 +248,7 @@ fn a_store_written_before_events_loads_and_numbers_from_one() {
 #[test]
 fn a_store_of_format_5_migrates_and_keeps_its_history() {
     let b = Bench::new(BIN);
-    let wf = b.file(
-        "ask.json",
-        r#"{"workflow": "asker", "slices": {"clarification": {}}, "entry": "root",
-            "supervisors": {"root": {"allow": ["x"],
-              "default": {"ask_clarification": {"question": "which?"}}}},
-            "nodes": {"x": {"supervisor": "root", "writes": ["clarification"],
-              "terminal": true,
-              "triggers": [{"priority": 1, "when": {"path": "/clarification", "exists": true}}],
-              "run": {"set": {"clarification": 1}}}}}"#,
-    );
+    let wf = asker(&b);
     let r = b.run(&[
         "run",
         wf.to_str().unwrap(),
