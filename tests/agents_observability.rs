@@ -474,3 +474,89 @@ proptest! {
         }
     }
 }
+
+/// Proves the command line: `run --stream` prints a streaming model's chunks as
+/// `model_delta` lines (JSON Lines, between the kept events, each with the seq of the
+/// line before it); the store's history (`runs watch`) has every kept event and no
+/// delta; `runs show --trace` prints the call items' fields in words and `--format json`
+/// carries them as fields.
+#[cfg(feature = "store")]
+#[test]
+fn run_stream_prints_model_deltas_and_runs_show_prints_the_call_fields() {
+    let rt = rt();
+    let server = rt.block_on(ChatServer::start([
+        Reply::stream_text(&["Thinking ", "it ", "over"], true),
+        Reply::stream_tool_call("call_1", "lookup", &["{\"id\"", ": 5}"], true),
+        Reply::stream_tool_call("call_exit", "final_report", &["{\"answer\": ", "7}"], false),
+    ]));
+    let b = support::cli::Bench::new(env!("CARGO_BIN_EXE_pactgraph"));
+    let mut d = doc(&server.base_url(), json!({"stream": true}), json!({}));
+    d["slices"]["answer"]["schema"] = json!({"type": "integer"});
+    d["nodes"]["lookup"]["run"] = json!({"set": {"order": 5}});
+    let wf = b.file("wf.json", &d.to_string());
+    let wf = wf.to_str().expect("utf-8");
+    let streamed = b.run(&["run", wf, "--quiet", "--stream", "--name", "s"]);
+    assert_eq!(streamed.code, 0, "{}", streamed.err);
+    let lines: Vec<Value> = streamed
+        .out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let (outcome, events) = lines.split_last().expect("the outcome last");
+    assert_eq!(outcome["status"], "completed");
+    let mut last_seq = 0;
+    let mut text = String::new();
+    let mut kept = Vec::new();
+    for e in events {
+        if e["event"] == "model_delta" {
+            assert_eq!(e["seq"], last_seq, "{e}");
+            assert_eq!(e["node"], "agent");
+            if e.get("tool_call").is_none() {
+                assert_eq!(e["turn"], 1);
+                text.push_str(e["text"].as_str().expect("text"));
+            }
+        } else {
+            last_seq = e["seq"].as_u64().expect("a seq");
+            kept.push(e.clone());
+        }
+    }
+    assert_eq!(text, "Thinking it over");
+    let deltas = events.len() - kept.len();
+    assert_eq!(deltas, 3 + 2 + 2, "one line per chunk");
+    let watched = b.run(&["runs", "watch", "s"]);
+    assert_eq!(watched.code, 0, "{}", watched.err);
+    let history: Vec<Value> = watched
+        .out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .filter(|e: &Value| e.get("seq").is_some())
+        .collect();
+    assert!(history.iter().all(|e| e["event"] != "model_delta"));
+    assert_eq!(history.len(), kept.len(), "the history is the kept events");
+    let shown = b.run(&["runs", "show", "s", "--trace"]);
+    assert_eq!(shown.code, 0, "{}", shown.err);
+    assert!(
+        shown
+            .out
+            .contains("turn 2, attempt 1, finish_reason tool_calls, 11 in / 7 out tokens"),
+        "{}",
+        shown.out
+    );
+    assert!(shown.out.contains("call call_1 (#0): ok"), "{}", shown.out);
+    assert!(
+        shown.out.contains("turn 3, attempt 1, finish_reason tool_calls, usage unknown"),
+        "{}",
+        shown.out
+    );
+    let json = b.show("s");
+    let trace = json["trace"].as_array().expect("the trace");
+    let calls: Vec<&Value> = trace.iter().filter(|i| i["kind"] == "model_call").collect();
+    assert_eq!(calls.len(), 3);
+    assert_eq!(calls[2]["model_call"]["usage_known"], false);
+    let tool = trace
+        .iter()
+        .find(|i| i["kind"] == "tool_call")
+        .expect("a tool call");
+    assert_eq!(tool["tool_call"]["status"], "ok");
+    assert_eq!(tool["tool_call"]["call_id"], "call_1");
+}
