@@ -144,7 +144,9 @@ fn model_and_tool_call_items_carry_their_fields_deterministically() {
         let items = &run.trace().items;
         let model_calls: Vec<_> = items.iter().filter(|i| i.kind == K::ModelCall).collect();
         assert_eq!(model_calls.len(), 2);
-        let first = model_calls[0].model_call().expect("a model_call item's fields");
+        let first = model_calls[0]
+            .model_call()
+            .expect("a model_call item's fields");
         assert_eq!((&*first.node, &*first.model), ("agent", "default"));
         assert_eq!((first.turn, first.attempt), (1, 1));
         assert_eq!(first.failed_attempts.len(), 1, "the 429 before the answer");
@@ -323,7 +325,10 @@ fn a_streaming_model_publishes_its_text_and_argument_chunks_live() {
 fn a_model_that_does_not_stream_publishes_no_delta() {
     let rt = rt();
     let server = rt.block_on(ChatServer::start([report("x")]));
-    let ex = executor(doc(&server.base_url(), json!({}), json!({})), Arc::default());
+    let ex = executor(
+        doc(&server.base_url(), json!({}), json!({})),
+        Arc::default(),
+    );
     let events = RunEvents::new();
     let mut sub = events.subscribe(1024);
     let ex = ex.with_events(events);
@@ -356,7 +361,11 @@ fn tool_calls_beyond_max_steps_are_skipped_and_the_run_stops() {
     assert_eq!(run.status(), RunStatus::Stopped, "{:?}", run.message());
     assert_eq!(run.termination_reason(), Some(R::MaxStepsExceeded));
     assert_eq!(run.steps(), 3);
-    assert_eq!(calls.load(Ordering::SeqCst), 2, "only the calls that fit ran");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "only the calls that fit ran"
+    );
     let statuses: Vec<_> = run
         .trace()
         .items
@@ -544,7 +553,9 @@ fn run_stream_prints_model_deltas_and_runs_show_prints_the_call_fields() {
     );
     assert!(shown.out.contains("call call_1 (#0): ok"), "{}", shown.out);
     assert!(
-        shown.out.contains("turn 3, attempt 1, finish_reason tool_calls, usage unknown"),
+        shown
+            .out
+            .contains("turn 3, attempt 1, finish_reason tool_calls, usage unknown"),
         "{}",
         shown.out
     );

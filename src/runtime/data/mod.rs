@@ -23,9 +23,7 @@ mod team_state;
 mod trace;
 
 pub use accounting::Accounting;
-pub use call_items::{
-    CallRecord, HttpAttempt, ModelCallItem, ToolCallItem, ToolCallStatus,
-};
+pub use call_items::{CallRecord, HttpAttempt, ModelCallItem, ToolCallItem, ToolCallStatus};
 pub use callstack::{Frame, KeptChild, Owed, UncommittedFrame};
 pub use clock::Clock;
 pub use event_bus::{DEFAULT_EVENT_BUFFER, DeltaPublisher, RunEvents, Subscription};

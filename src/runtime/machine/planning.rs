@@ -16,9 +16,7 @@ use super::step::{
     TeamTurn, Then, ready,
 };
 use crate::contracts::{RoutingDecision, SupervisorOutput};
-use crate::runtime::data::{
-    Chain, Clock, Pending, RunState, RunStatus, ToolCallStatus, TraceKind,
-};
+use crate::runtime::data::{Chain, Clock, Pending, RunState, RunStatus, ToolCallStatus, TraceKind};
 use crate::runtime::effects::{EffectOutput, Fault, Produced};
 use crate::runtime::plan::{Plan, PolicyRun};
 
