@@ -6,7 +6,7 @@
 import { api, enc } from './api.js';
 import { h, replace, badge, when, duration, json, section, problem } from './dom.js';
 import { drawGraph } from './graph.js';
-import { timeline } from './timeline.js';
+import { timeline, callWords } from './timeline.js';
 
 const SETTLED = ['completed', 'stopped', 'failed', 'awaiting_input'];
 const CANCELLABLE = ['queued', 'waiting', 'running', 'awaiting_input', 'interrupted'];
@@ -63,7 +63,7 @@ function traceTable(trace, doc) {
         h('td', {}, item.target ?? ''),
         h('td', {}, node?.reads?.join(', ') ?? ''),
         h('td', {}, node?.writes?.join(', ') ?? ''),
-        h('td', {}, [item.reason ?? '', item.termination_reason ? ` (${item.termination_reason})` : '']),
+        h('td', {}, [callWords(item) ?? item.reason ?? '', item.termination_reason ? ` (${item.termination_reason})` : '']),
         h('td', { class: 'num' }, item.duration_us ? duration(item.duration_us / 1000) : ''));
     })));
 }
