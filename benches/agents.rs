@@ -63,9 +63,7 @@ fn executor(base_url: &str) -> Executor {
                                           "when": {"path": "/answer", "exists": false}}]}}
     }))
     .expect("valid");
-    let graph = GraphBuilder::from_document(doc)
-        .build()
-        .expect("resolves");
+    let graph = GraphBuilder::from_document(doc).build().expect("resolves");
     Executor::builder(ValidGraph::new(graph).expect("the bench workflow is valid"))
         .build()
         .expect("builds")
@@ -83,7 +81,12 @@ fn model_call(c: &mut Criterion) {
     let run_once = || {
         script(&server);
         let outcome = rt.block_on(ex.run(ex.start(input.clone()).expect("valid input")));
-        assert_eq!(outcome.status, RunStatus::Completed, "{:?}", outcome.message);
+        assert_eq!(
+            outcome.status,
+            RunStatus::Completed,
+            "{:?}",
+            outcome.message
+        );
         assert_eq!(outcome.steps, CALLS as u32, "one step per model call");
     };
     run_once();

@@ -32,10 +32,11 @@ impl Performer<'_> {
             tool_choice: call.tool_choice,
         };
         // A streamed reply's pieces go out live as `model_delta` events (never kept),
-        // when the model streams and someone listens.
+        // when the model streams; the bus skips a piece nobody listens to (a subscriber
+        // may come while the reply streams: an event stream opened mid-call).
         let publisher = self
             .events
-            .filter(|e| call.client.streams() && e.has_subscribers())
+            .filter(|_| call.client.streams())
             .map(|e| e.publisher(call.ids.run_id));
         let (node, turn) = (Arc::clone(&call.node), call.turn);
         let mut on_delta = |delta: crate::model::client::ModelDelta| {
