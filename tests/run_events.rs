@@ -431,7 +431,8 @@ proptest! {
         got.push(RunEvent { seq: 1, run_id, at_ms: 1, dropped: 0, kind: EventKind::Paused {
             question: (seed % 2 == 0).then(|| "which \"one\"?\n".to_string()) } });
         got.push(RunEvent { seq: 2, run_id, at_ms: 2, dropped: 0, kind: EventKind::ModelDelta {
-            node: "n\u{e9}".into(), turn: 2, text: "{\"a\": [1]}".into() } });
+            node: "n\u{e9}".into(), turn: 2, text: "{\"a\": [1]}".into(),
+            tool_call: (seed % 2 == 1).then_some(1) } });
         for mut e in got {
             e.dropped = dropped;
             let text = e.to_json_string();
