@@ -1,16 +1,19 @@
-//! Building an agent node's plan (see [`AgentPlan`]): its model client, its exit tool
-//! and the tool nodes it may call, each function schema compiled once. Part of the
-//! builder; refuses, with a clear error, agents in parts they cannot play yet.
+//! Building an agent's plan (see [`AgentPlan`]), for an agent node or a supervisor's
+//! policy agent: its model client, its exit tools and the tool nodes it may call, each
+//! function schema compiled once. Part of the builder; refuses, with a clear error,
+//! agents in parts they cannot play yet.
 
 use std::sync::Arc;
 
 use super::builder::ExecutorBuildError;
 use super::plan::agent::{
-    AgentPlan, Exit, ExitKind, FINAL_REPORT, HANDOFF_TO, ToolPlan, allows_strict,
-    final_report_parameters, handoff_parameters,
+    AgentPlan, Exit, ExitKind, FINAL_REPORT, HANDOFF_TO, ROUTE, ToolPlan, allows_strict,
+    final_report_parameters, handoff_parameters, route_parameters,
 };
 use crate::contracts::pointer::join;
-use crate::contracts::{AgentSpec, NodeBehaviour, NodeContract, SYSTEM_SLICE};
+use crate::contracts::{
+    AgentSpec, CLARIFICATION_SLICE, NodeBehaviour, NodeContract, SYSTEM_SLICE, SupervisorContract,
+};
 use crate::graph::CompiledGraph;
 use crate::model::ToolDef;
 
@@ -30,19 +33,6 @@ pub(super) fn agent_plan(
             "{part} cannot be an agent in this version of the runtime"
         )));
     }
-    let Some(model) = graph.models().get(&spec.model) else {
-        return Err(fail(format!(
-            "its model `{}` is not in the document's `models`",
-            spec.model
-        )));
-    };
-    #[cfg(feature = "agents")]
-    let client = crate::model::client::ChatClient::new(model)
-        .map_err(|e| fail(format!("its model `{}`: {e}", spec.model)))?;
-    #[cfg(not(feature = "agents"))]
-    return Err(fail(
-        "pactgraph was built without the `agents` feature, which agents need".into(),
-    ));
     let writes: Vec<String> = n
         .writes
         .iter()
@@ -86,6 +76,71 @@ pub(super) fn agent_plan(
             exits
         }
     };
+    let text_slice = match writes.as_slice() {
+        [only] if n.router.is_none() => Some(only.clone()),
+        _ => None,
+    };
+    session_plan(graph, spec, exits, text_slice, &fail)
+}
+
+/// The plan of supervisor `s`'s policy agent running `spec`: its exit tool is `route`
+/// (see [`route_parameters`]), `ask_clarification` offered when the document declares a
+/// `clarification` slice.
+pub(super) fn policy_plan(
+    graph: &CompiledGraph,
+    s: &SupervisorContract,
+    spec: &AgentSpec,
+) -> Result<AgentPlan, ExecutorBuildError> {
+    let fail = |message: String| ExecutorBuildError::AgentPolicy {
+        id: s.id.clone(),
+        message,
+        pointer: join(["supervisors", s.id.as_str(), "policy", "agent"]),
+    };
+    let clarify = graph.slices().contains_key(CLARIFICATION_SLICE);
+    let tool = tool_plan(
+        ROUTE.into(),
+        format!(
+            "Decide what happens next: one of {} (stop_local ends this level, stop_global \
+             the run{}). Say why in `reason`.",
+            s.allow.join(", "),
+            if clarify {
+                "; ask_clarification pauses the run to ask the user `question`"
+            } else {
+                ""
+            }
+        ),
+        route_parameters(&s.allow, clarify),
+    )
+    .map_err(|e| fail(format!("its route schema does not compile: {e}")))?;
+    let exits = vec![Exit {
+        kind: ExitKind::Route,
+        tool,
+    }];
+    session_plan(graph, spec, exits, None, &fail)
+}
+
+/// What every session's plan needs besides its exit tools: the model and its client,
+/// and the tool nodes offered, their parameters compiled.
+fn session_plan(
+    graph: &CompiledGraph,
+    spec: &AgentSpec,
+    exits: Vec<Exit>,
+    text_slice: Option<String>,
+    fail: &dyn Fn(String) -> ExecutorBuildError,
+) -> Result<AgentPlan, ExecutorBuildError> {
+    let Some(model) = graph.models().get(&spec.model) else {
+        return Err(fail(format!(
+            "its model `{}` is not in the document's `models`",
+            spec.model
+        )));
+    };
+    #[cfg(feature = "agents")]
+    let client = crate::model::client::ChatClient::new(model)
+        .map_err(|e| fail(format!("its model `{}`: {e}", spec.model)))?;
+    #[cfg(not(feature = "agents"))]
+    return Err(fail(
+        "pactgraph was built without the `agents` feature, which agents need".into(),
+    ));
     let mut tools = Vec::with_capacity(spec.tools.len());
     for id in &spec.tools {
         let tool = graph
@@ -108,10 +163,6 @@ pub(super) fn agent_plan(
         .map_err(|e| fail(format!("the parameters of tool `{id}` do not compile: {e}")))?;
         tools.push(plan);
     }
-    let text_slice = match writes.as_slice() {
-        [only] if n.router.is_none() => Some(only.clone()),
-        _ => None,
-    };
     Ok(AgentPlan {
         model: spec.model.clone(),
         #[cfg(feature = "agents")]

@@ -1,7 +1,8 @@
 //! Committing an agent session's step: the model call or tool calls recorded (one
 //! `model_call` or `tool_call` item and one step each), their messages appended to the
 //! session, their usage counted, and then the session goes on, ends the node with its
-//! exit's writes, or fails it (`model_error`, `agent_no_exit`).
+//! exit's writes (a policy's `route` is planned as its decision in the next step), or
+//! fails it (`model_error`, `agent_no_exit`).
 
 use std::sync::Arc;
 
@@ -12,12 +13,14 @@ use super::reply::{Verdict, ask_for_exit, judge};
 use crate::contracts::Price;
 use crate::model::ChatMessage;
 use crate::runtime::data::{
-    COST_USD, Control, INPUT_TOKENS, OUTPUT_TOKENS, Session, TerminationReason, TraceKind, Usage,
+    COST_USD, Control, INPUT_TOKENS, OUTPUT_TOKENS, RunState, Session, TerminationReason,
+    TraceKind, Usage,
 };
 use crate::runtime::effects::{Fault, ModelReply};
 use crate::runtime::machine::commit::{Tx, attach_usage};
 use crate::runtime::machine::step::{
-    Level, NodeResult, NodeStep, Ran, SessionStep, SessionWork, StageExtra, ToolOutcome,
+    Level, NodeResult, NodeStep, NodeVisit, Ran, SessionOwner, SessionStep, SessionWork,
+    StageExtra, ToolOutcome,
 };
 
 /// The usage name counting model calls whose server sent no usage: their tokens are
@@ -30,12 +33,13 @@ const CACHED_INPUT_TOKENS: &str = "cached_input_tokens";
 impl Tx<'_> {
     /// Commits an agent session's step.
     pub(crate) fn session(&mut self, level: Level<'_>, mut ss: Box<SessionStep<'_>>) {
-        self.chain = ss.chain.clone();
+        if let SessionOwner::Node(v) = &ss.owner {
+            self.chain = v.chain.clone();
+        }
         let work = std::mem::replace(&mut ss.work, SessionWork::Failed(String::new()));
         if let SessionWork::Failed(msg) = work {
-            let node = Arc::clone(&ss.np.id);
-            let sup = Arc::clone(&ss.dispatcher);
-            return self.fail_after_run(TerminationReason::NodeFailed, msg, sup, (&node, 0), None);
+            let (id, sup) = (Arc::clone(&ss.id), Arc::clone(&ss.dispatcher));
+            return self.fail_after_run(TerminationReason::NodeFailed, msg, sup, (&id, 0), None);
         }
         if let SessionWork::Model {
             result: Some(Err(fault @ (Fault::Cancelled | Fault::Timeout(_)))),
@@ -43,16 +47,23 @@ impl Tx<'_> {
         } = &work
         {
             // Nothing of the call is kept: the run stops (cancelled, or out of time).
-            let (node, sup) = (Arc::clone(&ss.np.id), Arc::clone(&ss.dispatcher));
-            return self.fault(&node, "agent node", fault.clone(), Some(sup));
+            let (id, sup) = (Arc::clone(&ss.id), Arc::clone(&ss.dispatcher));
+            return self.fault(&id, ss.what(), fault.clone(), Some(sup));
         }
         let index = match ss.session {
             Some(i) => i,
             None => {
-                let visit = self.run.visits.get(&*ss.np.id).copied().unwrap_or(0) + 1;
+                let visit = match &ss.owner {
+                    SessionOwner::Node(v) => self.run.visits.get(&*v.np.id).copied(),
+                    // A policy's sessions are its decisions: this is the next one.
+                    SessionOwner::Policy(_) => {
+                        let n = self.run.sessions.iter().filter(|s| s.node == ss.id).count();
+                        u32::try_from(n).ok()
+                    }
+                };
                 self.run.sessions.push(Session {
-                    node: Arc::clone(&ss.np.id),
-                    visit,
+                    node: Arc::clone(&ss.id),
+                    visit: visit.unwrap_or(0).saturating_add(1),
                     model: ss.agent.model.clone(),
                     step: self.run.steps,
                     messages: std::mem::take(&mut ss.opening),
@@ -89,7 +100,7 @@ impl Tx<'_> {
         (turn, attempt, duration_us): (u32, u32, u64),
         result: Result<ModelReply, Fault>,
     ) {
-        let node = Arc::clone(&ss.np.id);
+        let id = Arc::clone(&ss.id);
         let sup = Arc::clone(&ss.dispatcher);
         let reply = match result {
             Ok(reply) => reply,
@@ -97,17 +108,17 @@ impl Tx<'_> {
                 let msg = fault.describe().1.to_string();
                 self.run.steps += 1;
                 let it = self.record(TraceKind::ModelCall, Some(Arc::clone(&sup)));
-                it.source = Some(Arc::clone(&node));
+                it.source = Some(Arc::clone(&id));
                 it.target = Some(ss.agent.model.as_str().into());
                 it.reason = Some(format!("turn {turn}, attempt {attempt}: failed: {msg}").into());
                 it.duration_us = duration_us;
                 let (total_us, usage) = self.session_totals(index);
-                let msg = format!("agent node `{node}` (model `{}`): {msg}", ss.agent.model);
+                let msg = format!("{} `{id}` (model `{}`): {msg}", ss.what(), ss.agent.model);
                 return self.fail_after_run(
                     TerminationReason::ModelError,
                     msg,
                     sup,
-                    (&node, total_us),
+                    (&id, total_us),
                     usage,
                 );
             }
@@ -133,55 +144,60 @@ impl Tx<'_> {
             reason.push_str(", usage unknown (the server sent none)");
         }
         let it = self.record(TraceKind::ModelCall, Some(Arc::clone(&sup)));
-        it.source = Some(Arc::clone(&node));
+        it.source = Some(Arc::clone(&id));
         it.target = Some(ss.agent.model.as_str().into());
         it.reason = Some(reason.into());
         it.duration_us = duration_us;
         attach_usage(it, usage);
         let verdict = judge(self.plan, ss.agent, &message);
         self.push_messages(index, [message]);
-        let last = turn >= ss.agent.max_turns();
+        let last = ss.is_last(turn);
         match verdict {
-            Verdict::Exit(output) => {
-                let (total_us, usage) = self.session_totals(index);
-                let extra = StageExtra::owing(&ss.owed);
-                let SessionStep {
-                    np,
-                    dispatcher,
-                    kind,
-                    source,
-                    chain,
-                    after,
-                    ..
-                } = *ss;
-                let ran = Ran {
-                    result: Ok(output),
-                    failed: Vec::new(),
-                };
-                let ns = NodeStep {
-                    np,
-                    dispatcher,
-                    kind,
-                    source,
-                    chain,
-                    result: NodeResult::Session(Box::new(ran), total_us, usage),
-                    after,
-                    extra,
-                };
-                self.run_node(level, ns);
-            }
+            Verdict::Exit(output) => match ss.owner {
+                SessionOwner::Node(visit) => {
+                    let (total_us, usage) = self.session_totals(index);
+                    let NodeVisit {
+                        np,
+                        kind,
+                        source,
+                        chain,
+                        owed,
+                        after,
+                    } = visit;
+                    let ran = Ran {
+                        result: Ok(output),
+                        failed: Vec::new(),
+                    };
+                    let ns = NodeStep {
+                        np,
+                        dispatcher: ss.dispatcher,
+                        kind,
+                        source,
+                        chain,
+                        result: NodeResult::Session(Box::new(ran), total_us, usage),
+                        after,
+                        extra: StageExtra::owing(&owed),
+                    };
+                    self.run_node(level, ns);
+                }
+                // The decision is planned in the next step, from the committed reply.
+                SessionOwner::Policy(_) => {
+                    self.run.control = Control::Running(pending_session(&ss, index));
+                }
+            },
             Verdict::Calls | Verdict::Text if last => {
                 let (total_us, usage) = self.session_totals(index);
                 let msg = format!(
-                    "agent node `{node}` made {turn} model call(s), its max_turns, without a \
-                     valid `{}` call",
+                    "{} `{id}` made {} model call(s), its max_turns, without a valid `{}` call",
+                    ss.what(),
+                    turn.saturating_sub(ss.earlier),
                     ss.agent.exit().def.name
                 );
                 self.fail_after_run(
                     TerminationReason::AgentNoExit,
                     msg,
                     sup,
-                    (&node, total_us),
+                    (&id, total_us),
                     usage,
                 );
             }
@@ -200,7 +216,7 @@ impl Tx<'_> {
     fn tool_results(&mut self, ss: Box<SessionStep<'_>>, index: u32, outcomes: Vec<ToolOutcome>) {
         let sup = Arc::clone(&ss.dispatcher);
         if outcomes.iter().any(|o| o.cancelled) {
-            return self.fault(&ss.np.id, "agent node", Fault::Cancelled, Some(sup));
+            return self.fault(&ss.id, ss.what(), Fault::Cancelled, Some(sup));
         }
         let mut messages = Vec::with_capacity(outcomes.len());
         for o in outcomes {
@@ -213,7 +229,7 @@ impl Tx<'_> {
                 Some(e) => format!("call {}: error: {e}", o.call_id),
             };
             let it = self.record(TraceKind::ToolCall, Some(Arc::clone(&sup)));
-            it.source = Some(Arc::clone(&ss.np.id));
+            it.source = Some(Arc::clone(&ss.id));
             it.target = Some(o.tool);
             it.reason = Some(reason.into());
             it.duration_us = o.duration_us;
@@ -228,35 +244,44 @@ impl Tx<'_> {
     }
 
     /// Appends messages to session `index`.
-    fn push_messages(&mut self, index: u32, messages: impl IntoIterator<Item = ChatMessage>) {
+    pub(crate) fn push_messages(
+        &mut self,
+        index: u32,
+        messages: impl IntoIterator<Item = ChatMessage>,
+    ) {
         if let Some(s) = self.run.sessions.get_mut(index as usize) {
             s.messages.extend(messages);
         }
     }
 
-    /// What session `index`'s calls took so far: their microseconds, and their usage
-    /// summed (`None` when none reported any).
+    /// What session `index`'s calls took so far (see [`session_totals`]).
     fn session_totals(&self, index: u32) -> (u64, Option<Usage>) {
-        let Some(session) = self.run.sessions.get(index as usize) else {
-            return (0, None);
-        };
-        let mut usage = Usage::new();
-        let mut total_us = 0u64;
-        for it in self.run.trace.items.iter().rev() {
-            if it.step <= session.step {
-                break;
-            }
-            let ours = matches!(it.kind, TraceKind::ModelCall | TraceKind::ToolCall)
-                && it.source.as_deref() == Some(&*session.node);
-            if ours {
-                total_us = total_us.saturating_add(it.duration_us);
-                if let Some(u) = it.usage() {
-                    usage.add_all(u);
-                }
+        session_totals(self.run, index)
+    }
+}
+
+/// What session `index`'s calls took so far: their microseconds, and their usage summed
+/// (`None` when none reported any).
+pub(crate) fn session_totals(run: &RunState, index: u32) -> (u64, Option<Usage>) {
+    let Some(session) = run.sessions.get(index as usize) else {
+        return (0, None);
+    };
+    let mut usage = Usage::new();
+    let mut total_us = 0u64;
+    for it in run.trace.items.iter().rev() {
+        if it.step <= session.step {
+            break;
+        }
+        let ours = matches!(it.kind, TraceKind::ModelCall | TraceKind::ToolCall)
+            && it.source.as_deref() == Some(&*session.node);
+        if ours {
+            total_us = total_us.saturating_add(it.duration_us);
+            if let Some(u) = it.usage() {
+                usage.add_all(u);
             }
         }
-        (total_us, (!usage.is_empty()).then_some(usage))
     }
+    (total_us, (!usage.is_empty()).then_some(usage))
 }
 
 /// A model call's usage record: its tokens (and cached input tokens), and its cost when

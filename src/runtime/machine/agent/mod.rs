@@ -7,6 +7,8 @@
 //!   model call or the tool calls of its last reply;
 //! - `reply.rs`: reading a reply (a valid exit, tool calls, or text) and checking
 //!   arguments, as plain functions;
+//! - `policy.rs`: a supervisor's policy agent: its session begun, and its `route` read
+//!   as the decision;
 //! - `commit.rs`: committing a model call or the tool calls: the conversation grows, the
 //!   usage is counted, and the session goes on, ends the node, or fails it.
 //!
@@ -14,7 +16,9 @@
 
 mod commit;
 mod plan;
+mod policy;
 mod reply;
 mod templates;
 
+pub(crate) use policy::Routed;
 pub(crate) use reply::error_content;

@@ -16,7 +16,8 @@ use crate::runtime::machine::budgets::check_node;
 use crate::runtime::machine::calls::{NodeCall, node_call};
 use crate::runtime::machine::planner::Planner;
 use crate::runtime::machine::step::{
-    Awaiting, Level, NodeStep, Planned, SessionStep, SessionWork, Stage, Step, Then, ToolOutcome,
+    Awaiting, Level, NodeStep, NodeVisit, Planned, SessionOwner, SessionStep, SessionWork, Stage,
+    Step, Then, ToolOutcome, ready,
 };
 use crate::runtime::plan::NodeRun;
 use crate::runtime::plan::agent::AgentPlan;
@@ -42,19 +43,15 @@ impl<'e> Planner<'e> {
             extra,
             ..
         } = ns;
-        let mut ss = Box::new(SessionStep {
+        let visit = NodeVisit {
             np,
-            agent,
-            dispatcher,
             kind,
             source,
             chain,
             owed: extra.map(|x| x.owed).unwrap_or_default(),
             after,
-            session: None,
-            opening: Vec::new(),
-            work: SessionWork::Failed(String::new()),
-        });
+        };
+        let ss = new_session(agent, dispatcher, SessionOwner::Node(visit), None, 0);
         // An advisors' primary: the advice's tagged blocks come first (brief 5.4).
         let tagged = np
             .contract(&self.plan.graph)
@@ -63,9 +60,20 @@ impl<'e> Planner<'e> {
             .and_then(|a| run.level_state().get(&a.slice))
             .and_then(|advice| advice.get("tagged"))
             .and_then(serde_json::Value::as_str);
-        match opening(&np.id, agent, view, tagged) {
+        self.open_session(run, ss, opening(&np.id, agent, view, tagged))
+    }
+
+    /// Begins session `ss` with `opened` (its opening messages, or why they could not be
+    /// rendered): its first model call's effect.
+    pub(crate) fn open_session(
+        &self,
+        run: &RunState,
+        mut ss: Box<SessionStep<'e>>,
+        opened: Result<Vec<ChatMessage>, String>,
+    ) -> (Box<SessionStep<'e>>, Option<Effect>) {
+        match opened {
             Ok(messages) => {
-                let effect = self.model_effect(run, &np.id, agent, messages.clone(), 1);
+                let effect = self.model_effect(run, &ss, messages.clone(), 1);
                 ss.opening = messages;
                 ss.work = SessionWork::Model {
                     turn: 1,
@@ -104,63 +112,72 @@ impl<'e> Planner<'e> {
             return;
         };
         let mismatch = |msg: String| Then::Mismatch(msg, Some(Arc::clone(dispatcher)));
-        let ready = |step: &mut Step<'e>, then| {
-            step.stage = Stage::Ready(Planned {
-                level,
-                decision: None,
-                fallback: None,
-                then,
-            });
-        };
         let Some(np) = self.plan.nodes.get(&**node) else {
-            return ready(step, mismatch(self.unknown("node", node)));
+            return ready(step, level, None, mismatch(self.unknown("node", node)));
         };
         let NodeRun::Agent(agent) = &np.run else {
             let msg = format!(
                 "the run state holds a session of node `{node}`, which workflow `{}` does not run as an agent",
                 self.plan.graph.workflow()
             );
-            return ready(step, mismatch(msg));
-        };
-        let Some(conversation) = run.sessions.get(*session as usize) else {
-            let msg = format!(
-                "the run state names session {session} of node `{node}`, which it does not hold"
-            );
-            return ready(step, mismatch(msg));
+            return ready(step, level, None, mismatch(msg));
         };
         let after = match self.after_node(level, np) {
             Ok(a) => a,
-            Err(msg) => return ready(step, mismatch(msg)),
+            Err(msg) => return ready(step, level, None, mismatch(msg)),
         };
         // Every model call and tool call is a step: within max_steps and the usage
         // budgets, checked before each (not max_visits: the visit began with the session).
         if let Err(g) = check_node(run, self.plan.graph.budgets(), &np.id, None) {
-            return ready(step, Then::Guard(g, Some(Arc::clone(dispatcher))));
+            return ready(
+                step,
+                level,
+                None,
+                Then::Guard(g, Some(Arc::clone(dispatcher))),
+            );
         }
-        let mut ss = Box::new(SessionStep {
+        let visit = NodeVisit {
             np,
-            agent,
-            dispatcher: Arc::clone(dispatcher),
             kind: *kind,
             source: from.clone(),
             chain: chain.clone(),
             owed: owed.clone(),
             after,
-            session: Some(*session),
-            opening: Vec::new(),
-            work: SessionWork::Failed(String::new()),
-        });
+        };
+        let owner = SessionOwner::Node(visit);
+        let ss = new_session(agent, Arc::clone(dispatcher), owner, Some(*session), 0);
+        self.continue_session(run, level, ss, step);
+    }
+
+    /// Plans session `ss`'s next step, its conversation in the run: the tool calls of
+    /// its last reply when they are unanswered, else its next model call.
+    pub(crate) fn continue_session(
+        &self,
+        run: &RunState,
+        level: Level<'e>,
+        mut ss: Box<SessionStep<'e>>,
+        step: &mut Step<'e>,
+    ) {
+        let index = ss.session.unwrap_or(u32::MAX);
+        let Some(conversation) = run.sessions.get(index as usize) else {
+            let msg = format!(
+                "the run state names session {index} of `{}`, which it does not hold",
+                ss.id
+            );
+            let sup = Some(Arc::clone(&ss.dispatcher));
+            return ready(step, level, None, Then::Mismatch(msg, sup));
+        };
         let unanswered = conversation
             .messages
             .last()
             .filter(|m| m.role == ChatRole::Assistant && !m.tool_calls.is_empty());
         let effect = match unanswered {
             Some(reply) => {
-                let (outcomes, calls) = self.tool_work(run, agent, &reply.tool_calls);
+                let (outcomes, calls) = self.tool_work(run, ss.agent, &reply.tool_calls);
                 ss.work = SessionWork::Tools(outcomes);
                 (!calls.is_empty()).then(|| Effect {
                     kind: EffectKind::Tools,
-                    id: Arc::clone(&np.id),
+                    id: Arc::clone(&ss.id),
                     step: run.steps,
                     limit: None,
                     delay: Duration::ZERO,
@@ -176,39 +193,29 @@ impl<'e> Planner<'e> {
                     attempt: 1,
                     duration_us: 0,
                 };
-                Some(self.model_effect(run, &np.id, agent, conversation.messages.clone(), turn))
+                let messages = conversation.messages.clone();
+                Some(self.model_effect(run, &ss, messages, turn))
             }
         };
-        let planned = Planned {
-            level,
-            decision: None,
-            fallback: None,
-            then: Then::Session(ss),
-        };
-        step.stage = match effect {
-            Some(effect) => Stage::Waiting {
-                effect: Some(Box::new(effect)),
-                then: Awaiting::Session(planned),
-            },
-            None => Stage::Ready(planned),
-        };
+        step.stage = session_stage(level, ss, effect);
     }
 
-    /// The effect of model call `turn` of node `node`'s session, sending `messages`: the
-    /// exit tool and the tools offered, the exit tool forced on the last allowed turn.
+    /// The effect of model call `turn` of session `ss`, sending `messages`: the exit
+    /// tools and the tools offered, the exit tool forced on the last allowed turn.
     fn model_effect(
         &self,
         run: &RunState,
-        node: &Arc<str>,
-        agent: &AgentPlan,
+        ss: &SessionStep<'_>,
         messages: Vec<ChatMessage>,
         turn: u32,
     ) -> Effect {
-        let tool_choice = (turn >= agent.max_turns())
+        let agent = ss.agent;
+        let tool_choice = ss
+            .is_last(turn)
             .then(|| ToolChoice::Function(agent.exit().def.name.clone()));
         Effect {
             kind: EffectKind::Model,
-            id: Arc::clone(node),
+            id: Arc::clone(&ss.id),
             step: run.steps,
             limit: self.call_limit(run, None),
             delay: Duration::ZERO,
@@ -336,15 +343,68 @@ enum Answer {
     Now(String),
 }
 
-/// The fields of [`Pending::Session`] a session's step keeps, for the step after it.
-pub(crate) fn pending_session(ss: &SessionStep<'_>, session: u32) -> Pending {
-    Pending::Session {
-        node: Arc::clone(&ss.np.id),
-        dispatcher: Arc::clone(&ss.dispatcher),
-        kind: ss.kind,
-        from: ss.source.clone(),
-        chain: ss.chain.clone(),
-        owed: ss.owed.clone(),
+/// A session step of `agent` for `owner` (its work set when it is planned).
+pub(crate) fn new_session<'e>(
+    agent: &'e AgentPlan,
+    dispatcher: Arc<str>,
+    owner: SessionOwner<'e>,
+    session: Option<u32>,
+    earlier: u32,
+) -> Box<SessionStep<'e>> {
+    let id = match &owner {
+        SessionOwner::Node(v) => Arc::clone(&v.np.id),
+        SessionOwner::Policy(sp) => Arc::clone(&sp.id),
+    };
+    Box::new(SessionStep {
+        id,
+        agent,
+        dispatcher,
+        owner,
         session,
+        opening: Vec::new(),
+        earlier,
+        work: SessionWork::Failed(String::new()),
+    })
+}
+
+/// The stage of a session step: waiting on `effect`, or ready (every tool call was
+/// answered while planning, or the session could not begin).
+pub(crate) fn session_stage<'e>(
+    level: Level<'e>,
+    ss: Box<SessionStep<'e>>,
+    effect: Option<Effect>,
+) -> Stage<'e> {
+    let planned = Planned {
+        level,
+        decision: None,
+        fallback: None,
+        then: Then::Session(ss),
+    };
+    match effect {
+        Some(effect) => Stage::Waiting {
+            effect: Some(Box::new(effect)),
+            then: Awaiting::Session(planned),
+        },
+        None => Stage::Ready(planned),
+    }
+}
+
+/// What is pending after a session's step that did not end it: its next call.
+pub(crate) fn pending_session(ss: &SessionStep<'_>, session: u32) -> Pending {
+    match &ss.owner {
+        SessionOwner::Node(v) => Pending::Session {
+            node: Arc::clone(&v.np.id),
+            dispatcher: Arc::clone(&ss.dispatcher),
+            kind: v.kind,
+            from: v.source.clone(),
+            chain: v.chain.clone(),
+            owed: v.owed.clone(),
+            session,
+        },
+        SessionOwner::Policy(sp) => Pending::Deciding {
+            supervisor: Arc::clone(&sp.id),
+            session,
+            earlier: ss.earlier,
+        },
     }
 }

@@ -16,7 +16,8 @@ use crate::runtime::plan::{Plan, check, check_at};
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Verdict {
-    /// The session ends with this output (writes, or a router's route).
+    /// The session ends with this output (writes, a router's route, or a policy's
+    /// `route` arguments).
     Exit(NodeOutput),
     /// Tool calls to answer (some may be mistakes, answered as such).
     Calls,
@@ -74,7 +75,8 @@ pub(crate) fn exit_output(
         Err(e) => return Some(Err(e)),
     };
     Some(Ok(match exit.kind {
-        ExitKind::Report { answers: false } => NodeOutput::new(args),
+        // A decision's arguments, read when the decision is planned.
+        ExitKind::Report { answers: false } | ExitKind::Route => NodeOutput::new(args),
         ExitKind::Report { answers: true } => NodeOutput::new(args).answered(),
         ExitKind::Handoff => {
             let mut out = NodeOutput::new(Writes::new());
