@@ -1,6 +1,6 @@
-//! A run killed (SIGKILL) while its agent's tool program runs: `runs resume` runs that
-//! tool call again (same step, higher attempt) and never the committed model call before
-//! it; each store the tests run on.
+//! A run killed (SIGKILL) while its agent's tool program runs, or its supervisor's policy
+//! agent's (mid-decision): `runs resume` runs that tool call again (same step, higher
+//! attempt) and never the committed model call before it; each store the tests run on.
 #![cfg(target_os = "linux")]
 
 #[path = "support/chat_server.rs"]
@@ -103,5 +103,84 @@ fn a_tool_call_in_flight_at_a_kill_runs_again_with_a_higher_attempt() {
         let shown = b.show("k");
         assert_eq!(shown["run"]["status"], "completed");
         assert_eq!(shown["state"]["answer"], "worked");
+    }
+}
+
+/// Root `desk` decides with a policy agent that may call tool `work` (slow.py), among
+/// `answer` (a `set` node).
+fn policy_workflow(base_url: &str) -> String {
+    json!({
+        "workflow": "agent-policy-crash",
+        "slices": {"answer": {"schema": {"type": "string"}}},
+        "models": {"default": {"base_url": base_url, "model": "m",
+                               "api_key_env": "PACTGRAPH_TEST_NO_KEY", "max_retries": 0}},
+        "entry": "desk",
+        "supervisors": {"desk": {"allow": ["answer"],
+                                 "policy": {"agent": {"prompt": "go", "tools": ["work"]}}}},
+        "nodes": {
+            "answer": {"supervisor": "desk", "writes": ["answer"],
+                       "run": {"set": {"answer": "done"}}},
+            "work": {"supervisor": "desk",
+                     "run": {"exec": {"argv": ["python3", "slow.py"]}},
+                     "tool": {"description": "Works.",
+                              "parameters": {"type": "object", "properties": {}}}}
+        }
+    })
+    .to_string()
+}
+
+/// Proves: SIGKILL while a policy agent's tool program runs (mid-decision), then `runs
+/// resume`: the tool call runs again as step 1 attempt 2, the committed first model call
+/// of the decision is not made again, the decision's next call sees the tool's result,
+/// and its `route` is taken (the run dispatches `answer`, then stops).
+#[test]
+fn a_policy_killed_mid_decision_resumes_without_repeating_a_committed_call() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let server = rt.block_on(ChatServer::start([]));
+    for b in Bench::each(bin().as_ref()) {
+        let before = server.requests().len();
+        server.push(Reply::tool_calls(&[("w", "work", "{}")]));
+        b.file("slow.py", SLOW_PY);
+        b.file("slow", "60");
+        let wf = b.file("wf.json", &policy_workflow(&server.base_url()));
+        let mut child = b.spawn(&["run", wf.to_str().expect("utf-8"), "--name", "p"], "run");
+        let side = || std::fs::read_to_string(b.dir.join("side.txt")).unwrap_or_default();
+        assert!(
+            b.wait_until(Duration::from_secs(30), || !side().is_empty()),
+            "the tool program starts"
+        );
+        signal(&child, "KILL");
+        child.wait().expect("the process ends");
+        b.remove("slow");
+        let route = |id: &str, decision: &str| {
+            let args = json!({"decision": decision, "reason": "r"}).to_string();
+            Reply::tool_calls(&[(id, "route", &args)])
+        };
+        server.push(route("r1", "answer"));
+        server.push(route("r2", "stop_global"));
+        let r = b.run(&["runs", "resume", "p", "--quiet"]);
+        assert_eq!(r.code, 0, "{}", r.err);
+        assert_eq!(
+            side(),
+            "1 1\n1 2\n",
+            "the tool call in flight ran again, attempt 2"
+        );
+        let requests = &server.requests()[before..];
+        assert_eq!(
+            requests.len(),
+            3,
+            "the committed first call of the decision was not made again"
+        );
+        assert_eq!(
+            requests[1].body["messages"][2],
+            json!({"role": "tool", "content": r#"{"ok":true}"#, "tool_call_id": "w"})
+        );
+        let shown = b.show("p");
+        assert_eq!(shown["run"]["status"], "completed");
+        assert_eq!(shown["state"]["answer"], "done");
     }
 }
