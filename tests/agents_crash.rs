@@ -184,3 +184,90 @@ fn a_policy_killed_mid_decision_resumes_without_repeating_a_committed_call() {
         assert_eq!(shown["state"]["answer"], "done");
     }
 }
+
+/// Agent `agent` calls agent tool `helper`, which calls tool `work` (slow.py).
+fn tool_agent_workflow(base_url: &str) -> String {
+    json!({
+        "workflow": "agent-tool-crash",
+        "slices": {"answer": {"schema": {"type": "string"}}},
+        "models": {"default": {"base_url": base_url, "model": "m",
+                               "api_key_env": "PACTGRAPH_TEST_NO_KEY", "max_retries": 0}},
+        "entry": "root",
+        "supervisors": {"root": {"allow": ["agent"],
+                                 "default": {"stop_global": {"reason": "done"}}}},
+        "nodes": {
+            "agent": {"supervisor": "root", "writes": ["answer"],
+                      "run": {"agent": {"prompt": "go", "tools": ["helper"]}},
+                      "triggers": [{"priority": 1, "when": {"path": "/answer", "exists": false}}]},
+            "helper": {"supervisor": "root",
+                       "run": {"agent": {"prompt": "help with {{ input.q }}", "tools": ["work"]}},
+                       "tool": {"description": "Helps.",
+                                "parameters": {"type": "object",
+                                               "properties": {"q": {"type": "string"}},
+                                               "required": ["q"]}}},
+            "work": {"supervisor": "root",
+                     "run": {"exec": {"argv": ["python3", "slow.py"]}},
+                     "tool": {"description": "Works.",
+                              "parameters": {"type": "object", "properties": {}}}}
+        }
+    })
+    .to_string()
+}
+
+/// Proves: SIGKILL while an agent tool's own tool program runs, then `runs resume`: that
+/// program runs again (step 2, attempt 2), neither the caller's committed model call nor
+/// the agent tool's is made again, the agent tool's next call sees the program's result,
+/// and its `final_report` result reaches the caller, which completes.
+#[test]
+fn an_agent_tool_killed_mid_session_resumes_without_repeating_a_committed_call() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let server = rt.block_on(ChatServer::start([]));
+    for b in Bench::each(bin().as_ref()) {
+        let before = server.requests().len();
+        server.push(Reply::tool_calls(&[("c", "helper", r#"{"q": "x"}"#)]));
+        server.push(Reply::tool_calls(&[("w", "work", "{}")]));
+        b.file("slow.py", SLOW_PY);
+        b.file("slow", "60");
+        let wf = b.file("wf.json", &tool_agent_workflow(&server.base_url()));
+        let mut child = b.spawn(&["run", wf.to_str().expect("utf-8"), "--name", "t"], "run");
+        let side = || std::fs::read_to_string(b.dir.join("side.txt")).unwrap_or_default();
+        assert!(
+            b.wait_until(Duration::from_secs(30), || !side().is_empty()),
+            "the tool program starts"
+        );
+        signal(&child, "KILL");
+        child.wait().expect("the process ends");
+        b.remove("slow");
+        server.push(Reply::tool_calls(&[(
+            "h",
+            "final_report",
+            r#"{"result": {"helped": true}}"#,
+        )]));
+        server.push(Reply::tool_calls(&[(
+            "e",
+            "final_report",
+            r#"{"answer": "helped"}"#,
+        )]));
+        let r = b.run(&["runs", "resume", "t", "--quiet"]);
+        assert_eq!(r.code, 0, "{}", r.err);
+        assert_eq!(side(), "2 1\n2 2\n", "the program in flight ran again");
+        let requests = &server.requests()[before..];
+        assert_eq!(requests.len(), 4, "no committed model call was made again");
+        assert_eq!(
+            requests[2].body["messages"][2],
+            json!({"role": "tool", "content": r#"{"ok":true}"#, "tool_call_id": "w"})
+        );
+        assert_eq!(
+            requests[3].body["messages"][2],
+            json!({"role": "tool", "content": r#"{"result":{"helped":true}}"#,
+                   "tool_call_id": "c"})
+        );
+        let shown = b.show("t");
+        assert_eq!(shown["run"]["status"], "completed");
+        assert_eq!(shown["state"]["answer"], "helped");
+    }
+}

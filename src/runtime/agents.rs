@@ -8,11 +8,11 @@ use std::sync::Arc;
 use super::builder::ExecutorBuildError;
 use super::plan::agent::{
     AgentPlan, Exit, ExitKind, FINAL_REPORT, HANDOFF_TO, ROUTE, ToolPlan, allows_strict,
-    final_report_parameters, handoff_parameters, route_parameters,
+    final_report_parameters, handoff_parameters, route_parameters, tool_result_parameters,
 };
 use crate::contracts::pointer::join;
 use crate::contracts::{
-    AgentSpec, CLARIFICATION_SLICE, NodeBehaviour, NodeContract, SYSTEM_SLICE, SupervisorContract,
+    AgentSpec, CLARIFICATION_SLICE, NodeContract, SYSTEM_SLICE, SupervisorContract,
 };
 use crate::graph::CompiledGraph;
 use crate::model::ToolDef;
@@ -55,6 +55,21 @@ pub(super) fn agent_plan(
         })
     };
     let exits = match &n.router {
+        // An agent called as a tool: its result goes back to the caller.
+        None if n.tool.is_some() => {
+            let tool = tool_plan(
+                FINAL_REPORT.into(),
+                "Return your result to the agent that called you, as `result` (an object \
+                 or a text). Call it once, when you have finished."
+                    .into(),
+                tool_result_parameters(),
+            )
+            .map_err(|e| fail(format!("its final_report schema does not compile: {e}")))?;
+            vec![Exit {
+                kind: ExitKind::Result,
+                tool,
+            }]
+        }
         None => vec![report(false)?],
         Some(r) => {
             let tool = tool_plan(
@@ -77,7 +92,7 @@ pub(super) fn agent_plan(
         }
     };
     let text_slice = match writes.as_slice() {
-        [only] if n.router.is_none() => Some(only.clone()),
+        [only] if n.router.is_none() && n.tool.is_none() => Some(only.clone()),
         _ => None,
     };
     session_plan(graph, spec, exits, text_slice, &fail)
@@ -150,11 +165,6 @@ fn session_plan(
         let Some(t) = &tool.tool else {
             return Err(fail(format!("its tool `{id}` has no `tool` field")));
         };
-        if matches!(tool.run, Some(NodeBehaviour::Agent(_))) {
-            return Err(fail(format!(
-                "its tool `{id}` is an agent, which this version of the runtime cannot call as a tool"
-            )));
-        }
         let plan = tool_plan(
             id.as_str().into(),
             t.description.clone(),
@@ -177,9 +187,6 @@ fn session_plan(
 
 /// The part node `n` plays that agents cannot play yet, if any.
 fn unsupported_part(graph: &CompiledGraph, n: &NodeContract) -> Option<String> {
-    if n.tool.is_some() {
-        return Some("a tool node".into());
-    }
     for other in graph.registry().nodes() {
         if let Some(a) = &other.advisors
             && a.members.contains(&n.id)

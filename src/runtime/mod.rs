@@ -33,8 +33,9 @@ pub use data::{
     FINAL_KEY, Frame, INPUT_TOKENS, ItemDetail, KeptChild, MAX_TRACE_DEPTH, MESSAGE_KEY,
     MemberProgress, MemberStatus, NodeOutput, OUTPUT_TOKENS, Owed, Pending, ProjectedState,
     ROUTE_KEY, RunEvent, RunEvents, RunId, RunIdError, RunOutcome, RunState, RunStatus, RunSummary,
-    Session, State, Subscription, TeamPhase, TeamRun, TerminationReason, TraceItem, TraceKind,
-    USAGE_KEY, UncommittedFrame, Usage, WALL_MS, Writes, transition_event_count, transition_events,
+    Session, State, Subscription, TeamPhase, TeamRun, TerminationReason, ToolCaller, TraceItem,
+    TraceKind, USAGE_KEY, UncommittedFrame, Usage, WALL_MS, Writes, transition_event_count,
+    transition_events,
 };
 pub use effects::{
     BoxFuture, Effect, EffectKind, EffectOutput, HandlerError, NodeHandler, NodeInput,

@@ -24,8 +24,8 @@ use super::budgets::GuardStop;
 use crate::contracts::{Advisors, RetryPolicy, StopGlobal, StopLocal, Team};
 use crate::model::ChatMessage;
 use crate::runtime::data::{
-    Chain, ChainTrigger, NodeOutput, Owed, RunState, TeamRun, TerminationReason, TraceItem,
-    TraceKind, Usage,
+    Chain, ChainTrigger, NodeOutput, Owed, RunState, TeamRun, TerminationReason, ToolCaller,
+    TraceItem, TraceKind, Usage,
 };
 use crate::runtime::effects::{Call, Effect, Fault, ModelReply, Report};
 use crate::runtime::plan::agent::AgentPlan;
@@ -253,6 +253,10 @@ pub(crate) enum SessionOwner<'e> {
     Node(NodeVisit<'e>),
     /// A supervisor policy's decision: its `route` is the decision.
     Policy(&'e SupervisorPlan),
+    /// An agent called as a tool: its exit is the result of its caller's tool call.
+    /// What is pending stays its outermost caller's session, which the next step plans
+    /// from again.
+    Tool(ToolCaller),
 }
 
 /// An agent node's visit: what its ending needs (its item, its chain, where control
@@ -273,6 +277,7 @@ impl SessionStep<'_> {
         match self.owner {
             SessionOwner::Node(_) => "agent node",
             SessionOwner::Policy(_) => "the agent policy of supervisor",
+            SessionOwner::Tool(_) => "agent tool",
         }
     }
 

@@ -39,6 +39,9 @@ pub(crate) enum ExitKind {
     /// A supervisor's decision (`route`): its arguments are read when the decision is
     /// planned (see `machine/agent/policy.rs`).
     Route,
+    /// An agent tool's result (`final_report` with `{"result"}`): its arguments are the
+    /// tool message its caller gets; a plain text reply is taken as `{"result": TEXT}`.
+    Result,
 }
 
 /// An exit tool: its kind and the function offered.
@@ -145,6 +148,22 @@ pub(crate) fn handoff_parameters(destinations: &[String]) -> Value {
             "message": {"type": "string"},
         },
         "required": ["agent"],
+        "additionalProperties": false,
+    })
+}
+
+/// The `final_report` parameters of an agent called as a tool: `result`, an object or
+/// a text, required.
+pub(crate) fn tool_result_parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "result": {
+                "type": ["object", "string"],
+                "description": "What the tool returns to its caller.",
+            },
+        },
+        "required": ["result"],
         "additionalProperties": false,
     })
 }

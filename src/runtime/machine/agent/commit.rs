@@ -38,6 +38,9 @@ impl Tx<'_> {
         }
         let work = std::mem::replace(&mut ss.work, SessionWork::Failed(String::new()));
         if let SessionWork::Failed(msg) = work {
+            if let SessionOwner::Tool(_) = ss.owner {
+                return self.tool_answered(&ss, ss.session, Err(msg));
+            }
             let (id, sup) = (Arc::clone(&ss.id), Arc::clone(&ss.dispatcher));
             return self.fail_after_run(TerminationReason::NodeFailed, msg, sup, (&id, 0), None);
         }
@@ -55,8 +58,9 @@ impl Tx<'_> {
             None => {
                 let visit = match &ss.owner {
                     SessionOwner::Node(v) => self.run.visits.get(&*v.np.id).copied(),
-                    // A policy's sessions are its decisions: this is the next one.
-                    SessionOwner::Policy(_) => {
+                    // A policy's sessions are its decisions, an agent tool's its calls:
+                    // this is the next one.
+                    SessionOwner::Policy(_) | SessionOwner::Tool(_) => {
                         let n = self.run.sessions.iter().filter(|s| s.node == ss.id).count();
                         u32::try_from(n).ok()
                     }
@@ -67,6 +71,10 @@ impl Tx<'_> {
                     model: ss.agent.model.clone(),
                     step: self.run.steps,
                     messages: std::mem::take(&mut ss.opening),
+                    caller: match &ss.owner {
+                        SessionOwner::Tool(c) => Some(c.clone()),
+                        _ => None,
+                    },
                 });
                 u32::try_from(self.run.sessions.len() - 1).unwrap_or(u32::MAX)
             }
@@ -112,6 +120,10 @@ impl Tx<'_> {
                 it.target = Some(ss.agent.model.as_str().into());
                 it.reason = Some(format!("turn {turn}, attempt {attempt}: failed: {msg}").into());
                 it.duration_us = duration_us;
+                if let SessionOwner::Tool(_) = ss.owner {
+                    let msg = format!("model `{}`: {msg}", ss.agent.model);
+                    return self.tool_answered(&ss, Some(index), Err(msg));
+                }
                 let (total_us, usage) = self.session_totals(index);
                 let msg = format!("{} `{id}` (model `{}`): {msg}", ss.what(), ss.agent.model);
                 return self.fail_after_run(
@@ -181,8 +193,10 @@ impl Tx<'_> {
                     self.run_node(level, ns);
                 }
                 // The decision is planned in the next step, from the committed reply.
-                SessionOwner::Policy(_) => {
-                    self.run.control = Control::Running(pending_session(&ss, index));
+                SessionOwner::Policy(_) => self.go_on(&ss, index),
+                SessionOwner::Tool(_) => {
+                    let content = serde_json::Value::Object(output.writes).to_string();
+                    self.tool_answered(&ss, Some(index), Ok(content));
                 }
             },
             Verdict::Calls | Verdict::Text if last => {
@@ -193,6 +207,9 @@ impl Tx<'_> {
                     turn.saturating_sub(ss.earlier),
                     ss.agent.exit().def.name
                 );
+                if let SessionOwner::Tool(_) = ss.owner {
+                    return self.tool_answered(&ss, Some(index), Err(msg));
+                }
                 self.fail_after_run(
                     TerminationReason::AgentNoExit,
                     msg,
@@ -201,12 +218,10 @@ impl Tx<'_> {
                     usage,
                 );
             }
-            Verdict::Calls => {
-                self.run.control = Control::Running(pending_session(&ss, index));
-            }
+            Verdict::Calls => self.go_on(&ss, index),
             Verdict::Text => {
                 self.push_messages(index, [ChatMessage::user(ask_for_exit(ss.agent))]);
-                self.run.control = Control::Running(pending_session(&ss, index));
+                self.go_on(&ss, index);
             }
         }
     }
@@ -240,7 +255,15 @@ impl Tx<'_> {
             messages.push(ChatMessage::tool(o.call_id, content));
         }
         self.push_messages(index, messages);
-        self.run.control = Control::Running(pending_session(&ss, index));
+        self.go_on(&ss, index);
+    }
+
+    /// Session `index` goes on: its next call is pending (an agent tool's is planned
+    /// from its outermost caller's session, which stays pending).
+    fn go_on(&mut self, ss: &SessionStep<'_>, index: u32) {
+        if let Some(pending) = pending_session(ss, index) {
+            self.run.control = Control::Running(pending);
+        }
     }
 
     /// Appends messages to session `index`.

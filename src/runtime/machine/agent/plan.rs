@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::reply::{arguments_of, error_content, exit_output};
 use super::templates::opening;
 use crate::model::{ChatMessage, Role as ChatRole, ToolCall, ToolChoice};
-use crate::runtime::data::{Pending, Role, RunState, Writes};
+use crate::runtime::data::{Pending, Role, RunState, Session, ToolCaller, Writes};
 use crate::runtime::effects::{Call, CallIds, Effect, EffectKind, ModelCall, ToolInvocation};
 use crate::runtime::machine::budgets::check_node;
 use crate::runtime::machine::calls::{NodeCall, node_call};
@@ -51,7 +51,8 @@ impl<'e> Planner<'e> {
             owed: extra.map(|x| x.owed).unwrap_or_default(),
             after,
         };
-        let ss = new_session(agent, dispatcher, SessionOwner::Node(visit), None, 0);
+        let id = Arc::clone(&np.id);
+        let ss = new_session((id, agent), dispatcher, SessionOwner::Node(visit), None, 0);
         // An advisors' primary: the advice's tagged blocks come first (brief 5.4).
         let tagged = np
             .contract(&self.plan.graph)
@@ -145,7 +146,14 @@ impl<'e> Planner<'e> {
             after,
         };
         let owner = SessionOwner::Node(visit);
-        let ss = new_session(agent, Arc::clone(dispatcher), owner, Some(*session), 0);
+        let id = Arc::clone(&np.id);
+        let ss = new_session(
+            (id, agent),
+            Arc::clone(dispatcher),
+            owner,
+            Some(*session),
+            0,
+        );
         self.continue_session(run, level, ss, step);
     }
 
@@ -167,14 +175,20 @@ impl<'e> Planner<'e> {
             let sup = Some(Arc::clone(&ss.dispatcher));
             return ready(step, level, None, Then::Mismatch(msg, sup));
         };
-        let unanswered = conversation
-            .messages
-            .last()
-            .filter(|m| m.role == ChatRole::Assistant && !m.tool_calls.is_empty());
-        let effect = match unanswered {
-            Some(reply) => {
-                let (outcomes, calls) = self.tool_work(run, ss.agent, &reply.tool_calls);
-                ss.work = SessionWork::Tools(outcomes);
+        let effect = match unanswered(conversation) {
+            Some((reply, answered)) => {
+                let work = self.tool_work(run, ss.agent, &reply.tool_calls[answered..]);
+                if let Some(called) = work.agent {
+                    // An agent tool's call comes first: its session's step.
+                    let caller = ToolCaller {
+                        session: index,
+                        turn: conversation.turns(),
+                        call: called.call_id.clone(),
+                    };
+                    return self.agent_tool_step(run, level, &ss.dispatcher, caller, called, step);
+                }
+                ss.work = SessionWork::Tools(work.outcomes);
+                let calls = work.invocations;
                 (!calls.is_empty()).then(|| Effect {
                     kind: EffectKind::Tools,
                     id: Arc::clone(&ss.id),
@@ -236,17 +250,17 @@ impl<'e> Planner<'e> {
         }
     }
 
-    /// The outcome of each of a reply's tool calls, in its order, with those answered
-    /// already (a mistake, a tool node that calls nothing), and the calls to run. Call `i`
-    /// is step `run.steps + i`.
-    fn tool_work(
-        &self,
-        run: &RunState,
-        agent: &AgentPlan,
-        calls: &[ToolCall],
-    ) -> (Vec<ToolOutcome>, Vec<ToolInvocation>) {
-        let mut outcomes = Vec::with_capacity(calls.len());
-        let mut invocations = Vec::new();
+    /// The outcome of each of a reply's unanswered tool calls `calls`, in its order,
+    /// with those answered already (a mistake, a tool node that calls nothing), and the
+    /// calls to run; they stop before the first call of an agent tool, which is returned
+    /// when it comes first (its session runs alone, in steps of its own). Call `i` is step
+    /// `run.steps + i`.
+    fn tool_work(&self, run: &RunState, agent: &AgentPlan, calls: &[ToolCall]) -> ToolWork<'e> {
+        let mut work = ToolWork {
+            outcomes: Vec::with_capacity(calls.len()),
+            invocations: Vec::new(),
+            agent: None,
+        };
         for (index, call) in calls.iter().enumerate() {
             let mut outcome = ToolOutcome {
                 call_id: call.id.clone(),
@@ -258,16 +272,22 @@ impl<'e> Planner<'e> {
                 cancelled: false,
             };
             match self.tool_call(run, agent, call, index) {
-                Ok(Answer::Run(invocation)) => invocations.push(invocation),
+                Ok(Answer::Run(invocation)) => work.invocations.push(invocation),
                 Ok(Answer::Now(content)) => outcome.content = Some(content),
+                Ok(Answer::Agent(called)) => {
+                    if work.outcomes.is_empty() {
+                        work.agent = Some(called);
+                    }
+                    break;
+                }
                 Err(error) => {
                     outcome.content = Some(error_content(&error));
                     outcome.error = Some(error);
                 }
             }
-            outcomes.push(outcome);
+            work.outcomes.push(outcome);
         }
-        (outcomes, invocations)
+        work
     }
 
     /// One tool call: its arguments checked, then answered now or run.
@@ -277,7 +297,7 @@ impl<'e> Planner<'e> {
         agent: &AgentPlan,
         call: &ToolCall,
         index: usize,
-    ) -> Result<Answer, String> {
+    ) -> Result<Answer<'e>, String> {
         if let Some(exit) = exit_output(agent, &call.name, &call.arguments) {
             // A valid exit ends the session when the reply is read: this one has a mistake.
             return Err(match exit {
@@ -322,10 +342,12 @@ impl<'e> Planner<'e> {
                 limit: self.call_limit(run, tp.own_timeout_ms()),
                 call: c,
             })),
-            Some(NodeCall::Session(..)) => Err(format!(
-                "tool `{}` is an agent, which cannot be called as a tool yet",
-                call.name
-            )),
+            Some(NodeCall::Session(agent, arguments)) => Ok(Answer::Agent(AgentCall {
+                id: Arc::clone(&tp.id),
+                agent,
+                call_id: call.id.clone(),
+                arguments,
+            })),
             None => Ok(Answer::Now(
                 serde_json::Value::Object(tp.constant_writes()).to_string(),
             )),
@@ -336,25 +358,42 @@ impl<'e> Planner<'e> {
 /// How a valid tool call is answered.
 // Made once per tool call and moved once: boxing the call would allocate for nothing.
 #[allow(clippy::large_enum_variant)]
-enum Answer {
+enum Answer<'e> {
     /// Its tool node calls something: run it.
     Run(ToolInvocation),
     /// Its tool node calls nothing: its constants are the result.
     Now(String),
+    /// Its tool node is an agent: its session answers.
+    Agent(AgentCall<'e>),
 }
 
-/// A session step of `agent` for `owner` (its work set when it is planned).
+/// What a reply's unanswered tool calls need (see [`Planner::tool_work`]).
+struct ToolWork<'e> {
+    outcomes: Vec<ToolOutcome>,
+    invocations: Vec<ToolInvocation>,
+    /// The first unanswered call, when it is an agent tool's.
+    agent: Option<AgentCall<'e>>,
+}
+
+/// A call of an agent tool, its arguments checked.
+pub(crate) struct AgentCall<'e> {
+    /// The tool node.
+    pub(crate) id: Arc<str>,
+    pub(crate) agent: &'e AgentPlan,
+    pub(crate) call_id: String,
+    /// Its input: what its templates see.
+    pub(crate) arguments: Writes,
+}
+
+/// A session step of agent `id` (`agent`) for `owner` (its work set when it is
+/// planned).
 pub(crate) fn new_session<'e>(
-    agent: &'e AgentPlan,
+    (id, agent): (Arc<str>, &'e AgentPlan),
     dispatcher: Arc<str>,
     owner: SessionOwner<'e>,
     session: Option<u32>,
     earlier: u32,
 ) -> Box<SessionStep<'e>> {
-    let id = match &owner {
-        SessionOwner::Node(v) => Arc::clone(&v.np.id),
-        SessionOwner::Policy(sp) => Arc::clone(&sp.id),
-    };
     Box::new(SessionStep {
         id,
         agent,
@@ -389,9 +428,10 @@ pub(crate) fn session_stage<'e>(
     }
 }
 
-/// What is pending after a session's step that did not end it: its next call.
-pub(crate) fn pending_session(ss: &SessionStep<'_>, session: u32) -> Pending {
-    match &ss.owner {
+/// What is pending after a session's step that did not end it: its next call. `None`
+/// for an agent tool's: its outermost caller's session stays pending.
+pub(crate) fn pending_session(ss: &SessionStep<'_>, session: u32) -> Option<Pending> {
+    Some(match &ss.owner {
         SessionOwner::Node(v) => Pending::Session {
             node: Arc::clone(&v.np.id),
             dispatcher: Arc::clone(&ss.dispatcher),
@@ -406,5 +446,21 @@ pub(crate) fn pending_session(ss: &SessionStep<'_>, session: u32) -> Pending {
             session,
             earlier: ss.earlier,
         },
+        SessionOwner::Tool(_) => return None,
+    })
+}
+
+/// The tool calls of `conversation`'s last reply not answered yet, and how many are:
+/// `None` when its last reply made no call or every call is answered.
+fn unanswered(conversation: &Session) -> Option<(&ChatMessage, usize)> {
+    let at = conversation
+        .messages
+        .iter()
+        .rposition(|m| m.role == ChatRole::Assistant)?;
+    let reply = &conversation.messages[at];
+    let after = &conversation.messages[at + 1..];
+    if after.iter().any(|m| m.role != ChatRole::Tool) {
+        return None;
     }
+    (after.len() < reply.tool_calls.len()).then_some((reply, after.len()))
 }

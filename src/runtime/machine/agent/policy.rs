@@ -55,7 +55,13 @@ impl<'e> Planner<'e> {
         }
         view.insert("allow".into(), json!(sp.contract.allow));
         let owner = SessionOwner::Policy(sp);
-        let ss = new_session(agent, Arc::clone(&sp.id), owner, None, 0);
+        let ss = new_session(
+            (Arc::clone(&sp.id), agent),
+            Arc::clone(&sp.id),
+            owner,
+            None,
+            0,
+        );
         let (ss, effect) = self.open_session(run, ss, opening(&sp.id, agent, view, None));
         step.stage = session_stage(level, ss, effect);
     }
@@ -125,7 +131,14 @@ impl<'e> Planner<'e> {
             return None;
         }
         let owner = SessionOwner::Policy(sp);
-        let ss = new_session(agent, Arc::clone(&sp.id), owner, Some(*session), *earlier);
+        let id = Arc::clone(&sp.id);
+        let ss = new_session(
+            (id, agent),
+            Arc::clone(&sp.id),
+            owner,
+            Some(*session),
+            *earlier,
+        );
         self.continue_session(run, level, ss, step);
         None
     }

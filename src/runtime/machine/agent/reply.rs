@@ -1,5 +1,5 @@
 //! Reading a model's reply: a valid exit (`final_report`, or plain text a lone string
-//! slice accepts), tool calls to answer, or text to answer with a request for the exit
+//! slice or an agent tool accepts), tool calls to answer, or text to answer with a request for the exit
 //! tool. Arguments are always checked here; a mistake is said with the JSON Pointer and
 //! what was expected, for the model to mend.
 
@@ -42,6 +42,15 @@ pub(crate) fn judge(plan: &Plan, agent: &AgentPlan, reply: &ChatMessage) -> Verd
             .find_map(|c| exit_output(agent, &c.name, &c.arguments)?.ok())
             .map_or(Verdict::Calls, Verdict::Exit);
     }
+    let text = reply.content.as_deref().filter(|t| !t.trim().is_empty());
+    if let (Some(text), Some(exit)) = (text, agent.exits.first())
+        && exit.kind == ExitKind::Result
+    {
+        // An agent tool's plain text is its result.
+        let mut writes = Writes::new();
+        writes.insert("result".into(), Value::String(text.to_string()));
+        return Verdict::Exit(NodeOutput::new(writes));
+    }
     if let (Some(slice), Some(text)) = (&agent.text_slice, &reply.content) {
         let value = Value::String(text.clone());
         let accepted = plan
@@ -76,7 +85,9 @@ pub(crate) fn exit_output(
     };
     Some(Ok(match exit.kind {
         // A decision's arguments, read when the decision is planned.
-        ExitKind::Report { answers: false } | ExitKind::Route => NodeOutput::new(args),
+        ExitKind::Report { answers: false } | ExitKind::Route | ExitKind::Result => {
+            NodeOutput::new(args)
+        }
         ExitKind::Report { answers: true } => NodeOutput::new(args).answered(),
         ExitKind::Handoff => {
             let mut out = NodeOutput::new(Writes::new());
