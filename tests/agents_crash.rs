@@ -30,6 +30,46 @@ if os.path.exists(slow):
 print(json.dumps({"ok": True}))
 "#;
 
+/// What the tool program wrote: one `STEP ATTEMPT` line per run.
+fn side(b: &Bench) -> String {
+    std::fs::read_to_string(b.dir.join("side.txt")).unwrap_or_default()
+}
+
+/// A runtime for the scripted server.
+fn server_rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// Runs `workflow` as run `name` with the server scripted with `first`, kills it
+/// (SIGKILL) once the tool program has started (it sleeps a minute), and makes the
+/// program quick for the resume.
+fn run_killed_in_program(
+    b: &Bench,
+    server: &ChatServer,
+    workflow: &str,
+    name: &str,
+    first: Vec<Reply>,
+) {
+    for r in first {
+        server.push(r);
+    }
+    b.file("slow.py", SLOW_PY);
+    b.file("slow", "60");
+    let wf = b.file("wf.json", workflow);
+    let mut child = b.spawn(&["run", wf.to_str().expect("utf-8"), "--name", name], "run");
+    assert!(
+        b.wait_until(Duration::from_secs(30), || !side(b).is_empty()),
+        "the tool program starts"
+    );
+    signal(&child, "KILL");
+    child.wait().expect("the process ends");
+    b.remove("slow");
+}
+
 fn workflow(base_url: &str) -> String {
     json!({
         "workflow": "agent-crash",
@@ -57,27 +97,12 @@ fn workflow(base_url: &str) -> String {
 /// completes with the second turn's exit.
 #[test]
 fn a_tool_call_in_flight_at_a_kill_runs_again_with_a_higher_attempt() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let rt = server_rt();
     let server = rt.block_on(ChatServer::start([]));
     for b in Bench::each(bin().as_ref()) {
         let before = server.requests().len();
-        server.push(Reply::tool_calls(&[("w", "work", "{}")]));
-        b.file("slow.py", SLOW_PY);
-        b.file("slow", "60");
-        let wf = b.file("wf.json", &workflow(&server.base_url()));
-        let mut child = b.spawn(&["run", wf.to_str().expect("utf-8"), "--name", "k"], "run");
-        let side = || std::fs::read_to_string(b.dir.join("side.txt")).unwrap_or_default();
-        assert!(
-            b.wait_until(Duration::from_secs(30), || !side().is_empty()),
-            "the tool program starts"
-        );
-        signal(&child, "KILL");
-        child.wait().expect("the process ends");
-        b.remove("slow");
+        let first = vec![Reply::tool_calls(&[("w", "work", "{}")])];
+        run_killed_in_program(&b, &server, &workflow(&server.base_url()), "k", first);
         server.push(Reply::tool_calls(&[(
             "e",
             "final_report",
@@ -86,7 +111,7 @@ fn a_tool_call_in_flight_at_a_kill_runs_again_with_a_higher_attempt() {
         let r = b.run(&["runs", "resume", "k", "--quiet"]);
         assert_eq!(r.code, 0, "{}", r.err);
         assert_eq!(
-            side(),
+            side(&b),
             "1 1\n1 2\n",
             "the tool call in flight ran again, attempt 2"
         );
@@ -135,27 +160,18 @@ fn policy_workflow(base_url: &str) -> String {
 /// and its `route` is taken (the run dispatches `answer`, then stops).
 #[test]
 fn a_policy_killed_mid_decision_resumes_without_repeating_a_committed_call() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let rt = server_rt();
     let server = rt.block_on(ChatServer::start([]));
     for b in Bench::each(bin().as_ref()) {
         let before = server.requests().len();
-        server.push(Reply::tool_calls(&[("w", "work", "{}")]));
-        b.file("slow.py", SLOW_PY);
-        b.file("slow", "60");
-        let wf = b.file("wf.json", &policy_workflow(&server.base_url()));
-        let mut child = b.spawn(&["run", wf.to_str().expect("utf-8"), "--name", "p"], "run");
-        let side = || std::fs::read_to_string(b.dir.join("side.txt")).unwrap_or_default();
-        assert!(
-            b.wait_until(Duration::from_secs(30), || !side().is_empty()),
-            "the tool program starts"
+        let first = vec![Reply::tool_calls(&[("w", "work", "{}")])];
+        run_killed_in_program(
+            &b,
+            &server,
+            &policy_workflow(&server.base_url()),
+            "p",
+            first,
         );
-        signal(&child, "KILL");
-        child.wait().expect("the process ends");
-        b.remove("slow");
         let route = |id: &str, decision: &str| {
             let args = json!({"decision": decision, "reason": "r"}).to_string();
             Reply::tool_calls(&[(id, "route", &args)])
@@ -165,7 +181,7 @@ fn a_policy_killed_mid_decision_resumes_without_repeating_a_committed_call() {
         let r = b.run(&["runs", "resume", "p", "--quiet"]);
         assert_eq!(r.code, 0, "{}", r.err);
         assert_eq!(
-            side(),
+            side(&b),
             "1 1\n1 2\n",
             "the tool call in flight ran again, attempt 2"
         );
@@ -220,28 +236,16 @@ fn tool_agent_workflow(base_url: &str) -> String {
 /// and its `final_report` result reaches the caller, which completes.
 #[test]
 fn an_agent_tool_killed_mid_session_resumes_without_repeating_a_committed_call() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let rt = server_rt();
     let server = rt.block_on(ChatServer::start([]));
     for b in Bench::each(bin().as_ref()) {
         let before = server.requests().len();
-        server.push(Reply::tool_calls(&[("c", "helper", r#"{"q": "x"}"#)]));
-        server.push(Reply::tool_calls(&[("w", "work", "{}")]));
-        b.file("slow.py", SLOW_PY);
-        b.file("slow", "60");
-        let wf = b.file("wf.json", &tool_agent_workflow(&server.base_url()));
-        let mut child = b.spawn(&["run", wf.to_str().expect("utf-8"), "--name", "t"], "run");
-        let side = || std::fs::read_to_string(b.dir.join("side.txt")).unwrap_or_default();
-        assert!(
-            b.wait_until(Duration::from_secs(30), || !side().is_empty()),
-            "the tool program starts"
-        );
-        signal(&child, "KILL");
-        child.wait().expect("the process ends");
-        b.remove("slow");
+        let first = vec![
+            Reply::tool_calls(&[("c", "helper", r#"{"q": "x"}"#)]),
+            Reply::tool_calls(&[("w", "work", "{}")]),
+        ];
+        let wf = tool_agent_workflow(&server.base_url());
+        run_killed_in_program(&b, &server, &wf, "t", first);
         server.push(Reply::tool_calls(&[(
             "h",
             "final_report",
@@ -254,7 +258,7 @@ fn an_agent_tool_killed_mid_session_resumes_without_repeating_a_committed_call()
         )]));
         let r = b.run(&["runs", "resume", "t", "--quiet"]);
         assert_eq!(r.code, 0, "{}", r.err);
-        assert_eq!(side(), "2 1\n2 2\n", "the program in flight ran again");
+        assert_eq!(side(&b), "2 1\n2 2\n", "the program in flight ran again");
         let requests = &server.requests()[before..];
         assert_eq!(requests.len(), 4, "no committed model call was made again");
         assert_eq!(

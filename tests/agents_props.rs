@@ -1,6 +1,7 @@
 //! Property: any script of model replies (valid and invalid exits, tool calls good and
 //! bad, text, HTTP errors, garbage bodies) ends an agent session in a defined status
-//! within `max_turns` model calls, never a panic, against the scripted server on loopback.
+//! within `max_turns` model calls, never a panic, against the scripted server on loopback;
+//! and any script of replies to a supervisor's policy agent ends its run likewise.
 
 #[path = "support/chat_server.rs"]
 mod chat_server;
@@ -113,6 +114,105 @@ proptest! {
         }
         if let Some(s) = run.sessions().first() {
             prop_assert!(s.turns() <= max_turns);
+        }
+        prop_assert!(!run.is_running());
+    }
+}
+
+/// One scripted reply to a supervisor's policy agent, by kind.
+#[derive(Debug, Clone)]
+enum Decide {
+    Work,
+    Stop,
+    OutsideEnum,
+    AskWithoutClarification,
+    Tool,
+    Text,
+    Error(u16),
+    Garbage,
+}
+
+fn decide_reply(d: &Decide) -> Reply {
+    let route = |args: &str| Reply::tool_calls(&[("r", "route", args)]);
+    match d {
+        Decide::Work => route(r#"{"decision": "work", "reason": "r"}"#),
+        Decide::Stop => route(r#"{"decision": "stop_global", "reason": "r"}"#),
+        Decide::OutsideEnum => route(r#"{"decision": "elsewhere", "reason": "r"}"#),
+        Decide::AskWithoutClarification => {
+            route(r#"{"decision": "ask_clarification", "reason": "r", "question": "q"}"#)
+        }
+        Decide::Tool => Reply::tool_calls(&[("t", "lookup", r#"{"id": 1}"#)]),
+        Decide::Text => Reply::text("just words"),
+        Decide::Error(s) => Reply::error(*s, "scripted failure"),
+        Decide::Garbage => Reply::raw(200, "application/json", "{\"choices\": 7"),
+    }
+}
+
+fn decide() -> impl Strategy<Value = Decide> {
+    prop_oneof![
+        3 => Just(Decide::Work),
+        2 => Just(Decide::Stop),
+        1 => Just(Decide::OutsideEnum),
+        1 => Just(Decide::AskWithoutClarification),
+        2 => Just(Decide::Tool),
+        2 => Just(Decide::Text),
+        1 => prop_oneof![Just(400u16), Just(500)].prop_map(Decide::Error),
+        1 => Just(Decide::Garbage),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// Property: any script of replies to a supervisor's policy agent (routes in and
+    /// outside its enum, tool calls, text, HTTP errors, garbage) ends the run in a
+    /// defined status, each decision's session within `max_turns` model calls, never a
+    /// panic; a completed run ended by a `route` the model sent.
+    #[test]
+    fn any_script_of_a_policy_agent_ends_in_a_defined_status(
+        script in prop::collection::vec(decide(), 0..10),
+        max_turns in 1u32..4,
+    ) {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a tokio runtime");
+        let server = rt.block_on(ChatServer::start(script.iter().map(decide_reply)));
+        let doc = json!({
+            "workflow": "policy-props",
+            "slices": {"done": {}},
+            "models": {"default": {"base_url": server.base_url(), "model": "m",
+                                   "api_key_env": "PACTGRAPH_TEST_NO_KEY", "max_retries": 0}},
+            "budgets": {"max_steps": 12},
+            "entry": "root",
+            "supervisors": {"root": {"allow": ["work"],
+                                     "policy": {"agent": {"tools": ["lookup"],
+                                                          "max_turns": max_turns}}}},
+            "nodes": {
+                "work": {"supervisor": "root", "writes": ["done"], "run": {"set": {"done": true}}},
+                "lookup": {"supervisor": "root", "run": {"set": {"found": true}},
+                           "tool": {"description": "Looks up.",
+                                    "parameters": {"type": "object",
+                                                   "properties": {"id": {"type": "integer"}},
+                                                   "required": ["id"]}}}
+            }
+        });
+        let ex = builder(graph(doc)).build().expect("builds");
+        let mut run = ex.start(json!({})).expect("valid");
+        rt.block_on(ex.run_in_place(&mut run));
+        match (run.status(), run.termination_reason()) {
+            (RunStatus::Completed, Some(R::StopGlobal)) => {}
+            (RunStatus::Failed, Some(R::AgentNoExit | R::ModelError)) => {
+                let msg = run.message().unwrap_or_default();
+                prop_assert!(msg.contains("the agent policy of supervisor `root`"), "{}", msg);
+            }
+            (RunStatus::Stopped, Some(R::MaxStepsExceeded)) => {}
+            (status, reason) => prop_assert!(false, "undefined end: {status} {reason:?}"),
+        }
+        for s in run.sessions() {
+            prop_assert_eq!(&*s.node, "root");
+            prop_assert!(s.turns() <= max_turns, "{} turns, max_turns {}", s.turns(), max_turns);
         }
         prop_assert!(!run.is_running());
     }
