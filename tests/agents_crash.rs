@@ -273,5 +273,13 @@ fn an_agent_tool_killed_mid_session_resumes_without_repeating_a_committed_call()
         let shown = b.show("t");
         assert_eq!(shown["run"]["status"], "completed");
         assert_eq!(shown["state"]["answer"], "helped");
+        let messages = b.run(&["runs", "show", "t", "--messages"]);
+        assert!(
+            messages
+                .out
+                .contains("session 1: node `helper` (visit 1, model `default`, 4 message(s), tool call c of session 0)"),
+            "{}",
+            messages.out
+        );
     }
 }
