@@ -122,6 +122,11 @@ fn an_agent_tool_answers_its_callers_call_with_its_final_report() {
     );
     let items = &run.trace().items;
     assert_eq!(items[3].source.as_deref(), Some("researcher"));
+    let reason = items[3].reason.as_deref().unwrap_or_default();
+    assert!(
+        reason.ends_with(", for tool call c2 of session 0"),
+        "the caller is recorded: {reason}"
+    );
     assert_eq!(items[4].source.as_deref(), Some("agent"));
     assert_eq!(items[4].target.as_deref(), Some("researcher"));
     assert_eq!(items[4].reason.as_deref(), Some("call c2: ok"));

@@ -155,6 +155,13 @@ impl Tx<'_> {
         if usage.get(USAGE_UNKNOWN).is_some() {
             reason.push_str(", usage unknown (the server sent none)");
         }
+        if let SessionOwner::Tool(c) = &ss.owner {
+            // The caller: which call of which session this agent tool answers.
+            reason.push_str(&format!(
+                ", for tool call {} of session {}",
+                c.call, c.session
+            ));
+        }
         let it = self.record(TraceKind::ModelCall, Some(Arc::clone(&sup)));
         it.source = Some(Arc::clone(&id));
         it.target = Some(ss.agent.model.as_str().into());

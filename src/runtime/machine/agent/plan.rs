@@ -61,7 +61,11 @@ impl<'e> Planner<'e> {
             .and_then(|a| run.level_state().get(&a.slice))
             .and_then(|advice| advice.get("tagged"))
             .and_then(serde_json::Value::as_str);
-        self.open_session(run, ss, opening(&np.id, agent, view, tagged))
+        self.open_session(
+            run,
+            ss,
+            opening(&format!("agent node `{}`", np.id), agent, view, tagged),
+        )
     }
 
     /// Begins session `ss` with `opened` (its opening messages, or why they could not be

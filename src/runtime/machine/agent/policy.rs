@@ -62,7 +62,16 @@ impl<'e> Planner<'e> {
             None,
             0,
         );
-        let (ss, effect) = self.open_session(run, ss, opening(&sp.id, agent, view, None));
+        let (ss, effect) = self.open_session(
+            run,
+            ss,
+            opening(
+                &format!("the agent policy of supervisor `{}`", sp.id),
+                agent,
+                view,
+                None,
+            ),
+        );
         step.stage = session_stage(level, ss, effect);
     }
 

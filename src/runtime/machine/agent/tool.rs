@@ -53,7 +53,11 @@ impl<'e> Planner<'e> {
         if session.is_some() {
             return self.continue_session(run, level, ss, step);
         }
-        let (ss, effect) = self.open_session(run, ss, opening(&id, agent, arguments, None));
+        let (ss, effect) = self.open_session(
+            run,
+            ss,
+            opening(&format!("agent tool `{id}`"), agent, arguments, None),
+        );
         step.stage = session_stage(level, ss, effect);
     }
 }
