@@ -134,8 +134,23 @@ pub(super) fn policy_plan(
     session_plan(graph, spec, exits, None, &fail)
 }
 
+/// Without the `agents` feature no session can run: every agent is refused, naming it.
+#[cfg(not(feature = "agents"))]
+fn session_plan(
+    _: &CompiledGraph,
+    _: &AgentSpec,
+    _: Vec<Exit>,
+    _: Option<String>,
+    fail: &dyn Fn(String) -> ExecutorBuildError,
+) -> Result<AgentPlan, ExecutorBuildError> {
+    Err(fail(
+        "pactgraph was built without the `agents` feature, which agents need".into(),
+    ))
+}
+
 /// What every session's plan needs besides its exit tools: the model and its client,
 /// and the tool nodes offered, their parameters compiled.
+#[cfg(feature = "agents")]
 fn session_plan(
     graph: &CompiledGraph,
     spec: &AgentSpec,
@@ -149,13 +164,8 @@ fn session_plan(
             spec.model
         )));
     };
-    #[cfg(feature = "agents")]
     let client = crate::model::client::ChatClient::new(model)
         .map_err(|e| fail(format!("its model `{}`: {e}", spec.model)))?;
-    #[cfg(not(feature = "agents"))]
-    return Err(fail(
-        "pactgraph was built without the `agents` feature, which agents need".into(),
-    ));
     let mut tools = Vec::with_capacity(spec.tools.len());
     for id in &spec.tools {
         let tool = graph
@@ -175,7 +185,6 @@ fn session_plan(
     }
     Ok(AgentPlan {
         model: spec.model.clone(),
-        #[cfg(feature = "agents")]
         client: Arc::new(client),
         price: model.price,
         spec: spec.clone(),
