@@ -230,3 +230,36 @@ fn an_agent_tools_text_is_its_result_and_its_failure_is_told_to_the_caller() {
         item.reason
     );
 }
+
+/// Proves: an agent tool's model calls are steps the budgets count: with `max_steps` 2,
+/// the caller's call and the agent tool's first call are the two steps, and the run
+/// stops before the agent tool's second call (`max_steps_exceeded`), its usage counted.
+#[test]
+fn an_agent_tools_calls_count_against_the_budgets() {
+    let rt = rt();
+    let server = rt.block_on(ChatServer::start([
+        calls(&[("c1", "researcher", json!({"query": "tides"}))]),
+        Reply::tool_calls(&[("x", "nonsense", "{}")]),
+        calls(&[("r1", "final_report", json!({"result": "never asked"}))]),
+    ]));
+    let mut d = doc(
+        &server.base_url(),
+        json!({"prompt": "{{ input.query }}", "max_turns": 3}),
+    );
+    d["budgets"]["max_steps"] = json!(2);
+    let run = run(&rt, d);
+    assert_eq!(run.status(), RunStatus::Stopped, "{:?}", run.message());
+    assert_eq!(
+        run.termination_reason(),
+        Some(pactgraph::runtime::TerminationReason::MaxStepsExceeded)
+    );
+    assert_eq!(run.steps(), 2);
+    assert_eq!(server.requests().len(), 2, "the third call was never made");
+    assert_eq!(
+        run.usage_total()
+            .get("input_tokens")
+            .and_then(serde_json::Number::as_u64),
+        Some(22),
+        "both calls' usage is counted"
+    );
+}
