@@ -174,16 +174,26 @@ fn stop_local_ends_the_level() {
 }
 
 /// Proves: with a `clarification` slice, `ask_clarification` is offered (and `question`,
-/// so the schema is not strict) and pauses the run with the model's question.
+/// so the schema is not strict) and pauses the run with the model's question; resumed
+/// with an answer, the supervisor decides again in a new session whose templates see the
+/// answer in `clarification`.
 #[test]
 fn ask_clarification_pauses_the_run_with_the_question() {
     let rt = rt();
-    let server = rt.block_on(ChatServer::start([route(
-        "c1",
-        json!({"decision": "ask_clarification", "reason": "unclear",
-               "question": "Which order?"}),
-    )]));
-    let ex = executor(doc(&server.base_url(), json!({"prompt": "go"}), true));
+    let server = rt.block_on(ChatServer::start([
+        route(
+            "c1",
+            json!({"decision": "ask_clarification", "reason": "unclear",
+                   "question": "Which order?"}),
+        ),
+        route(
+            "c2",
+            json!({"decision": "stop_global", "reason": "answered"}),
+        ),
+    ]));
+    let policy =
+        json!({"prompt": "go{% if clarification %}: {{ clarification.answer }}{% endif %}"});
+    let ex = executor(doc(&server.base_url(), policy, true));
     let run = run(&rt, &ex, json!({}));
     assert_eq!(
         run.status(),
@@ -200,6 +210,23 @@ fn ask_clarification_pauses_the_run_with_the_question() {
     );
     assert_eq!(f["parameters"]["properties"]["question"]["type"], "string");
     assert!(f.get("strict").is_none(), "question is optional: {f}");
+    let mut resumed = ex.resume(run, "order 12").expect("it awaits an answer");
+    rt.block_on(ex.run_in_place(&mut resumed));
+    assert_eq!(
+        resumed.status(),
+        RunStatus::Completed,
+        "{:?}",
+        resumed.message()
+    );
+    assert_eq!(
+        resumed.sessions().len(),
+        2,
+        "a new session for the new decision"
+    );
+    assert_eq!(
+        server.requests()[1].body["messages"],
+        json!([{"role": "user", "content": "go: order 12"}])
+    );
 }
 
 /// Proves: a decision outside the enum, and `ask_clarification` without its question,
