@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use chat_server::{ChatServer, Reply};
 use pactgraph::contracts::RoutingDecision;
 use pactgraph::runtime::{
-    Executor, HandlerError, PolicyInput, RunState, RunStatus, TerminationReason as R,
+    Accounting, Executor, HandlerError, PolicyInput, RunState, RunStatus, TerminationReason as R,
     TraceKind as K, sync_policy,
 };
 use serde_json::{Value, json};
@@ -308,6 +308,12 @@ fn a_policy_without_a_valid_route_fails_with_agent_no_exit() {
         msg.contains("the agent policy of supervisor `desk`") && msg.contains("route"),
         "{msg}"
     );
+    let acct = Accounting::from_trace(run.trace());
+    assert_eq!(
+        acct.total.get("input_tokens"),
+        Some(&22.into()),
+        "the two calls, counted once (the failure's item is no record)"
+    );
     let requests = server.requests();
     let asked = &requests[1].body["messages"][2];
     assert_eq!(
@@ -325,7 +331,8 @@ fn a_policy_without_a_valid_route_fails_with_agent_no_exit() {
 }
 
 /// Proves: a policy agent's tool call is a `tool_call` step (source the supervisor)
-/// whose result goes back to the model before it routes.
+/// whose result goes back to the model before it routes; the accounting counts the
+/// policy's model calls under the supervisor, as `usage_total` does.
 #[test]
 fn a_policy_agent_calls_its_tools_before_routing() {
     let rt = rt();
@@ -349,6 +356,21 @@ fn a_policy_agent_calls_its_tools_before_routing() {
     );
     assert_eq!(run.trace().items[1].source.as_deref(), Some("desk"));
     assert_eq!(run.trace().items[1].target.as_deref(), Some("fixed"));
+    let acct = Accounting::from_trace(run.trace());
+    let tokens =
+        |u: &pactgraph::runtime::Usage| u.get("input_tokens").and_then(serde_json::Number::as_u64);
+    assert_eq!(
+        tokens(&acct.total),
+        Some(22),
+        "two model calls of 11 input tokens"
+    );
+    assert_eq!(tokens(&acct.by_node["desk"]), Some(22));
+    assert_eq!(tokens(&acct.by_owner["desk"]), Some(22));
+    assert_eq!(tokens(run.usage_total()), Some(22));
+    let saved = serde_json::to_value(run.trace()).expect("the trace serializes");
+    let back: pactgraph::runtime::DecisionTrace =
+        serde_json::from_value(saved).expect("and reads back");
+    assert_eq!(&back, run.trace(), "the policy's records round-trip");
     let requests = server.requests();
     assert_eq!(
         requests[1].body["messages"][2],

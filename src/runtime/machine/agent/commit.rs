@@ -41,8 +41,8 @@ impl Tx<'_> {
             if let SessionOwner::Tool(_) = ss.owner {
                 return self.tool_answered(&ss, ss.session, Err(msg));
             }
-            let (id, sup) = (Arc::clone(&ss.id), Arc::clone(&ss.dispatcher));
-            return self.fail_after_run(TerminationReason::NodeFailed, msg, sup, (&id, 0), None);
+            let id = Arc::clone(&ss.id);
+            return self.session_failed(&ss, TerminationReason::NodeFailed, msg, (&id, 0), None);
         }
         if let SessionWork::Model {
             result: Some(Err(fault @ (Fault::Cancelled | Fault::Timeout(_)))),
@@ -126,10 +126,10 @@ impl Tx<'_> {
                 }
                 let (total_us, usage) = self.session_totals(index);
                 let msg = format!("{} `{id}` (model `{}`): {msg}", ss.what(), ss.agent.model);
-                return self.fail_after_run(
+                return self.session_failed(
+                    &ss,
                     TerminationReason::ModelError,
                     msg,
-                    sup,
                     (&id, total_us),
                     usage,
                 );
@@ -217,10 +217,10 @@ impl Tx<'_> {
                 if let SessionOwner::Tool(_) = ss.owner {
                     return self.tool_answered(&ss, Some(index), Err(msg));
                 }
-                self.fail_after_run(
+                self.session_failed(
+                    &ss,
                     TerminationReason::AgentNoExit,
                     msg,
-                    sup,
                     (&id, total_us),
                     usage,
                 );
@@ -263,6 +263,24 @@ impl Tx<'_> {
         }
         self.push_messages(index, messages);
         self.go_on(&ss, index);
+    }
+
+    /// Session `ss` fails the run: for a node, the failure's item stands for the node
+    /// run (its time and usage, see [`Tx::fail_after_run`]); for a policy, its calls'
+    /// items are its records already, so the failure's item is plain.
+    fn session_failed(
+        &mut self,
+        ss: &SessionStep<'_>,
+        reason: TerminationReason,
+        msg: String,
+        ran: (&Arc<str>, u64),
+        usage: Option<Usage>,
+    ) {
+        let sup = Arc::clone(&ss.dispatcher);
+        match ss.owner {
+            SessionOwner::Policy(_) => self.fail(reason, msg, Some(sup)),
+            _ => self.fail_after_run(reason, msg, sup, ran, usage),
+        }
     }
 
     /// Session `index` goes on: its next call is pending (an agent tool's is planned
