@@ -135,6 +135,23 @@ fn an_agent_tool_answers_its_callers_call_with_its_final_report() {
         "the agent tool's usage, for its caller"
     );
     assert_eq!(items[5].reason.as_deref(), Some("call c3: ok"));
+    let place = |i: usize| {
+        let t = items[i].tool_call().expect("the call's fields");
+        (&*t.caller, &*t.tool, t.index, t.status.as_str())
+    };
+    assert_eq!(place(2), ("agent", "fixed", 0, "ok"));
+    assert_eq!(
+        place(4),
+        ("agent", "researcher", 1, "ok"),
+        "its place in the reply"
+    );
+    assert_eq!(
+        place(5),
+        ("agent", "fixed", 2, "ok"),
+        "after the agent tool's"
+    );
+    let asked = items[3].model_call().expect("the call's fields");
+    assert_eq!((&*asked.node, asked.turn), ("researcher", 1));
     assert_eq!(run.steps(), 5, "three model calls and two `set` tool calls");
     let requests = server.requests();
     assert_eq!(requests.len(), 3);

@@ -8,13 +8,13 @@ use std::sync::Arc;
 
 use serde_json::Number;
 
-use super::plan::pending_session;
+use super::plan::{pending_session, unanswered};
 use super::reply::{Verdict, ask_for_exit, judge};
 use crate::contracts::Price;
 use crate::model::ChatMessage;
 use crate::runtime::data::{
-    COST_USD, Control, INPUT_TOKENS, OUTPUT_TOKENS, RunState, Session, TerminationReason,
-    TraceKind, Usage,
+    COST_USD, CallRecord, Control, HttpAttempt, INPUT_TOKENS, ModelCallItem, OUTPUT_TOKENS,
+    RunState, Session, TerminationReason, ToolCallItem, ToolCallStatus, TraceKind, Usage,
 };
 use crate::runtime::effects::{Fault, ModelReply};
 use crate::runtime::machine::commit::{Tx, attach_usage};
@@ -115,11 +115,22 @@ impl Tx<'_> {
             Err(fault) => {
                 let msg = fault.describe().1.to_string();
                 self.run.steps += 1;
+                let model: Arc<str> = ss.agent.model.as_str().into();
                 let it = self.record(TraceKind::ModelCall, Some(Arc::clone(&sup)));
                 it.source = Some(Arc::clone(&id));
-                it.target = Some(ss.agent.model.as_str().into());
+                it.target = Some(Arc::clone(&model));
                 it.reason = Some(format!("turn {turn}, attempt {attempt}: failed: {msg}").into());
                 it.duration_us = duration_us;
+                it.set_call(Some(CallRecord::Model(ModelCallItem {
+                    node: Arc::clone(&id),
+                    model,
+                    turn,
+                    attempt,
+                    failed_attempts: Vec::new(),
+                    finish_reason: None,
+                    usage_known: false,
+                    error: Some(msg.clone()),
+                })));
                 if let SessionOwner::Tool(_) = ss.owner {
                     let msg = format!("model `{}`: {msg}", ss.agent.model);
                     return self.tool_answered(&ss, Some(index), Err(msg));
@@ -139,20 +150,22 @@ impl Tx<'_> {
             message,
             finish_reason,
             usage,
-            retried,
+            failed_attempts,
         } = reply;
         let usage = call_usage(ss.agent.price.as_ref(), usage.as_ref());
         self.run.usage_total.add_all(&usage);
         self.run.steps += 1;
         let mut reason = format!("turn {turn}, attempt {attempt}");
-        if !retried.is_empty() {
-            reason.push_str(&format!(" (after {})", retried.join("; ")));
+        if !failed_attempts.is_empty() {
+            let words: Vec<String> = failed_attempts.iter().map(attempt_words).collect();
+            reason.push_str(&format!(" (after {})", words.join("; ")));
         }
         reason.push_str(&format!(
             ", finish_reason {}",
             finish_reason.as_deref().unwrap_or("none")
         ));
-        if usage.get(USAGE_UNKNOWN).is_some() {
+        let usage_known = usage.get(USAGE_UNKNOWN).is_none();
+        if !usage_known {
             reason.push_str(", usage unknown (the server sent none)");
         }
         if let SessionOwner::Tool(c) = &ss.owner {
@@ -162,12 +175,23 @@ impl Tx<'_> {
                 c.call, c.session
             ));
         }
+        let model: Arc<str> = ss.agent.model.as_str().into();
         let it = self.record(TraceKind::ModelCall, Some(Arc::clone(&sup)));
         it.source = Some(Arc::clone(&id));
-        it.target = Some(ss.agent.model.as_str().into());
+        it.target = Some(Arc::clone(&model));
         it.reason = Some(reason.into());
         it.duration_us = duration_us;
         attach_usage(it, usage);
+        it.set_call(Some(CallRecord::Model(ModelCallItem {
+            node: Arc::clone(&id),
+            model,
+            turn,
+            attempt,
+            failed_attempts,
+            finish_reason,
+            usage_known,
+            error: None,
+        })));
         let verdict = judge(self.plan, ss.agent, &message);
         self.push_messages(index, [message]);
         let last = ss.is_last(turn);
@@ -241,14 +265,32 @@ impl Tx<'_> {
             return self.fault(&ss.id, ss.what(), Fault::Cancelled, Some(sup));
         }
         let mut messages = Vec::with_capacity(outcomes.len());
-        for o in outcomes {
-            self.run.steps += 1;
+        // The calls answered before this batch (an agent tool's call comes alone).
+        let first = self
+            .run
+            .sessions
+            .get(index as usize)
+            .and_then(unanswered)
+            .map_or(0, |(_, answered)| answered);
+        for (at, o) in outcomes.into_iter().enumerate() {
+            // A call skipped for want of steps did not run: it counts no step.
+            if o.status != ToolCallStatus::Skipped {
+                self.run.steps += 1;
+            }
             if let Some(u) = &o.usage {
                 self.run.usage_total.add_all(u);
             }
             let reason = match &o.error {
                 None => format!("call {}: ok", o.call_id),
                 Some(e) => format!("call {}: error: {e}", o.call_id),
+            };
+            let record = ToolCallItem {
+                caller: Arc::clone(&ss.id),
+                tool: Arc::clone(&o.tool),
+                call_id: o.call_id.clone(),
+                index: u32::try_from(first + at).unwrap_or(u32::MAX),
+                status: o.status,
+                error: o.error,
             };
             let it = self.record(TraceKind::ToolCall, Some(Arc::clone(&sup)));
             it.source = Some(Arc::clone(&ss.id));
@@ -258,6 +300,7 @@ impl Tx<'_> {
             if let Some(u) = o.usage {
                 attach_usage(it, u);
             }
+            it.set_call(Some(CallRecord::Tool(record)));
             let content = o.content.unwrap_or_else(|| "{}".into());
             messages.push(ChatMessage::tool(o.call_id, content));
         }
@@ -352,4 +395,14 @@ pub(crate) fn call_usage(price: Option<&Price>, usage: Option<&crate::model::Usa
         }
     }
     out
+}
+
+/// One failed HTTP attempt in words, for the item's `reason`: its error (which names
+/// the HTTP status). Its timings are fields of the item only, so the words are the same
+/// on every run of the same script.
+fn attempt_words(a: &HttpAttempt) -> String {
+    match a.status {
+        Some(s) if !a.error.contains(&format!("HTTP {s}")) => format!("HTTP {s}: {}", a.error),
+        _ => a.error.clone(),
+    }
 }

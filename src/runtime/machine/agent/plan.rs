@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::reply::{arguments_of, error_content, exit_output};
 use super::templates::opening;
 use crate::model::{ChatMessage, Role as ChatRole, ToolCall, ToolChoice};
-use crate::runtime::data::{Pending, Role, RunState, Session, ToolCaller, Writes};
+use crate::runtime::data::{Pending, Role, RunState, Session, ToolCallStatus, ToolCaller, Writes};
 use crate::runtime::effects::{Call, CallIds, Effect, EffectKind, ModelCall, ToolInvocation};
 use crate::runtime::machine::budgets::check_node;
 use crate::runtime::machine::calls::{NodeCall, node_call};
@@ -239,6 +239,8 @@ impl<'e> Planner<'e> {
             delay: Duration::ZERO,
             call: Call::Model(Box::new(ModelCall {
                 model: agent.model.as_str().into(),
+                node: Arc::clone(&ss.id),
+                turn,
                 #[cfg(feature = "agents")]
                 client: Arc::clone(&agent.client),
                 messages,
@@ -255,11 +257,15 @@ impl<'e> Planner<'e> {
     }
 
     /// The outcome of each of a reply's unanswered tool calls `calls`, in its order,
-    /// with those answered already (a mistake, a tool node that calls nothing), and the
-    /// calls to run; they stop before the first call of an agent tool, which is returned
-    /// when it comes first (its session runs alone, in steps of its own). Call `i` is step
-    /// `run.steps + i`.
+    /// with those answered already (a mistake, a tool node that calls nothing, a call
+    /// past `max_steps`), and the calls to run; they stop before the first call of an
+    /// agent tool, which is returned when it comes first (its session runs alone, in
+    /// steps of its own). Call `i` is step `run.steps + i`: every call counts against
+    /// `max_steps` before it starts, so the calls with no step left are `skipped`, not run
+    /// (ADR 0042; the run then stops at its next step with `max_steps_exceeded`).
     fn tool_work(&self, run: &RunState, agent: &AgentPlan, calls: &[ToolCall]) -> ToolWork<'e> {
+        let max_steps = self.plan.graph.budgets().max_steps;
+        let room = usize::try_from(max_steps.saturating_sub(run.steps)).unwrap_or(usize::MAX);
         let mut work = ToolWork {
             outcomes: Vec::with_capacity(calls.len()),
             invocations: Vec::new(),
@@ -269,13 +275,25 @@ impl<'e> Planner<'e> {
             let mut outcome = ToolOutcome {
                 call_id: call.id.clone(),
                 tool: call.name.as_str().into(),
+                status: ToolCallStatus::Ok,
                 content: None,
                 error: None,
                 usage: None,
                 duration_us: 0,
                 cancelled: false,
             };
-            match self.tool_call(run, agent, call, index) {
+            let answer = if index >= room {
+                outcome.status = ToolCallStatus::Skipped;
+                Err(format!(
+                    "not run: the run's max_steps ({max_steps}) left no step for this call \
+                     ({} of the reply's {} tool calls fit)",
+                    room,
+                    calls.len()
+                ))
+            } else {
+                self.tool_call(run, agent, call, index)
+            };
+            match answer {
                 Ok(Answer::Run(invocation)) => work.invocations.push(invocation),
                 Ok(Answer::Now(content)) => outcome.content = Some(content),
                 Ok(Answer::Agent(called)) => {
@@ -285,6 +303,9 @@ impl<'e> Planner<'e> {
                     break;
                 }
                 Err(error) => {
+                    if outcome.status == ToolCallStatus::Ok {
+                        outcome.status = ToolCallStatus::Invalid;
+                    }
                     outcome.content = Some(error_content(&error));
                     outcome.error = Some(error);
                 }
@@ -456,7 +477,7 @@ pub(crate) fn pending_session(ss: &SessionStep<'_>, session: u32) -> Option<Pend
 
 /// The tool calls of `conversation`'s last reply not answered yet, and how many are:
 /// `None` when its last reply made no call or every call is answered.
-fn unanswered(conversation: &Session) -> Option<(&ChatMessage, usize)> {
+pub(crate) fn unanswered(conversation: &Session) -> Option<(&ChatMessage, usize)> {
     let at = conversation
         .messages
         .iter()

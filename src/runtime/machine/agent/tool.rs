@@ -10,11 +10,13 @@
 use std::sync::Arc;
 
 use super::commit::session_totals;
-use super::plan::{AgentCall, new_session, session_stage};
+use super::plan::{AgentCall, new_session, session_stage, unanswered};
 use super::reply::error_content;
 use super::templates::opening;
 use crate::model::ChatMessage;
-use crate::runtime::data::{RunState, ToolCaller, TraceKind};
+use crate::runtime::data::{
+    CallRecord, RunState, ToolCallItem, ToolCallStatus, ToolCaller, TraceKind,
+};
 use crate::runtime::machine::commit::{Tx, attach_usage};
 use crate::runtime::machine::planner::Planner;
 use crate::runtime::machine::step::{Level, SessionOwner, SessionStep, Step};
@@ -77,20 +79,31 @@ impl Tx<'_> {
             return;
         };
         let (total_us, usage) = index.map_or((0, None), |i| session_totals(self.run, i));
-        let source = self
-            .run
-            .sessions
-            .get(caller.session as usize)
-            .map(|s| Arc::clone(&s.node));
-        let (reason, content) = match result {
-            Ok(content) => (format!("call {}: ok", caller.call), content),
+        let calling = self.run.sessions.get(caller.session as usize);
+        let source = calling.map(|s| Arc::clone(&s.node));
+        // The call's place in its reply: after the calls answered before it.
+        let at = calling
+            .and_then(unanswered)
+            .map_or(0, |(_, answered)| answered);
+        let (reason, content, error) = match result {
+            Ok(content) => (format!("call {}: ok", caller.call), content, None),
             Err(e) => {
                 let error = format!("agent tool `{}` failed: {e}", ss.id);
-                (
-                    format!("call {}: error: {error}", caller.call),
-                    error_content(&error),
-                )
+                let reason = format!("call {}: error: {error}", caller.call);
+                (reason, error_content(&error), Some(error))
             }
+        };
+        let record = ToolCallItem {
+            caller: source.clone().unwrap_or_else(|| Arc::clone(&ss.dispatcher)),
+            tool: Arc::clone(&ss.id),
+            call_id: caller.call.clone(),
+            index: u32::try_from(at).unwrap_or(u32::MAX),
+            status: if error.is_some() {
+                ToolCallStatus::Failed
+            } else {
+                ToolCallStatus::Ok
+            },
+            error,
         };
         let it = self.record(TraceKind::ToolCall, Some(Arc::clone(&ss.dispatcher)));
         it.source = source;
@@ -101,6 +114,7 @@ impl Tx<'_> {
             // Counted in `usage_total` call by call: here for the caller's sum.
             attach_usage(it, u);
         }
+        it.set_call(Some(CallRecord::Tool(record)));
         let message = ChatMessage::tool(caller.call.clone(), content);
         self.push_messages(caller.session, [message]);
     }
