@@ -505,6 +505,7 @@ impl Executor {
             base_dir: &self.plan.base_dir,
             clock: self.plan.clock,
             cancel: &self.cancel,
+            events: self.events.as_ref(),
         }
         .perform(effect)
         .await

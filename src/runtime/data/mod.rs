@@ -4,6 +4,7 @@
 //! (`machine`), the effects (`effects`) and the executor all build on it.
 
 mod accounting;
+mod call_items;
 mod callstack;
 pub(crate) mod changes;
 mod clock;
@@ -22,6 +23,7 @@ mod team_state;
 mod trace;
 
 pub use accounting::Accounting;
+pub use call_items::{CallRecord, HttpAttempt, ModelCallItem, ToolCallItem, ToolCallStatus};
 pub use callstack::{Frame, KeptChild, Owed, UncommittedFrame};
 pub use clock::Clock;
 pub use event_bus::{DEFAULT_EVENT_BUFFER, DeltaPublisher, RunEvents, Subscription};

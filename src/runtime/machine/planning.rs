@@ -16,7 +16,7 @@ use super::step::{
     TeamTurn, Then, ready,
 };
 use crate::contracts::{RoutingDecision, SupervisorOutput};
-use crate::runtime::data::{Chain, Clock, Pending, RunState, RunStatus, TraceKind};
+use crate::runtime::data::{Chain, Clock, Pending, RunState, RunStatus, ToolCallStatus, TraceKind};
 use crate::runtime::effects::{EffectOutput, Fault, Produced};
 use crate::runtime::plan::{Plan, PolicyRun};
 
@@ -371,6 +371,10 @@ fn resolve_session(work: &mut SessionWork, output: EffectOutput) {
                         }
                         Err(fault) => {
                             o.cancelled = fault == Fault::Cancelled;
+                            o.status = match fault {
+                                Fault::Timeout(_) => ToolCallStatus::Timeout,
+                                _ => ToolCallStatus::Failed,
+                            };
                             let error = format!("tool `{}` {}", o.tool, fault_words(&fault));
                             o.content = Some(super::agent::error_content(&error));
                             o.error = Some(error);

@@ -24,8 +24,8 @@ use super::budgets::GuardStop;
 use crate::contracts::{Advisors, RetryPolicy, StopGlobal, StopLocal, Team};
 use crate::model::ChatMessage;
 use crate::runtime::data::{
-    Chain, ChainTrigger, NodeOutput, Owed, RunState, TeamRun, TerminationReason, TraceItem,
-    TraceKind, Usage,
+    Chain, ChainTrigger, NodeOutput, Owed, RunState, TeamRun, TerminationReason, ToolCallStatus,
+    TraceItem, TraceKind, Usage,
 };
 use crate::runtime::effects::{Call, Effect, Fault, ModelReply, Report};
 use crate::runtime::plan::agent::AgentPlan;
@@ -264,6 +264,8 @@ pub(crate) enum SessionWork {
 pub(crate) struct ToolOutcome {
     pub(crate) call_id: String,
     pub(crate) tool: Arc<str>,
+    /// How it ended (`ok` until a mistake, a failure or a skip says otherwise).
+    pub(crate) status: ToolCallStatus,
     /// What the model is told (the tool's output object or `{"error": ...}`), once known.
     pub(crate) content: Option<String>,
     /// The error, when the call failed or was a mistake.

@@ -12,7 +12,8 @@ use super::reply::{Verdict, ask_for_exit, judge};
 use crate::contracts::Price;
 use crate::model::ChatMessage;
 use crate::runtime::data::{
-    COST_USD, Control, INPUT_TOKENS, OUTPUT_TOKENS, Session, TerminationReason, TraceKind, Usage,
+    COST_USD, CallRecord, Control, HttpAttempt, INPUT_TOKENS, ModelCallItem, OUTPUT_TOKENS,
+    Session, TerminationReason, ToolCallItem, ToolCallStatus, TraceKind, Usage,
 };
 use crate::runtime::effects::{Fault, ModelReply};
 use crate::runtime::machine::commit::{Tx, attach_usage};
@@ -96,11 +97,22 @@ impl Tx<'_> {
             Err(fault) => {
                 let msg = fault.describe().1.to_string();
                 self.run.steps += 1;
+                let model: Arc<str> = ss.agent.model.as_str().into();
                 let it = self.record(TraceKind::ModelCall, Some(Arc::clone(&sup)));
                 it.source = Some(Arc::clone(&node));
-                it.target = Some(ss.agent.model.as_str().into());
+                it.target = Some(Arc::clone(&model));
                 it.reason = Some(format!("turn {turn}, attempt {attempt}: failed: {msg}").into());
                 it.duration_us = duration_us;
+                it.set_call(Some(CallRecord::Model(ModelCallItem {
+                    node: Arc::clone(&node),
+                    model,
+                    turn,
+                    attempt,
+                    failed_attempts: Vec::new(),
+                    finish_reason: None,
+                    usage_known: false,
+                    error: Some(msg.clone()),
+                })));
                 let (total_us, usage) = self.session_totals(index);
                 let msg = format!("agent node `{node}` (model `{}`): {msg}", ss.agent.model);
                 return self.fail_after_run(
@@ -116,28 +128,41 @@ impl Tx<'_> {
             message,
             finish_reason,
             usage,
-            retried,
+            failed_attempts,
         } = reply;
         let usage = call_usage(ss.agent.price.as_ref(), usage.as_ref());
         self.run.usage_total.add_all(&usage);
         self.run.steps += 1;
         let mut reason = format!("turn {turn}, attempt {attempt}");
-        if !retried.is_empty() {
-            reason.push_str(&format!(" (after {})", retried.join("; ")));
+        if !failed_attempts.is_empty() {
+            let words: Vec<String> = failed_attempts.iter().map(attempt_words).collect();
+            reason.push_str(&format!(" (after {})", words.join("; ")));
         }
         reason.push_str(&format!(
             ", finish_reason {}",
             finish_reason.as_deref().unwrap_or("none")
         ));
-        if usage.get(USAGE_UNKNOWN).is_some() {
+        let usage_known = usage.get(USAGE_UNKNOWN).is_none();
+        if !usage_known {
             reason.push_str(", usage unknown (the server sent none)");
         }
+        let model: Arc<str> = ss.agent.model.as_str().into();
         let it = self.record(TraceKind::ModelCall, Some(Arc::clone(&sup)));
         it.source = Some(Arc::clone(&node));
-        it.target = Some(ss.agent.model.as_str().into());
+        it.target = Some(Arc::clone(&model));
         it.reason = Some(reason.into());
         it.duration_us = duration_us;
         attach_usage(it, usage);
+        it.set_call(Some(CallRecord::Model(ModelCallItem {
+            node: Arc::clone(&node),
+            model,
+            turn,
+            attempt,
+            failed_attempts,
+            finish_reason,
+            usage_known,
+            error: None,
+        })));
         let verdict = judge(self.plan, ss.agent, &message);
         self.push_messages(index, [message]);
         let last = turn >= ss.agent.max_turns();
@@ -203,14 +228,25 @@ impl Tx<'_> {
             return self.fault(&ss.np.id, "agent node", Fault::Cancelled, Some(sup));
         }
         let mut messages = Vec::with_capacity(outcomes.len());
-        for o in outcomes {
-            self.run.steps += 1;
+        for (index, o) in outcomes.into_iter().enumerate() {
+            // A call skipped for want of steps did not run: it counts no step.
+            if o.status != ToolCallStatus::Skipped {
+                self.run.steps += 1;
+            }
             if let Some(u) = &o.usage {
                 self.run.usage_total.add_all(u);
             }
             let reason = match &o.error {
                 None => format!("call {}: ok", o.call_id),
                 Some(e) => format!("call {}: error: {e}", o.call_id),
+            };
+            let record = ToolCallItem {
+                caller: Arc::clone(&ss.np.id),
+                tool: Arc::clone(&o.tool),
+                call_id: o.call_id.clone(),
+                index: u32::try_from(index).unwrap_or(u32::MAX),
+                status: o.status,
+                error: o.error,
             };
             let it = self.record(TraceKind::ToolCall, Some(Arc::clone(&sup)));
             it.source = Some(Arc::clone(&ss.np.id));
@@ -220,6 +256,7 @@ impl Tx<'_> {
             if let Some(u) = o.usage {
                 attach_usage(it, u);
             }
+            it.set_call(Some(CallRecord::Tool(record)));
             let content = o.content.unwrap_or_else(|| "{}".into());
             messages.push(ChatMessage::tool(o.call_id, content));
         }
@@ -279,4 +316,14 @@ pub(crate) fn call_usage(price: Option<&Price>, usage: Option<&crate::model::Usa
         }
     }
     out
+}
+
+/// One failed HTTP attempt in words, for the item's `reason`: its error (which names
+/// the HTTP status). Its timings are fields of the item only, so the words are the same
+/// on every run of the same script.
+fn attempt_words(a: &HttpAttempt) -> String {
+    match a.status {
+        Some(s) if !a.error.contains(&format!("HTTP {s}")) => format!("HTTP {s}: {}", a.error),
+        _ => a.error.clone(),
+    }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::reply::{arguments_of, error_content, exit_output};
 use super::templates::opening;
 use crate::model::{ChatMessage, Role as ChatRole, ToolCall, ToolChoice};
-use crate::runtime::data::{Pending, Role, RunState, Writes};
+use crate::runtime::data::{Pending, Role, RunState, ToolCallStatus, Writes};
 use crate::runtime::effects::{Call, CallIds, Effect, EffectKind, ModelCall, ToolInvocation};
 use crate::runtime::machine::budgets::check_node;
 use crate::runtime::machine::calls::{NodeCall, node_call};
@@ -214,6 +214,8 @@ impl<'e> Planner<'e> {
             delay: Duration::ZERO,
             call: Call::Model(Box::new(ModelCall {
                 model: agent.model.as_str().into(),
+                node: Arc::clone(node),
+                turn,
                 #[cfg(feature = "agents")]
                 client: Arc::clone(&agent.client),
                 messages,
@@ -230,30 +232,49 @@ impl<'e> Planner<'e> {
     }
 
     /// The outcome of each of a reply's tool calls, in its order, with those answered
-    /// already (a mistake, a tool node that calls nothing), and the calls to run. Call `i`
-    /// is step `run.steps + i`.
+    /// already (a mistake, a tool node that calls nothing, a call past `max_steps`), and
+    /// the calls to run. Call `i` is step `run.steps + i`: every call counts against
+    /// `max_steps` before it starts, so the calls with no step left are `skipped`, not run
+    /// (ADR 0042; the run then stops at its next step with `max_steps_exceeded`).
     fn tool_work(
         &self,
         run: &RunState,
         agent: &AgentPlan,
         calls: &[ToolCall],
     ) -> (Vec<ToolOutcome>, Vec<ToolInvocation>) {
+        let max_steps = self.plan.graph.budgets().max_steps;
+        let room = usize::try_from(max_steps.saturating_sub(run.steps)).unwrap_or(usize::MAX);
         let mut outcomes = Vec::with_capacity(calls.len());
         let mut invocations = Vec::new();
         for (index, call) in calls.iter().enumerate() {
             let mut outcome = ToolOutcome {
                 call_id: call.id.clone(),
                 tool: call.name.as_str().into(),
+                status: ToolCallStatus::Ok,
                 content: None,
                 error: None,
                 usage: None,
                 duration_us: 0,
                 cancelled: false,
             };
-            match self.tool_call(run, agent, call, index) {
+            let answer = if index >= room {
+                outcome.status = ToolCallStatus::Skipped;
+                Err(format!(
+                    "not run: the run's max_steps ({max_steps}) left no step for this call \
+                     ({} of the reply's {} tool calls fit)",
+                    room,
+                    calls.len()
+                ))
+            } else {
+                self.tool_call(run, agent, call, index)
+            };
+            match answer {
                 Ok(Answer::Run(invocation)) => invocations.push(invocation),
                 Ok(Answer::Now(content)) => outcome.content = Some(content),
                 Err(error) => {
+                    if outcome.status == ToolCallStatus::Ok {
+                        outcome.status = ToolCallStatus::Invalid;
+                    }
                     outcome.content = Some(error_content(&error));
                     outcome.error = Some(error);
                 }
