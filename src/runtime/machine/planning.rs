@@ -429,6 +429,7 @@ fn fault_words(fault: &Fault) -> String {
 /// Commits a step to the run it was planned on: records its trace items and applies its
 /// outcome. Returns the status after it. A step still waiting on an effect, or planned on
 /// a run that has moved since (or on another run), commits nothing.
+#[inline]
 pub(crate) fn commit_step(plan: &Plan, run: &mut RunState, step: Step<'_>) -> RunStatus {
     if step.base != (run.steps, run.trace.len()) {
         return run.status();
