@@ -12,6 +12,7 @@ mod auth;
 mod body;
 mod catalog;
 mod error;
+mod feed;
 mod metrics;
 pub mod resume;
 mod routes;

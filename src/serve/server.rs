@@ -14,8 +14,10 @@ use super::ExecutorFor;
 use super::app::router;
 use super::auth::Auth;
 use super::catalog::Catalog;
+use super::feed::Feeds;
 use super::metrics::Metrics;
 use super::state::AppState;
+use crate::runtime::RunEvents;
 use crate::store::{AnyStore, StoreError, WorkEvent, WorkerOptions, work};
 
 /// How the server runs.
@@ -158,6 +160,7 @@ pub async fn serve(
         None => None,
     };
     let stop = CancellationToken::new();
+    let events = RunEvents::new();
     let state = Arc::new(AppState {
         store: store.clone(),
         catalog: Catalog::new(options.workflows.clone()),
@@ -171,6 +174,8 @@ pub async fn serve(
         streams: Arc::new(tokio::sync::Semaphore::new(options.max_streams)),
         event_poll: options.event_poll,
         keep_alive: options.keep_alive,
+        feeds: Arc::new(Feeds::new(events.clone())),
+        events: events.clone(),
     });
     let app = router(Arc::clone(&state), cors);
     let trigger = stop.clone();
@@ -236,7 +241,7 @@ pub async fn serve(
         let summary = work(
             &store,
             &worker_options,
-            move |s| for_worker(s),
+            move |s| for_worker(s).map(|e| e.with_events(events.clone())),
             report,
             stop.cancelled(),
         )

@@ -10,7 +10,9 @@ use tokio_util::task::TaskTracker;
 use super::ExecutorFor;
 use super::auth::Auth;
 use super::catalog::Catalog;
+use super::feed::Feeds;
 use super::metrics::Metrics;
+use crate::runtime::RunEvents;
 use crate::store::AnyStore;
 
 /// What every handler shares.
@@ -39,6 +41,11 @@ pub struct AppState {
     pub event_poll: Duration,
     /// How often an idle event stream sends a keep-alive comment.
     pub keep_alive: Duration,
+    /// The event streams' shared followers, one per run followed.
+    pub feeds: Arc<Feeds>,
+    /// Where the runs driven here (the workers', the resumes') publish their events: the
+    /// feeds hear of a commit at once instead of at their next poll.
+    pub events: RunEvents,
 }
 
 /// Shared state.

@@ -13,33 +13,34 @@ use futures_util::Stream;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::super::error::ApiError;
+use super::super::feed::{End, Next, Sent, Watch};
 use super::super::sendable;
 use super::super::state::Shared;
-use crate::runtime::{RunEvent, RunId};
-use crate::store::StoredStatus;
+use crate::runtime::RunId;
 
 /// Events read from the store at once.
 const PAGE: usize = 500;
+
+/// Events taken from the feed's ring at once.
+const TAKE: usize = 256;
 
 /// One stream's position.
 struct Follow {
     state: Shared,
     id: RunId,
+    /// The `seq` of the last kept event sent.
     after: u64,
-    buffer: VecDeque<RunEvent>,
+    buffer: VecDeque<Sent>,
+    watch: Watch,
     done: bool,
     _permit: OwnedSemaphorePermit,
 }
 
-/// True when the run will publish nothing more without an answer or a resume.
-fn settled(status: StoredStatus) -> bool {
-    status.is_ended() || status == StoredStatus::AwaitingInput
-}
-
-/// `GET /api/runs/{id}/events`: `id` is each event's `seq`, `data` the event's JSON
+/// `GET /api/runs/{id}/events`: `id` is each kept event's `seq`, `data` the event's JSON
 /// (docs/spec/events.md); the stream ends when the run has ended or paused and every
 /// event is sent, or when the server stops. Comments keep an idle stream alive. 503 when
-/// the server already follows its maximum of streams.
+/// the server already follows its maximum of streams. The streams of one run share one
+/// follower of the store (`serve::feed`); each reads its own history.
 pub async fn events(
     State(state): State<Shared>,
     UrlPath(key): UrlPath<String>,
@@ -62,11 +63,15 @@ pub async fn events(
     let permit = Arc::clone(&state.streams)
         .try_acquire_owned()
         .map_err(|_| ApiError::Busy("the server follows its maximum of event streams".into()))?;
+    let watch = state
+        .feeds
+        .join(&state.store, id, state.event_poll, &state.stop);
     let follow = Follow {
         state: Arc::clone(&state),
         id,
         after,
         buffer: VecDeque::new(),
+        watch,
         done: false,
         _permit: permit,
     };
@@ -74,47 +79,51 @@ pub async fn events(
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(state.keep_alive)))
 }
 
-/// The next event to send, reading the store (and waiting) until there is one; `None`
-/// ends the stream.
+/// The next event to send: from the stream's buffer, the feed's ring, or the store (its
+/// history, or what it missed), waiting for the feed when there is none; `None` ends the
+/// stream.
 async fn next_event(mut f: Follow) -> Option<(Result<Event, Infallible>, Follow)> {
     loop {
-        if let Some(event) = f.buffer.pop_front() {
-            f.after = event.seq;
-            let data = serde_json::to_string(&event).unwrap_or_else(|_| "{}".into());
-            let sse = Event::default().id(event.seq.to_string()).data(data);
+        if let Some(sent) = f.buffer.pop_front() {
+            let mut sse = Event::default().data(&*sent.data);
+            if sent.kept {
+                f.after = sent.seq;
+                sse = sse.id(sent.seq.to_string());
+            }
             return Some((Ok(sse), f));
         }
         if f.done || f.state.stop.is_cancelled() {
             return None;
         }
-        // The status first: every event committed before it is read next.
-        let status = match sendable::info(&f.state.store, f.id).await {
-            Ok(info) => info.status,
-            Err(e) => {
-                tracing::warn!(target: "pactgraph::serve", "events of run {}: {e}", f.id);
-                return None;
-            }
-        };
-        match sendable::events(&f.state.store, f.id, f.after, PAGE).await {
-            Ok(events) => {
-                let full = events.len() == PAGE;
-                f.buffer.extend(events);
-                if full || !f.buffer.is_empty() {
-                    continue;
+        match f.watch.take(f.after, TAKE) {
+            Next::Events(events) => f.buffer.extend(events),
+            Next::FromStore => match sendable::events(&f.state.store, f.id, f.after, PAGE).await {
+                Ok(events) if events.is_empty() => {
+                    // The feed knows of events the store did not give: not committed
+                    // where this read looked yet; the feed's next change says more.
+                    wait(&mut f).await?;
                 }
+                Ok(events) => f.buffer.extend(events.iter().map(Sent::of)),
+                Err(e) => {
+                    tracing::warn!(target: "pactgraph::serve", "events of run {}: {e}", f.id);
+                    return None;
+                }
+            },
+            Next::Wait => wait(&mut f).await?,
+            Next::Ended(end) => {
+                if end == End::Failed {
+                    tracing::debug!(target: "pactgraph::serve", "events of run {}: the feed failed", f.id);
+                }
+                f.done = true;
             }
-            Err(e) => {
-                tracing::warn!(target: "pactgraph::serve", "events of run {}: {e}", f.id);
-                return None;
-            }
         }
-        if settled(status) {
-            f.done = true;
-            continue;
-        }
-        tokio::select! {
-            () = tokio::time::sleep(f.state.event_poll) => {}
-            () = f.state.stop.cancelled() => return None,
-        }
+    }
+}
+
+/// Waits for the feed to change, or for the server to stop (`None`).
+async fn wait(f: &mut Follow) -> Option<()> {
+    tokio::select! {
+        () = f.watch.changed() => Some(()),
+        () = f.state.stop.cancelled() => None,
     }
 }

@@ -354,8 +354,9 @@ pub async fn resume(
                     .replace("--answer", "`answer`"),
             ),
         })?;
-    let executor =
-        (state.executor_for)(&stored).map_err(|e| ApiError::Internal(format!("run {id}: {e}")))?;
+    let executor = (state.executor_for)(&stored)
+        .map_err(|e| ApiError::Internal(format!("run {id}: {e}")))?
+        .with_events(state.events.clone());
     // Claimed before answering, so a 202 means this server holds the run.
     let owner = local_owner();
     sendable::claim(&state.store, id, &owner, state.lease).await?;
