@@ -19,6 +19,7 @@ mod routes;
 mod sendable;
 mod server;
 mod state;
+mod trace_values;
 mod ui;
 pub mod views;
 

@@ -15,6 +15,7 @@ use super::super::error::ApiError;
 use super::super::resume::{ResumeRefused, plan_resume};
 use super::super::sendable;
 use super::super::state::Shared;
+use super::super::trace_values::trace_with_values;
 use super::super::views::{links, list_rows, show_json};
 use crate::runtime::{Executor, RunId, RunRecord, StartError, document_dir};
 use crate::store::{
@@ -123,14 +124,48 @@ pub async fn show(
     Ok(Json(value))
 }
 
-/// `GET /api/runs/{id}/trace`: the decision trace (a JSON array).
+/// `GET /api/runs/{id}/trace` query.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceQuery {
+    values: Option<bool>,
+}
+
+/// Events read from the store at once for `?values=true`.
+const EVENTS_PAGE: usize = 1000;
+
+/// `GET /api/runs/{id}/trace[?values=true]`: the decision trace (a JSON array); with
+/// `values`, each node run's item also holds `values: {input, writes}` (see
+/// `serve::trace_values`).
 pub async fn trace(
     State(state): State<Shared>,
     UrlPath(key): UrlPath<String>,
+    q: Result<Query<TraceQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    let q = query(q)?;
     let stored = load(&state, &key).await?;
-    let value = show_json(&stored, true, false);
-    Ok(Json(value["trace"].clone()))
+    if q.values != Some(true) {
+        let value = show_json(&stored, true, false);
+        return Ok(Json(value["trace"].clone()));
+    }
+    let id = stored.info.id;
+    let mut events = Vec::new();
+    loop {
+        let after = events
+            .last()
+            .map_or(0, |e: &crate::runtime::RunEvent| e.seq);
+        let page = sendable::events(&state.store, id, after, EVENTS_PAGE).await?;
+        let full = page.len() == EVENTS_PAGE;
+        events.extend(page);
+        if !full {
+            break;
+        }
+    }
+    Ok(Json(trace_with_values(
+        &stored.record.run.trace().items,
+        &events,
+        &stored.record.document,
+    )))
 }
 
 /// `GET /api/runs/{id}/state`: the last committed state.
