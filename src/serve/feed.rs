@@ -228,7 +228,11 @@ async fn poll_run<S: RunStore + 'static>(
     };
     feed.ring().last_seq = after;
     feed.changed.send_modify(|n| *n += 1);
+    let wakeups = store.event_wakeups(id).await;
     let mut follower = Follower::new(&store, id, after).poll_every(poll).live(live);
+    if let Some(wakeups) = wakeups {
+        follower = follower.wakeups(wakeups);
+    }
     let end = loop {
         let next: Result<Option<RunEvent>, StoreError> = tokio::select! {
             next = follower.next() => next,

@@ -59,14 +59,17 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
 /// claiming; a name is locked across machines; a load reads one snapshot of the database.
 pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
     // The function runs once (a volatile CTE read twice is materialized), before the
-    // insert that reads it; a refused fence aborts the whole statement.
+    // insert that reads it; a refused fence aborts the whole statement. Followers of the
+    // run listening on `pactgraph_events` are told when it commits (its payload the run
+    // id; NOTIFY is sent at commit, so never for a refused checkpoint).
     checkpoint: format!(
         "WITH cp AS (SELECT {INFO} FROM pactgraph_checkpoint($1, $2, $3, $4, $5, \
          COALESCE($6::BIGINT, {POSTGRES_NOW}), $7, $8, $9, $10, $11, $12, $13, $14)), \
          ev AS (INSERT INTO events (run_id, seq, event) \
            SELECT $1, e.seq, e.event FROM cp, \
-             jsonb_to_recordset($15::jsonb) AS e(seq BIGINT, event TEXT)) \
-         SELECT * FROM cp"
+             jsonb_to_recordset($15::jsonb) AS e(seq BIGINT, event TEXT)), \
+         nt AS (SELECT pg_notify('pactgraph_events', $1) FROM cp) \
+         SELECT cp.* FROM cp, nt"
     ),
     now_ms: POSTGRES_NOW,
     int_param: "::BIGINT",

@@ -99,6 +99,15 @@ impl Backend for PgDb {
     }
 
     async fn wakeups(&self) -> Option<super::Wakeups> {
-        listen::listen(self.conns.options()).await
+        listen::listen(self.conns.options(), listen::CHANNEL, None).await
+    }
+
+    async fn event_wakeups(&self, id: crate::runtime::RunId) -> Option<super::Wakeups> {
+        listen::listen(
+            self.conns.options(),
+            listen::EVENTS_CHANNEL,
+            Some(id.to_string()),
+        )
+        .await
     }
 }
