@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use prometheus_client::metrics::counter::Counter;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -124,14 +125,17 @@ impl Feed {
 pub struct Feeds {
     map: Mutex<HashMap<RunId, Arc<Feed>>>,
     bus: RunEvents,
+    lags: Counter,
 }
 
 impl Feeds {
-    /// No feeds yet; the events of the runs this server drives are published on `bus`.
-    pub fn new(bus: RunEvents) -> Self {
+    /// No feeds yet; the events of the runs this server drives are published on `bus`;
+    /// `lags` counts the streams that fell behind a ring.
+    pub fn new(bus: RunEvents, lags: Counter) -> Self {
         Self {
             map: Mutex::default(),
             bus,
+            lags,
         }
     }
 
@@ -190,6 +194,7 @@ impl Feeds {
             feed,
             changes,
             next: None,
+            lags: self.lags.clone(),
         }
     }
 
@@ -265,6 +270,8 @@ pub struct Watch {
     changes: watch::Receiver<u64>,
     /// The ring position of the next event to take, once this stream reached the ring.
     next: Option<u64>,
+    /// Counts this stream's falls behind the ring.
+    lags: Counter,
 }
 
 /// What a stream does next ([`Watch::take`]).
@@ -290,7 +297,11 @@ impl Watch {
         let ring = self.feed.ring();
         let pos = match self.next {
             Some(pos) if pos >= ring.front => pos,
-            _ => {
+            fallen => {
+                if fallen.is_some() {
+                    // A slow stream: the ring moved on without it.
+                    self.lags.inc();
+                }
                 // Not in the ring yet, or fallen out of it: find the event after `after`.
                 let found = ring
                     .events

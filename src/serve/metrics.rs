@@ -47,6 +47,8 @@ pub struct Metrics {
     runs_read: Mutex<Option<Instant>>,
     feeds: Gauge,
     streams: Gauge,
+    /// Event streams that fell behind their feed's ring (read the store again).
+    pub lags: Counter,
 }
 
 impl Default for Metrics {
@@ -72,6 +74,12 @@ impl Metrics {
         );
         let feeds = Gauge::default();
         let streams = Gauge::default();
+        let lags = Counter::default();
+        registry.register(
+            "pactgraph_event_stream_lags",
+            "Times an event stream fell behind its run's shared feed and read the store again",
+            lags.clone(),
+        );
         registry.register(
             "pactgraph_event_feeds",
             "Runs whose events this server follows now (one store follower each)",
@@ -122,6 +130,7 @@ impl Metrics {
             runs_read: Mutex::new(None),
             feeds,
             streams,
+            lags,
         }
     }
 

@@ -161,12 +161,14 @@ pub async fn serve(
     };
     let stop = CancellationToken::new();
     let events = RunEvents::new();
+    let metrics = Metrics::new();
+    let lags = metrics.lags.clone();
     let state = Arc::new(AppState {
         store: store.clone(),
         catalog: Catalog::new(options.workflows.clone()),
         executor_for: Arc::clone(&executor_for),
         auth: options.token.as_deref().map(Auth::new),
-        metrics: Metrics::new(),
+        metrics,
         tasks: TaskTracker::new(),
         stop: stop.clone(),
         lease: options.lease,
@@ -174,7 +176,7 @@ pub async fn serve(
         streams: Arc::new(tokio::sync::Semaphore::new(options.max_streams)),
         event_poll: options.event_poll,
         keep_alive: options.keep_alive,
-        feeds: Arc::new(Feeds::new(events.clone())),
+        feeds: Arc::new(Feeds::new(events.clone(), lags)),
         events: events.clone(),
     });
     let app = router(Arc::clone(&state), cors);

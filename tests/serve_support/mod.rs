@@ -235,7 +235,7 @@ pub fn parse(buf: &[u8]) -> Option<Resp> {
 }
 
 /// The data of complete chunks in `buf`, and how many bytes they took.
-fn dechunk(buf: &[u8]) -> (Vec<u8>, usize) {
+pub fn dechunk(buf: &[u8]) -> (Vec<u8>, usize) {
     let mut out = Vec::new();
     let mut at = 0;
     loop {
