@@ -165,17 +165,22 @@ fn latencies(dir: &Path, s: &Server, steps: u32, by_process: bool) -> Vec<u64> {
         out
     });
     if by_process {
-        let status = Command::new(BIN)
-            .current_dir(dir)
-            .args(["worker", "--once", "--store"])
-            .arg(format!("sqlite:{}", dir.join("store.db").display()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("the worker runs");
-        assert!(status.success());
+        worker_once(dir);
     }
     reader.join().expect("the reader")
+}
+
+/// `pactgraph worker --once` on `dir`'s store: runs what is runnable, then exits.
+fn worker_once(dir: &Path) {
+    let status = Command::new(BIN)
+        .current_dir(dir)
+        .args(["worker", "--once", "--store"])
+        .arg(format!("sqlite:{}", dir.join("store.db").display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("the worker runs");
+    assert!(status.success());
 }
 
 fn write_workflows(dir: &Path, paced_steps: &[u32]) {
@@ -254,16 +259,8 @@ fn watched_run(dir: &Path, s: &Server, watchers: usize) -> Duration {
         }
     }
     let t = Instant::now();
-    let status = Command::new(BIN)
-        .current_dir(dir)
-        .args(["worker", "--once", "--store"])
-        .arg(format!("sqlite:{}", dir.join("store.db").display()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("the worker runs");
+    worker_once(dir);
     let took = t.elapsed();
-    assert!(status.success());
     let counts: Vec<usize> = readers
         .into_iter()
         .map(|r| r.join().expect("a reader"))

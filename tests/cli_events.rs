@@ -8,7 +8,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::cli::{Bench, ticker_json, untimed};
+use support::cli::{ASKER, Bench, ticker_json, untimed};
 
 const BIN: &str = env!("CARGO_BIN_EXE_pactgraph");
 
@@ -237,15 +237,6 @@ fn a_store_written_before_events_loads_and_numbers_from_one() {
     assert_eq!(&k[k.len() - 2..], ["run_ended", "checkpoint"]);
 }
 
-/// The asker (`ASK`'s document): pauses with "which?", then `x` completes it.
-const ASK: &str = r#"{"workflow": "asker", "slices": {"clarification": {}}, "entry": "root",
-    "supervisors": {"root": {"allow": ["x"],
-      "default": {"ask_clarification": {"question": "which?"}}}},
-    "nodes": {"x": {"supervisor": "root", "writes": ["clarification"],
-      "terminal": true,
-      "triggers": [{"priority": 1, "when": {"path": "/clarification", "exists": true}}],
-      "run": {"set": {"clarification": 1}}}}}"#;
-
 /// Waits up to `limit` for `child` to exit: its code, or `None` while it still runs.
 fn exited_within(child: &mut std::process::Child, limit: std::time::Duration) -> Option<i32> {
     let start = std::time::Instant::now();
@@ -269,7 +260,7 @@ fn exited_within(child: &mut std::process::Child, limit: std::time::Duration) ->
 #[test]
 fn runs_watch_follows_a_run_through_its_pause_and_resume() {
     for b in Bench::each(BIN.as_ref()) {
-        let wf = b.file("ask.json", ASK);
+        let wf = b.file("ask.json", ASKER);
         let r = b.run(&["run", wf.to_str().unwrap(), "--detach", "--name", "ask"]);
         assert_eq!(r.code, 0, "{}", r.err);
         let run_id = r.json()["run_id"].as_str().unwrap().to_string();

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use serve_support::{ASKER, Server, request};
-use support::cli::{Bench, ticker_json};
+use support::cli::{Bench, EMIT, FAIL, ticker_json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_pactgraph");
 
@@ -382,25 +382,6 @@ fn every_error_status_with_a_json_body() {
     assert_eq!(svg.error_code(), "not_implemented");
     assert_eq!(s.get("/api/workflows/ticker/graph.dot").status, 200);
 }
-
-/// One `set` step writing `out`, then the supervisor stops (completed); `deps` receives
-/// dependency results.
-const EMIT: &str = r#"{"workflow": "emit",
- "slices": {"out": {}, "deps": {}},
- "entry": "boss",
- "supervisors": {"boss": {"allow": ["emit"], "default": {"stop_global": {"reason": "done"}}}},
- "nodes": {"emit": {"supervisor": "boss", "reads": [], "writes": ["out"],
-   "triggers": [{"when": {"path": "/out", "exists": false}}],
-   "run": {"set": {"out": {"v": 1}}}}}}"#;
-
-/// One exec step that exits 3: the run fails (`node_failed`).
-const FAIL: &str = r#"{"workflow": "fail",
- "slices": {"out": {}},
- "entry": "boss",
- "supervisors": {"boss": {"allow": ["boom"], "default": {"stop_global": {"reason": "done"}}}},
- "nodes": {"boom": {"supervisor": "boss", "reads": [], "writes": ["out"],
-   "triggers": [{"when": {"path": "/out", "exists": false}}],
-   "run": {"exec": {"argv": ["python3", "-c", "import sys; sys.exit(3)"]}}}}}"#;
 
 /// Proves `POST /api/runs` takes `run`'s dependency options: after a failed run A, a run
 /// with `on_dep_failure: continue`, `dep_result` and `dep_timeout` runs and finds A's

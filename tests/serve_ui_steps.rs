@@ -13,31 +13,11 @@ mod serve_ui_support;
 mod support;
 
 use serde_json::{Value, json};
-use serve_support::Server;
+use serve_support::{CHAIN, POLISH_PY, Server};
 use serve_ui_support::{Browser, Step};
 use support::cli::{Bench, ticker_json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_pactgraph");
-
-/// `draft` (a `set` node reading `task`) then `polish` (a program reading `task` and
-/// `draft`, writing `out`), then the supervisor stops.
-const CHAIN: &str = r#"{"workflow": "chain",
- "slices": {"task": {}, "draft": {}, "out": {}},
- "entry": "boss",
- "supervisors": {"boss": {"allow": ["draft", "polish"],
-   "default": {"stop_global": {"reason": "done"}}}},
- "nodes": {
-   "draft": {"supervisor": "boss", "reads": ["task"], "writes": ["draft"],
-     "triggers": [{"priority": 2, "when": {"path": "/draft", "exists": false}}],
-     "run": {"set": {"draft": {"text": "first words"}}}},
-   "polish": {"supervisor": "boss", "reads": ["task", "draft"], "writes": ["out"],
-     "triggers": [{"priority": 1, "when": {"path": "/out", "exists": false}}],
-     "run": {"exec": {"argv": ["python3", "polish.py"]}}}}}"#;
-
-const POLISH_PY: &str = r#"import json, sys
-s = json.load(sys.stdin)["input"]
-print(json.dumps({"out": {"from": s["draft"]["text"], "size": len(s["task"])}}))
-"#;
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()

@@ -8,32 +8,10 @@ mod serve_support;
 mod support;
 
 use serde_json::{Value, json};
-use serve_support::Server;
+use serve_support::{CHAIN, POLISH_PY, Server};
 use support::cli::Bench;
 
 const BIN: &str = env!("CARGO_BIN_EXE_pactgraph");
-
-/// `draft` (a `set` node reading `task`) then `polish` (a program reading `task` and
-/// `draft`, writing `out`), then the supervisor stops. `secret` is a slice no node reads.
-pub const CHAIN: &str = r#"{"workflow": "chain",
- "slices": {"task": {}, "draft": {}, "out": {}, "secret": {}},
- "entry": "boss",
- "supervisors": {"boss": {"allow": ["draft", "polish"],
-   "default": {"stop_global": {"reason": "done"}}}},
- "nodes": {
-   "draft": {"supervisor": "boss", "reads": ["task"], "writes": ["draft"],
-     "triggers": [{"priority": 2, "when": {"path": "/draft", "exists": false}}],
-     "run": {"set": {"draft": {"text": "first words"}}}},
-   "polish": {"supervisor": "boss", "reads": ["task", "draft"], "writes": ["out"],
-     "triggers": [{"priority": 1, "when": {"path": "/out", "exists": false}}],
-     "run": {"exec": {"argv": ["python3", "polish.py"]}}}}}"#;
-
-/// Writes `out` from what it read: the task and the draft's text.
-pub const POLISH_PY: &str = r#"import json, sys
-req = json.load(sys.stdin)
-s = req["input"]
-print(json.dumps({"out": {"task": s["task"], "from": s["draft"]["text"], "n": 2}}))
-"#;
 
 fn node_runs(trace: &Value) -> Vec<&Value> {
     trace
