@@ -267,7 +267,7 @@ fn watched_run(dir: &Path, s: &Server, watchers: usize) -> Duration {
         .collect();
     assert!(
         counts.windows(2).all(|w| w[0] == w[1]),
-        "every client got every event"
+        "every client got every event: {counts:?}"
     );
     took
 }

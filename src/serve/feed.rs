@@ -23,8 +23,9 @@ use tokio_util::sync::CancellationToken;
 use crate::runtime::{DEFAULT_EVENT_BUFFER, RunEvent, RunEvents, RunId};
 use crate::store::{Follower, RunStore, StoreError};
 
-/// The events a feed keeps for its streams (older ones are read from the store again).
-pub const RING: usize = 1024;
+/// The events a feed keeps for its streams (older ones are read from the store again):
+/// four of the follower's pages, so streams that keep up do not fall behind a burst.
+pub const RING: usize = 4096;
 
 /// One event as sent: its `seq`, whether it is kept (not a `model_delta`), its JSON.
 #[derive(Debug, Clone)]

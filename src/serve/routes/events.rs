@@ -24,6 +24,9 @@ const PAGE: usize = 500;
 /// Events taken from the feed's ring at once.
 const TAKE: usize = 256;
 
+/// Reads of the store a stream tries in a row before it gives up (and ends).
+const STORE_TRIES: u32 = 10;
+
 /// One stream's position.
 struct Follow {
     state: Shared,
@@ -32,6 +35,8 @@ struct Follow {
     after: u64,
     buffer: VecDeque<Sent>,
     watch: Watch,
+    /// Store reads failed in a row.
+    failures: u32,
     done: bool,
     _permit: OwnedSemaphorePermit,
 }
@@ -72,6 +77,7 @@ pub async fn events(
         after,
         buffer: VecDeque::new(),
         watch,
+        failures: 0,
         done: false,
         _permit: permit,
     };
@@ -103,10 +109,24 @@ async fn next_event(mut f: Follow) -> Option<(Result<Event, Infallible>, Follow)
                     // where this read looked yet; the feed's next change says more.
                     wait(&mut f).await?;
                 }
-                Ok(events) => f.buffer.extend(events.iter().map(Sent::of)),
+                Ok(events) => {
+                    f.failures = 0;
+                    f.buffer.extend(events.iter().map(Sent::of));
+                }
                 Err(e) => {
-                    tracing::warn!(target: "pactgraph::serve", "events of run {}: {e}", f.id);
-                    return None;
+                    // Many streams catching up at once can wait on the store's
+                    // connections: tried again, a while later each time, before giving up.
+                    f.failures += 1;
+                    if f.failures > STORE_TRIES {
+                        tracing::warn!(target: "pactgraph::serve", "events of run {}: {e}", f.id);
+                        return None;
+                    }
+                    tracing::debug!(target: "pactgraph::serve", "events of run {} (trying again): {e}", f.id);
+                    let pause = f.state.event_poll * f.failures;
+                    tokio::select! {
+                        () = tokio::time::sleep(pause) => {}
+                        () = f.state.stop.cancelled() => return None,
+                    }
                 }
             },
             Next::Wait => wait(&mut f).await?,
