@@ -240,9 +240,11 @@ pub async fn serve(
             }
         };
         let for_worker = Arc::clone(&executor_for);
+        let events = state.events.clone();
         let summary = work(
             &store,
             &worker_options,
+            // Published live to the event streams (model deltas among them).
             move |s| for_worker(s).map(|e| e.with_events(events.clone())),
             report,
             stop.cancelled(),

@@ -43,8 +43,9 @@ pub struct AppState {
     pub keep_alive: Duration,
     /// The event streams' shared followers, one per run followed.
     pub feeds: Arc<Feeds>,
-    /// Where the runs driven here (the workers', the resumes') publish their events: the
-    /// feeds hear of a commit at once instead of at their next poll.
+    /// The live events of the runs driven here (by the embedded workers or a resume):
+    /// the feeds take the next kept event from it without waiting for their poll, and
+    /// the model deltas.
     pub events: RunEvents,
 }
 

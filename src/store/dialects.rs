@@ -23,6 +23,32 @@ const DOCUMENTS_LOCK_SHARED: &str = "SELECT pg_advisory_xact_lock_shared(7361626
 /// See [`DOCUMENTS_LOCK_SHARED`].
 const DOCUMENTS_LOCK: &str = "SELECT pg_advisory_xact_lock(7361626772617068)";
 
+/// The channel a store announces runnable runs on, as an SQL expression the server
+/// evaluates on the session's connection: one per schema (`pactgraph_runnable_` and the
+/// MD5 of the schema's name, 51 characters, under PostgreSQL's 63), so that workers of
+/// other schemas of the same database are not woken. A macro, so that the notify
+/// statement below is one literal.
+macro_rules! runnable_channel {
+    () => {
+        "'pactgraph_runnable_' || md5(coalesce(current_schema(), ''))"
+    };
+}
+
+/// See [`runnable_channel`]: what a listener reads the channel's name with.
+pub(crate) const RUNNABLE_CHANNEL: &str = runnable_channel!();
+
+/// The channel a checkpoint announces its run's new events on (its payload the run id),
+/// one per schema as [`runnable_channel`] (`pactgraph_events_` and the MD5 of the
+/// schema's name): `runs watch` and the server's event feeds listen on it.
+macro_rules! events_channel {
+    () => {
+        "'pactgraph_events_' || md5(coalesce(current_schema(), ''))"
+    };
+}
+
+/// See [`events_channel`]: what a follower reads the channel's name with.
+pub(crate) const EVENTS_CHANNEL: &str = events_channel!();
+
 /// SQLite's: its one writer takes the write lock at once; a checkpoint is one insert into
 /// the `checkpoint_events_in` view (migration 0005), whose `INSTEAD OF` trigger inserts
 /// into `checkpoint_in` (migration 0003: its trigger does the fence and the writes), then
@@ -60,22 +86,23 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
 pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
     // The function runs once (a volatile CTE read twice is materialized), before the
     // insert that reads it; a refused fence aborts the whole statement. Followers of the
-    // run listening on `pactgraph_events` are told when it commits (its payload the run
-    // id; NOTIFY is sent at commit, so never for a refused checkpoint).
+    // run listening on its schema's events channel are told when it commits (its payload
+    // the run id; NOTIFY is sent at commit, so never for a refused checkpoint).
     checkpoint: format!(
         "WITH cp AS (SELECT {INFO} FROM pactgraph_checkpoint($1, $2, $3, $4, $5, \
          COALESCE($6::BIGINT, {POSTGRES_NOW}), $7, $8, $9, $10, $11, $12, $13, $14)), \
          ev AS (INSERT INTO events (run_id, seq, event) \
            SELECT $1, e.seq, e.event FROM cp, \
              jsonb_to_recordset($15::jsonb) AS e(seq BIGINT, event TEXT)), \
-         nt AS (SELECT pg_notify('pactgraph_events', $1) FROM cp) \
-         SELECT cp.* FROM cp, nt"
+         nt AS (SELECT pg_notify({}, $1) FROM cp) \
+         SELECT cp.* FROM cp, nt",
+        events_channel!()
     ),
     now_ms: POSTGRES_NOW,
     int_param: "::BIGINT",
     documents_lock: Some(DOCUMENTS_LOCK),
     documents_lock_shared: Some(DOCUMENTS_LOCK_SHARED),
-    notify_runnable: Some("SELECT pg_notify('pactgraph_runnable', '')"),
+    notify_runnable: Some(concat!("SELECT pg_notify(", runnable_channel!(), ", '')")),
     claim_lock: " FOR UPDATE SKIP LOCKED",
     greatest: "GREATEST",
     name_lock: Some("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"),

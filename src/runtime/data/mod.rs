@@ -4,6 +4,7 @@
 //! (`machine`), the effects (`effects`) and the executor all build on it.
 
 mod accounting;
+mod call_items;
 mod callstack;
 pub(crate) mod changes;
 mod clock;
@@ -22,6 +23,7 @@ mod team_state;
 mod trace;
 
 pub use accounting::Accounting;
+pub use call_items::{CallRecord, HttpAttempt, ModelCallItem, ToolCallItem, ToolCallStatus};
 pub use callstack::{Frame, KeptChild, Owed, UncommittedFrame};
 pub use clock::Clock;
 pub use event_bus::{DEFAULT_EVENT_BUFFER, DeltaPublisher, RunEvents, Subscription};
@@ -35,7 +37,7 @@ pub use pending::Pending;
 pub use projected::ProjectedState;
 pub use run_id::{RunId, RunIdError};
 pub use run_state::RunState;
-pub use session::Session;
+pub use session::{Session, ToolCaller};
 pub use slices::{State, Writes};
 pub use status::{RunStatus, TerminationReason};
 pub use team_state::{Broadcast, BroadcastKind, MemberProgress, MemberStatus, TeamPhase, TeamRun};

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use super::agent::Routed;
 use super::budgets::check_clock;
 use super::commit::Tx;
 use super::decide::Callee;
@@ -16,7 +17,7 @@ use super::step::{
     TeamTurn, Then, ready,
 };
 use crate::contracts::{RoutingDecision, SupervisorOutput};
-use crate::runtime::data::{Chain, Clock, Pending, RunState, RunStatus, TraceKind};
+use crate::runtime::data::{Chain, Clock, Pending, RunState, RunStatus, ToolCallStatus, TraceKind};
 use crate::runtime::effects::{EffectOutput, Fault, Produced};
 use crate::runtime::plan::{Plan, PolicyRun};
 
@@ -268,6 +269,30 @@ impl<'e> Planner<'e> {
                             then: Awaiting::Policy { sp, level },
                         };
                     }
+                    PolicyRun::Agent(agent) => {
+                        self.policy_session_start(run, level, sp, agent, step);
+                    }
+                }
+            }
+            Pending::Deciding { .. } => {
+                // The policy agent's next call, or its `route`: resolved as a handler's
+                // decision is.
+                if let Some(routed) = self.plan_deciding(run, level, pending, step) {
+                    let Routed {
+                        sp,
+                        output,
+                        reason,
+                        duration_us,
+                    } = routed;
+                    let decided = Decided {
+                        supervisor: Arc::clone(&sp.id),
+                        target: choice_label(&output).into(),
+                        reason: Some(reason.into()),
+                        candidates: Arc::default(),
+                        duration_us,
+                    };
+                    let action = resolve(output, &sp.contract, plan.graph.registry());
+                    self.plan_action(run, level, sp, action, decided, step);
                 }
             }
             Pending::Handoff {
@@ -371,6 +396,10 @@ fn resolve_session(work: &mut SessionWork, output: EffectOutput) {
                         }
                         Err(fault) => {
                             o.cancelled = fault == Fault::Cancelled;
+                            o.status = match fault {
+                                Fault::Timeout(_) => ToolCallStatus::Timeout,
+                                _ => ToolCallStatus::Failed,
+                            };
                             let error = format!("tool `{}` {}", o.tool, fault_words(&fault));
                             o.content = Some(super::agent::error_content(&error));
                             o.error = Some(error);
@@ -400,6 +429,7 @@ fn fault_words(fault: &Fault) -> String {
 /// Commits a step to the run it was planned on: records its trace items and applies its
 /// outcome. Returns the status after it. A step still waiting on an effect, or planned on
 /// a run that has moved since (or on another run), commits nothing.
+#[inline]
 pub(crate) fn commit_step(plan: &Plan, run: &mut RunState, step: Step<'_>) -> RunStatus {
     if step.base != (run.steps, run.trace.len()) {
         return run.status();

@@ -1,7 +1,7 @@
-//! Waking workers on PostgreSQL: `NOTIFY` on the channel [`CHANNEL`] when a run becomes
-//! runnable (the store sends it, in the transition's transaction or right after it), and
-//! a `LISTEN`ing connection of a worker's own that turns each notification into a
-//! [`Wakeups`] word.
+//! Waking workers and followers on PostgreSQL: `NOTIFY` on its schema's channels
+//! ([`RUNNABLE_CHANNEL`]) when a run becomes runnable (the store sends it, in the
+//! transition's transaction or right after it), and a `LISTEN`ing connection of a
+//! worker's own that turns each notification into a [`Wakeups`] word.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,17 +10,12 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use tokio::sync::Notify;
 
 use crate::store::Wakeups;
+#[cfg(doc)]
+use crate::store::dialects::{EVENTS_CHANNEL, RUNNABLE_CHANNEL};
 
-/// The channel runs becoming runnable are announced on (one per database: workers of
-/// other schemas of the same database are woken for nothing, and look once).
-pub(crate) const CHANNEL: &str = "pactgraph_runnable";
-
-/// The channel a checkpoint announces its run's new events on (its payload the run's
-/// id), in the checkpoint's own statement: a follower (`runs watch`, the server's event
-/// feeds) listening for that run reads them at once.
-pub(crate) const EVENTS_CHANNEL: &str = "pactgraph_events";
-
-/// Listens on `channel` with a connection of its own (`options`), waking on each
+/// Listens on the channel the SQL expression `channel` names, read on the listening
+/// connection itself (so that it is the schema the store's statements use:
+/// [`RUNNABLE_CHANNEL`], [`EVENTS_CHANNEL`]), with a connection of its own, waking on each
 /// notification (or only those whose payload is `payload`); `None` if it cannot (the
 /// worker or follower then only polls). The listener reconnects by itself after a lost
 /// connection (a restarted server); notifications sent meanwhile are lost, and polling
@@ -40,7 +35,14 @@ pub(crate) async fn listen(
             return None;
         }
     };
-    if let Err(e) = listener.listen(channel).await {
+    let name: Result<String, sqlx::Error> = sqlx::query_scalar(&format!("SELECT {channel}"))
+        .fetch_one(&mut listener)
+        .await;
+    let listening = match name {
+        Ok(name) => listener.listen(&name).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = listening {
         tracing::warn!("cannot listen on {channel} ({e}): polling only");
         return None;
     }

@@ -27,6 +27,7 @@ use super::clock::Clock;
 use super::db::Backend;
 use super::format::shared_options;
 use super::sql::Store;
+use super::dialects::{EVENTS_CHANNEL, RUNNABLE_CHANNEL};
 use super::{Durability, StoreError};
 
 /// The run store in one PostgreSQL database.
@@ -99,13 +100,13 @@ impl Backend for PgDb {
     }
 
     async fn wakeups(&self) -> Option<super::Wakeups> {
-        listen::listen(self.conns.options(), listen::CHANNEL, None).await
+        listen::listen(self.conns.options(), RUNNABLE_CHANNEL, None).await
     }
 
     async fn event_wakeups(&self, id: crate::runtime::RunId) -> Option<super::Wakeups> {
         listen::listen(
             self.conns.options(),
-            listen::EVENTS_CHANNEL,
+            EVENTS_CHANNEL,
             Some(id.to_string()),
         )
         .await
