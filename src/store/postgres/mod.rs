@@ -25,9 +25,9 @@ pub(crate) use self::open::redact;
 use self::conns::{Conn, Conns};
 use super::clock::Clock;
 use super::db::Backend;
+use super::dialects::{EVENTS_CHANNEL, RUNNABLE_CHANNEL};
 use super::format::shared_options;
 use super::sql::Store;
-use super::dialects::{EVENTS_CHANNEL, RUNNABLE_CHANNEL};
 use super::{Durability, StoreError};
 
 /// The run store in one PostgreSQL database.
@@ -104,11 +104,6 @@ impl Backend for PgDb {
     }
 
     async fn event_wakeups(&self, id: crate::runtime::RunId) -> Option<super::Wakeups> {
-        listen::listen(
-            self.conns.options(),
-            EVENTS_CHANNEL,
-            Some(id.to_string()),
-        )
-        .await
+        listen::listen(self.conns.options(), EVENTS_CHANNEL, Some(id.to_string())).await
     }
 }
