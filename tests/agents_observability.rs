@@ -60,7 +60,13 @@ fn doc(base_url: &str, model: Value, budgets: Value) -> Value {
                                                "additionalProperties": false}}},
             "fixed": {"supervisor": "root", "run": {"set": {"status": "shipped"}},
                       "tool": {"description": "Always the same.",
-                               "parameters": {"type": "object", "properties": {}}}}
+                               "parameters": {"type": "object", "properties": {}}}},
+            "researcher": {"supervisor": "root",
+                           "run": {"agent": {"prompt": "{{ input.query }}", "max_turns": 2}},
+                           "tool": {"description": "Researches a query (an agent).",
+                                    "parameters": {"type": "object",
+                                                   "properties": {"query": {"type": "string"}},
+                                                   "required": ["query"]}}}
         }
     })
 }
@@ -404,6 +410,9 @@ fn tool_calls_beyond_max_steps_are_skipped_and_the_run_stops() {
 enum Turn {
     /// This many lookups (and one `fixed` when odd).
     Tools(usize),
+    /// A call of the agent tool `researcher` beside a lookup (its session's replies come
+    /// from the same script).
+    Research,
     Text,
     Exit,
 }
@@ -428,6 +437,10 @@ fn turn_reply(t: &Turn) -> Reply {
                 .collect();
             Reply::tool_calls(&refs)
         }
+        Turn::Research => Reply::tool_calls(&[
+            ("r0", "researcher", r#"{"query": "tides"}"#),
+            ("r1", "lookup", r#"{"id": 9}"#),
+        ]),
         Turn::Text => Reply::text("thinking"),
         Turn::Exit => report("done"),
     }
@@ -436,6 +449,7 @@ fn turn_reply(t: &Turn) -> Reply {
 fn turn() -> impl Strategy<Value = Turn> {
     prop_oneof![
         4 => (1usize..7).prop_map(Turn::Tools),
+        1 => Just(Turn::Research),
         1 => Just(Turn::Text),
         1 => Just(Turn::Exit),
     ]
@@ -444,10 +458,11 @@ fn turn() -> impl Strategy<Value = Turn> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
 
-    /// For all scripts of replies (any number of tool calls each) and all `max_steps`:
-    /// the run never takes more than `max_steps` steps, no trace item is recorded past
-    /// it, every tool that ran was counted as a step (lookups run = `ok` lookup items),
-    /// and a run that ends for want of steps says `max_steps_exceeded`.
+    /// For all scripts of replies (any number of tool calls each, an agent tool among
+    /// them) and all `max_steps`: the run never takes more than `max_steps` steps, no
+    /// trace item is recorded past it, every call was counted as a step (steps = model
+    /// calls + tool calls not skipped; lookups run = `ok` lookup items), and a run that
+    /// ends for want of steps says `max_steps_exceeded`.
     #[test]
     fn no_agent_run_ever_passes_max_steps(
         script in prop::collection::vec(turn(), 1..6),
