@@ -37,6 +37,18 @@ macro_rules! runnable_channel {
 /// See [`runnable_channel`]: what a listener reads the channel's name with.
 pub(crate) const RUNNABLE_CHANNEL: &str = runnable_channel!();
 
+/// The channel a checkpoint announces its run's new events on (its payload the run id),
+/// one per schema as [`runnable_channel`] (`pactgraph_events_` and the MD5 of the
+/// schema's name): `runs watch` and the server's event feeds listen on it.
+macro_rules! events_channel {
+    () => {
+        "'pactgraph_events_' || md5(coalesce(current_schema(), ''))"
+    };
+}
+
+/// See [`events_channel`]: what a follower reads the channel's name with.
+pub(crate) const EVENTS_CHANNEL: &str = events_channel!();
+
 /// SQLite's: its one writer takes the write lock at once; a checkpoint is one insert into
 /// the `checkpoint_events_in` view (migration 0005), whose `INSTEAD OF` trigger inserts
 /// into `checkpoint_in` (migration 0003: its trigger does the fence and the writes), then
@@ -73,14 +85,18 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
 /// claiming; a name is locked across machines; a load reads one snapshot of the database.
 pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
     // The function runs once (a volatile CTE read twice is materialized), before the
-    // insert that reads it; a refused fence aborts the whole statement.
+    // insert that reads it; a refused fence aborts the whole statement. Followers of the
+    // run listening on its schema's events channel are told when it commits (its payload
+    // the run id; NOTIFY is sent at commit, so never for a refused checkpoint).
     checkpoint: format!(
         "WITH cp AS (SELECT {INFO} FROM pactgraph_checkpoint($1, $2, $3, $4, $5, \
          COALESCE($6::BIGINT, {POSTGRES_NOW}), $7, $8, $9, $10, $11, $12, $13, $14)), \
          ev AS (INSERT INTO events (run_id, seq, event) \
            SELECT $1, e.seq, e.event FROM cp, \
-             jsonb_to_recordset($15::jsonb) AS e(seq BIGINT, event TEXT)) \
-         SELECT * FROM cp"
+             jsonb_to_recordset($15::jsonb) AS e(seq BIGINT, event TEXT)), \
+         nt AS (SELECT pg_notify({}, $1) FROM cp) \
+         SELECT cp.* FROM cp, nt",
+        events_channel!()
     ),
     now_ms: POSTGRES_NOW,
     int_param: "::BIGINT",

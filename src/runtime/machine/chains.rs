@@ -177,6 +177,7 @@ impl Tx<'_> {
         if let Err((reason, msg)) = self.check_writes(level, np, &writes) {
             return self.fail_after_run(reason, msg, dispatcher, (&np.id, duration_us), usage);
         }
+        self.note_writes(&writes);
         self.apply_writes(writes);
         let run = extra.as_deref().map_or(1, |x| x.run);
         let it = self.record(kind, Some(Arc::clone(&dispatcher)));
