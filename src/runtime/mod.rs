@@ -34,7 +34,7 @@ pub use data::{
     MESSAGE_KEY, MemberProgress, MemberStatus, ModelCallItem, NodeOutput, OUTPUT_TOKENS, Owed,
     Pending, ProjectedState, ROUTE_KEY, RunEvent, RunEvents, RunId, RunIdError, RunOutcome,
     RunState, RunStatus, RunSummary, Session, State, Subscription, TeamPhase, TeamRun,
-    TerminationReason, ToolCallItem, ToolCallStatus, TraceItem, TraceKind, USAGE_KEY,
+    TerminationReason, ToolCallItem, ToolCallStatus, ToolCaller, TraceItem, TraceKind, USAGE_KEY,
     UncommittedFrame, Usage, WALL_MS, Writes, transition_event_count, transition_events,
 };
 pub use effects::{

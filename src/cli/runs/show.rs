@@ -272,8 +272,12 @@ fn sessions_human(sessions: &[pactgraph::runtime::Session]) -> String {
         out.push_str("\nsessions     none\n");
     }
     for (i, s) in sessions.iter().enumerate() {
+        // An agent tool's session says which call it answers.
+        let called = s.caller.as_ref().map_or(String::new(), |c| {
+            format!(", tool call {} of session {}", c.call, c.session)
+        });
         out.push_str(&format!(
-            "\nsession {i}: node `{}` (visit {}, model `{}`, {} message(s))\n",
+            "\nsession {i}: node `{}` (visit {}, model `{}`, {} message(s){called})\n",
             s.node,
             s.visit,
             s.model,

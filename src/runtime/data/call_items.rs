@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 /// One model call of an agent session, on its `model_call` item.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ModelCallItem {
-    /// The agent node whose session made the call.
+    /// The agent whose session made the call: an agent node, a supervisor (its policy
+    /// agent) or an agent tool.
     pub node: Arc<str>,
     /// The model's key in the document's `models`.
     pub model: Arc<str>,
@@ -55,7 +56,8 @@ pub struct HttpAttempt {
 /// One tool call of an agent session, on its `tool_call` item.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ToolCallItem {
-    /// The agent node whose model asked for the call.
+    /// The agent whose model asked for the call: an agent node, a supervisor (its policy
+    /// agent) or an agent tool.
     pub caller: Arc<str>,
     /// The tool's name as the model called it (a tool node's id, or a name the model
     /// made up).

@@ -37,7 +37,7 @@ pub use pending::Pending;
 pub use projected::ProjectedState;
 pub use run_id::{RunId, RunIdError};
 pub use run_state::RunState;
-pub use session::Session;
+pub use session::{Session, ToolCaller};
 pub use slices::{State, Writes};
 pub use status::{RunStatus, TerminationReason};
 pub use team_state::{Broadcast, BroadcastKind, MemberProgress, MemberStatus, TeamPhase, TeamRun};

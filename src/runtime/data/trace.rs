@@ -220,13 +220,20 @@ impl TraceItem {
 
     /// The node this item records a run of: the `target` of a dispatch, handoff or
     /// advisor item, or the `source` of the end of a run that a node's refused output
-    /// failed. `None` for items that record no node run.
+    /// failed; or the supervisor whose policy agent made this model call or tool call
+    /// (its `source` is the item's `supervisor`: a policy's session has no node item
+    /// summing it). `None` for items that record no node run.
     pub fn ran_node(&self) -> Option<&Arc<str>> {
         match self.kind {
             TraceKind::Dispatch | TraceKind::Handoff | TraceKind::Advisor | TraceKind::TeamTurn => {
                 self.target.as_ref()
             }
             TraceKind::End | TraceKind::GuardStop => self.source.as_ref(),
+            TraceKind::ModelCall | TraceKind::ToolCall
+                if self.source.is_some() && self.source == self.supervisor =>
+            {
+                self.source.as_ref()
+            }
             _ => None,
         }
     }

@@ -100,7 +100,8 @@ impl<'e> Planner<'e> {
             | Pending::Handoff { .. }
             | Pending::Advised { .. }
             | Pending::Team(_)
-            | Pending::Session { .. } => {}
+            | Pending::Session { .. }
+            | Pending::Deciding { .. } => {}
         }
     }
 }

@@ -457,7 +457,7 @@ impl Tx<'_> {
         };
         self.level_ended(frame.depth);
         if sg.contract.chat {
-            self.keep_child(&frame);
+            self.keep_child(sg, &frame);
         }
         let mut parent = self.run.level_state_mut();
         commit(&mut parent, &frame.state, &sg.contract.writes);

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use super::agent::Routed;
 use super::budgets::check_clock;
 use super::commit::Tx;
 use super::decide::Callee;
@@ -268,6 +269,30 @@ impl<'e> Planner<'e> {
                             then: Awaiting::Policy { sp, level },
                         };
                     }
+                    PolicyRun::Agent(agent) => {
+                        self.policy_session_start(run, level, sp, agent, step);
+                    }
+                }
+            }
+            Pending::Deciding { .. } => {
+                // The policy agent's next call, or its `route`: resolved as a handler's
+                // decision is.
+                if let Some(routed) = self.plan_deciding(run, level, pending, step) {
+                    let Routed {
+                        sp,
+                        output,
+                        reason,
+                        duration_us,
+                    } = routed;
+                    let decided = Decided {
+                        supervisor: Arc::clone(&sp.id),
+                        target: choice_label(&output).into(),
+                        reason: Some(reason.into()),
+                        candidates: Arc::default(),
+                        duration_us,
+                    };
+                    let action = resolve(output, &sp.contract, plan.graph.registry());
+                    self.plan_action(run, level, sp, action, decided, step);
                 }
             }
             Pending::Handoff {

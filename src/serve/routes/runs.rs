@@ -143,9 +143,9 @@ pub async fn state(
 }
 
 /// `GET /api/runs/{id}/messages`: the agents' sessions as last committed, one per agent
-/// node visit in the order they began (`runs show --messages --format json` prints the
-/// same `sessions`): `{"run_id", "sessions": [{"node", "visit", "model", "step",
-/// "messages"}]}`.
+/// node visit, policy decision or agent tool call, in the order they began (`runs show
+/// --messages --format json` prints the same `sessions`): `{"run_id", "sessions":
+/// [{"node", "visit", "model", "step", "messages", "caller"?}]}`.
 pub async fn messages(
     State(state): State<Shared>,
     UrlPath(key): UrlPath<String>,

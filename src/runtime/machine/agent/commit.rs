@@ -1,24 +1,26 @@
 //! Committing an agent session's step: the model call or tool calls recorded (one
 //! `model_call` or `tool_call` item and one step each), their messages appended to the
 //! session, their usage counted, and then the session goes on, ends the node with its
-//! exit's writes, or fails it (`model_error`, `agent_no_exit`).
+//! exit's writes (a policy's `route` is planned as its decision in the next step), or
+//! fails it (`model_error`, `agent_no_exit`).
 
 use std::sync::Arc;
 
 use serde_json::Number;
 
-use super::plan::pending_session;
+use super::plan::{pending_session, unanswered};
 use super::reply::{Verdict, ask_for_exit, judge};
 use crate::contracts::Price;
 use crate::model::ChatMessage;
 use crate::runtime::data::{
     COST_USD, CallRecord, Control, HttpAttempt, INPUT_TOKENS, ModelCallItem, OUTPUT_TOKENS,
-    Session, TerminationReason, ToolCallItem, ToolCallStatus, TraceKind, Usage,
+    RunState, Session, TerminationReason, ToolCallItem, ToolCallStatus, TraceKind, Usage,
 };
 use crate::runtime::effects::{Fault, ModelReply};
 use crate::runtime::machine::commit::{Tx, attach_usage};
 use crate::runtime::machine::step::{
-    Level, NodeResult, NodeStep, Ran, SessionStep, SessionWork, StageExtra, ToolOutcome,
+    Level, NodeResult, NodeStep, NodeVisit, Ran, SessionOwner, SessionStep, SessionWork,
+    StageExtra, ToolOutcome,
 };
 
 /// The usage name counting model calls whose server sent no usage: their tokens are
@@ -31,12 +33,16 @@ const CACHED_INPUT_TOKENS: &str = "cached_input_tokens";
 impl Tx<'_> {
     /// Commits an agent session's step.
     pub(crate) fn session(&mut self, level: Level<'_>, mut ss: Box<SessionStep<'_>>) {
-        self.chain = ss.chain.clone();
+        if let SessionOwner::Node(v) = &ss.owner {
+            self.chain = v.chain.clone();
+        }
         let work = std::mem::replace(&mut ss.work, SessionWork::Failed(String::new()));
         if let SessionWork::Failed(msg) = work {
-            let node = Arc::clone(&ss.np.id);
-            let sup = Arc::clone(&ss.dispatcher);
-            return self.fail_after_run(TerminationReason::NodeFailed, msg, sup, (&node, 0), None);
+            if let SessionOwner::Tool(_) = ss.owner {
+                return self.tool_answered(&ss, ss.session, Err(msg));
+            }
+            let id = Arc::clone(&ss.id);
+            return self.session_failed(&ss, TerminationReason::NodeFailed, msg, (&id, 0), None);
         }
         if let SessionWork::Model {
             result: Some(Err(fault @ (Fault::Cancelled | Fault::Timeout(_)))),
@@ -44,19 +50,31 @@ impl Tx<'_> {
         } = &work
         {
             // Nothing of the call is kept: the run stops (cancelled, or out of time).
-            let (node, sup) = (Arc::clone(&ss.np.id), Arc::clone(&ss.dispatcher));
-            return self.fault(&node, "agent node", fault.clone(), Some(sup));
+            let (id, sup) = (Arc::clone(&ss.id), Arc::clone(&ss.dispatcher));
+            return self.fault(&id, ss.what(), fault.clone(), Some(sup));
         }
         let index = match ss.session {
             Some(i) => i,
             None => {
-                let visit = self.run.visits.get(&*ss.np.id).copied().unwrap_or(0) + 1;
+                let visit = match &ss.owner {
+                    SessionOwner::Node(v) => self.run.visits.get(&*v.np.id).copied(),
+                    // A policy's sessions are its decisions, an agent tool's its calls:
+                    // this is the next one.
+                    SessionOwner::Policy(_) | SessionOwner::Tool(_) => {
+                        let n = self.run.sessions.iter().filter(|s| s.node == ss.id).count();
+                        u32::try_from(n).ok()
+                    }
+                };
                 self.run.sessions.push(Session {
-                    node: Arc::clone(&ss.np.id),
-                    visit,
+                    node: Arc::clone(&ss.id),
+                    visit: visit.unwrap_or(0).saturating_add(1),
                     model: ss.agent.model.clone(),
                     step: self.run.steps,
                     messages: std::mem::take(&mut ss.opening),
+                    caller: match &ss.owner {
+                        SessionOwner::Tool(c) => Some(c.clone()),
+                        _ => None,
+                    },
                 });
                 u32::try_from(self.run.sessions.len() - 1).unwrap_or(u32::MAX)
             }
@@ -90,7 +108,7 @@ impl Tx<'_> {
         (turn, attempt, duration_us): (u32, u32, u64),
         result: Result<ModelReply, Fault>,
     ) {
-        let node = Arc::clone(&ss.np.id);
+        let id = Arc::clone(&ss.id);
         let sup = Arc::clone(&ss.dispatcher);
         let reply = match result {
             Ok(reply) => reply,
@@ -99,12 +117,12 @@ impl Tx<'_> {
                 self.run.steps += 1;
                 let model: Arc<str> = ss.agent.model.as_str().into();
                 let it = self.record(TraceKind::ModelCall, Some(Arc::clone(&sup)));
-                it.source = Some(Arc::clone(&node));
+                it.source = Some(Arc::clone(&id));
                 it.target = Some(Arc::clone(&model));
                 it.reason = Some(format!("turn {turn}, attempt {attempt}: failed: {msg}").into());
                 it.duration_us = duration_us;
                 it.set_call(Some(CallRecord::Model(ModelCallItem {
-                    node: Arc::clone(&node),
+                    node: Arc::clone(&id),
                     model,
                     turn,
                     attempt,
@@ -113,13 +131,17 @@ impl Tx<'_> {
                     usage_known: false,
                     error: Some(msg.clone()),
                 })));
+                if let SessionOwner::Tool(_) = ss.owner {
+                    let msg = format!("model `{}`: {msg}", ss.agent.model);
+                    return self.tool_answered(&ss, Some(index), Err(msg));
+                }
                 let (total_us, usage) = self.session_totals(index);
-                let msg = format!("agent node `{node}` (model `{}`): {msg}", ss.agent.model);
-                return self.fail_after_run(
+                let msg = format!("{} `{id}` (model `{}`): {msg}", ss.what(), ss.agent.model);
+                return self.session_failed(
+                    &ss,
                     TerminationReason::ModelError,
                     msg,
-                    sup,
-                    (&node, total_us),
+                    (&id, total_us),
                     usage,
                 );
             }
@@ -146,15 +168,22 @@ impl Tx<'_> {
         if !usage_known {
             reason.push_str(", usage unknown (the server sent none)");
         }
+        if let SessionOwner::Tool(c) = &ss.owner {
+            // The caller: which call of which session this agent tool answers.
+            reason.push_str(&format!(
+                ", for tool call {} of session {}",
+                c.call, c.session
+            ));
+        }
         let model: Arc<str> = ss.agent.model.as_str().into();
         let it = self.record(TraceKind::ModelCall, Some(Arc::clone(&sup)));
-        it.source = Some(Arc::clone(&node));
+        it.source = Some(Arc::clone(&id));
         it.target = Some(Arc::clone(&model));
         it.reason = Some(reason.into());
         it.duration_us = duration_us;
         attach_usage(it, usage);
         it.set_call(Some(CallRecord::Model(ModelCallItem {
-            node: Arc::clone(&node),
+            node: Arc::clone(&id),
             model,
             turn,
             attempt,
@@ -165,57 +194,65 @@ impl Tx<'_> {
         })));
         let verdict = judge(self.plan, ss.agent, &message);
         self.push_messages(index, [message]);
-        let last = turn >= ss.agent.max_turns();
+        let last = ss.is_last(turn);
         match verdict {
-            Verdict::Exit(output) => {
-                let (total_us, usage) = self.session_totals(index);
-                let extra = StageExtra::owing(&ss.owed);
-                let SessionStep {
-                    np,
-                    dispatcher,
-                    kind,
-                    source,
-                    chain,
-                    after,
-                    ..
-                } = *ss;
-                let ran = Ran {
-                    result: Ok(output),
-                    failed: Vec::new(),
-                };
-                let ns = NodeStep {
-                    np,
-                    dispatcher,
-                    kind,
-                    source,
-                    chain,
-                    result: NodeResult::Session(Box::new(ran), total_us, usage),
-                    after,
-                    extra,
-                };
-                self.run_node(level, ns);
-            }
+            Verdict::Exit(output) => match ss.owner {
+                SessionOwner::Node(visit) => {
+                    let (total_us, usage) = self.session_totals(index);
+                    let NodeVisit {
+                        np,
+                        kind,
+                        source,
+                        chain,
+                        owed,
+                        after,
+                    } = visit;
+                    let ran = Ran {
+                        result: Ok(output),
+                        failed: Vec::new(),
+                    };
+                    let ns = NodeStep {
+                        np,
+                        dispatcher: ss.dispatcher,
+                        kind,
+                        source,
+                        chain,
+                        result: NodeResult::Session(Box::new(ran), total_us, usage),
+                        after,
+                        extra: StageExtra::owing(&owed),
+                    };
+                    self.run_node(level, ns);
+                }
+                // The decision is planned in the next step, from the committed reply.
+                SessionOwner::Policy(_) => self.go_on(&ss, index),
+                SessionOwner::Tool(_) => {
+                    let content = serde_json::Value::Object(output.writes).to_string();
+                    self.tool_answered(&ss, Some(index), Ok(content));
+                }
+            },
             Verdict::Calls | Verdict::Text if last => {
                 let (total_us, usage) = self.session_totals(index);
                 let msg = format!(
-                    "agent node `{node}` made {turn} model call(s), its max_turns, without a \
-                     valid `{}` call",
+                    "{} `{id}` made {} model call(s), its max_turns, without a valid `{}` call",
+                    ss.what(),
+                    turn.saturating_sub(ss.earlier),
                     ss.agent.exit().def.name
                 );
-                self.fail_after_run(
+                if let SessionOwner::Tool(_) = ss.owner {
+                    return self.tool_answered(&ss, Some(index), Err(msg));
+                }
+                self.session_failed(
+                    &ss,
                     TerminationReason::AgentNoExit,
                     msg,
-                    sup,
-                    (&node, total_us),
+                    (&id, total_us),
                     usage,
                 );
             }
-            Verdict::Calls => {
-                self.run.control = Control::Running(pending_session(&ss, index));
-            }
+            Verdict::Calls => self.go_on(&ss, index),
             Verdict::Text => {
                 self.push_messages(index, [ChatMessage::user(ask_for_exit(ss.agent))]);
-                self.run.control = Control::Running(pending_session(&ss, index));
+                self.go_on(&ss, index);
             }
         }
     }
@@ -225,10 +262,17 @@ impl Tx<'_> {
     fn tool_results(&mut self, ss: Box<SessionStep<'_>>, index: u32, outcomes: Vec<ToolOutcome>) {
         let sup = Arc::clone(&ss.dispatcher);
         if outcomes.iter().any(|o| o.cancelled) {
-            return self.fault(&ss.np.id, "agent node", Fault::Cancelled, Some(sup));
+            return self.fault(&ss.id, ss.what(), Fault::Cancelled, Some(sup));
         }
         let mut messages = Vec::with_capacity(outcomes.len());
-        for (index, o) in outcomes.into_iter().enumerate() {
+        // The calls answered before this batch (an agent tool's call comes alone).
+        let first = self
+            .run
+            .sessions
+            .get(index as usize)
+            .and_then(unanswered)
+            .map_or(0, |(_, answered)| answered);
+        for (at, o) in outcomes.into_iter().enumerate() {
             // A call skipped for want of steps did not run: it counts no step.
             if o.status != ToolCallStatus::Skipped {
                 self.run.steps += 1;
@@ -241,15 +285,15 @@ impl Tx<'_> {
                 Some(e) => format!("call {}: error: {e}", o.call_id),
             };
             let record = ToolCallItem {
-                caller: Arc::clone(&ss.np.id),
+                caller: Arc::clone(&ss.id),
                 tool: Arc::clone(&o.tool),
                 call_id: o.call_id.clone(),
-                index: u32::try_from(index).unwrap_or(u32::MAX),
+                index: u32::try_from(first + at).unwrap_or(u32::MAX),
                 status: o.status,
                 error: o.error,
             };
             let it = self.record(TraceKind::ToolCall, Some(Arc::clone(&sup)));
-            it.source = Some(Arc::clone(&ss.np.id));
+            it.source = Some(Arc::clone(&ss.id));
             it.target = Some(o.tool);
             it.reason = Some(reason.into());
             it.duration_us = o.duration_us;
@@ -261,39 +305,74 @@ impl Tx<'_> {
             messages.push(ChatMessage::tool(o.call_id, content));
         }
         self.push_messages(index, messages);
-        self.run.control = Control::Running(pending_session(&ss, index));
+        self.go_on(&ss, index);
+    }
+
+    /// Session `ss` fails the run: for a node, the failure's item stands for the node
+    /// run (its time and usage, see [`Tx::fail_after_run`]); for a policy, its calls'
+    /// items are its records already, so the failure's item is plain.
+    fn session_failed(
+        &mut self,
+        ss: &SessionStep<'_>,
+        reason: TerminationReason,
+        msg: String,
+        ran: (&Arc<str>, u64),
+        usage: Option<Usage>,
+    ) {
+        let sup = Arc::clone(&ss.dispatcher);
+        match ss.owner {
+            SessionOwner::Policy(_) => self.fail(reason, msg, Some(sup)),
+            _ => self.fail_after_run(reason, msg, sup, ran, usage),
+        }
+    }
+
+    /// Session `index` goes on: its next call is pending (an agent tool's is planned
+    /// from its outermost caller's session, which stays pending).
+    fn go_on(&mut self, ss: &SessionStep<'_>, index: u32) {
+        if let Some(pending) = pending_session(ss, index) {
+            self.run.control = Control::Running(pending);
+        }
     }
 
     /// Appends messages to session `index`.
-    fn push_messages(&mut self, index: u32, messages: impl IntoIterator<Item = ChatMessage>) {
+    pub(crate) fn push_messages(
+        &mut self,
+        index: u32,
+        messages: impl IntoIterator<Item = ChatMessage>,
+    ) {
         if let Some(s) = self.run.sessions.get_mut(index as usize) {
             s.messages.extend(messages);
         }
     }
 
-    /// What session `index`'s calls took so far: their microseconds, and their usage
-    /// summed (`None` when none reported any).
+    /// What session `index`'s calls took so far (see [`session_totals`]).
     fn session_totals(&self, index: u32) -> (u64, Option<Usage>) {
-        let Some(session) = self.run.sessions.get(index as usize) else {
-            return (0, None);
-        };
-        let mut usage = Usage::new();
-        let mut total_us = 0u64;
-        for it in self.run.trace.items.iter().rev() {
-            if it.step <= session.step {
-                break;
-            }
-            let ours = matches!(it.kind, TraceKind::ModelCall | TraceKind::ToolCall)
-                && it.source.as_deref() == Some(&*session.node);
-            if ours {
-                total_us = total_us.saturating_add(it.duration_us);
-                if let Some(u) = it.usage() {
-                    usage.add_all(u);
-                }
+        session_totals(self.run, index)
+    }
+}
+
+/// What session `index`'s calls took so far: their microseconds, and their usage summed
+/// (`None` when none reported any).
+pub(crate) fn session_totals(run: &RunState, index: u32) -> (u64, Option<Usage>) {
+    let Some(session) = run.sessions.get(index as usize) else {
+        return (0, None);
+    };
+    let mut usage = Usage::new();
+    let mut total_us = 0u64;
+    for it in run.trace.items.iter().rev() {
+        if it.step <= session.step {
+            break;
+        }
+        let ours = matches!(it.kind, TraceKind::ModelCall | TraceKind::ToolCall)
+            && it.source.as_deref() == Some(&*session.node);
+        if ours {
+            total_us = total_us.saturating_add(it.duration_us);
+            if let Some(u) = it.usage() {
+                usage.add_all(u);
             }
         }
-        (total_us, (!usage.is_empty()).then_some(usage))
     }
+    (total_us, (!usage.is_empty()).then_some(usage))
 }
 
 /// A model call's usage record: its tokens (and cached input tokens), and its cost when

@@ -7,6 +7,10 @@
 //!   model call or the tool calls of its last reply;
 //! - `reply.rs`: reading a reply (a valid exit, tool calls, or text) and checking
 //!   arguments, as plain functions;
+//! - `policy.rs`: a supervisor's policy agent: its session begun, and its `route` read
+//!   as the decision;
+//! - `tool.rs`: an agent called as a tool: its session planned under its caller's, and
+//!   its exit answering the caller's call;
 //! - `commit.rs`: committing a model call or the tool calls: the conversation grows, the
 //!   usage is counted, and the session goes on, ends the node, or fails it.
 //!
@@ -14,7 +18,10 @@
 
 mod commit;
 mod plan;
+mod policy;
 mod reply;
 mod templates;
+mod tool;
 
+pub(crate) use policy::Routed;
 pub(crate) use reply::error_content;

@@ -10,13 +10,14 @@ use std::time::Duration;
 use super::reply::{arguments_of, error_content, exit_output};
 use super::templates::opening;
 use crate::model::{ChatMessage, Role as ChatRole, ToolCall, ToolChoice};
-use crate::runtime::data::{Pending, Role, RunState, ToolCallStatus, Writes};
+use crate::runtime::data::{Pending, Role, RunState, Session, ToolCallStatus, ToolCaller, Writes};
 use crate::runtime::effects::{Call, CallIds, Effect, EffectKind, ModelCall, ToolInvocation};
 use crate::runtime::machine::budgets::check_node;
 use crate::runtime::machine::calls::{NodeCall, node_call};
 use crate::runtime::machine::planner::Planner;
 use crate::runtime::machine::step::{
-    Awaiting, Level, NodeStep, Planned, SessionStep, SessionWork, Stage, Step, Then, ToolOutcome,
+    Awaiting, Level, NodeStep, NodeVisit, Planned, SessionOwner, SessionStep, SessionWork, Stage,
+    Step, Then, ToolOutcome, ready,
 };
 use crate::runtime::plan::NodeRun;
 use crate::runtime::plan::agent::AgentPlan;
@@ -42,19 +43,16 @@ impl<'e> Planner<'e> {
             extra,
             ..
         } = ns;
-        let mut ss = Box::new(SessionStep {
+        let visit = NodeVisit {
             np,
-            agent,
-            dispatcher,
             kind,
             source,
             chain,
             owed: extra.map(|x| x.owed).unwrap_or_default(),
             after,
-            session: None,
-            opening: Vec::new(),
-            work: SessionWork::Failed(String::new()),
-        });
+        };
+        let id = Arc::clone(&np.id);
+        let ss = new_session((id, agent), dispatcher, SessionOwner::Node(visit), None, 0);
         // An advisors' primary: the advice's tagged blocks come first (brief 5.4).
         let tagged = np
             .contract(&self.plan.graph)
@@ -63,9 +61,24 @@ impl<'e> Planner<'e> {
             .and_then(|a| run.level_state().get(&a.slice))
             .and_then(|advice| advice.get("tagged"))
             .and_then(serde_json::Value::as_str);
-        match opening(&np.id, agent, view, tagged) {
+        self.open_session(
+            run,
+            ss,
+            opening(&format!("agent node `{}`", np.id), agent, view, tagged),
+        )
+    }
+
+    /// Begins session `ss` with `opened` (its opening messages, or why they could not be
+    /// rendered): its first model call's effect.
+    pub(crate) fn open_session(
+        &self,
+        run: &RunState,
+        mut ss: Box<SessionStep<'e>>,
+        opened: Result<Vec<ChatMessage>, String>,
+    ) -> (Box<SessionStep<'e>>, Option<Effect>) {
+        match opened {
             Ok(messages) => {
-                let effect = self.model_effect(run, &np.id, agent, messages.clone(), 1);
+                let effect = self.model_effect(run, &ss, messages.clone(), 1);
                 ss.opening = messages;
                 ss.work = SessionWork::Model {
                     turn: 1,
@@ -104,63 +117,85 @@ impl<'e> Planner<'e> {
             return;
         };
         let mismatch = |msg: String| Then::Mismatch(msg, Some(Arc::clone(dispatcher)));
-        let ready = |step: &mut Step<'e>, then| {
-            step.stage = Stage::Ready(Planned {
-                level,
-                decision: None,
-                fallback: None,
-                then,
-            });
-        };
         let Some(np) = self.plan.nodes.get(&**node) else {
-            return ready(step, mismatch(self.unknown("node", node)));
+            return ready(step, level, None, mismatch(self.unknown("node", node)));
         };
         let NodeRun::Agent(agent) = &np.run else {
             let msg = format!(
                 "the run state holds a session of node `{node}`, which workflow `{}` does not run as an agent",
                 self.plan.graph.workflow()
             );
-            return ready(step, mismatch(msg));
-        };
-        let Some(conversation) = run.sessions.get(*session as usize) else {
-            let msg = format!(
-                "the run state names session {session} of node `{node}`, which it does not hold"
-            );
-            return ready(step, mismatch(msg));
+            return ready(step, level, None, mismatch(msg));
         };
         let after = match self.after_node(level, np) {
             Ok(a) => a,
-            Err(msg) => return ready(step, mismatch(msg)),
+            Err(msg) => return ready(step, level, None, mismatch(msg)),
         };
         // Every model call and tool call is a step: within max_steps and the usage
         // budgets, checked before each (not max_visits: the visit began with the session).
         if let Err(g) = check_node(run, self.plan.graph.budgets(), &np.id, None) {
-            return ready(step, Then::Guard(g, Some(Arc::clone(dispatcher))));
+            return ready(
+                step,
+                level,
+                None,
+                Then::Guard(g, Some(Arc::clone(dispatcher))),
+            );
         }
-        let mut ss = Box::new(SessionStep {
+        let visit = NodeVisit {
             np,
-            agent,
-            dispatcher: Arc::clone(dispatcher),
             kind: *kind,
             source: from.clone(),
             chain: chain.clone(),
             owed: owed.clone(),
             after,
-            session: Some(*session),
-            opening: Vec::new(),
-            work: SessionWork::Failed(String::new()),
-        });
-        let unanswered = conversation
-            .messages
-            .last()
-            .filter(|m| m.role == ChatRole::Assistant && !m.tool_calls.is_empty());
-        let effect = match unanswered {
-            Some(reply) => {
-                let (outcomes, calls) = self.tool_work(run, agent, &reply.tool_calls);
-                ss.work = SessionWork::Tools(outcomes);
+        };
+        let owner = SessionOwner::Node(visit);
+        let id = Arc::clone(&np.id);
+        let ss = new_session(
+            (id, agent),
+            Arc::clone(dispatcher),
+            owner,
+            Some(*session),
+            0,
+        );
+        self.continue_session(run, level, ss, step);
+    }
+
+    /// Plans session `ss`'s next step, its conversation in the run: the tool calls of
+    /// its last reply when they are unanswered, else its next model call.
+    pub(crate) fn continue_session(
+        &self,
+        run: &RunState,
+        level: Level<'e>,
+        mut ss: Box<SessionStep<'e>>,
+        step: &mut Step<'e>,
+    ) {
+        let index = ss.session.unwrap_or(u32::MAX);
+        let Some(conversation) = run.sessions.get(index as usize) else {
+            let msg = format!(
+                "the run state names session {index} of `{}`, which it does not hold",
+                ss.id
+            );
+            let sup = Some(Arc::clone(&ss.dispatcher));
+            return ready(step, level, None, Then::Mismatch(msg, sup));
+        };
+        let effect = match unanswered(conversation) {
+            Some((reply, answered)) => {
+                let work = self.tool_work(run, ss.agent, &reply.tool_calls[answered..]);
+                if let Some(called) = work.agent {
+                    // An agent tool's call comes first: its session's step.
+                    let caller = ToolCaller {
+                        session: index,
+                        turn: conversation.turns(),
+                        call: called.call_id.clone(),
+                    };
+                    return self.agent_tool_step(run, level, &ss.dispatcher, caller, called, step);
+                }
+                ss.work = SessionWork::Tools(work.outcomes);
+                let calls = work.invocations;
                 (!calls.is_empty()).then(|| Effect {
                     kind: EffectKind::Tools,
-                    id: Arc::clone(&np.id),
+                    id: Arc::clone(&ss.id),
                     step: run.steps,
                     limit: None,
                     delay: Duration::ZERO,
@@ -176,45 +211,35 @@ impl<'e> Planner<'e> {
                     attempt: 1,
                     duration_us: 0,
                 };
-                Some(self.model_effect(run, &np.id, agent, conversation.messages.clone(), turn))
+                let messages = conversation.messages.clone();
+                Some(self.model_effect(run, &ss, messages, turn))
             }
         };
-        let planned = Planned {
-            level,
-            decision: None,
-            fallback: None,
-            then: Then::Session(ss),
-        };
-        step.stage = match effect {
-            Some(effect) => Stage::Waiting {
-                effect: Some(Box::new(effect)),
-                then: Awaiting::Session(planned),
-            },
-            None => Stage::Ready(planned),
-        };
+        step.stage = session_stage(level, ss, effect);
     }
 
-    /// The effect of model call `turn` of node `node`'s session, sending `messages`: the
-    /// exit tool and the tools offered, the exit tool forced on the last allowed turn.
+    /// The effect of model call `turn` of session `ss`, sending `messages`: the exit
+    /// tools and the tools offered, the exit tool forced on the last allowed turn.
     fn model_effect(
         &self,
         run: &RunState,
-        node: &Arc<str>,
-        agent: &AgentPlan,
+        ss: &SessionStep<'_>,
         messages: Vec<ChatMessage>,
         turn: u32,
     ) -> Effect {
-        let tool_choice = (turn >= agent.max_turns())
+        let agent = ss.agent;
+        let tool_choice = ss
+            .is_last(turn)
             .then(|| ToolChoice::Function(agent.exit().def.name.clone()));
         Effect {
             kind: EffectKind::Model,
-            id: Arc::clone(node),
+            id: Arc::clone(&ss.id),
             step: run.steps,
             limit: self.call_limit(run, None),
             delay: Duration::ZERO,
             call: Call::Model(Box::new(ModelCall {
                 model: agent.model.as_str().into(),
-                node: Arc::clone(node),
+                node: Arc::clone(&ss.id),
                 turn,
                 #[cfg(feature = "agents")]
                 client: Arc::clone(&agent.client),
@@ -231,21 +256,21 @@ impl<'e> Planner<'e> {
         }
     }
 
-    /// The outcome of each of a reply's tool calls, in its order, with those answered
-    /// already (a mistake, a tool node that calls nothing, a call past `max_steps`), and
-    /// the calls to run. Call `i` is step `run.steps + i`: every call counts against
+    /// The outcome of each of a reply's unanswered tool calls `calls`, in its order,
+    /// with those answered already (a mistake, a tool node that calls nothing, a call
+    /// past `max_steps`), and the calls to run; they stop before the first call of an
+    /// agent tool, which is returned when it comes first (its session runs alone, in
+    /// steps of its own). Call `i` is step `run.steps + i`: every call counts against
     /// `max_steps` before it starts, so the calls with no step left are `skipped`, not run
     /// (ADR 0042; the run then stops at its next step with `max_steps_exceeded`).
-    fn tool_work(
-        &self,
-        run: &RunState,
-        agent: &AgentPlan,
-        calls: &[ToolCall],
-    ) -> (Vec<ToolOutcome>, Vec<ToolInvocation>) {
+    fn tool_work(&self, run: &RunState, agent: &AgentPlan, calls: &[ToolCall]) -> ToolWork<'e> {
         let max_steps = self.plan.graph.budgets().max_steps;
         let room = usize::try_from(max_steps.saturating_sub(run.steps)).unwrap_or(usize::MAX);
-        let mut outcomes = Vec::with_capacity(calls.len());
-        let mut invocations = Vec::new();
+        let mut work = ToolWork {
+            outcomes: Vec::with_capacity(calls.len()),
+            invocations: Vec::new(),
+            agent: None,
+        };
         for (index, call) in calls.iter().enumerate() {
             let mut outcome = ToolOutcome {
                 call_id: call.id.clone(),
@@ -269,8 +294,14 @@ impl<'e> Planner<'e> {
                 self.tool_call(run, agent, call, index)
             };
             match answer {
-                Ok(Answer::Run(invocation)) => invocations.push(invocation),
+                Ok(Answer::Run(invocation)) => work.invocations.push(invocation),
                 Ok(Answer::Now(content)) => outcome.content = Some(content),
+                Ok(Answer::Agent(called)) => {
+                    if work.outcomes.is_empty() {
+                        work.agent = Some(called);
+                    }
+                    break;
+                }
                 Err(error) => {
                     if outcome.status == ToolCallStatus::Ok {
                         outcome.status = ToolCallStatus::Invalid;
@@ -279,9 +310,9 @@ impl<'e> Planner<'e> {
                     outcome.error = Some(error);
                 }
             }
-            outcomes.push(outcome);
+            work.outcomes.push(outcome);
         }
-        (outcomes, invocations)
+        work
     }
 
     /// One tool call: its arguments checked, then answered now or run.
@@ -291,7 +322,7 @@ impl<'e> Planner<'e> {
         agent: &AgentPlan,
         call: &ToolCall,
         index: usize,
-    ) -> Result<Answer, String> {
+    ) -> Result<Answer<'e>, String> {
         if let Some(exit) = exit_output(agent, &call.name, &call.arguments) {
             // A valid exit ends the session when the reply is read: this one has a mistake.
             return Err(match exit {
@@ -336,10 +367,12 @@ impl<'e> Planner<'e> {
                 limit: self.call_limit(run, tp.own_timeout_ms()),
                 call: c,
             })),
-            Some(NodeCall::Session(..)) => Err(format!(
-                "tool `{}` is an agent, which cannot be called as a tool yet",
-                call.name
-            )),
+            Some(NodeCall::Session(agent, arguments)) => Ok(Answer::Agent(AgentCall {
+                id: Arc::clone(&tp.id),
+                agent,
+                call_id: call.id.clone(),
+                arguments,
+            })),
             None => Ok(Answer::Now(
                 serde_json::Value::Object(tp.constant_writes()).to_string(),
             )),
@@ -350,22 +383,109 @@ impl<'e> Planner<'e> {
 /// How a valid tool call is answered.
 // Made once per tool call and moved once: boxing the call would allocate for nothing.
 #[allow(clippy::large_enum_variant)]
-enum Answer {
+enum Answer<'e> {
     /// Its tool node calls something: run it.
     Run(ToolInvocation),
     /// Its tool node calls nothing: its constants are the result.
     Now(String),
+    /// Its tool node is an agent: its session answers.
+    Agent(AgentCall<'e>),
 }
 
-/// The fields of [`Pending::Session`] a session's step keeps, for the step after it.
-pub(crate) fn pending_session(ss: &SessionStep<'_>, session: u32) -> Pending {
-    Pending::Session {
-        node: Arc::clone(&ss.np.id),
-        dispatcher: Arc::clone(&ss.dispatcher),
-        kind: ss.kind,
-        from: ss.source.clone(),
-        chain: ss.chain.clone(),
-        owed: ss.owed.clone(),
+/// What a reply's unanswered tool calls need (see [`Planner::tool_work`]).
+struct ToolWork<'e> {
+    outcomes: Vec<ToolOutcome>,
+    invocations: Vec<ToolInvocation>,
+    /// The first unanswered call, when it is an agent tool's.
+    agent: Option<AgentCall<'e>>,
+}
+
+/// A call of an agent tool, its arguments checked.
+pub(crate) struct AgentCall<'e> {
+    /// The tool node.
+    pub(crate) id: Arc<str>,
+    pub(crate) agent: &'e AgentPlan,
+    pub(crate) call_id: String,
+    /// Its input: what its templates see.
+    pub(crate) arguments: Writes,
+}
+
+/// A session step of agent `id` (`agent`) for `owner` (its work set when it is
+/// planned).
+pub(crate) fn new_session<'e>(
+    (id, agent): (Arc<str>, &'e AgentPlan),
+    dispatcher: Arc<str>,
+    owner: SessionOwner<'e>,
+    session: Option<u32>,
+    earlier: u32,
+) -> Box<SessionStep<'e>> {
+    Box::new(SessionStep {
+        id,
+        agent,
+        dispatcher,
+        owner,
         session,
+        opening: Vec::new(),
+        earlier,
+        work: SessionWork::Failed(String::new()),
+    })
+}
+
+/// The stage of a session step: waiting on `effect`, or ready (every tool call was
+/// answered while planning, or the session could not begin).
+pub(crate) fn session_stage<'e>(
+    level: Level<'e>,
+    ss: Box<SessionStep<'e>>,
+    effect: Option<Effect>,
+) -> Stage<'e> {
+    let planned = Planned {
+        level,
+        decision: None,
+        fallback: None,
+        then: Then::Session(ss),
+    };
+    match effect {
+        Some(effect) => Stage::Waiting {
+            effect: Some(Box::new(effect)),
+            then: Awaiting::Session(planned),
+        },
+        None => Stage::Ready(planned),
     }
+}
+
+/// What is pending after a session's step that did not end it: its next call. `None`
+/// for an agent tool's: its outermost caller's session stays pending.
+pub(crate) fn pending_session(ss: &SessionStep<'_>, session: u32) -> Option<Pending> {
+    Some(match &ss.owner {
+        SessionOwner::Node(v) => Pending::Session {
+            node: Arc::clone(&v.np.id),
+            dispatcher: Arc::clone(&ss.dispatcher),
+            kind: v.kind,
+            from: v.source.clone(),
+            chain: v.chain.clone(),
+            owed: v.owed.clone(),
+            session,
+        },
+        SessionOwner::Policy(sp) => Pending::Deciding {
+            supervisor: Arc::clone(&sp.id),
+            session,
+            earlier: ss.earlier,
+        },
+        SessionOwner::Tool(_) => return None,
+    })
+}
+
+/// The tool calls of `conversation`'s last reply not answered yet, and how many are:
+/// `None` when its last reply made no call or every call is answered.
+pub(crate) fn unanswered(conversation: &Session) -> Option<(&ChatMessage, usize)> {
+    let at = conversation
+        .messages
+        .iter()
+        .rposition(|m| m.role == ChatRole::Assistant)?;
+    let reply = &conversation.messages[at];
+    let after = &conversation.messages[at + 1..];
+    if after.iter().any(|m| m.role != ChatRole::Tool) {
+        return None;
+    }
+    (after.len() < reply.tool_calls.len()).then_some((reply, after.len()))
 }
