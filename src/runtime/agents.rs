@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use super::builder::ExecutorBuildError;
 use super::plan::agent::{
-    AgentPlan, Exit, ExitKind, FINAL_REPORT, HANDOFF_TO, ToolPlan, allows_strict,
-    final_report_parameters, handoff_parameters,
+    ADVISOR_REPORT, AgentPlan, Exit, ExitKind, FINAL_REPORT, HANDOFF_TO, ToolPlan,
+    advisor_report_parameters, allows_strict, final_report_parameters, handoff_parameters,
 };
 use crate::contracts::pointer::join;
 use crate::contracts::{AgentSpec, NodeBehaviour, NodeContract, SYSTEM_SLICE};
@@ -49,16 +49,26 @@ pub(super) fn agent_plan(
         .filter(|w| *w != SYSTEM_SLICE)
         .cloned()
         .collect();
-    let parameters = final_report_parameters(&writes, |s| {
-        graph.slices().get(s).and_then(|d| d.schema.clone())
-    });
+    // An advisor's exit arguments are its report (brief 10.2): one without `writes`
+    // reports a text, `{"report": string}`.
+    let advisor = advises(graph, n);
+    let plain_advisor = advisor && writes.is_empty();
+    let parameters = if plain_advisor {
+        advisor_report_parameters()
+    } else {
+        final_report_parameters(&writes, |s| {
+            graph.slices().get(s).and_then(|d| d.schema.clone())
+        })
+    };
     let report = |answers| -> Result<Exit, ExecutorBuildError> {
-        let tool = tool_plan(
-            FINAL_REPORT.into(),
-            final_report_description(&writes),
-            parameters.clone(),
-        )
-        .map_err(|e| fail(format!("its final_report schema does not compile: {e}")))?;
+        let description = if plain_advisor {
+            "Report your advice: `report` is its text. Call it once, when you have finished."
+                .to_string()
+        } else {
+            final_report_description(&writes)
+        };
+        let tool = tool_plan(FINAL_REPORT.into(), description, parameters.clone())
+            .map_err(|e| fail(format!("its final_report schema does not compile: {e}")))?;
         Ok(Exit {
             kind: ExitKind::Report { answers },
             tool,
@@ -110,6 +120,7 @@ pub(super) fn agent_plan(
     }
     let text_slice = match writes.as_slice() {
         [only] if n.router.is_none() => Some(only.clone()),
+        [] if plain_advisor => Some(ADVISOR_REPORT.to_string()),
         _ => None,
     };
     Ok(AgentPlan {
@@ -130,11 +141,6 @@ fn unsupported_part(graph: &CompiledGraph, n: &NodeContract) -> Option<String> {
         return Some("a tool node".into());
     }
     for other in graph.registry().nodes() {
-        if let Some(a) = &other.advisors
-            && a.members.contains(&n.id)
-        {
-            return Some(format!("an advisor of `{}`", other.id));
-        }
         if let Some(t) = &other.team
             && (t.lead == n.id || t.members.contains(&n.id))
         {
@@ -142,6 +148,15 @@ fn unsupported_part(graph: &CompiledGraph, n: &NodeContract) -> Option<String> {
         }
     }
     None
+}
+
+/// Whether node `n` is some node's advisor.
+fn advises(graph: &CompiledGraph, n: &NodeContract) -> bool {
+    graph.registry().nodes().any(|o| {
+        o.advisors
+            .as_ref()
+            .is_some_and(|a| a.members.contains(&n.id))
+    })
 }
 
 /// What the model is told `final_report` does.

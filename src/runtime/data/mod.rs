@@ -4,6 +4,7 @@
 //! (`machine`), the effects (`effects`) and the executor all build on it.
 
 mod accounting;
+mod advising;
 mod callstack;
 pub(crate) mod changes;
 mod clock;
@@ -22,6 +23,7 @@ mod team_state;
 mod trace;
 
 pub use accounting::Accounting;
+pub use advising::{AdvisingRun, Seat, SeatReport, SeatState, SeatStatus};
 pub use callstack::{Frame, KeptChild, Owed, UncommittedFrame};
 pub use clock::Clock;
 pub use event_bus::{DEFAULT_EVENT_BUFFER, DeltaPublisher, RunEvents, Subscription};

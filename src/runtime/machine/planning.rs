@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use super::agent::resolve_seat;
 use super::budgets::check_clock;
 use super::commit::Tx;
 use super::decide::Callee;
@@ -132,7 +133,19 @@ impl<'e> Planner<'e> {
                 if let Then::Fork(fs) = &mut planned.then
                     && let Ok(Produced::Reports(r)) = output.result
                 {
-                    fs.reports = r;
+                    // Agent members' calls feed their seats (those making a call, in
+                    // order); the others are plain members' reports.
+                    let mut seats = fs.seats.iter_mut().filter(|s| s.calls);
+                    for mut report in r {
+                        match report.produced.take() {
+                            Some(p) => {
+                                if let Some(seat) = seats.next() {
+                                    resolve_seat(seat, p, report.duration_us, output.attempt);
+                                }
+                            }
+                            None => fs.reports.push(report),
+                        }
+                    }
                 }
                 step.stage = Stage::Ready(planned);
             }
@@ -299,6 +312,7 @@ impl<'e> Planner<'e> {
                 self.plan_routed(run, level, pending, step);
             }
             Pending::Team(team) => self.plan_pending_team(run, level, team, step),
+            Pending::Advising(adv) => self.plan_pending_advising(run, level, adv, step),
             Pending::Session { .. } => self.plan_pending_session(run, level, pending, step),
         }
     }
@@ -339,7 +353,7 @@ impl<'e> Planner<'e> {
 
 /// Feeds a session's effect output (a model's reply, or its tool calls' results) to
 /// the work waiting on it.
-fn resolve_session(work: &mut SessionWork, output: EffectOutput) {
+pub(crate) fn resolve_session(work: &mut SessionWork, output: EffectOutput) {
     match work {
         SessionWork::Model {
             result,

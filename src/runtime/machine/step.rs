@@ -24,8 +24,8 @@ use super::budgets::GuardStop;
 use crate::contracts::{Advisors, RetryPolicy, StopGlobal, StopLocal, Team};
 use crate::model::ChatMessage;
 use crate::runtime::data::{
-    Chain, ChainTrigger, NodeOutput, Owed, RunState, TeamRun, TerminationReason, TraceItem,
-    TraceKind, Usage,
+    AdvisingRun, Chain, ChainTrigger, NodeOutput, Owed, RunState, TeamRun, TerminationReason,
+    TraceItem, TraceKind, Usage,
 };
 use crate::runtime::effects::{Call, Effect, Fault, ModelReply, Report};
 use crate::runtime::plan::agent::AgentPlan;
@@ -221,9 +221,33 @@ pub(crate) struct ForkStep<'e> {
     pub(crate) kind: TraceKind,
     pub(crate) source: Option<Arc<str>>,
     pub(crate) chain: Option<Chain>,
+    /// The plain members' reports (in `members` order) once the fork is performed.
     pub(crate) reports: Vec<Report>,
     /// Routers whose own handoff is owed (see [`Pending::Handoff`]), kept for the primary.
     pub(crate) owed: Vec<Arc<str>>,
+    /// The agent members this step advances (in `members` order), each by one call.
+    pub(crate) seats: Vec<SeatStep<'e>>,
+    /// The fork under way (`None`: this step begins it).
+    pub(crate) round: Option<Box<AdvisingRun>>,
+}
+
+/// One agent session of a fork (ADR 0040), advanced by one call in this step: the member,
+/// its session (or the opening that begins it) and the call's work.
+pub(crate) struct SeatStep<'e> {
+    /// The member's place among the fork's members.
+    pub(crate) position: usize,
+    pub(crate) np: &'e NodePlan,
+    pub(crate) agent: &'e AgentPlan,
+    /// The session's index in the run's sessions; `None` for the session this step
+    /// begins with `opening`.
+    pub(crate) session: Option<u32>,
+    pub(crate) opening: Vec<ChatMessage>,
+    pub(crate) work: SessionWork,
+    /// Whether the fork's effect makes a call for it (else its work is complete).
+    pub(crate) calls: bool,
+    /// Its tool calls passed the member's time limit (what to say): it fails `timeout`
+    /// once they are recorded.
+    pub(crate) timed_out: Option<String>,
 }
 
 /// An agent session's step, planned: the node and how it was reached (kept for the

@@ -15,6 +15,10 @@ use crate::model::client::ChatClient;
 /// The exit tool of a node that writes slices.
 pub(crate) const FINAL_REPORT: &str = "final_report";
 
+/// The property of an advisor's `final_report` when the advisor writes no slice: its
+/// report's text.
+pub(crate) const ADVISOR_REPORT: &str = "report";
+
 /// The exit tool of a router.
 pub(crate) const HANDOFF_TO: &str = "handoff_to";
 
@@ -119,6 +123,17 @@ pub(crate) fn final_report_parameters(
         "type": "object",
         "properties": properties,
         "required": writes,
+        "additionalProperties": false,
+    })
+}
+
+/// The `final_report` parameters of an advisor that writes no slice:
+/// `{"report": string}`, required, no others.
+pub(crate) fn advisor_report_parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {ADVISOR_REPORT: {"type": "string"}},
+        "required": [ADVISOR_REPORT],
         "additionalProperties": false,
     })
 }

@@ -19,6 +19,7 @@ use crate::runtime::machine::commit::{Tx, attach_usage};
 use crate::runtime::machine::step::{
     Level, NodeResult, NodeStep, Ran, SessionStep, SessionWork, StageExtra, ToolOutcome,
 };
+use crate::runtime::plan::agent::AgentPlan;
 
 /// The usage name counting model calls whose server sent no usage: their tokens are
 /// unknown (never guessed), so a sum with it is incomplete.
@@ -80,69 +81,19 @@ impl Tx<'_> {
     }
 
     /// Commits model call `turn` (attempt `attempt`, `duration_us` long) and reads its
-    /// reply.
+    /// reply: the session goes on, ends the node, or fails it.
     fn model_turn(
         &mut self,
         level: Level<'_>,
         ss: Box<SessionStep<'_>>,
         index: u32,
-        (turn, attempt, duration_us): (u32, u32, u64),
+        call: (u32, u32, u64),
         result: Result<ModelReply, Fault>,
     ) {
         let node = Arc::clone(&ss.np.id);
         let sup = Arc::clone(&ss.dispatcher);
-        let reply = match result {
-            Ok(reply) => reply,
-            Err(fault) => {
-                let msg = fault.describe().1.to_string();
-                self.run.steps += 1;
-                let it = self.record(TraceKind::ModelCall, Some(Arc::clone(&sup)));
-                it.source = Some(Arc::clone(&node));
-                it.target = Some(ss.agent.model.as_str().into());
-                it.reason = Some(format!("turn {turn}, attempt {attempt}: failed: {msg}").into());
-                it.duration_us = duration_us;
-                let (total_us, usage) = self.session_totals(index);
-                let msg = format!("agent node `{node}` (model `{}`): {msg}", ss.agent.model);
-                return self.fail_after_run(
-                    TerminationReason::ModelError,
-                    msg,
-                    sup,
-                    (&node, total_us),
-                    usage,
-                );
-            }
-        };
-        let ModelReply {
-            message,
-            finish_reason,
-            usage,
-            retried,
-        } = reply;
-        let usage = call_usage(ss.agent.price.as_ref(), usage.as_ref());
-        self.run.usage_total.add_all(&usage);
-        self.run.steps += 1;
-        let mut reason = format!("turn {turn}, attempt {attempt}");
-        if !retried.is_empty() {
-            reason.push_str(&format!(" (after {})", retried.join("; ")));
-        }
-        reason.push_str(&format!(
-            ", finish_reason {}",
-            finish_reason.as_deref().unwrap_or("none")
-        ));
-        if usage.get(USAGE_UNKNOWN).is_some() {
-            reason.push_str(", usage unknown (the server sent none)");
-        }
-        let it = self.record(TraceKind::ModelCall, Some(Arc::clone(&sup)));
-        it.source = Some(Arc::clone(&node));
-        it.target = Some(ss.agent.model.as_str().into());
-        it.reason = Some(reason.into());
-        it.duration_us = duration_us;
-        attach_usage(it, usage);
-        let verdict = judge(self.plan, ss.agent, &message);
-        self.push_messages(index, [message]);
-        let last = turn >= ss.agent.max_turns();
-        match verdict {
-            Verdict::Exit(output) => {
+        match self.model_committed(&sup, &node, ss.agent, index, call, result) {
+            TurnEnd::Exit(output) => {
                 let (total_us, usage) = self.session_totals(index);
                 let extra = StageExtra::owing(&ss.owed);
                 let SessionStep {
@@ -170,27 +121,87 @@ impl Tx<'_> {
                 };
                 self.run_node(level, ns);
             }
-            Verdict::Calls | Verdict::Text if last => {
+            TurnEnd::Going => {
+                self.run.control = Control::Running(pending_session(&ss, index));
+            }
+            TurnEnd::Failed(reason, msg) => {
                 let (total_us, usage) = self.session_totals(index);
-                let msg = format!(
+                self.fail_after_run(reason, msg, sup, (&node, total_us), usage);
+            }
+        }
+    }
+
+    /// Records model call `turn` (attempt `attempt`, `duration_us` long) of session
+    /// `index` of node `node` (for supervisor `sup`): one step, its `model_call` item and
+    /// its usage; appends the reply to the conversation and reads it (a text reply that
+    /// is no exit is answered with a request for the exit tool). Says how the session
+    /// stands after it.
+    pub(crate) fn model_committed(
+        &mut self,
+        sup: &Arc<str>,
+        node: &Arc<str>,
+        agent: &AgentPlan,
+        index: u32,
+        (turn, attempt, duration_us): (u32, u32, u64),
+        result: Result<ModelReply, Fault>,
+    ) -> TurnEnd {
+        let reply = match result {
+            Ok(reply) => reply,
+            Err(fault) => {
+                let msg = fault.describe().1.to_string();
+                self.run.steps += 1;
+                let it = self.record(TraceKind::ModelCall, Some(Arc::clone(sup)));
+                it.source = Some(Arc::clone(node));
+                it.target = Some(agent.model.as_str().into());
+                it.reason = Some(format!("turn {turn}, attempt {attempt}: failed: {msg}").into());
+                it.duration_us = duration_us;
+                let msg = format!("agent node `{node}` (model `{}`): {msg}", agent.model);
+                return TurnEnd::Failed(TerminationReason::ModelError, msg);
+            }
+        };
+        let ModelReply {
+            message,
+            finish_reason,
+            usage,
+            retried,
+        } = reply;
+        let usage = call_usage(agent.price.as_ref(), usage.as_ref());
+        self.run.usage_total.add_all(&usage);
+        self.run.steps += 1;
+        let mut reason = format!("turn {turn}, attempt {attempt}");
+        if !retried.is_empty() {
+            reason.push_str(&format!(" (after {})", retried.join("; ")));
+        }
+        reason.push_str(&format!(
+            ", finish_reason {}",
+            finish_reason.as_deref().unwrap_or("none")
+        ));
+        if usage.get(USAGE_UNKNOWN).is_some() {
+            reason.push_str(", usage unknown (the server sent none)");
+        }
+        let it = self.record(TraceKind::ModelCall, Some(Arc::clone(sup)));
+        it.source = Some(Arc::clone(node));
+        it.target = Some(agent.model.as_str().into());
+        it.reason = Some(reason.into());
+        it.duration_us = duration_us;
+        attach_usage(it, usage);
+        let verdict = judge(self.plan, agent, &message);
+        self.push_messages(index, [message]);
+        let last = turn >= agent.max_turns();
+        match verdict {
+            Verdict::Exit(output) => TurnEnd::Exit(output),
+            Verdict::Calls | Verdict::Text if last => TurnEnd::Failed(
+                TerminationReason::AgentNoExit,
+                format!(
                     "agent node `{node}` made {turn} model call(s), its max_turns, without a \
                      valid `{}` call",
-                    ss.agent.exit().def.name
-                );
-                self.fail_after_run(
-                    TerminationReason::AgentNoExit,
-                    msg,
-                    sup,
-                    (&node, total_us),
-                    usage,
-                );
-            }
-            Verdict::Calls => {
-                self.run.control = Control::Running(pending_session(&ss, index));
-            }
+                    agent.exit().def.name
+                ),
+            ),
+            Verdict::Calls => TurnEnd::Going,
             Verdict::Text => {
-                self.push_messages(index, [ChatMessage::user(ask_for_exit(ss.agent))]);
-                self.run.control = Control::Running(pending_session(&ss, index));
+                self.push_messages(index, [ChatMessage::user(ask_for_exit(agent))]);
+                TurnEnd::Going
             }
         }
     }
@@ -199,8 +210,25 @@ impl Tx<'_> {
     /// results appended in the reply's order; the session's next model call is next.
     fn tool_results(&mut self, ss: Box<SessionStep<'_>>, index: u32, outcomes: Vec<ToolOutcome>) {
         let sup = Arc::clone(&ss.dispatcher);
-        if outcomes.iter().any(|o| o.cancelled) {
+        if !self.tools_committed(&sup, &ss.np.id, index, outcomes) {
             return self.fault(&ss.np.id, "agent node", Fault::Cancelled, Some(sup));
+        }
+        self.run.control = Control::Running(pending_session(&ss, index));
+    }
+
+    /// Records the tool calls of a reply of session `index` of node `node` (for
+    /// supervisor `sup`): one `tool_call` item and one step each, their results appended
+    /// in the reply's order. False, recording nothing, when the run was cancelled while
+    /// they ran.
+    pub(crate) fn tools_committed(
+        &mut self,
+        sup: &Arc<str>,
+        node: &Arc<str>,
+        index: u32,
+        outcomes: Vec<ToolOutcome>,
+    ) -> bool {
+        if outcomes.iter().any(|o| o.cancelled) {
+            return false;
         }
         let mut messages = Vec::with_capacity(outcomes.len());
         for o in outcomes {
@@ -212,8 +240,8 @@ impl Tx<'_> {
                 None => format!("call {}: ok", o.call_id),
                 Some(e) => format!("call {}: error: {e}", o.call_id),
             };
-            let it = self.record(TraceKind::ToolCall, Some(Arc::clone(&sup)));
-            it.source = Some(Arc::clone(&ss.np.id));
+            let it = self.record(TraceKind::ToolCall, Some(Arc::clone(sup)));
+            it.source = Some(Arc::clone(node));
             it.target = Some(o.tool);
             it.reason = Some(reason.into());
             it.duration_us = o.duration_us;
@@ -224,7 +252,7 @@ impl Tx<'_> {
             messages.push(ChatMessage::tool(o.call_id, content));
         }
         self.push_messages(index, messages);
-        self.run.control = Control::Running(pending_session(&ss, index));
+        true
     }
 
     /// Appends messages to session `index`.
@@ -236,7 +264,7 @@ impl Tx<'_> {
 
     /// What session `index`'s calls took so far: their microseconds, and their usage
     /// summed (`None` when none reported any).
-    fn session_totals(&self, index: u32) -> (u64, Option<Usage>) {
+    pub(crate) fn session_totals(&self, index: u32) -> (u64, Option<Usage>) {
         let Some(session) = self.run.sessions.get(index as usize) else {
             return (0, None);
         };
@@ -257,6 +285,20 @@ impl Tx<'_> {
         }
         (total_us, (!usage.is_empty()).then_some(usage))
     }
+}
+
+/// How a committed model call leaves its session.
+// Made once per model call and matched at once: boxing the output would allocate for
+// nothing.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum TurnEnd {
+    /// It ended with a valid exit: this output.
+    Exit(crate::runtime::data::NodeOutput),
+    /// It goes on: tool calls to answer, or the request for the exit tool sent.
+    Going,
+    /// It failed: `model_error` (the call failed for good) or `agent_no_exit` (its turns
+    /// are used up), with what to say.
+    Failed(TerminationReason, String),
 }
 
 /// A model call's usage record: its tokens (and cached input tokens), and its cost when

@@ -7,6 +7,8 @@
 //!   model call or the tool calls of its last reply;
 //! - `reply.rs`: reading a reply (a valid exit, tool calls, or text) and checking
 //!   arguments, as plain functions;
+//! - `seats.rs`: forks of sessions (ADR 0040): several sessions advanced together, one
+//!   call each per step, as members of one fork effect (agent advisors);
 //! - `commit.rs`: committing a model call or the tool calls: the conversation grows, the
 //!   usage is counted, and the session goes on, ends the node, or fails it.
 //!
@@ -15,6 +17,8 @@
 mod commit;
 mod plan;
 mod reply;
+mod seats;
 mod templates;
 
 pub(crate) use reply::error_content;
+pub(crate) use seats::{SeatEnd, resolve_seat};

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::reply::{arguments_of, error_content, exit_output};
 use super::templates::opening;
 use crate::model::{ChatMessage, Role as ChatRole, ToolCall, ToolChoice};
-use crate::runtime::data::{Pending, Role, RunState, Writes};
+use crate::runtime::data::{Pending, Role, RunState, Session, Writes};
 use crate::runtime::effects::{Call, CallIds, Effect, EffectKind, ModelCall, ToolInvocation};
 use crate::runtime::machine::budgets::check_node;
 use crate::runtime::machine::calls::{NodeCall, node_call};
@@ -150,35 +150,24 @@ impl<'e> Planner<'e> {
             opening: Vec::new(),
             work: SessionWork::Failed(String::new()),
         });
-        let unanswered = conversation
-            .messages
-            .last()
-            .filter(|m| m.role == ChatRole::Assistant && !m.tool_calls.is_empty());
-        let effect = match unanswered {
-            Some(reply) => {
-                let (outcomes, calls) = self.tool_work(run, agent, &reply.tool_calls);
-                ss.work = SessionWork::Tools(outcomes);
-                (!calls.is_empty()).then(|| Effect {
-                    kind: EffectKind::Tools,
-                    id: Arc::clone(&np.id),
-                    step: run.steps,
-                    limit: None,
-                    delay: Duration::ZERO,
-                    call: Call::Tools(calls),
-                    role: Role::Plain,
-                })
-            }
-            None => {
-                let turn = conversation.turns().saturating_add(1);
-                ss.work = SessionWork::Model {
-                    turn,
-                    result: None,
-                    attempt: 1,
-                    duration_us: 0,
-                };
-                Some(self.model_effect(run, &np.id, agent, conversation.messages.clone(), turn))
-            }
-        };
+        let (work, call, _) = self.session_next(run, agent, conversation, 0);
+        ss.work = work;
+        let effect = call.map(|call| Effect {
+            kind: if matches!(call, Call::Model(_)) {
+                EffectKind::Model
+            } else {
+                EffectKind::Tools
+            },
+            id: Arc::clone(&np.id),
+            step: run.steps,
+            limit: match call {
+                Call::Model(_) => self.call_limit(run, None),
+                _ => None,
+            },
+            delay: Duration::ZERO,
+            call,
+            role: Role::Plain,
+        });
         let planned = Planned {
             level,
             decision: None,
@@ -204,39 +193,64 @@ impl<'e> Planner<'e> {
         messages: Vec<ChatMessage>,
         turn: u32,
     ) -> Effect {
-        let tool_choice = (turn >= agent.max_turns())
-            .then(|| ToolChoice::Function(agent.exit().def.name.clone()));
         Effect {
             kind: EffectKind::Model,
             id: Arc::clone(node),
             step: run.steps,
             limit: self.call_limit(run, None),
             delay: Duration::ZERO,
-            call: Call::Model(Box::new(ModelCall {
-                model: agent.model.as_str().into(),
-                #[cfg(feature = "agents")]
-                client: Arc::clone(&agent.client),
-                messages,
-                tools: agent.defs(),
-                tool_choice,
-                ids: CallIds {
-                    run_id: run.run_id,
-                    step: run.steps,
-                    attempt: 1,
-                },
-            })),
+            call: model_call(run, agent, messages, turn, run.steps),
             role: Role::Plain,
+        }
+    }
+
+    /// What a session under way does next, as the `offset`-th step of this one (steps
+    /// taken before it in the same step, for a fork of sessions): the tool calls of its
+    /// last reply when they are unanswered, else its next model call. Gives the work, the
+    /// call to make (`None` when every tool call was answered while planning) and the
+    /// steps it counts (1 for a model call, 1 per tool call).
+    pub(crate) fn session_next(
+        &self,
+        run: &RunState,
+        agent: &'e AgentPlan,
+        conversation: &Session,
+        offset: u32,
+    ) -> (SessionWork, Option<Call>, u32) {
+        let unanswered = conversation
+            .messages
+            .last()
+            .filter(|m| m.role == ChatRole::Assistant && !m.tool_calls.is_empty());
+        let step = run.steps.saturating_add(offset);
+        match unanswered {
+            Some(reply) => {
+                let (outcomes, calls) = self.tool_work(run, agent, &reply.tool_calls, step);
+                let n = u32::try_from(outcomes.len()).unwrap_or(u32::MAX);
+                let call = (!calls.is_empty()).then_some(Call::Tools(calls));
+                (SessionWork::Tools(outcomes), call, n)
+            }
+            None => {
+                let turn = conversation.turns().saturating_add(1);
+                let work = SessionWork::Model {
+                    turn,
+                    result: None,
+                    attempt: 1,
+                    duration_us: 0,
+                };
+                let call = model_call(run, agent, conversation.messages.clone(), turn, step);
+                (work, Some(call), 1)
+            }
         }
     }
 
     /// The outcome of each of a reply's tool calls, in its order, with those answered
     /// already (a mistake, a tool node that calls nothing), and the calls to run. Call `i`
-    /// is step `run.steps + i`.
+    /// is step `step + i`.
     fn tool_work(
         &self,
         run: &RunState,
         agent: &AgentPlan,
         calls: &[ToolCall],
+        step: u32,
     ) -> (Vec<ToolOutcome>, Vec<ToolInvocation>) {
         let mut outcomes = Vec::with_capacity(calls.len());
         let mut invocations = Vec::new();
@@ -250,7 +264,7 @@ impl<'e> Planner<'e> {
                 duration_us: 0,
                 cancelled: false,
             };
-            match self.tool_call(run, agent, call, index) {
+            match self.tool_call(run, agent, call, index, step) {
                 Ok(Answer::Run(invocation)) => invocations.push(invocation),
                 Ok(Answer::Now(content)) => outcome.content = Some(content),
                 Err(error) => {
@@ -270,6 +284,7 @@ impl<'e> Planner<'e> {
         agent: &AgentPlan,
         call: &ToolCall,
         index: usize,
+        step: u32,
     ) -> Result<Answer, String> {
         if let Some(exit) = exit_output(agent, &call.name, &call.arguments) {
             // A valid exit ends the session when the reply is read: this one has a mistake.
@@ -304,9 +319,7 @@ impl<'e> Planner<'e> {
         };
         let ids = CallIds {
             run_id: run.run_id,
-            step: run
-                .steps
-                .saturating_add(u32::try_from(index).unwrap_or(u32::MAX)),
+            step: step.saturating_add(u32::try_from(index).unwrap_or(u32::MAX)),
             attempt: 1,
         };
         match node_call(tp, run, ids, || arguments, None) {
@@ -334,6 +347,32 @@ enum Answer {
     Run(ToolInvocation),
     /// Its tool node calls nothing: its constants are the result.
     Now(String),
+}
+
+/// Model call `turn` of a session of `agent`, sending `messages`, as step `step`: the
+/// exit tool and the tools offered, the exit tool forced on the last allowed turn.
+pub(super) fn model_call(
+    run: &RunState,
+    agent: &AgentPlan,
+    messages: Vec<ChatMessage>,
+    turn: u32,
+    step: u32,
+) -> Call {
+    let tool_choice =
+        (turn >= agent.max_turns()).then(|| ToolChoice::Function(agent.exit().def.name.clone()));
+    Call::Model(Box::new(ModelCall {
+        model: agent.model.as_str().into(),
+        #[cfg(feature = "agents")]
+        client: Arc::clone(&agent.client),
+        messages,
+        tools: agent.defs(),
+        tool_choice,
+        ids: CallIds {
+            run_id: run.run_id,
+            step,
+            attempt: 1,
+        },
+    }))
 }
 
 /// The fields of [`Pending::Session`] a session's step keeps, for the step after it.
