@@ -93,6 +93,8 @@ impl Tx<'_> {
             }
         };
         if cancelled {
+            // The fork's items are recorded, the join's too, then the run stops.
+            self.join_item(&dispatcher, np, &adv.seats);
             let g = GuardStop {
                 reason: TerminationReason::Cancelled,
                 message: format!(
@@ -218,6 +220,28 @@ impl Tx<'_> {
         }
     }
 
+    /// Records the fork's `join` item: how many reports, and how they ended.
+    fn join_item(&mut self, sup: &Arc<str>, np: &NodePlan, seats: &[Seat]) {
+        let mut tally = [0usize; 3];
+        for s in seats {
+            if let SeatState::Reported(r) = &s.state {
+                tally[r.status as usize] += 1;
+            }
+        }
+        let it = self.record(TraceKind::Join, Some(Arc::clone(sup)));
+        it.target = Some(Arc::clone(&np.id));
+        it.reason = Some(
+            format!(
+                "{} report(s): {} ok, {} failed, {} timeout",
+                seats.len(),
+                tally[SeatStatus::Ok as usize],
+                tally[SeatStatus::Failed as usize],
+                tally[SeatStatus::Timeout as usize]
+            )
+            .into(),
+        );
+    }
+
     /// Every report is in: the `join` item, the advice slice, and the primary pending.
     fn join(&mut self, np: &NodePlan, spec: &Advisors, adv: AdvisingRun) {
         let AdvisingRun {
@@ -230,24 +254,7 @@ impl Tx<'_> {
             seats,
             ..
         } = adv;
-        let mut tally = [0usize; 3];
-        for s in &seats {
-            if let SeatState::Reported(r) = &s.state {
-                tally[r.status as usize] += 1;
-            }
-        }
-        let it = self.record(TraceKind::Join, Some(Arc::clone(&dispatcher)));
-        it.target = Some(Arc::clone(&np.id));
-        it.reason = Some(
-            format!(
-                "{} report(s): {} ok, {} failed, {} timeout",
-                seats.len(),
-                tally[SeatStatus::Ok as usize],
-                tally[SeatStatus::Failed as usize],
-                tally[SeatStatus::Timeout as usize]
-            )
-            .into(),
-        );
+        self.join_item(&dispatcher, np, &seats);
         let contract = np.contract(&self.plan.graph);
         let reads: Vec<String> = contract
             .reads
