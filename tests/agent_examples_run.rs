@@ -47,7 +47,10 @@ fn the_advisors_example_runs_against_a_chat_completions_server() {
     let server = rt.block_on(ChatServer::start([]));
     server.route(
         "You review writing style.",
-        call("final_report", json!({"report": "The second sentence is long."})),
+        call(
+            "final_report",
+            json!({"report": "The second sentence is long."}),
+        ),
     );
     server.route(
         "You look for risky promises",

@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use super::builder::ExecutorBuildError;
 use super::plan::agent::{
-    ADVISOR_REPORT, AgentPlan, Exit, ExitKind, FINAL_REPORT, HANDOFF_TO, ToolPlan,
-    advisor_report_parameters, allows_strict, final_report_parameters, handoff_parameters,
+    ADVISOR_REPORT, AgentPlan, Exit, ExitKind, FINAL_REPORT, HANDOFF_TO, TEAM_BROADCAST, ToolPlan,
+    advisor_report_parameters, allows_strict, broadcast_parameters, final_report_parameters,
+    handoff_parameters,
 };
 use crate::contracts::pointer::join;
 use crate::contracts::{AgentSpec, NodeBehaviour, NodeContract, SYSTEM_SLICE};
@@ -74,9 +75,32 @@ pub(super) fn agent_plan(
             tool,
         })
     };
-    let exits = match &n.router {
-        None => vec![report(false)?],
-        Some(r) => {
+    let team = team_part(graph, n);
+    let exits = match (&n.router, &team) {
+        (_, Some(TeamPart::Member)) => vec![broadcast_exit(true).map_err(fail)?],
+        (_, Some(TeamPart::Lead(writes))) => {
+            // The lead answers with the team node's writes; `final_report` is forced on
+            // its final turn.
+            let parameters = final_report_parameters(writes, |s| {
+                graph.slices().get(s).and_then(|d| d.schema.clone())
+            });
+            let tool = tool_plan(
+                FINAL_REPORT.into(),
+                format!(
+                    "Give the team's answer and end the team: one property per result ({}).",
+                    writes.join(", ")
+                ),
+                parameters,
+            )
+            .map_err(|e| fail(format!("its final_report schema does not compile: {e}")))?;
+            let last = Exit {
+                kind: ExitKind::Final,
+                tool,
+            };
+            vec![last, broadcast_exit(false).map_err(fail)?]
+        }
+        (None, None) => vec![report(false)?],
+        (Some(r), None) => {
             let tool = tool_plan(
                 HANDOFF_TO.into(),
                 format!(
@@ -119,6 +143,7 @@ pub(super) fn agent_plan(
         tools.push(plan);
     }
     let text_slice = match writes.as_slice() {
+        _ if team.is_some() => None,
         [only] if n.router.is_none() => Some(only.clone()),
         [] if plain_advisor => Some(ADVISOR_REPORT.to_string()),
         _ => None,
@@ -136,18 +161,58 @@ pub(super) fn agent_plan(
 }
 
 /// The part node `n` plays that agents cannot play yet, if any.
-fn unsupported_part(graph: &CompiledGraph, n: &NodeContract) -> Option<String> {
-    if n.tool.is_some() {
-        return Some("a tool node".into());
-    }
-    for other in graph.registry().nodes() {
-        if let Some(t) = &other.team
-            && (t.lead == n.id || t.members.contains(&n.id))
-        {
-            return Some(format!("a member or the lead of team `{}`", other.id));
+fn unsupported_part(_graph: &CompiledGraph, n: &NodeContract) -> Option<String> {
+    n.tool.is_some().then(|| "a tool node".into())
+}
+
+/// The part node `n` plays in a team, if any.
+enum TeamPart {
+    /// A member: it exits with `team_broadcast` `{"message", "exit"}`.
+    Member,
+    /// The lead of a team node writing these slices: `final_report` (the writes) or
+    /// `team_broadcast` `{"message"}`.
+    Lead(Vec<String>),
+}
+
+/// The part node `n` plays in a team, if any (the validator keeps a node in one team).
+fn team_part(graph: &CompiledGraph, n: &NodeContract) -> Option<TeamPart> {
+    graph.registry().nodes().find_map(|other| {
+        let t = other.team.as_ref()?;
+        if t.lead == n.id {
+            let writes = other
+                .writes
+                .iter()
+                .filter(|w| *w != SYSTEM_SLICE)
+                .cloned()
+                .collect();
+            Some(TeamPart::Lead(writes))
+        } else {
+            t.members.contains(&n.id).then_some(TeamPart::Member)
         }
-    }
-    None
+    })
+}
+
+/// The `team_broadcast` exit of a member (`{"message", "exit"}`) or of the lead
+/// (`{"message"}`).
+fn broadcast_exit(member: bool) -> Result<Exit, String> {
+    let description = if member {
+        "Send your message to the team (`message`); set `exit` to leave the team. This ends \
+         your turn; your next turn brings what the others said."
+    } else {
+        "Send a message to the team's members (`message`) and start another cycle."
+    };
+    let tool = tool_plan(
+        TEAM_BROADCAST.into(),
+        description.into(),
+        broadcast_parameters(member),
+    )
+    .map_err(|e| format!("its team_broadcast schema does not compile: {e}"))?;
+    let kind = if member {
+        ExitKind::Broadcast
+    } else {
+        ExitKind::LeadBroadcast
+    };
+    Ok(Exit { kind, tool })
 }
 
 /// Whether node `n` is some node's advisor.

@@ -159,6 +159,7 @@ impl Tx<'_> {
                 output,
                 duration_us,
                 usage,
+                ..
             } => (
                 SeatReport {
                     status: SeatStatus::Ok,
@@ -173,6 +174,7 @@ impl Tx<'_> {
                 message,
                 duration_us,
                 usage,
+                ..
             } => (
                 SeatReport {
                     status: if timeout {

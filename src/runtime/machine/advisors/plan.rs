@@ -179,31 +179,6 @@ impl<'e> Planner<'e> {
         };
     }
 
-    /// Agent member `mp`'s call (its session's next call) as a fork member, under the
-    /// member's time limit (its own or `node_timeout_ms`, capped by `cap`, the advisors'
-    /// `timeout_ms`, and the run deadline).
-    fn seat_member(&self, run: &RunState, mp: &NodePlan, cap: Option<u64>, call: Call) -> Member {
-        Member {
-            id: Arc::clone(&mp.id),
-            limit: self.member_limit(run, mp, cap),
-            call: MemberCall::Session(call),
-            role: Role::Plain,
-        }
-    }
-
-    /// A member's time limit: its own (or `node_timeout_ms`), capped by `cap` and the run
-    /// deadline.
-    fn member_limit(&self, run: &RunState, mp: &NodePlan, cap: Option<u64>) -> Option<Duration> {
-        let own = mp
-            .own_timeout_ms()
-            .or(self.plan.graph.budgets().node_timeout_ms);
-        let own = match (own, cap) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        self.call_limit(run, own)
-    }
-
     /// Member `id`, as step `step` of the run. `team`: a team member's turn, given this
     /// team input in this slice (besides its `reads` view).
     pub(crate) fn member(

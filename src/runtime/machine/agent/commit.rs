@@ -92,7 +92,8 @@ impl Tx<'_> {
     ) {
         let node = Arc::clone(&ss.np.id);
         let sup = Arc::clone(&ss.dispatcher);
-        match self.model_committed(&sup, &node, ss.agent, index, call, result) {
+        let last = call.0 >= ss.agent.max_turns();
+        match self.model_committed(&sup, &node, ss.agent, index, (call, last), result) {
             TurnEnd::Exit(output) => {
                 let (total_us, usage) = self.session_totals(index);
                 let extra = StageExtra::owing(&ss.owed);
@@ -134,15 +135,16 @@ impl Tx<'_> {
     /// Records model call `turn` (attempt `attempt`, `duration_us` long) of session
     /// `index` of node `node` (for supervisor `sup`): one step, its `model_call` item and
     /// its usage; appends the reply to the conversation and reads it (a text reply that
-    /// is no exit is answered with a request for the exit tool). Says how the session
-    /// stands after it.
+    /// is no exit is answered with a request for the exit tool). `last`: the session
+    /// fails `agent_no_exit` without an exit in this reply. Says how the session stands
+    /// after it.
     pub(crate) fn model_committed(
         &mut self,
         sup: &Arc<str>,
         node: &Arc<str>,
         agent: &AgentPlan,
         index: u32,
-        (turn, attempt, duration_us): (u32, u32, u64),
+        ((turn, attempt, duration_us), last): ((u32, u32, u64), bool),
         result: Result<ModelReply, Fault>,
     ) -> TurnEnd {
         let reply = match result {
@@ -187,7 +189,6 @@ impl Tx<'_> {
         attach_usage(it, usage);
         let verdict = judge(self.plan, agent, &message);
         self.push_messages(index, [message]);
-        let last = turn >= agent.max_turns();
         match verdict {
             Verdict::Exit(output) => TurnEnd::Exit(output),
             Verdict::Calls | Verdict::Text if last => TurnEnd::Failed(
@@ -256,7 +257,11 @@ impl Tx<'_> {
     }
 
     /// Appends messages to session `index`.
-    fn push_messages(&mut self, index: u32, messages: impl IntoIterator<Item = ChatMessage>) {
+    pub(crate) fn push_messages(
+        &mut self,
+        index: u32,
+        messages: impl IntoIterator<Item = ChatMessage>,
+    ) {
         if let Some(s) = self.run.sessions.get_mut(index as usize) {
             s.messages.extend(messages);
         }

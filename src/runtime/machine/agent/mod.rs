@@ -7,6 +7,7 @@
 //!   model call or the tool calls of its last reply;
 //! - `reply.rs`: reading a reply (a valid exit, tool calls, or text) and checking
 //!   arguments, as plain functions;
+//! - `resolve.rs`: an effect's output (a reply, tool results) fed to the step's work;
 //! - `seats.rs`: forks of sessions (ADR 0040): several sessions advanced together, one
 //!   call each per step, as members of one fork effect (agent advisors);
 //! - `commit.rs`: committing a model call or the tool calls: the conversation grows, the
@@ -17,8 +18,10 @@
 mod commit;
 mod plan;
 mod reply;
+mod resolve;
 mod seats;
 mod templates;
 
 pub(crate) use reply::error_content;
-pub(crate) use seats::{SeatEnd, resolve_seat};
+pub(crate) use resolve::resolve_session;
+pub(crate) use seats::{SeatEnd, feed_seats, mid_turn};

@@ -199,7 +199,7 @@ impl<'e> Planner<'e> {
             step: run.steps,
             limit: self.call_limit(run, None),
             delay: Duration::ZERO,
-            call: model_call(run, agent, messages, turn, run.steps),
+            call: model_call(run, agent, messages, turn >= agent.max_turns(), run.steps),
             role: Role::Plain,
         }
     }
@@ -236,7 +236,8 @@ impl<'e> Planner<'e> {
                     attempt: 1,
                     duration_us: 0,
                 };
-                let call = model_call(run, agent, conversation.messages.clone(), turn, step);
+                let force = turn >= agent.max_turns();
+                let call = model_call(run, agent, conversation.messages.clone(), force, step);
                 (work, Some(call), 1)
             }
         }
@@ -349,17 +350,17 @@ enum Answer {
     Now(String),
 }
 
-/// Model call `turn` of a session of `agent`, sending `messages`, as step `step`: the
-/// exit tool and the tools offered, the exit tool forced on the last allowed turn.
+/// A model call of a session of `agent`, sending `messages`, as step `step`: the exit
+/// tools and the tools offered, the first exit tool forced when `force` (the last allowed
+/// turn).
 pub(super) fn model_call(
     run: &RunState,
     agent: &AgentPlan,
     messages: Vec<ChatMessage>,
-    turn: u32,
+    force: bool,
     step: u32,
 ) -> Call {
-    let tool_choice =
-        (turn >= agent.max_turns()).then(|| ToolChoice::Function(agent.exit().def.name.clone()));
+    let tool_choice = force.then(|| ToolChoice::Function(agent.exit().def.name.clone()));
     Call::Model(Box::new(ModelCall {
         model: agent.model.as_str().into(),
         #[cfg(feature = "agents")]

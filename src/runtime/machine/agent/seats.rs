@@ -2,19 +2,21 @@
 //! call per step (a model call, or its last reply's tool calls). Planning gives each live
 //! session's call as a member of one fork effect (`MemberCall::Session`), performed at
 //! once; commit records each call as its own steps and items (`model_call`,
-//! `tool_call`), in the members' order, and says how each session stands. Advisors that
-//! are agents run on it.
+//! `tool_call`), in the members' order, and says how each session stands. Advisors,
+//! team members and team leads that are agents run on it.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::commit::TurnEnd;
 use super::plan::model_call;
+use super::resolve::resolve_session;
 use super::templates::opening;
-use crate::runtime::data::{NodeOutput, RunState, Session, Usage, Writes};
-use crate::runtime::effects::{Call, EffectOutput, Fault, Produced};
+use crate::model::{ChatMessage, Role as ChatRole};
+use crate::runtime::data::{NodeOutput, Role, RunState, Session, TerminationReason, Usage, Writes};
+use crate::runtime::effects::{Call, EffectOutput, Fault, Member, MemberCall, Produced, Report};
 use crate::runtime::machine::commit::Tx;
 use crate::runtime::machine::planner::Planner;
-use crate::runtime::machine::planning::resolve_session;
 use crate::runtime::machine::step::{SeatStep, SessionWork};
 use crate::runtime::plan::NodePlan;
 use crate::runtime::plan::agent::AgentPlan;
@@ -39,12 +41,13 @@ impl<'e> Planner<'e> {
             opening: Vec::new(),
             work: SessionWork::Failed(String::new()),
             calls: false,
+            own_turns: true,
             timed_out: None,
         };
         match opening(&np.id, agent, view, None) {
             Ok(messages) => {
                 let step = run.steps.saturating_add(offset);
-                let call = model_call(run, agent, messages.clone(), 1, step);
+                let call = model_call(run, agent, messages.clone(), agent.max_turns() <= 1, step);
                 seat.opening = messages;
                 seat.work = SessionWork::Model {
                     turn: 1,
@@ -89,10 +92,118 @@ impl<'e> Planner<'e> {
             opening: Vec::new(),
             work,
             calls: call.is_some(),
+            own_turns: true,
             timed_out: None,
         };
         Ok((seat, call, steps))
     }
+
+    /// A team turn of member or lead `np` (at `position`, its model call being step
+    /// `run.steps + offset`): its session (begun with its opening over `view` when
+    /// `session` is `None`) gets `inbox` as a user message, then one model call, the
+    /// first exit tool forced when `force` (a final turn). The team's limits bound it,
+    /// not the agent's `max_turns`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn seat_turn(
+        &self,
+        run: &RunState,
+        (position, offset): (usize, u32),
+        np: &'e NodePlan,
+        agent: &'e AgentPlan,
+        session: Option<u32>,
+        view: impl FnOnce() -> Writes,
+        inbox: ChatMessage,
+        force: bool,
+    ) -> (SeatStep<'e>, Option<Call>) {
+        let mut seat = SeatStep {
+            position,
+            np,
+            agent,
+            session,
+            opening: Vec::new(),
+            work: SessionWork::Failed(String::new()),
+            calls: false,
+            own_turns: false,
+            timed_out: None,
+        };
+        let (mut messages, turn) = match session.and_then(|s| run.sessions.get(s as usize)) {
+            Some(conversation) => (conversation.messages.clone(), conversation.turns()),
+            None if session.is_some() => {
+                seat.work = SessionWork::Failed(format!(
+                    "the run state names a session of node `{}` it does not hold",
+                    np.id
+                ));
+                return (seat, None);
+            }
+            None => match opening(&np.id, agent, view(), None) {
+                Ok(head) => {
+                    seat.opening.clone_from(&head);
+                    (head, 0)
+                }
+                Err(msg) => {
+                    seat.work = SessionWork::Failed(msg);
+                    return (seat, None);
+                }
+            },
+        };
+        seat.opening.push(inbox.clone());
+        messages.push(inbox);
+        let step = run.steps.saturating_add(offset);
+        let call = model_call(run, agent, messages, force, step);
+        seat.work = SessionWork::Model {
+            turn: turn.saturating_add(1),
+            result: None,
+            attempt: 1,
+            duration_us: 0,
+        };
+        seat.calls = true;
+        (seat, Some(call))
+    }
+
+    /// Agent member `mp`'s call (its session's next call) as a fork member, under the
+    /// member's time limit (its own or `node_timeout_ms`, capped by `cap` and the run
+    /// deadline).
+    pub(crate) fn seat_member(
+        &self,
+        run: &RunState,
+        mp: &NodePlan,
+        cap: Option<u64>,
+        call: Call,
+    ) -> Member {
+        Member {
+            id: Arc::clone(&mp.id),
+            limit: self.member_limit(run, mp, cap),
+            call: MemberCall::Session(call),
+            role: Role::Plain,
+        }
+    }
+
+    /// A fork member's time limit: its own (or `node_timeout_ms`), capped by `cap` and
+    /// the run deadline.
+    pub(crate) fn member_limit(
+        &self,
+        run: &RunState,
+        mp: &NodePlan,
+        cap: Option<u64>,
+    ) -> Option<Duration> {
+        let own = mp
+            .own_timeout_ms()
+            .or(self.plan.graph.budgets().node_timeout_ms);
+        let own = match (own, cap) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.call_limit(run, own)
+    }
+}
+
+/// Whether session `session` is in the middle of a turn: its last reply's tool calls
+/// are unanswered.
+pub(crate) fn mid_turn(run: &RunState, session: u32) -> bool {
+    run.sessions
+        .get(session as usize)
+        .and_then(|s| s.messages.last())
+        .is_some_and(|m| m.role == ChatRole::Assistant && !m.tool_calls.is_empty())
 }
 
 /// Feeds what a seat's call produced (a reply, tool results, or the fault) to its work.
@@ -122,6 +233,28 @@ pub(crate) fn resolve_seat(
     resolve_session(&mut seat.work, output);
 }
 
+/// Feeds a fork's reports to the seats waiting on them (those making a call, in
+/// order); gives back the other members' reports, in order.
+pub(crate) fn feed_seats(
+    reports: Vec<Report>,
+    seats: &mut [SeatStep<'_>],
+    attempt: u32,
+) -> Vec<Report> {
+    let mut waiting = seats.iter_mut().filter(|s| s.calls);
+    let mut plain = Vec::with_capacity(reports.len());
+    for mut report in reports {
+        match report.produced.take() {
+            Some(p) => {
+                if let Some(seat) = waiting.next() {
+                    resolve_seat(seat, p, report.duration_us, attempt);
+                }
+            }
+            None => plain.push(report),
+        }
+    }
+    plain
+}
+
 /// How a seat's call leaves its member.
 // Made once per seat and matched at once.
 #[allow(clippy::large_enum_variant)]
@@ -130,15 +263,18 @@ pub(crate) enum SeatEnd {
     /// of all its calls.
     Exit {
         output: NodeOutput,
+        session: u32,
         duration_us: u64,
         usage: Option<Usage>,
     },
     /// Its session goes on (this index in the run's sessions).
     Going(u32),
-    /// It failed (`timeout` when a call passed its time limit), after calls that took
-    /// this long and cost this much.
+    /// It failed (`timeout` when a call passed its time limit; `reason` what a team
+    /// lead's failure ends the run with), after calls that took this long and cost this
+    /// much.
     Failed {
         timeout: bool,
+        reason: TerminationReason,
         message: String,
         duration_us: u64,
         usage: Option<Usage>,
@@ -148,9 +284,41 @@ pub(crate) enum SeatEnd {
 }
 
 impl Tx<'_> {
+    /// Answers every tool call of session `index`'s last reply, whose exit ended a team
+    /// turn (the conversation goes on next turn, and a reply's tool calls must each be
+    /// answered): the exit `exit` with `{"ok": true}`, any other call as not run.
+    pub(crate) fn answer_ended_turn(&mut self, index: u32, exit: &str) {
+        let Some(last) = self
+            .run
+            .sessions
+            .get(index as usize)
+            .and_then(|s| s.messages.last())
+            .filter(|m| m.role == ChatRole::Assistant)
+        else {
+            return;
+        };
+        let answers: Vec<ChatMessage> = last
+            .tool_calls
+            .iter()
+            .map(|c| {
+                let content = if c.name == exit {
+                    r#"{"ok":true}"#.to_string()
+                } else {
+                    super::error_content(&format!(
+                        "`{}` was not run: your turn ended with `{exit}`",
+                        c.name
+                    ))
+                };
+                ChatMessage::tool(c.id.clone(), content)
+            })
+            .collect();
+        self.push_messages(index, answers);
+    }
+
     /// Commits a seat's call (for supervisor `sup`): a session begun here is added to the
-    /// run's sessions; the model call or the tool calls are recorded as any session's
-    /// are (a step and an item each, the messages appended, the usage counted).
+    /// run's sessions (a session going on gets the messages the step added, a team
+    /// turn's inbox); the model call or the tool calls are recorded as any session's are
+    /// (a step and an item each, the messages appended, the usage counted).
     pub(crate) fn seat(&mut self, sup: &Arc<str>, mut seat: SeatStep<'_>) -> SeatEnd {
         let node = Arc::clone(&seat.np.id);
         let work = std::mem::replace(&mut seat.work, SessionWork::Failed(String::new()));
@@ -160,6 +328,7 @@ impl Tx<'_> {
                 self.run.steps += 1;
                 return SeatEnd::Failed {
                     timeout: false,
+                    reason: TerminationReason::NodeFailed,
                     message: message.clone(),
                     duration_us: 0,
                     usage: None,
@@ -177,7 +346,11 @@ impl Tx<'_> {
             _ => seat.timed_out.is_some(),
         };
         let index = match seat.session {
-            Some(i) => i,
+            Some(i) => {
+                let added = std::mem::take(&mut seat.opening);
+                self.push_messages(i, added);
+                i
+            }
             None => {
                 let visit = self.run.visits.get(&*node).copied().unwrap_or(0) + 1;
                 self.run.sessions.push(Session {
@@ -202,14 +375,15 @@ impl Tx<'_> {
                         "was committed before its reply arrived".into(),
                     ))
                 });
-                let call = (turn, attempt, duration_us);
+                let last = seat.own_turns && turn >= seat.agent.max_turns();
+                let call = ((turn, attempt, duration_us), last);
                 self.model_committed(sup, &node, seat.agent, index, call, result)
             }
             SessionWork::Tools(outcomes) => {
                 self.tools_committed(sup, &node, index, outcomes);
                 match seat.timed_out.take() {
                     Some(msg) => TurnEnd::Failed(
-                        crate::runtime::data::TerminationReason::NodeFailed,
+                        TerminationReason::NodeFailed,
                         format!("agent node `{node}`: its tool calls {msg}"),
                     ),
                     None => TurnEnd::Going,
@@ -223,14 +397,16 @@ impl Tx<'_> {
                 let (duration_us, usage) = self.session_totals(index);
                 SeatEnd::Exit {
                     output,
+                    session: index,
                     duration_us,
                     usage,
                 }
             }
-            TurnEnd::Failed(_, message) => {
+            TurnEnd::Failed(reason, message) => {
                 let (duration_us, usage) = self.session_totals(index);
                 SeatEnd::Failed {
                     timeout,
+                    reason,
                     message,
                     duration_us,
                     usage,
