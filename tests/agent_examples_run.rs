@@ -1,6 +1,7 @@
 //! The shipped agent workflows run end to end with `pactgraph run`, pointed at the
 //! scripted Chat Completions server through `OPENAI_BASE_URL` (as the guide points them
-//! at a local or hosted server): `agent_advisors_review.json` (advisors that are agents).
+//! at a local or hosted server): `agent_advisors_review.json` (advisors that are agents)
+//! and `agent_team_review.json` (a team of agents).
 
 #[path = "support/chat_server.rs"]
 mod chat_server;
@@ -94,4 +95,60 @@ fn the_advisors_example_runs_against_a_chat_completions_server() {
         .as_str()
         .expect("the reviewer's prompt");
     assert!(prompt.contains(r#"agent="risk">"#), "{prompt}");
+}
+
+/// Proves: `agent_team_review.json` runs: `critic` broadcasts and stays, `editor`
+/// broadcasts and leaves (`exit: true`), the chair's `final_report` is the team's
+/// decision; the run completes with the team's transcript in its slice.
+#[test]
+fn the_team_example_runs_against_a_chat_completions_server() {
+    let rt = server_rt();
+    let server = rt.block_on(ChatServer::start([]));
+    server.route(
+        "You are the critic",
+        call(
+            "team_broadcast",
+            json!({"message": "`best product ever` is unproven.", "exit": false}),
+        ),
+    );
+    server.route(
+        "You are the editor",
+        call(
+            "team_broadcast",
+            json!({"message": "Say `our best release yet`.", "exit": true}),
+        ),
+    );
+    server.route(
+        "You chair a review team",
+        call(
+            "final_report",
+            json!({"decision": {"verdict": "revise", "notes": "Drop the superlative."}}),
+        ),
+    );
+    let b = Bench::new(bin());
+    let r = b
+        .command(&[
+            "run",
+            &example("agent_team_review.json"),
+            "--name",
+            "ex",
+            "--input",
+            r#"{"draft": {"text": "The best product ever made."}}"#,
+        ])
+        .env("OPENAI_BASE_URL", server.base_url())
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .expect("the binary runs");
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(0), "{err}");
+    let shown = b.show("ex");
+    assert_eq!(shown["run"]["status"], "completed");
+    assert_eq!(
+        shown["state"]["decision"],
+        json!({"verdict": "revise", "notes": "Drop the superlative."})
+    );
+    let team = &shown["state"]["team"];
+    assert_eq!(team["members"]["editor"]["status"], "exited");
+    assert_eq!(team["transcript"].as_array().map(Vec::len), Some(2));
+    assert_eq!(server.requests().len(), 3);
 }

@@ -1,7 +1,7 @@
-//! `pactgraph run` killed (SIGKILL) in the middle of a fork of agent advisors, then
-//! `runs resume`: the scripted server sees each committed model call exactly once, and
-//! only the call in flight (a tool program) runs again, same step, higher attempt; each
-//! store the tests run on.
+//! `pactgraph run` killed (SIGKILL) in the middle of a fork of agent sessions (advisors,
+//! a team's cycle), then `runs resume`: the scripted server sees each committed model
+//! call exactly once, and only the call in flight (a tool program) runs again, same
+//! step, higher attempt; each store the tests run on.
 #![cfg(target_os = "linux")]
 
 #[path = "support/chat_server.rs"]
@@ -152,5 +152,108 @@ fn a_run_killed_mid_fork_resumes_without_repeating_a_committed_call() {
         let reports = &shown["state"]["advice"]["reports"];
         assert_eq!(reports[0]["output"], json!({"report": "Fine."}));
         assert_eq!(reports[1]["output"], json!({"report": "Checked."}));
+    }
+}
+
+/// Team node `panel` (writes `decision`) with agent members `quick` and `careful` (which
+/// may call tool `work`) and agent lead `chair`.
+fn team_workflow(base_url: &str) -> String {
+    let agent = |id: &str| {
+        json!({"supervisor": "desk", "reads": ["draft"],
+               "run": {"agent": {"instructions": format!("You are {id}."),
+                                 "prompt": "{{ draft }}", "tools": ["work"]}}})
+    };
+    json!({
+        "workflow": "team-crash",
+        "slices": {"draft": {}, "team": {}, "decision": {"schema": {"type": "string"}}},
+        "models": {"default": {"base_url": base_url, "model": "m",
+                               "api_key_env": "PACTGRAPH_TEST_NO_KEY", "max_retries": 0}},
+        "entry": "desk",
+        "supervisors": {"desk": {"allow": ["panel"],
+                                 "default": {"stop_global": {"reason": "done"}}}},
+        "nodes": {
+            "panel": {"supervisor": "desk", "reads": ["draft"], "writes": ["decision"],
+                      "team": {"members": ["quick", "careful"], "lead": "chair",
+                               "slice": "team"},
+                      "triggers": [{"when": {"path": "/decision", "exists": false}}]},
+            "quick": agent("quick"),
+            "careful": agent("careful"),
+            "chair": agent("chair"),
+            "work": {"supervisor": "desk",
+                     "run": {"exec": {"argv": ["python3", "work.py"]}},
+                     "tool": {"description": "Checks the draft.",
+                              "parameters": {"type": "object", "properties": {}}}}
+        }
+    })
+    .to_string()
+}
+
+/// Proves: killed while `careful`'s tool call runs (the cycle's second round, both
+/// members' turns committed), `runs resume` asks no member again (the server sees each
+/// member's turn once), runs the tool call in flight again as the same step with attempt
+/// 2, then the lead's turn, whose `final_report` is the team's decision.
+#[test]
+fn a_team_killed_mid_cycle_resumes_without_repeating_a_committed_turn() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let server = rt.block_on(ChatServer::start([]));
+    for b in Bench::each(bin().as_ref()) {
+        let before = server.requests().len();
+        let args = json!({"message": "Looks fine.", "exit": true}).to_string();
+        server.route(
+            "You are quick.",
+            Reply::tool_calls(&[("q", "team_broadcast", &args)]),
+        );
+        server.route(
+            "You are careful.",
+            Reply::tool_calls(&[("w", "work", "{}")]),
+        );
+        b.file("work.py", WORK_PY);
+        b.file("slow", "60");
+        b.remove("side.txt");
+        let wf = b.file("wf.json", &team_workflow(&server.base_url()));
+        let mut child = b.spawn(
+            &[
+                "run",
+                wf.to_str().expect("utf-8"),
+                "--name",
+                "t",
+                "--input",
+                r#"{"draft": "We ship Monday."}"#,
+            ],
+            "run",
+        );
+        let side = || std::fs::read_to_string(b.dir.join("side.txt")).unwrap_or_default();
+        assert!(
+            b.wait_until(Duration::from_secs(30), || !side().is_empty()),
+            "the tool program starts"
+        );
+        signal(&child, "KILL");
+        child.wait().expect("the process ends");
+        b.remove("slow");
+        server.route(
+            "You are chair.",
+            Reply::tool_calls(&[("f", "final_report", r#"{"decision": "ship"}"#)]),
+        );
+        let r = b.run(&["runs", "resume", "t", "--quiet"]);
+        assert_eq!(r.code, 0, "{}", r.err);
+        let lines: Vec<String> = side().lines().map(str::to_string).collect();
+        assert_eq!(lines, ["2 1", "2 2"], "the tool call in flight ran again");
+        let requests = &server.requests()[before..];
+        let count = |needle: &str| {
+            requests
+                .iter()
+                .filter(|r| r.raw_body.contains(needle))
+                .count()
+        };
+        assert_eq!(count("You are quick."), 1);
+        assert_eq!(count("You are careful."), 1, "careful's committed turn");
+        assert_eq!(count("You are chair."), 1);
+        let shown = b.show("t");
+        assert_eq!(shown["run"]["status"], "completed");
+        assert_eq!(shown["state"]["decision"], "ship");
     }
 }
