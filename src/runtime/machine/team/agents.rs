@@ -26,9 +26,7 @@ use crate::runtime::machine::agent::{SeatEnd, mid_turn};
 use crate::runtime::machine::budgets::GuardStop;
 use crate::runtime::machine::commit::Tx;
 use crate::runtime::machine::planner::Planner;
-use crate::runtime::machine::step::{
-    After, Level, NodeResult, NodeStep, Ran, SeatStep, StageExtra, TeamStop, TeamTurn,
-};
+use crate::runtime::machine::step::{After, Level, NodeResult, Ran, SeatStep, TeamStop, TeamTurn};
 use crate::runtime::plan::agent::{AgentPlan, TEAM_BROADCAST};
 use crate::runtime::plan::{NodePlan, NodeRun};
 
@@ -328,38 +326,14 @@ impl Tx<'_> {
             } if output.is_final => {
                 let reason = format!("lead turn {n}: final");
                 self.turn_item(np, &dispatcher, &lead.id, reason, duration_us, usage);
-                for m in team.members.values_mut() {
-                    if m.status == MemberStatus::Active {
-                        m.status = MemberStatus::Cancelled;
-                    }
-                }
-                self.run
-                    .level_state_mut()
-                    .insert(spec.slice.clone(), team.summary());
-                let TeamRun {
-                    kind,
-                    from,
-                    chain,
-                    owed,
-                    ..
-                } = *team;
                 let ran = Ran {
                     result: Ok(NodeOutput::new(output.writes)),
                     failed: Vec::new(),
                 };
                 // The lead's calls counted their steps and usage: the team node's run
                 // counts only its visit (and its item carries no usage, ADR 0021).
-                let ns = NodeStep {
-                    np,
-                    dispatcher,
-                    kind,
-                    source: from,
-                    chain,
-                    result: NodeResult::Session(Box::new(ran), total_us, None),
-                    after,
-                    extra: StageExtra::owing(&owed),
-                };
-                self.run_node(level, ns);
+                let result = NodeResult::Session(Box::new(ran), total_us, None);
+                self.team_final(level, (np, spec), team, result, after);
             }
             SeatEnd::Exit {
                 output, session, ..

@@ -218,6 +218,46 @@ impl Tx<'_> {
         self.run.control = Control::Running(Pending::Team(team));
     }
 
+    /// The team ends with the lead's final answer: active members become `cancelled`,
+    /// the team slice is written, and `result` (the lead's writes) is committed as the
+    /// team node's run.
+    pub(super) fn team_final(
+        &mut self,
+        level: Level<'_>,
+        (np, spec): (&NodePlan, &Team),
+        mut team: Box<TeamRun>,
+        result: NodeResult,
+        after: After<'_>,
+    ) {
+        for m in team.members.values_mut() {
+            if m.status == MemberStatus::Active {
+                m.status = MemberStatus::Cancelled;
+            }
+        }
+        self.run
+            .level_state_mut()
+            .insert(spec.slice.clone(), team.summary());
+        let TeamRun {
+            dispatcher,
+            kind,
+            from,
+            chain,
+            owed,
+            ..
+        } = *team;
+        let ns = NodeStep {
+            np,
+            dispatcher,
+            kind,
+            source: from,
+            chain,
+            result,
+            after,
+            extra: StageExtra::owing(&owed),
+        };
+        self.run_node(level, ns);
+    }
+
     /// Commits the lead's turn.
     fn team_lead(
         &mut self,
@@ -270,37 +310,12 @@ impl Tx<'_> {
             }
             let reason = format!("lead turn {n}: final");
             self.turn_item(np, &dispatcher, &lead.id, reason, duration_us, usage);
-            for m in team.members.values_mut() {
-                if m.status == MemberStatus::Active {
-                    m.status = MemberStatus::Cancelled;
-                }
-            }
-            self.run
-                .level_state_mut()
-                .insert(spec.slice.clone(), team.summary());
-            let TeamRun {
-                kind,
-                from,
-                chain,
-                owed,
-                ..
-            } = *team;
-            let source = from;
             let ran = Ran {
                 result: Ok(NodeOutput::new(writes)),
                 failed: Vec::new(),
             };
-            let ns = NodeStep {
-                np,
-                dispatcher,
-                kind,
-                source,
-                chain,
-                result: NodeResult::Ran(Box::new(ran), duration_us),
-                after,
-                extra: StageExtra::owing(&owed),
-            };
-            return self.run_node(level, ns);
+            let result = NodeResult::Ran(Box::new(ran), duration_us);
+            return self.team_final(level, (np, spec), team, result, after);
         }
         self.count_turn(&lead.id, usage.as_ref());
         let said = if team.transcript.last().is_some_and(|b| {
