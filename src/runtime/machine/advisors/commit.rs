@@ -69,25 +69,34 @@ impl Tx<'_> {
                 let mut plain = reports.into_iter();
                 let mut agents = seats.into_iter().peekable();
                 for (i, id) in spec.members.iter().enumerate() {
-                    let state = match agents.next_if(|s| s.position == i) {
-                        Some(seat) => self.seat_state(&dispatcher, &np.id, seat, &mut cancelled),
+                    // The member's id as its report or seat holds it (no copy made).
+                    let (advisor, state) = match agents.next_if(|s| s.position == i) {
+                        Some(seat) => {
+                            let advisor = Arc::clone(&seat.np.id);
+                            (
+                                advisor,
+                                self.seat_state(&dispatcher, &np.id, seat, &mut cancelled),
+                            )
+                        }
                         None => match plain.next() {
                             Some(r) => {
                                 cancelled |= r.cancelled;
-                                SeatState::Reported(self.plain_report(&dispatcher, &np.id, r))
+                                let advisor = Arc::clone(&r.advisor);
+                                let report = self.plain_report(&dispatcher, &np.id, r);
+                                (advisor, SeatState::Reported(report))
                             }
-                            None => SeatState::Reported(SeatReport {
-                                status: SeatStatus::Failed,
-                                output: None,
-                                error: Some("the fork gave no report for it".into()),
-                                duration_us: 0,
-                            }),
+                            None => {
+                                let report = SeatReport {
+                                    status: SeatStatus::Failed,
+                                    output: None,
+                                    error: Some("the fork gave no report for it".into()),
+                                    duration_us: 0,
+                                };
+                                (Arc::from(id.as_str()), SeatState::Reported(report))
+                            }
                         },
                     };
-                    adv.seats.push(Seat {
-                        advisor: id.as_str().into(),
-                        state,
-                    });
+                    adv.seats.push(Seat { advisor, state });
                 }
                 adv
             }
