@@ -26,7 +26,7 @@ pub(super) fn agent_plan(
         message,
         pointer: join(["nodes", n.id.as_str(), "run", "agent"]),
     };
-    if let Some(part) = unsupported_part(graph, n) {
+    if let Some(part) = unsupported_part(n) {
         return Err(fail(format!(
             "{part} cannot be an agent in this version of the runtime"
         )));
@@ -161,7 +161,7 @@ pub(super) fn agent_plan(
 }
 
 /// The part node `n` plays that agents cannot play yet, if any.
-fn unsupported_part(_graph: &CompiledGraph, n: &NodeContract) -> Option<String> {
+fn unsupported_part(n: &NodeContract) -> Option<String> {
     n.tool.is_some().then(|| "a tool node".into())
 }
 

@@ -389,6 +389,7 @@ impl Tx<'_> {
                     None => TurnEnd::Going,
                 }
             }
+            // Returned from above.
             SessionWork::Failed(_) => TurnEnd::Going,
         };
         match end {
