@@ -109,6 +109,10 @@ fn the_examples_cover_every_pattern_with_agents() {
         })),
         "a node with final_report that calls a tool"
     );
+    assert!(
+        nodes().any(|n| n.tool.is_some() && is_agent(&n.run)),
+        "an agent called as a tool"
+    );
 }
 
 #[test]

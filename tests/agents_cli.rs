@@ -3,7 +3,8 @@
 //! second turn resumes from its last committed turn (the first turn and the tool program
 //! never run again); `runs cancel` aborts the request in flight; the API key appears
 //! nowhere but in the request's `Authorization` header; `runs show --messages` prints
-//! each session.
+//! each session; the shipped examples of a supervisor's policy agent and of an agent
+//! tool run.
 #![cfg(target_os = "linux")]
 
 #[path = "support/chat_server.rs"]
@@ -239,4 +240,134 @@ fn runs_cancel_aborts_the_model_request_in_flight() {
         assert_eq!(shown["run"]["status"], "stopped");
         assert_eq!(shown["run"]["termination_reason"], "cancelled");
     }
+}
+
+/// Proves: the shipped example `agent_supervisor_policy.json` runs through `pactgraph run`
+/// against the scripted server (its model address from `OPENAI_BASE_URL`): the policy
+/// agent routes `research`, then `write` (two agent nodes answering through
+/// `final_report`), then `stop_global`; each decision's request offers `route` with the
+/// allow ids and the stops, its templates rendered from the state and `allow`.
+#[test]
+fn the_shipped_supervisor_policy_example_runs() {
+    let rt = server_rt();
+    let route = |id: &str, decision: &str| {
+        let args = json!({"decision": decision, "reason": format!("next: {decision}")});
+        Reply::tool_calls(&[(id, "route", &args.to_string())])
+    };
+    let report =
+        |id: &str, args: Value| Reply::tool_calls(&[(id, "final_report", &args.to_string())]);
+    let server = rt.block_on(ChatServer::start([
+        route("r1", "research"),
+        report(
+            "n1",
+            json!({"notes": {"points": ["Water boils at 100 C at sea level."]}}),
+        ),
+        route("r2", "write"),
+        report("a1", json!({"answer": {"text": "At sea level, 100 C."}})),
+        route("r3", "stop_global"),
+    ]));
+    let b = Bench::new(bin());
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/workflows/agents/agent_supervisor_policy.json");
+    let out = b
+        .command(&[
+            "run",
+            file.to_str().expect("utf-8"),
+            "--input",
+            r#"{"question": {"text": "When does water boil?"}}"#,
+        ])
+        .env("OPENAI_BASE_URL", server.base_url())
+        .env("PACTGRAPH_MODEL", "scripted-model")
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .expect("the binary runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let outcome: Value = serde_json::from_str(&stdout).expect("the outcome is JSON");
+    assert_eq!(outcome["status"], "completed");
+    assert_eq!(outcome["termination_reason"], "stop_global");
+    assert_eq!(outcome["state"]["answer"]["text"], "At sea level, 100 C.");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 5, "three decisions and two agent nodes");
+    let first = &requests[0].body;
+    assert_eq!(first["model"], "scripted-model");
+    assert_eq!(
+        first["tools"][0]["function"]["parameters"]["properties"]["decision"]["enum"],
+        json!(["research", "write", "stop_local", "stop_global"])
+    );
+    let system = first["messages"][0]["content"].as_str().unwrap_or_default();
+    assert!(system.contains("among research, write"), "{system}");
+    assert_eq!(
+        first["messages"][1]["content"],
+        "Question: When does water boil?\nNotes: null\nAnswer: null"
+    );
+    let last = requests[4].body["messages"][1]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(last.contains("At sea level, 100 C."), "{last}");
+}
+
+/// Proves: the shipped example `agent_subagent_tool.json` runs through `pactgraph run`
+/// against the scripted server: `writer` calls the agent tool `researcher`, whose session
+/// (its prompt from the call's arguments) returns its `final_report` result as the
+/// writer's `tool` message; the writer then answers.
+#[test]
+fn the_shipped_subagent_tool_example_runs() {
+    let rt = server_rt();
+    let call =
+        |id: &str, name: &str, args: Value| Reply::tool_calls(&[(id, name, &args.to_string())]);
+    let server = rt.block_on(ChatServer::start([
+        call("c1", "researcher", json!({"topic": "boiling water"})),
+        call(
+            "r1",
+            "final_report",
+            json!({"result": {"facts": ["100 C at sea level"]}}),
+        ),
+        call(
+            "c2",
+            "final_report",
+            json!({"answer": {"text": "At 100 C."}}),
+        ),
+    ]));
+    let b = Bench::new(bin());
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/workflows/agents/agent_subagent_tool.json");
+    let out = b
+        .command(&[
+            "run",
+            file.to_str().expect("utf-8"),
+            "--input",
+            r#"{"question": {"text": "When does water boil?"}}"#,
+        ])
+        .env("OPENAI_BASE_URL", server.base_url())
+        .env("PACTGRAPH_MODEL", "scripted-model")
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .expect("the binary runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let outcome: Value = serde_json::from_str(&stdout).expect("the outcome is JSON");
+    assert_eq!(outcome["status"], "completed");
+    assert_eq!(outcome["state"]["answer"]["text"], "At 100 C.");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(
+        requests[1].body["messages"][1],
+        json!({"role": "user", "content": "Topic: boiling water"})
+    );
+    assert_eq!(
+        requests[2].body["messages"][3],
+        json!({"role": "tool", "tool_call_id": "c1",
+               "content": r#"{"result":{"facts":["100 C at sea level"]}}"#})
+    );
 }

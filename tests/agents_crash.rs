@@ -1,6 +1,6 @@
-//! A run killed (SIGKILL) while its agent's tool program runs: `runs resume` runs that
-//! tool call again (same step, higher attempt) and never the committed model call before
-//! it; each store the tests run on.
+//! A run killed (SIGKILL) while its agent's tool program runs, or its supervisor's policy
+//! agent's (mid-decision): `runs resume` runs that tool call again (same step, higher
+//! attempt) and never the committed model call before it; each store the tests run on.
 #![cfg(target_os = "linux")]
 
 #[path = "support/chat_server.rs"]
@@ -30,6 +30,46 @@ if os.path.exists(slow):
 print(json.dumps({"ok": True}))
 "#;
 
+/// What the tool program wrote: one `STEP ATTEMPT` line per run.
+fn side(b: &Bench) -> String {
+    std::fs::read_to_string(b.dir.join("side.txt")).unwrap_or_default()
+}
+
+/// A runtime for the scripted server.
+fn server_rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// Runs `workflow` as run `name` with the server scripted with `first`, kills it
+/// (SIGKILL) once the tool program has started (it sleeps a minute), and makes the
+/// program quick for the resume.
+fn run_killed_in_program(
+    b: &Bench,
+    server: &ChatServer,
+    workflow: &str,
+    name: &str,
+    first: Vec<Reply>,
+) {
+    for r in first {
+        server.push(r);
+    }
+    b.file("slow.py", SLOW_PY);
+    b.file("slow", "60");
+    let wf = b.file("wf.json", workflow);
+    let mut child = b.spawn(&["run", wf.to_str().expect("utf-8"), "--name", name], "run");
+    assert!(
+        b.wait_until(Duration::from_secs(30), || !side(b).is_empty()),
+        "the tool program starts"
+    );
+    signal(&child, "KILL");
+    child.wait().expect("the process ends");
+    b.remove("slow");
+}
+
 fn workflow(base_url: &str) -> String {
     json!({
         "workflow": "agent-crash",
@@ -57,27 +97,12 @@ fn workflow(base_url: &str) -> String {
 /// completes with the second turn's exit.
 #[test]
 fn a_tool_call_in_flight_at_a_kill_runs_again_with_a_higher_attempt() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let rt = server_rt();
     let server = rt.block_on(ChatServer::start([]));
     for b in Bench::each(bin().as_ref()) {
         let before = server.requests().len();
-        server.push(Reply::tool_calls(&[("w", "work", "{}")]));
-        b.file("slow.py", SLOW_PY);
-        b.file("slow", "60");
-        let wf = b.file("wf.json", &workflow(&server.base_url()));
-        let mut child = b.spawn(&["run", wf.to_str().expect("utf-8"), "--name", "k"], "run");
-        let side = || std::fs::read_to_string(b.dir.join("side.txt")).unwrap_or_default();
-        assert!(
-            b.wait_until(Duration::from_secs(30), || !side().is_empty()),
-            "the tool program starts"
-        );
-        signal(&child, "KILL");
-        child.wait().expect("the process ends");
-        b.remove("slow");
+        let first = vec![Reply::tool_calls(&[("w", "work", "{}")])];
+        run_killed_in_program(&b, &server, &workflow(&server.base_url()), "k", first);
         server.push(Reply::tool_calls(&[(
             "e",
             "final_report",
@@ -86,7 +111,7 @@ fn a_tool_call_in_flight_at_a_kill_runs_again_with_a_higher_attempt() {
         let r = b.run(&["runs", "resume", "k", "--quiet"]);
         assert_eq!(r.code, 0, "{}", r.err);
         assert_eq!(
-            side(),
+            side(&b),
             "1 1\n1 2\n",
             "the tool call in flight ran again, attempt 2"
         );
@@ -103,5 +128,158 @@ fn a_tool_call_in_flight_at_a_kill_runs_again_with_a_higher_attempt() {
         let shown = b.show("k");
         assert_eq!(shown["run"]["status"], "completed");
         assert_eq!(shown["state"]["answer"], "worked");
+    }
+}
+
+/// Root `desk` decides with a policy agent that may call tool `work` (slow.py), among
+/// `answer` (a `set` node).
+fn policy_workflow(base_url: &str) -> String {
+    json!({
+        "workflow": "agent-policy-crash",
+        "slices": {"answer": {"schema": {"type": "string"}}},
+        "models": {"default": {"base_url": base_url, "model": "m",
+                               "api_key_env": "PACTGRAPH_TEST_NO_KEY", "max_retries": 0}},
+        "entry": "desk",
+        "supervisors": {"desk": {"allow": ["answer"],
+                                 "policy": {"agent": {"prompt": "go", "tools": ["work"]}}}},
+        "nodes": {
+            "answer": {"supervisor": "desk", "writes": ["answer"],
+                       "run": {"set": {"answer": "done"}}},
+            "work": {"supervisor": "desk",
+                     "run": {"exec": {"argv": ["python3", "slow.py"]}},
+                     "tool": {"description": "Works.",
+                              "parameters": {"type": "object", "properties": {}}}}
+        }
+    })
+    .to_string()
+}
+
+/// Proves: SIGKILL while a policy agent's tool program runs (mid-decision), then `runs
+/// resume`: the tool call runs again as step 1 attempt 2, the committed first model call
+/// of the decision is not made again, the decision's next call sees the tool's result,
+/// and its `route` is taken (the run dispatches `answer`, then stops).
+#[test]
+fn a_policy_killed_mid_decision_resumes_without_repeating_a_committed_call() {
+    let rt = server_rt();
+    let server = rt.block_on(ChatServer::start([]));
+    for b in Bench::each(bin().as_ref()) {
+        let before = server.requests().len();
+        let first = vec![Reply::tool_calls(&[("w", "work", "{}")])];
+        run_killed_in_program(
+            &b,
+            &server,
+            &policy_workflow(&server.base_url()),
+            "p",
+            first,
+        );
+        let route = |id: &str, decision: &str| {
+            let args = json!({"decision": decision, "reason": "r"}).to_string();
+            Reply::tool_calls(&[(id, "route", &args)])
+        };
+        server.push(route("r1", "answer"));
+        server.push(route("r2", "stop_global"));
+        let r = b.run(&["runs", "resume", "p", "--quiet"]);
+        assert_eq!(r.code, 0, "{}", r.err);
+        assert_eq!(
+            side(&b),
+            "1 1\n1 2\n",
+            "the tool call in flight ran again, attempt 2"
+        );
+        let requests = &server.requests()[before..];
+        assert_eq!(
+            requests.len(),
+            3,
+            "the committed first call of the decision was not made again"
+        );
+        assert_eq!(
+            requests[1].body["messages"][2],
+            json!({"role": "tool", "content": r#"{"ok":true}"#, "tool_call_id": "w"})
+        );
+        let shown = b.show("p");
+        assert_eq!(shown["run"]["status"], "completed");
+        assert_eq!(shown["state"]["answer"], "done");
+    }
+}
+
+/// Agent `agent` calls agent tool `helper`, which calls tool `work` (slow.py).
+fn tool_agent_workflow(base_url: &str) -> String {
+    json!({
+        "workflow": "agent-tool-crash",
+        "slices": {"answer": {"schema": {"type": "string"}}},
+        "models": {"default": {"base_url": base_url, "model": "m",
+                               "api_key_env": "PACTGRAPH_TEST_NO_KEY", "max_retries": 0}},
+        "entry": "root",
+        "supervisors": {"root": {"allow": ["agent"],
+                                 "default": {"stop_global": {"reason": "done"}}}},
+        "nodes": {
+            "agent": {"supervisor": "root", "writes": ["answer"],
+                      "run": {"agent": {"prompt": "go", "tools": ["helper"]}},
+                      "triggers": [{"priority": 1, "when": {"path": "/answer", "exists": false}}]},
+            "helper": {"supervisor": "root",
+                       "run": {"agent": {"prompt": "help with {{ input.q }}", "tools": ["work"]}},
+                       "tool": {"description": "Helps.",
+                                "parameters": {"type": "object",
+                                               "properties": {"q": {"type": "string"}},
+                                               "required": ["q"]}}},
+            "work": {"supervisor": "root",
+                     "run": {"exec": {"argv": ["python3", "slow.py"]}},
+                     "tool": {"description": "Works.",
+                              "parameters": {"type": "object", "properties": {}}}}
+        }
+    })
+    .to_string()
+}
+
+/// Proves: SIGKILL while an agent tool's own tool program runs, then `runs resume`: that
+/// program runs again (step 2, attempt 2), neither the caller's committed model call nor
+/// the agent tool's is made again, the agent tool's next call sees the program's result,
+/// and its `final_report` result reaches the caller, which completes.
+#[test]
+fn an_agent_tool_killed_mid_session_resumes_without_repeating_a_committed_call() {
+    let rt = server_rt();
+    let server = rt.block_on(ChatServer::start([]));
+    for b in Bench::each(bin().as_ref()) {
+        let before = server.requests().len();
+        let first = vec![
+            Reply::tool_calls(&[("c", "helper", r#"{"q": "x"}"#)]),
+            Reply::tool_calls(&[("w", "work", "{}")]),
+        ];
+        let wf = tool_agent_workflow(&server.base_url());
+        run_killed_in_program(&b, &server, &wf, "t", first);
+        server.push(Reply::tool_calls(&[(
+            "h",
+            "final_report",
+            r#"{"result": {"helped": true}}"#,
+        )]));
+        server.push(Reply::tool_calls(&[(
+            "e",
+            "final_report",
+            r#"{"answer": "helped"}"#,
+        )]));
+        let r = b.run(&["runs", "resume", "t", "--quiet"]);
+        assert_eq!(r.code, 0, "{}", r.err);
+        assert_eq!(side(&b), "2 1\n2 2\n", "the program in flight ran again");
+        let requests = &server.requests()[before..];
+        assert_eq!(requests.len(), 4, "no committed model call was made again");
+        assert_eq!(
+            requests[2].body["messages"][2],
+            json!({"role": "tool", "content": r#"{"ok":true}"#, "tool_call_id": "w"})
+        );
+        assert_eq!(
+            requests[3].body["messages"][2],
+            json!({"role": "tool", "content": r#"{"result":{"helped":true}}"#,
+                   "tool_call_id": "c"})
+        );
+        let shown = b.show("t");
+        assert_eq!(shown["run"]["status"], "completed");
+        assert_eq!(shown["state"]["answer"], "helped");
+        let messages = b.run(&["runs", "show", "t", "--messages"]);
+        assert!(
+            messages
+                .out
+                .contains("session 1: node `helper` (visit 1, model `default`, 4 message(s), tool call c of session 0)"),
+            "{}",
+            messages.out
+        );
     }
 }

@@ -194,3 +194,69 @@ fn the_router_example_ends_in_a_defined_status_against_a_real_model() {
         );
     }
 }
+
+/// The supervisor's policy agent: each decision's model call is a `model_call` step of
+/// the supervisor, and every `decision` it took is one of `route`'s enum (validated);
+/// the run ends completed, `agent_no_exit`, or stopped by `max_steps` (a small model may
+/// keep choosing `research`).
+#[test]
+fn the_supervisor_policy_example_ends_in_a_defined_status_against_a_real_model() {
+    let Some(url) = model_url() else { return };
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let file = example(dir.path(), "agent_supervisor_policy");
+    let outcome = run(
+        &url,
+        &file,
+        json!({"question": {"text": "Why is the sky blue?"}}),
+    );
+    let status = outcome["status"].as_str().unwrap_or_default();
+    let reason = outcome["termination_reason"].as_str().unwrap_or_default();
+    assert!(
+        status == "completed"
+            || (status == "failed" && reason == "agent_no_exit")
+            || (status == "stopped" && reason == "max_steps_exceeded"),
+        "a defined end, not {status}/{reason}: {outcome:#}"
+    );
+    let trace = outcome["trace"]
+        .as_array()
+        .expect("--trace prints the trace");
+    let by_policy = trace
+        .iter()
+        .filter(|i| i["kind"] == "model_call" && i["source"] == "editor_in_chief")
+        .count();
+    assert!(by_policy > 0, "the policy agent was called: {outcome:#}");
+    for d in trace.iter().filter(|i| i["kind"] == "decision") {
+        let target = d["target"].as_str().unwrap_or_default();
+        assert!(
+            ["research", "write", "stop_local", "stop_global"].contains(&target),
+            "a decision from route's enum: {d:#}"
+        );
+    }
+    eprintln!("agent_supervisor_policy: {status}/{reason} ({by_policy} policy model calls)");
+}
+
+/// The agent tool: the writer's session, and the researcher's when the writer called it,
+/// end in a defined status; a completed run's answer fits its schema.
+#[test]
+fn the_subagent_tool_example_ends_in_a_defined_status_against_a_real_model() {
+    let Some(url) = model_url() else { return };
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let file = example(dir.path(), "agent_subagent_tool");
+    let outcome = run(
+        &url,
+        &file,
+        json!({"question": {"text": "Why is the sky blue?"}}),
+    );
+    let calls = check_shape(&outcome);
+    eprintln!(
+        "agent_subagent_tool: {} ({} model calls)",
+        outcome["status"],
+        calls.len()
+    );
+    if outcome["status"] == "completed" {
+        assert!(
+            outcome["state"]["answer"]["text"].is_string(),
+            "{outcome:#}"
+        );
+    }
+}

@@ -262,3 +262,52 @@ fn a_gone_local_owners_runs_are_runnable_at_once() {
         });
     }
 }
+
+/// Proves that PostgreSQL's wakeups are per schema: a worker's `wakeups()` on one schema
+/// is told of a run created on its own schema (well before a poll would matter: the
+/// wait is on the wakeup alone), and is not woken by runs created on another schema of
+/// the same database. Real `LISTEN`/`NOTIFY` on the `PG_URL` server; skipped without it
+/// (SQLite sends no wakeups: `wakeups()` is `None` there).
+#[test]
+fn wakeups_come_from_the_workers_own_schema_only() {
+    if support::stores::pg_url().is_none() {
+        eprintln!("PG_URL is not set: skipped");
+        return;
+    }
+    rt().block_on(async {
+        let mine = open(support::stores::Backend::Postgres).await;
+        let other = open(support::stores::Backend::Postgres).await;
+        let wakeups = mine
+            .store
+            .wakeups()
+            .await
+            .expect("PostgreSQL listens for runnable runs");
+        let (ex, doc) = executor();
+        // Runs made runnable on another schema (created, and claimed then let go): no
+        // word reaches this schema's listener.
+        for n in 0..3 {
+            let id = create(&other.store, &ex, &doc, n, CreateOptions::default())
+                .await
+                .expect("creates on the other schema");
+            let owner = local_owner();
+            other
+                .store
+                .claim(id, &owner, Duration::from_secs(30))
+                .await
+                .expect("claims");
+            other.store.release(id, &owner).await.expect("lets go");
+        }
+        let woken = tokio::time::timeout(Duration::from_millis(700), wakeups.next()).await;
+        assert!(
+            woken.is_err(),
+            "a worker was woken by runs of another schema"
+        );
+        // A run created on its own schema wakes it.
+        create(&mine.store, &ex, &doc, 9, CreateOptions::default())
+            .await
+            .expect("creates");
+        tokio::time::timeout(Duration::from_secs(10), wakeups.next())
+            .await
+            .expect("a run created on the worker's own schema wakes it");
+    });
+}

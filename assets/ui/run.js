@@ -6,7 +6,7 @@
 import { api, enc } from './api.js';
 import { h, replace, badge, when, duration, json, section, problem } from './dom.js';
 import { drawGraph } from './graph.js';
-import { timeline } from './timeline.js';
+import { timeline, callWords } from './timeline.js';
 
 const SETTLED = ['completed', 'stopped', 'failed', 'awaiting_input'];
 const CANCELLABLE = ['queued', 'waiting', 'running', 'awaiting_input', 'interrupted'];
@@ -63,7 +63,7 @@ function traceTable(trace, doc) {
         h('td', {}, item.target ?? ''),
         h('td', {}, node?.reads?.join(', ') ?? ''),
         h('td', {}, node?.writes?.join(', ') ?? ''),
-        h('td', {}, [item.reason ?? '', item.termination_reason ? ` (${item.termination_reason})` : '']),
+        h('td', {}, [callWords(item) ?? item.reason ?? '', item.termination_reason ? ` (${item.termination_reason})` : '']),
         h('td', { class: 'num' }, item.duration_us ? duration(item.duration_us / 1000) : ''));
     })));
 }
@@ -126,6 +126,8 @@ export async function runPage(main, id) {
   };
   const live = h('p', { id: 'live', class: 'muted', role: 'status', 'aria-live': 'polite' });
   const said = h('p', { id: 'said', role: 'status', 'aria-live': 'polite' });
+  // A streaming model's reply as it arrives (model_delta events), until its step lands.
+  const growing = h('p', { id: 'growing', class: 'text growing', hidden: true });
   replace(main, title, live,
     h('div', { class: 'overview' },
       h('div', {},
@@ -136,7 +138,7 @@ export async function runPage(main, id) {
     section('timeline', 'Timeline', boxes.timeline),
     section('trace', 'Trace', boxes.trace),
     section('accounting', 'Accounting by owner', boxes.accounting),
-    section('conversations', 'Conversations', boxes.messages),
+    section('conversations', 'Conversations', growing, boxes.messages),
     section('state', 'Last committed state', boxes.state));
 
   let shown = null;
@@ -251,7 +253,23 @@ export async function runPage(main, id) {
     events.onmessage = (message) => {
       let event;
       try { event = JSON.parse(message.data); } catch { return; }
-      if (event.seq <= lastSeq && event.event !== 'model_delta') return;
+      if (event.event === 'model_delta') {
+        // Live only (never stored): shown growing, without reading the run again.
+        if (event.tool_call === undefined) {
+          const head = `${event.node} (turn ${event.turn}) is answering: `;
+          const text = growing.dataset.node === `${event.node}#${event.turn}` ? growing.dataset.text : '';
+          growing.dataset.node = `${event.node}#${event.turn}`;
+          growing.dataset.text = text + event.text;
+          growing.textContent = head + growing.dataset.text;
+          growing.hidden = false;
+        }
+        return;
+      }
+      if (event.seq <= lastSeq) return;
+      if (event.event === 'step' && event.item?.kind === 'model_call') {
+        growing.hidden = true;
+        growing.dataset.node = '';
+      }
       lastSeq = Math.max(lastSeq, event.seq);
       showLive();
       schedule();

@@ -6,13 +6,43 @@ import { h, duration } from './dom.js';
 
 const LANE_PX = 30;
 
+/**
+ * A `model_call` or `tool_call` item's fields in words (`null` for other items, and for
+ * call items stored before they had fields: their `reason` says it).
+ */
+export function callWords(item) {
+  const m = item.model_call;
+  if (m) {
+    const parts = [`turn ${m.turn}`, `attempt ${m.attempt}`];
+    if (m.failed_attempts?.length) {
+      parts.push(`after ${m.failed_attempts.length} failed HTTP attempt(s): `
+        + m.failed_attempts.map((a) => a.error).join('; '));
+    }
+    parts.push(m.error ? `failed: ${m.error}` : `finish_reason ${m.finish_reason ?? 'none'}`);
+    const u = item.usage ?? {};
+    if (!m.usage_known) parts.push('usage unknown');
+    else if (u.input_tokens !== undefined) {
+      parts.push(`${u.input_tokens} in / ${u.output_tokens ?? 0} out tokens`
+        + (u.cost_usd !== undefined ? `, $${Number(u.cost_usd).toFixed(6)}` : ''));
+    }
+    return parts.join(', ');
+  }
+  const t = item.tool_call;
+  if (t) {
+    return `call ${t.call_id} (#${t.index}) of ${t.caller}: ${t.status}${t.error ? `: ${t.error}` : ''}`;
+  }
+  return null;
+}
+
 /** What a trace item is on the timeline (`null`: not a bar). */
 export function barOf(item, index) {
   const kinds = { model_call: 'model', tool_call: 'tool', advisor: 'advisor', team_turn: 'team' };
   let kind = kinds[item.kind];
   let label;
-  if (kind === 'model') label = `${item.source ?? '?'} → ${item.target ?? 'model'}`;
-  else if (kind) label = item.target ?? '?';
+  if (kind === 'model') {
+    label = `${item.source ?? '?'} → ${item.target ?? 'model'}`;
+    if (item.model_call) label += ` #${item.model_call.turn}`;
+  } else if (kind) label = item.target ?? '?';
   else if (item.usage !== undefined || item.duration_us > 0) {
     kind = 'node';
     label = item.kind === 'return' || item.kind === 'handoff'
@@ -22,7 +52,7 @@ export function barOf(item, index) {
   }
   const end = item.at_ms;
   const start = end - (item.duration_us ?? 0) / 1000;
-  return { index, kind, label, start, end, step: item.step, reason: item.reason ?? '' };
+  return { index, kind, label, start, end, step: item.step, reason: callWords(item) ?? item.reason ?? '' };
 }
 
 /** Gives each bar a lane: the first whose last bar ended before this one starts. */

@@ -14,6 +14,7 @@ mod decision;
 mod document;
 mod format;
 pub(crate) mod load;
+pub(crate) mod lookup;
 mod models;
 mod node;
 pub(crate) mod pointer;

@@ -49,7 +49,7 @@ fn child<'v>(
     index: Option<usize>,
 ) -> Option<&'v serde_json::Value> {
     match target {
-        serde_json::Value::Object(map) => map.get(key),
+        serde_json::Value::Object(map) => super::lookup::get(map, key),
         serde_json::Value::Array(list) => index.and_then(|x| list.get(x)),
         _ => None,
     }
@@ -108,7 +108,7 @@ impl ParsedPointer {
     ) -> Option<&'v serde_json::Value> {
         let ((first, _), rest) = self.tokens.split_first()?;
         rest.iter()
-            .try_fold(state.get(&**first)?, |target, (key, index)| {
+            .try_fold(super::lookup::get(state, first)?, |target, (key, index)| {
                 child(target, key, *index)
             })
     }

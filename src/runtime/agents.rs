@@ -1,17 +1,20 @@
-//! Building an agent node's plan (see [`AgentPlan`]): its model client, its exit tool
-//! and the tool nodes it may call, each function schema compiled once. Part of the
-//! builder; refuses, with a clear error, agents in parts they cannot play yet.
+//! Building an agent's plan (see [`AgentPlan`]), for an agent node or a supervisor's
+//! policy agent: its model client, its exit tools and the tool nodes it may call, each
+//! function schema compiled once. Part of the builder; refuses, with a clear error,
+//! agents in parts they cannot play yet.
 
 use std::sync::Arc;
 
 use super::builder::ExecutorBuildError;
 use super::plan::agent::{
-    ADVISOR_REPORT, AgentPlan, Exit, ExitKind, FINAL_REPORT, HANDOFF_TO, TEAM_BROADCAST, ToolPlan,
-    advisor_report_parameters, allows_strict, broadcast_parameters, final_report_parameters,
-    handoff_parameters,
+    ADVISOR_REPORT, AgentPlan, Exit, ExitKind, FINAL_REPORT, HANDOFF_TO, ROUTE, TEAM_BROADCAST,
+    ToolPlan, advisor_report_parameters, allows_strict, broadcast_parameters,
+    final_report_parameters, handoff_parameters, route_parameters, tool_result_parameters,
 };
 use crate::contracts::pointer::join;
-use crate::contracts::{AgentSpec, NodeBehaviour, NodeContract, SYSTEM_SLICE};
+use crate::contracts::{
+    AgentSpec, CLARIFICATION_SLICE, NodeContract, SYSTEM_SLICE, SupervisorContract,
+};
 use crate::graph::CompiledGraph;
 use crate::model::ToolDef;
 
@@ -26,24 +29,6 @@ pub(super) fn agent_plan(
         message,
         pointer: join(["nodes", n.id.as_str(), "run", "agent"]),
     };
-    if let Some(part) = unsupported_part(n) {
-        return Err(fail(format!(
-            "{part} cannot be an agent in this version of the runtime"
-        )));
-    }
-    let Some(model) = graph.models().get(&spec.model) else {
-        return Err(fail(format!(
-            "its model `{}` is not in the document's `models`",
-            spec.model
-        )));
-    };
-    #[cfg(feature = "agents")]
-    let client = crate::model::client::ChatClient::new(model)
-        .map_err(|e| fail(format!("its model `{}`: {e}", spec.model)))?;
-    #[cfg(not(feature = "agents"))]
-    return Err(fail(
-        "pactgraph was built without the `agents` feature, which agents need".into(),
-    ));
     let writes: Vec<String> = n
         .writes
         .iter()
@@ -52,8 +37,7 @@ pub(super) fn agent_plan(
         .collect();
     // An advisor's exit arguments are its report (brief 10.2): one without `writes`
     // reports a text, `{"report": string}`.
-    let advisor = advises(graph, n);
-    let plain_advisor = advisor && writes.is_empty();
+    let plain_advisor = advises(graph, n) && writes.is_empty();
     let parameters = if plain_advisor {
         advisor_report_parameters()
     } else {
@@ -76,9 +60,9 @@ pub(super) fn agent_plan(
         })
     };
     let team = team_part(graph, n);
-    let exits = match (&n.router, &team) {
-        (_, Some(TeamPart::Member)) => vec![broadcast_exit(true).map_err(fail)?],
-        (_, Some(TeamPart::Lead(writes))) => {
+    let exits = match &n.router {
+        _ if matches!(team, Some(TeamPart::Member)) => vec![broadcast_exit(true).map_err(fail)?],
+        _ if let Some(TeamPart::Lead(writes)) = &team => {
             // The lead answers with the team node's writes; `final_report` is forced on
             // its final turn.
             let parameters = final_report_parameters(writes, |s| {
@@ -99,8 +83,23 @@ pub(super) fn agent_plan(
             };
             vec![last, broadcast_exit(false).map_err(fail)?]
         }
-        (None, None) => vec![report(false)?],
-        (Some(r), None) => {
+        // An agent called as a tool: its result goes back to the caller.
+        None if n.tool.is_some() => {
+            let tool = tool_plan(
+                FINAL_REPORT.into(),
+                "Return your result to the agent that called you, as `result` (an object \
+                 or a text). Call it once, when you have finished."
+                    .into(),
+                tool_result_parameters(),
+            )
+            .map_err(|e| fail(format!("its final_report schema does not compile: {e}")))?;
+            vec![Exit {
+                kind: ExitKind::Result,
+                tool,
+            }]
+        }
+        None => vec![report(false)?],
+        Some(r) => {
             let tool = tool_plan(
                 HANDOFF_TO.into(),
                 format!(
@@ -120,6 +119,83 @@ pub(super) fn agent_plan(
             exits
         }
     };
+    let text_slice = match writes.as_slice() {
+        _ if team.is_some() => None,
+        [only] if n.router.is_none() && n.tool.is_none() => Some(only.clone()),
+        [] if plain_advisor => Some(ADVISOR_REPORT.to_string()),
+        _ => None,
+    };
+    session_plan(graph, spec, exits, text_slice, &fail)
+}
+
+/// The plan of supervisor `s`'s policy agent running `spec`: its exit tool is `route`
+/// (see [`route_parameters`]), `ask_clarification` offered when the document declares a
+/// `clarification` slice.
+pub(super) fn policy_plan(
+    graph: &CompiledGraph,
+    s: &SupervisorContract,
+    spec: &AgentSpec,
+) -> Result<AgentPlan, ExecutorBuildError> {
+    let fail = |message: String| ExecutorBuildError::AgentPolicy {
+        id: s.id.clone(),
+        message,
+        pointer: join(["supervisors", s.id.as_str(), "policy", "agent"]),
+    };
+    let clarify = graph.slices().contains_key(CLARIFICATION_SLICE);
+    let tool = tool_plan(
+        ROUTE.into(),
+        format!(
+            "Decide what happens next: one of {} (stop_local ends this level, stop_global \
+             the run{}). Say why in `reason`.",
+            s.allow.join(", "),
+            if clarify {
+                "; ask_clarification pauses the run to ask the user `question`"
+            } else {
+                ""
+            }
+        ),
+        route_parameters(&s.allow, clarify),
+    )
+    .map_err(|e| fail(format!("its route schema does not compile: {e}")))?;
+    let exits = vec![Exit {
+        kind: ExitKind::Route,
+        tool,
+    }];
+    session_plan(graph, spec, exits, None, &fail)
+}
+
+/// Without the `agents` feature no session can run: every agent is refused, naming it.
+#[cfg(not(feature = "agents"))]
+fn session_plan(
+    _: &CompiledGraph,
+    _: &AgentSpec,
+    _: Vec<Exit>,
+    _: Option<String>,
+    fail: &dyn Fn(String) -> ExecutorBuildError,
+) -> Result<AgentPlan, ExecutorBuildError> {
+    Err(fail(
+        "pactgraph was built without the `agents` feature, which agents need".into(),
+    ))
+}
+
+/// What every session's plan needs besides its exit tools: the model and its client,
+/// and the tool nodes offered, their parameters compiled.
+#[cfg(feature = "agents")]
+fn session_plan(
+    graph: &CompiledGraph,
+    spec: &AgentSpec,
+    exits: Vec<Exit>,
+    text_slice: Option<String>,
+    fail: &dyn Fn(String) -> ExecutorBuildError,
+) -> Result<AgentPlan, ExecutorBuildError> {
+    let Some(model) = graph.models().get(&spec.model) else {
+        return Err(fail(format!(
+            "its model `{}` is not in the document's `models`",
+            spec.model
+        )));
+    };
+    let client = crate::model::client::ChatClient::new(model)
+        .map_err(|e| fail(format!("its model `{}`: {e}", spec.model)))?;
     let mut tools = Vec::with_capacity(spec.tools.len());
     for id in &spec.tools {
         let tool = graph
@@ -129,11 +205,6 @@ pub(super) fn agent_plan(
         let Some(t) = &tool.tool else {
             return Err(fail(format!("its tool `{id}` has no `tool` field")));
         };
-        if matches!(tool.run, Some(NodeBehaviour::Agent(_))) {
-            return Err(fail(format!(
-                "its tool `{id}` is an agent, which this version of the runtime cannot call as a tool"
-            )));
-        }
         let plan = tool_plan(
             id.as_str().into(),
             t.description.clone(),
@@ -142,15 +213,8 @@ pub(super) fn agent_plan(
         .map_err(|e| fail(format!("the parameters of tool `{id}` do not compile: {e}")))?;
         tools.push(plan);
     }
-    let text_slice = match writes.as_slice() {
-        _ if team.is_some() => None,
-        [only] if n.router.is_none() => Some(only.clone()),
-        [] if plain_advisor => Some(ADVISOR_REPORT.to_string()),
-        _ => None,
-    };
     Ok(AgentPlan {
         model: spec.model.clone(),
-        #[cfg(feature = "agents")]
         client: Arc::new(client),
         price: model.price,
         spec: spec.clone(),
@@ -158,11 +222,6 @@ pub(super) fn agent_plan(
         tools,
         text_slice,
     })
-}
-
-/// The part node `n` plays that agents cannot play yet, if any.
-fn unsupported_part(n: &NodeContract) -> Option<String> {
-    n.tool.is_some().then(|| "a tool node".into())
 }
 
 /// The part node `n` plays in a team, if any.

@@ -39,21 +39,6 @@ pub enum ExecutorBuildError {
         /// JSON Pointer of the reference in the document.
         pointer: String,
     },
-    /// A node or supervisor uses a behaviour this build of the runtime cannot run yet
-    /// (`{"agent": ...}` as a supervisor policy).
-    #[error(
-        "{kind} `{id}` uses {{\"{behaviour}\": ...}}, which this version of the runtime cannot run yet (at {pointer})"
-    )]
-    Unsupported {
-        /// `node` or `supervisor`.
-        kind: &'static str,
-        /// The contract's id.
-        id: String,
-        /// The behaviour's key (`agent`).
-        behaviour: &'static str,
-        /// JSON Pointer of the behaviour in the document.
-        pointer: String,
-    },
     /// An agent node cannot be run as written: its model or a tool it names is missing,
     /// its model client cannot be made, or it plays a part agents cannot play yet.
     #[error("agent node `{id}` cannot run: {message} (at {pointer})")]
@@ -63,6 +48,17 @@ pub enum ExecutorBuildError {
         /// What is wrong.
         message: String,
         /// JSON Pointer of the behaviour in the document.
+        pointer: String,
+    },
+    /// A supervisor's policy agent cannot be run as written: its model or a tool it
+    /// names is missing, or its model client cannot be made.
+    #[error("the agent policy of supervisor `{id}` cannot run: {message} (at {pointer})")]
+    AgentPolicy {
+        /// The supervisor's id.
+        id: String,
+        /// What is wrong.
+        message: String,
+        /// JSON Pointer of the policy in the document.
         pointer: String,
     },
     /// A JSON Schema in the workflow does not compile.
@@ -224,13 +220,8 @@ impl ExecutorBuilder {
                         });
                     }
                 },
-                Some(SupervisorPolicy::Agent(_)) => {
-                    return Err(ExecutorBuildError::Unsupported {
-                        kind: "supervisor",
-                        id: s.id.clone(),
-                        behaviour: "agent",
-                        pointer: join(["supervisors", s.id.as_str(), "policy", "agent"]),
-                    });
+                Some(SupervisorPolicy::Agent(spec)) => {
+                    PolicyRun::Agent(Arc::new(agents::policy_plan(&self.graph, s, spec)?))
                 }
             };
             supervisors.insert(

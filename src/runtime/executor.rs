@@ -384,13 +384,14 @@ impl Executor {
         // The span costs a few hundred instructions a step even with no subscriber (more
         // when a dependency turns on tracing's `log` bridge): take it only when wanted.
         if !tracing::enabled!(target: "pactgraph", tracing::Level::INFO) {
-            let mut step = self.begin_step(run);
-            while let Some(effect) = step.take_effect() {
-                // Boxed so the common step without effects keeps a small future.
-                let output = Box::pin(self.perform(effect)).await;
-                self.resolve_step(run, &mut step, output);
+            let step = self.begin_step(run);
+            if step.is_ready() {
+                // Nothing to perform: planned and committed on the stack, the step never
+                // copied into this future's state.
+                return self.commit_step(run, step);
             }
-            return self.commit_step(run, step);
+            // Boxed so the common step without effects keeps a small future.
+            return Box::pin(self.finish_step(run, step)).await;
         }
         let first = run.trace.len();
         let span = tracing::info_span!(
@@ -428,6 +429,15 @@ impl Executor {
         run.status()
     }
 
+    /// Performs the effects `step` waits on, feeding each output back, and commits it.
+    async fn finish_step(&self, run: &mut RunState, mut step: Step<'_>) -> RunStatus {
+        while let Some(effect) = step.take_effect() {
+            let output = self.perform(effect).await;
+            self.resolve_step(run, &mut step, output);
+        }
+        self.commit_step(run, step)
+    }
+
     // ---- the step in parts ---------------------------------------------------------
 
     /// The time planning a step of `run` reads: the system clock when the trace is
@@ -446,6 +456,7 @@ impl Executor {
     /// effect), gates the node it leads to (budgets, visits, input schema) and describes
     /// its handler or program call as an effect. A run that is not running gives a step
     /// that commits nothing.
+    #[inline]
     pub fn begin_step<'e>(&'e self, run: &RunState) -> Step<'e> {
         let planner = Planner {
             plan: &self.plan,
@@ -474,6 +485,7 @@ impl Executor {
     /// Commits a step to the run it was planned on: records its trace items and applies
     /// its outcome. Returns the status after it. A step still waiting on an effect, or
     /// planned on a run that has moved since (or on another run), commits nothing.
+    #[inline]
     pub fn commit_step(&self, run: &mut RunState, step: Step<'_>) -> RunStatus {
         commit_step(&self.plan, run, step)
     }
@@ -493,6 +505,7 @@ impl Executor {
             base_dir: &self.plan.base_dir,
             clock: self.plan.clock,
             cancel: &self.cancel,
+            events: self.events.as_ref(),
         }
         .perform(effect)
         .await

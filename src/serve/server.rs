@@ -16,6 +16,7 @@ use super::auth::Auth;
 use super::catalog::Catalog;
 use super::metrics::Metrics;
 use super::state::AppState;
+use crate::runtime::RunEvents;
 use crate::store::{AnyStore, StoreError, WorkEvent, WorkerOptions, work};
 
 /// How the server runs.
@@ -171,6 +172,7 @@ pub async fn serve(
         streams: Arc::new(tokio::sync::Semaphore::new(options.max_streams)),
         event_poll: options.event_poll,
         keep_alive: options.keep_alive,
+        events: RunEvents::new(),
     });
     let app = router(Arc::clone(&state), cors);
     let trigger = stop.clone();
@@ -233,10 +235,12 @@ pub async fn serve(
             }
         };
         let for_worker = Arc::clone(&executor_for);
+        let events = state.events.clone();
         let summary = work(
             &store,
             &worker_options,
-            move |s| for_worker(s),
+            // Published live to the event streams (model deltas among them).
+            move |s| for_worker(s).map(|e| e.with_events(events.clone())),
             report,
             stop.cancelled(),
         )

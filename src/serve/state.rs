@@ -11,6 +11,7 @@ use super::ExecutorFor;
 use super::auth::Auth;
 use super::catalog::Catalog;
 use super::metrics::Metrics;
+use crate::runtime::RunEvents;
 use crate::store::AnyStore;
 
 /// What every handler shares.
@@ -39,6 +40,10 @@ pub struct AppState {
     pub event_poll: Duration,
     /// How often an idle event stream sends a keep-alive comment.
     pub keep_alive: Duration,
+    /// The live events of the runs driven here (by the embedded workers or a resume):
+    /// an event stream takes the model deltas from it, and the next kept event without
+    /// waiting for its poll.
+    pub events: RunEvents,
 }
 
 /// Shared state.

@@ -23,6 +23,20 @@ const DOCUMENTS_LOCK_SHARED: &str = "SELECT pg_advisory_xact_lock_shared(7361626
 /// See [`DOCUMENTS_LOCK_SHARED`].
 const DOCUMENTS_LOCK: &str = "SELECT pg_advisory_xact_lock(7361626772617068)";
 
+/// The channel a store announces runnable runs on, as an SQL expression the server
+/// evaluates on the session's connection: one per schema (`pactgraph_runnable_` and the
+/// MD5 of the schema's name, 51 characters, under PostgreSQL's 63), so that workers of
+/// other schemas of the same database are not woken. A macro, so that the notify
+/// statement below is one literal.
+macro_rules! runnable_channel {
+    () => {
+        "'pactgraph_runnable_' || md5(coalesce(current_schema(), ''))"
+    };
+}
+
+/// See [`runnable_channel`]: what a listener reads the channel's name with.
+pub(crate) const RUNNABLE_CHANNEL: &str = runnable_channel!();
+
 /// SQLite's: its one writer takes the write lock at once; a checkpoint is one insert into
 /// the `checkpoint_events_in` view (migration 0005), whose `INSTEAD OF` trigger inserts
 /// into `checkpoint_in` (migration 0003: its trigger does the fence and the writes), then
@@ -72,7 +86,7 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
     int_param: "::BIGINT",
     documents_lock: Some(DOCUMENTS_LOCK),
     documents_lock_shared: Some(DOCUMENTS_LOCK_SHARED),
-    notify_runnable: Some("SELECT pg_notify('pactgraph_runnable', '')"),
+    notify_runnable: Some(concat!("SELECT pg_notify(", runnable_channel!(), ", '')")),
     claim_lock: " FOR UPDATE SKIP LOCKED",
     greatest: "GREATEST",
     name_lock: Some("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"),

@@ -5,7 +5,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use clap::ValueEnum;
 use comfy_table::{Table, presets};
-use pactgraph::runtime::{Accounting, RunId};
+use pactgraph::runtime::{Accounting, COST_USD, INPUT_TOKENS, OUTPUT_TOKENS, RunId, TraceItem};
 use pactgraph::store::{RunStore, StoredRun};
 use serde_json::json;
 
@@ -209,7 +209,7 @@ fn show_human(stored: &StoredRun, links: &Links, trace: bool, state: bool) -> St
                 kind,
                 opt(&item.supervisor),
                 opt(&item.target),
-                opt(&item.reason),
+                call_words(item).unwrap_or_else(|| opt(&item.reason)),
             ]);
         }
         out.push_str(&format!("\ntrace\n{table}\n"));
@@ -221,6 +221,50 @@ fn show_human(stored: &StoredRun, links: &Links, trace: bool, state: bool) -> St
     out
 }
 
+/// A `model_call` or `tool_call` item's fields in words, for the trace's REASON column
+/// (`None` for other items, and for call items stored before they had fields: their
+/// `reason` says it).
+fn call_words(item: &TraceItem) -> Option<String> {
+    let took = |us: u64| format!("{:.1} ms", us as f64 / 1000.0);
+    if let Some(m) = item.model_call() {
+        let mut out = format!("turn {}, attempt {}", m.turn, m.attempt);
+        if !m.failed_attempts.is_empty() {
+            let failed: Vec<&str> = m.failed_attempts.iter().map(|a| a.error.as_str()).collect();
+            out.push_str(&format!(
+                " (after {} failed: {})",
+                failed.len(),
+                failed.join("; ")
+            ));
+        }
+        match &m.error {
+            Some(e) => out.push_str(&format!(", failed: {e}")),
+            None => out.push_str(&format!(
+                ", finish_reason {}",
+                m.finish_reason.as_deref().unwrap_or("none")
+            )),
+        }
+        let usage = item.usage();
+        let count = |k: &str| usage.and_then(|u| u.get(k)).map(ToString::to_string);
+        if !m.usage_known {
+            out.push_str(", usage unknown");
+        } else if let (Some(i), Some(o)) = (count(INPUT_TOKENS), count(OUTPUT_TOKENS)) {
+            out.push_str(&format!(", {i} in / {o} out tokens"));
+            if let Some(c) = count(COST_USD) {
+                out.push_str(&format!(", {c} USD"));
+            }
+        }
+        out.push_str(&format!(", {}", took(item.duration_us)));
+        return Some(out);
+    }
+    let t = item.tool_call()?;
+    let mut out = format!("call {} (#{}): {}", t.call_id, t.index, t.status.as_str());
+    if let Some(e) = &t.error {
+        out.push_str(&format!(": {e}"));
+    }
+    out.push_str(&format!(", {}", took(item.duration_us)));
+    Some(out)
+}
+
 /// `runs show --messages`: each session's conversation, message by message.
 fn sessions_human(sessions: &[pactgraph::runtime::Session]) -> String {
     let mut out = String::new();
@@ -228,8 +272,12 @@ fn sessions_human(sessions: &[pactgraph::runtime::Session]) -> String {
         out.push_str("\nsessions     none\n");
     }
     for (i, s) in sessions.iter().enumerate() {
+        // An agent tool's session says which call it answers.
+        let called = s.caller.as_ref().map_or(String::new(), |c| {
+            format!(", tool call {} of session {}", c.call, c.session)
+        });
         out.push_str(&format!(
-            "\nsession {i}: node `{}` (visit {}, model `{}`, {} message(s))\n",
+            "\nsession {i}: node `{}` (visit {}, model `{}`, {} message(s){called})\n",
             s.node,
             s.visit,
             s.model,

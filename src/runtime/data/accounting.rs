@@ -2,7 +2,8 @@
 //!
 //! Every node run leaves one item in the trace that carries its usage record: the
 //! `$usage` the node reported plus `wall_ms`, the node call's wall time (see
-//! [`TraceItem::usage_record`]). [`Accounting::from_trace`] sums those records four ways:
+//! [`TraceItem::usage_record`]); so does each model call and tool call of a supervisor's
+//! policy agent, recorded under the supervisor. [`Accounting::from_trace`] sums those records four ways:
 //! in all, per node, per subgraph the node ran in (root-level runs have no entry there)
 //! and per owner, the node that owns the final answer the run contributed to (see
 //! [`rollup_of`]).

@@ -51,6 +51,11 @@ pub struct KeptChild {
     pub subgraph_id: Arc<str>,
     /// Its child state as it returned.
     pub state: State,
+    /// The last session of its entrypoint's policy agent (an index in the run's
+    /// sessions), which a clarification continues (brief 10.3); `None` when the
+    /// entrypoint's policy is not an agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<u32>,
 }
 
 /// A frame that was open when the run stopped; its writes were not merged.

@@ -60,7 +60,7 @@ pub(crate) struct SliceWriter<'a> {
 impl SliceWriter<'_> {
     /// The slice `key` at this level, if present.
     pub(crate) fn get(&self, key: &str) -> Option<&Value> {
-        self.state.get(key)
+        crate::contracts::lookup::get(self.state, key)
     }
 
     /// Replaces slice `key` whole (a new key is appended, an existing one keeps its place).

@@ -116,6 +116,23 @@ impl RunEvents {
     /// Publishes a `model_delta` of run `run_id`: `text` streamed by `node`'s model in turn
     /// `turn`. It carries the `seq` of the run's last event and is never kept.
     pub fn model_delta(&self, run_id: RunId, node: &str, turn: u32, text: &str) {
+        self.delta(run_id, node, turn, text, None);
+    }
+
+    /// Publishes a `model_delta` of run `run_id` carrying a chunk of the arguments of tool
+    /// call `index` of the reply `node`'s model streams in turn `turn`.
+    pub fn tool_arguments_delta(
+        &self,
+        run_id: RunId,
+        node: &str,
+        turn: u32,
+        index: usize,
+        text: &str,
+    ) {
+        self.delta(run_id, node, turn, text, Some(index));
+    }
+
+    fn delta(&self, run_id: RunId, node: &str, turn: u32, text: &str, tool_call: Option<usize>) {
         let mut state = self.bus.lock();
         if state.subs.is_empty() {
             return;
@@ -129,6 +146,7 @@ impl RunEvents {
                 node: node.to_string(),
                 turn,
                 text: text.to_string(),
+                tool_call,
             },
             dropped: 0,
         };
@@ -220,6 +238,13 @@ impl DeltaPublisher {
     /// Publishes `text` streamed by `node`'s model in turn `turn`.
     pub fn model_delta(&self, node: &str, turn: u32, text: &str) {
         self.events.model_delta(self.run_id, node, turn, text);
+    }
+
+    /// Publishes a chunk of the arguments of tool call `index` streamed by `node`'s model
+    /// in turn `turn`.
+    pub fn tool_arguments_delta(&self, node: &str, turn: u32, index: usize, text: &str) {
+        self.events
+            .tool_arguments_delta(self.run_id, node, turn, index, text);
     }
 }
 

@@ -58,6 +58,10 @@ pub enum EventKind {
         turn: u32,
         /// The chunk.
         text: String,
+        /// For a chunk of a tool call's arguments: the call's index in the reply (absent
+        /// for the reply's text).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_call: Option<usize>,
     },
     /// What is now durable: the store holds the run up to its checkpoint `checkpoint`
     /// (published only for a run driven through a store).

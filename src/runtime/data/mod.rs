@@ -5,6 +5,7 @@
 
 mod accounting;
 mod advising;
+mod call_items;
 mod callstack;
 pub(crate) mod changes;
 mod clock;
@@ -24,6 +25,7 @@ mod trace;
 
 pub use accounting::Accounting;
 pub use advising::{AdvisingRun, Seat, SeatReport, SeatState, SeatStatus};
+pub use call_items::{CallRecord, HttpAttempt, ModelCallItem, ToolCallItem, ToolCallStatus};
 pub use callstack::{Frame, KeptChild, Owed, UncommittedFrame};
 pub use clock::Clock;
 pub use event_bus::{DEFAULT_EVENT_BUFFER, DeltaPublisher, RunEvents, Subscription};
@@ -37,7 +39,7 @@ pub use pending::Pending;
 pub use projected::ProjectedState;
 pub use run_id::{RunId, RunIdError};
 pub use run_state::RunState;
-pub use session::Session;
+pub use session::{Session, ToolCaller};
 pub use slices::{State, Writes};
 pub use status::{RunStatus, TerminationReason};
 pub use team_state::{Broadcast, BroadcastKind, MemberProgress, MemberStatus, TeamPhase, TeamRun};

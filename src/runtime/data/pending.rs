@@ -1,6 +1,7 @@
 //! `Pending`: what the next step of a running run does (a supervisor decides, a chain
 //! stage or an advised node runs, a router runs again, a router's destination subgraph is
-//! entered, a team's next cycle or lead turn). Part of the run state; split from `run_state.rs`.
+//! entered, a team's next cycle or lead turn, an agent session's next call). Part of the
+//! run state; split from `run_state.rs`.
 
 use std::sync::Arc;
 
@@ -115,6 +116,20 @@ pub enum Pending {
         /// The session's index in the run's sessions.
         session: u32,
     },
+    /// A supervisor's policy agent is deciding (brief 10.2): its next model call, or the
+    /// tool calls of its last reply, is next; a reply with a valid `route` call is the
+    /// decision, planned in the next step. The conversation is in the run's sessions.
+    Deciding {
+        /// The deciding supervisor.
+        supervisor: Arc<str>,
+        /// The session's index in the run's sessions.
+        session: u32,
+        /// Model calls the session made before this decision: a clarification continues
+        /// the entrypoint's last session (brief 10.3), and `max_turns` counts this
+        /// decision's calls only.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        earlier: u32,
+    },
     /// A team is under way: its members' next cycle, or its lead's next turn, is next.
     /// Boxed: it carries the team's transcript and progress.
     Team(Box<TeamRun>),
@@ -128,7 +143,7 @@ impl Pending {
     /// The supervisor in charge of the level the next step happens in.
     pub fn supervisor(&self) -> &Arc<str> {
         match self {
-            Pending::Decide { supervisor } => supervisor,
+            Pending::Decide { supervisor } | Pending::Deciding { supervisor, .. } => supervisor,
             Pending::Handoff { dispatcher, .. }
             | Pending::Retry { dispatcher, .. }
             | Pending::Advised { dispatcher, .. }
@@ -138,4 +153,9 @@ impl Pending {
             Pending::Call { caller, .. } => caller,
         }
     }
+}
+
+/// Whether a count is zero (left out when serialized).
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }

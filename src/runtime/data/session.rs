@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::ChatMessage;
 
-/// One agent session: the conversation of one visit of an agent node.
+/// One agent session: the conversation of one visit of an agent node, one decision of a
+/// supervisor's policy agent (`node` is the supervisor), or one call of an agent tool
+/// (`caller` says which).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Session {
@@ -23,6 +25,23 @@ pub struct Session {
     pub step: u32,
     /// The conversation so far, in the Chat Completions wire form.
     pub messages: Vec<ChatMessage>,
+    /// For an agent called as a tool: the tool call it answers (`None` for an agent
+    /// node's visit or a supervisor's decision).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<ToolCaller>,
+}
+
+/// The tool call an agent tool's session answers: its caller's session, the caller's
+/// model call (turn) that asked, and the call's id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCaller {
+    /// The caller's session (an index in the run's sessions).
+    pub session: u32,
+    /// The caller's model call that made the tool call (1 for its first).
+    pub turn: u32,
+    /// The tool call's id.
+    pub call: String,
 }
 
 impl Session {
@@ -34,6 +53,7 @@ impl Session {
             model: self.model.clone(),
             step: self.step,
             messages: Vec::new(),
+            caller: self.caller.clone(),
         }
     }
 

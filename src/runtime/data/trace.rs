@@ -5,6 +5,7 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::call_items::{CallRecord, ModelCallItem, ToolCallItem};
 use super::output::{Usage, WALL_MS};
 use super::status::TerminationReason;
 
@@ -55,13 +56,15 @@ pub enum TraceKind {
     /// member or lead, `reason` the turn and what it gave, `usage` its `$usage`).
     TeamTurn,
     /// One model call of an agent session, a step (`source` the agent node, `target` the
-    /// model key, `reason` the turn, the attempt, the HTTP attempts and the
-    /// `finish_reason`, `usage` the tokens and cost, or `usage_unknown` when the server
-    /// sent none).
+    /// model key, `model_call` its fields: node, model, turn, attempt, the failed HTTP
+    /// attempts before it and the `finish_reason`; `usage` the tokens and cost, or
+    /// `usage_unknown` when the server sent none; `duration_us` its time; `reason` the
+    /// same in words).
     ModelCall,
     /// One tool call of an agent session, a step (`source` the calling agent node,
-    /// `target` the tool node, `reason` the call id and how it ended: `ok` or the error
-    /// returned to the model).
+    /// `target` the tool, `tool_call` its fields: caller, tool, call id, index and status;
+    /// `duration_us` its time; `reason` the call id and how it ended in words). A call
+    /// `skipped` for want of steps counts none.
     ToolCall,
 }
 
@@ -122,7 +125,8 @@ pub const MAX_TRACE_DEPTH: u32 = u16::MAX as u32;
 /// An item is kept at 128 bytes, the most the compiler copies inline: what only some
 /// items carry (a node run's `usage`, a chain stage) sits in one boxed [`ItemDetail`], and
 /// the depth is a `u16` (see [`MAX_TRACE_DEPTH`]). Its JSON form is flat: `usage` and
-/// `chain` are keys of the item, present when set.
+/// `chain` are keys of the item, present when set, and so is the call a `model_call` or
+/// `tool_call` item records (`"model_call": {...}` or `"tool_call": {...}`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceItem {
     /// Steps taken when the item was recorded.
@@ -155,11 +159,14 @@ pub struct TraceItem {
 
 /// The parts of a [`TraceItem`] that only some items carry.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ItemDetail {
     /// Node runs: what the step cost, as the node reported it in `$usage`.
     pub usage: Option<Usage>,
     /// Items of a step that runs a chain stage: where the stage stands in its chain.
     pub chain: Option<Chain>,
+    /// `model_call` and `tool_call` items: the call's fields.
+    pub call: Option<CallRecord>,
 }
 
 impl TraceItem {
@@ -193,15 +200,40 @@ impl TraceItem {
         self.detail.as_ref().and_then(|d| d.chain.as_ref())
     }
 
+    /// A `model_call` item's fields (`None` on other items, and on items stored before
+    /// they were recorded).
+    pub fn model_call(&self) -> Option<&ModelCallItem> {
+        match self.detail.as_ref()?.call.as_ref()? {
+            CallRecord::Model(m) => Some(m),
+            CallRecord::Tool(_) => None,
+        }
+    }
+
+    /// A `tool_call` item's fields (`None` on other items, and on items stored before
+    /// they were recorded).
+    pub fn tool_call(&self) -> Option<&ToolCallItem> {
+        match self.detail.as_ref()?.call.as_ref()? {
+            CallRecord::Tool(t) => Some(t),
+            CallRecord::Model(_) => None,
+        }
+    }
+
     /// The node this item records a run of: the `target` of a dispatch, handoff or
     /// advisor item, or the `source` of the end of a run that a node's refused output
-    /// failed. `None` for items that record no node run.
+    /// failed; or the supervisor whose policy agent made this model call or tool call
+    /// (its `source` is the item's `supervisor`: a policy's session has no node item
+    /// summing it). `None` for items that record no node run.
     pub fn ran_node(&self) -> Option<&Arc<str>> {
         match self.kind {
             TraceKind::Dispatch | TraceKind::Handoff | TraceKind::Advisor | TraceKind::TeamTurn => {
                 self.target.as_ref()
             }
             TraceKind::End | TraceKind::GuardStop => self.source.as_ref(),
+            TraceKind::ModelCall | TraceKind::ToolCall
+                if self.source.is_some() && self.source == self.supervisor =>
+            {
+                self.source.as_ref()
+            }
             _ => None,
         }
     }
@@ -229,6 +261,12 @@ impl TraceItem {
         self.tidy_detail();
     }
 
+    /// Sets (or clears) the call the item records.
+    pub fn set_call(&mut self, call: Option<CallRecord>) {
+        self.detail_mut().call = call;
+        self.tidy_detail();
+    }
+
     fn detail_mut(&mut self) -> &mut ItemDetail {
         self.detail.get_or_insert_with(Box::default)
     }
@@ -237,7 +275,7 @@ impl TraceItem {
         if self
             .detail
             .as_ref()
-            .is_some_and(|d| d.usage.is_none() && d.chain.is_none())
+            .is_some_and(|d| d.usage.is_none() && d.chain.is_none() && d.call.is_none())
         {
             self.detail = None;
         }
@@ -283,6 +321,10 @@ struct ItemOut<'a> {
     usage: Option<Usage>,
     #[serde(skip_serializing_if = "Option::is_none")]
     chain: Option<&'a Chain>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model_call: Option<&'a ModelCallItem>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call: Option<&'a ToolCallItem>,
 }
 
 /// The JSON form of a trace item, for reading (and for its schema).
@@ -324,6 +366,14 @@ struct ItemIn {
     /// Items of a step that runs a chain stage: where the stage stands in its chain.
     #[serde(default)]
     chain: Option<Chain>,
+    /// `model_call` items: the call's node, model, turn, attempt, failed HTTP attempts and
+    /// `finish_reason` (absent on items stored before ADR 0042).
+    #[serde(default)]
+    model_call: Option<ModelCallItem>,
+    /// `tool_call` items: the call's caller, tool, call id, index and status (absent on
+    /// items stored before ADR 0042).
+    #[serde(default)]
+    tool_call: Option<ToolCallItem>,
 }
 
 impl Serialize for TraceItem {
@@ -343,6 +393,8 @@ impl Serialize for TraceItem {
             duration_us: self.duration_us,
             usage: self.usage_record().or_else(|| self.usage().cloned()),
             chain: self.chain(),
+            model_call: self.model_call(),
+            tool_call: self.tool_call(),
         }
         .serialize(s)
     }
@@ -373,6 +425,12 @@ impl<'de> Deserialize<'de> for TraceItem {
         };
         item.set_usage(usage.filter(|u| !u.is_empty()));
         item.set_chain(i.chain);
+        let call = match (i.model_call, i.tool_call) {
+            (Some(m), _) => Some(CallRecord::Model(m)),
+            (None, Some(t)) => Some(CallRecord::Tool(t)),
+            (None, None) => None,
+        };
+        item.set_call(call);
         Ok(item)
     }
 }
@@ -387,81 +445,8 @@ impl JsonSchema for TraceItem {
 }
 
 #[cfg(test)]
-mod layout {
-    use std::sync::Arc;
-
-    use serde_json::json;
-
-    use super::{Chain, TraceItem, TraceKind};
-    use crate::runtime::Usage;
-
-    /// The JSON form is flat (`usage` and `chain` are keys of the item, in the documented
-    /// order, absent when unset) and reads back to an equal item; an item whose detail is
-    /// empty reads back without one.
-    #[test]
-    fn an_item_with_detail_round_trips_through_flat_json() {
-        let mut it = TraceItem::new(TraceKind::Dispatch, 3, 1);
-        it.target = Some(Arc::from("n"));
-        let usage: Usage = serde_json::from_value(json!({"input_tokens": 4})).expect("usage");
-        it.set_usage(Some(usage));
-        it.set_chain(Some(Chain::handoff_root(Arc::from("n"))));
-        let v = serde_json::to_value(&it).expect("plain data");
-        let keys: Vec<&str> = v
-            .as_object()
-            .expect("object")
-            .keys()
-            .map(String::as_str)
-            .collect();
-        assert_eq!(keys[keys.len() - 2..], ["usage", "chain"]);
-        assert_eq!(
-            v["chain"],
-            json!({"root": "n", "stage": 0, "trigger": "handoff"})
-        );
-        let back: TraceItem = serde_json::from_value(v).expect("reads back");
-        assert_eq!(back, it);
-        it.set_usage(None);
-        it.set_chain(None);
-        assert!(it.detail.is_none(), "an emptied detail is dropped");
-        let v = serde_json::to_value(&it).expect("plain data");
-        assert_eq!(v["usage"], json!({"wall_ms": 0}), "a node run has a record");
-        assert!(v.get("chain").is_none());
-        assert_eq!(serde_json::from_value::<TraceItem>(v).expect("reads"), it);
-        it.kind = TraceKind::Decision;
-        let v = serde_json::to_value(&it).expect("plain data");
-        assert!(v.get("usage").is_none() && v.get("chain").is_none());
-        assert_eq!(serde_json::from_value::<TraceItem>(v).expect("reads"), it);
-    }
-
-    /// A node run's record adds `wall_ms` (its `duration_us` in milliseconds) to what it
-    /// reported; `wall_ms` is written, and read back into `duration_us` only.
-    #[test]
-    fn a_node_run_records_its_wall_time() {
-        let mut it = TraceItem::new(TraceKind::Handoff, 2, 0);
-        it.target = Some(Arc::from("n"));
-        it.duration_us = 1_500;
-        it.set_usage(Some(Usage::new().with("input_tokens", 3)));
-        let v = serde_json::to_value(&it).expect("plain data");
-        assert_eq!(v["usage"], json!({"input_tokens": 3, "wall_ms": 1.5}));
-        let back: TraceItem = serde_json::from_value(v).expect("reads back");
-        assert_eq!(back, it);
-        assert_eq!(back.usage(), Some(&Usage::new().with("input_tokens", 3)));
-        it.duration_us = 7_000;
-        let record = it.usage_record().expect("a node run");
-        assert_eq!(record.get("wall_ms"), Some(&7.into()));
-        assert!(
-            TraceItem::new(TraceKind::Call, 1, 0)
-                .usage_record()
-                .is_none()
-        );
-    }
-
-    /// Past 128 bytes every item is copied with a `memcpy` call instead of inline moves,
-    /// which cost the loop step about 6% (docs/performance.md).
-    #[test]
-    fn a_trace_item_is_128_bytes_at_most() {
-        assert!(std::mem::size_of::<TraceItem>() <= 128);
-    }
-}
+#[path = "trace_tests.rs"]
+mod layout;
 
 fn no_candidates(c: &Arc<[Arc<str>]>) -> bool {
     c.is_empty()
@@ -496,10 +481,18 @@ impl DecisionTrace {
             items: self
                 .items
                 .iter()
-                .map(|i| TraceItem {
-                    at_ms: 0,
-                    duration_us: 0,
-                    ..i.clone()
+                .map(|i| {
+                    let mut item = TraceItem {
+                        at_ms: 0,
+                        duration_us: 0,
+                        ..i.clone()
+                    };
+                    if let Some(d) = item.detail.as_mut()
+                        && let Some(c) = d.call.as_mut()
+                    {
+                        *c = c.without_timing();
+                    }
+                    item
                 })
                 .collect(),
         }

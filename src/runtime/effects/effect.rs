@@ -73,6 +73,10 @@ pub(crate) enum Call {
 pub(crate) struct ModelCall {
     /// The model key (for messages).
     pub(crate) model: Arc<str>,
+    /// The agent node whose session calls, and the session's turn (for `model_delta`
+    /// events).
+    pub(crate) node: Arc<str>,
+    pub(crate) turn: u32,
     #[cfg(feature = "agents")]
     pub(crate) client: Arc<crate::model::client::ChatClient>,
     /// The conversation so far, the functions offered and the forced choice (the last
@@ -110,8 +114,8 @@ pub(crate) struct ModelReply {
     pub(crate) finish_reason: Option<String>,
     /// `None`: the server sent no usage (unknown).
     pub(crate) usage: Option<crate::model::Usage>,
-    /// HTTP attempts that failed before the answer (each said in words).
-    pub(crate) retried: Vec<String>,
+    /// HTTP attempts that failed before the answer, in order.
+    pub(crate) failed_attempts: Vec<crate::runtime::data::HttpAttempt>,
 }
 
 /// What one tool node run gave.

@@ -16,16 +16,17 @@ use super::effect::{
 use super::guarded::{CatchUnwind, Fault, call_guarded, exec_program};
 use crate::contracts::condition::json_kind;
 use crate::contracts::{ExecSpec, SupervisorOutput};
-use crate::runtime::data::{Clock, NodeOutput, Role, accept_as, elapsed};
+use crate::runtime::data::{Clock, NodeOutput, Role, RunEvents, accept_as, elapsed};
 
 /// What performing an effect needs from the executor that planned it: the folder its
-/// programs run in, the clock its durations come from, and the token that cancels it.
-/// Three references: made per effect, copied freely.
+/// programs run in, the clock its durations come from, the token that cancels it, and
+/// where a streamed model reply's pieces are published. Made per effect, copied freely.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Performer<'a> {
     pub(crate) base_dir: &'a Path,
     pub(crate) clock: Clock,
     pub(crate) cancel: &'a CancellationToken,
+    pub(crate) events: Option<&'a RunEvents>,
 }
 
 impl Performer<'_> {

@@ -2,11 +2,14 @@
 //! effect's time limit and the run's cancellation, which aborts the request in flight),
 //! and the tool calls of one reply, run at once and returned in the reply's order.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::effect::{ModelCall, ModelReply, Produced, ToolInvocation, ToolRan};
 use super::guarded::Fault;
 use super::perform::Performer;
+#[cfg(feature = "agents")]
+use crate::runtime::data::HttpAttempt;
 use crate::runtime::data::{Role, elapsed};
 
 impl Performer<'_> {
@@ -28,8 +31,24 @@ impl Performer<'_> {
             tools: call.tools,
             tool_choice: call.tool_choice,
         };
-        let mut ignore = |_| {};
-        let request = call.client.complete(&request, self.cancel, &mut ignore);
+        // A streamed reply's pieces go out live as `model_delta` events (never kept),
+        // when the model streams; the bus skips a piece nobody listens to (a subscriber
+        // may come while the reply streams: an event stream opened mid-call).
+        let publisher = self
+            .events
+            .filter(|_| call.client.streams())
+            .map(|e| e.publisher(call.ids.run_id));
+        let (node, turn) = (Arc::clone(&call.node), call.turn);
+        let mut on_delta = |delta: crate::model::client::ModelDelta| {
+            let Some(p) = &publisher else { return };
+            match delta {
+                crate::model::client::ModelDelta::Text(text) => p.model_delta(&node, turn, &text),
+                crate::model::client::ModelDelta::ToolArguments { index, text } => {
+                    p.tool_arguments_delta(&node, turn, index, &text);
+                }
+            }
+        };
+        let request = call.client.complete(&request, self.cancel, &mut on_delta);
         let limited = async {
             match limit {
                 Some(d) => tokio::time::timeout(d, request).await.map_err(|_| {
@@ -47,11 +66,11 @@ impl Performer<'_> {
             _ = self.cancel.cancelled() => Err(Fault::Cancelled),
             r = limited => match r? {
                 Ok(reply) => Ok(Produced::Reply(Box::new(ModelReply {
-                    retried: reply
+                    failed_attempts: reply
                         .attempts
                         .iter()
                         .filter(|a| a.error.is_some() || a.status.is_some_and(|s| s >= 400))
-                        .map(describe_attempt)
+                        .map(failed_attempt)
                         .collect(),
                     message: reply.message,
                     finish_reason: reply.finish_reason,
@@ -99,17 +118,13 @@ impl Performer<'_> {
     }
 }
 
-/// One failed HTTP attempt in words: its status or error, and the wait before the next.
+/// One failed HTTP attempt, as its `model_call` item records it.
 #[cfg(feature = "agents")]
-fn describe_attempt(a: &crate::model::client::Attempt) -> String {
-    let what = match (a.status, &a.error) {
-        (Some(s), Some(e)) => format!("HTTP {s}: {e}"),
-        (Some(s), None) => format!("HTTP {s}"),
-        (None, Some(e)) => e.clone(),
-        (None, None) => "failed".into(),
-    };
-    format!(
-        "{what} after {} ms, waited {} ms",
-        a.duration_ms, a.waited_ms
-    )
+fn failed_attempt(a: &crate::model::client::Attempt) -> HttpAttempt {
+    HttpAttempt {
+        status: a.status,
+        error: a.error.clone().unwrap_or_else(|| "failed".into()),
+        duration_ms: a.duration_ms,
+        waited_ms: a.waited_ms,
+    }
 }

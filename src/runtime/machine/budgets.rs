@@ -100,6 +100,12 @@ fn check_usage(run: &RunState, budgets: &Budgets, what: &str, id: &str) -> Resul
     Ok(())
 }
 
+/// Before a model call or the tool calls of supervisor `id`'s policy agent: each is a
+/// step, within max_steps and the usage budgets.
+pub(crate) fn check_policy(run: &RunState, budgets: &Budgets, id: &str) -> Result<(), GuardStop> {
+    check_steps(run, budgets, "the policy of supervisor", id)
+}
+
 /// Before running node `id` (at most `max_visits` runs of it).
 #[inline]
 pub(crate) fn check_node(

@@ -101,7 +101,8 @@ impl<'e> Planner<'e> {
             | Pending::Advised { .. }
             | Pending::Advising(_)
             | Pending::Team(_)
-            | Pending::Session { .. } => {}
+            | Pending::Session { .. }
+            | Pending::Deciding { .. } => {}
         }
     }
 }

@@ -18,7 +18,7 @@ use crate::contracts::CLARIFICATION_SLICE;
 use crate::runtime::data::{
     Control, Frame, KeptChild, Pending, RunState, TerminationReason, TraceKind,
 };
-use crate::runtime::plan::SubgraphPlan;
+use crate::runtime::plan::{PolicyRun, SubgraphPlan};
 
 impl<'e> Planner<'e> {
     /// The plan of subgraph `id` when the run's current level may clarify it: it is
@@ -53,7 +53,8 @@ impl Tx<'_> {
     /// Resumes the child of `sg` kept at the current level for `caller`'s follow-up: one
     /// step (not an entry), a `clarify` item, a frame holding the kept state with
     /// `{"question", "from": caller}` in its `clarification` slice, and the subgraph's
-    /// entrypoint deciding.
+    /// entrypoint deciding (a policy agent continuing its last session with the
+    /// question).
     pub(crate) fn clarify(&mut self, sg: &SubgraphPlan, caller: Arc<str>, question: String) {
         let id = &*sg.id;
         if let Err(g) = check_clarify(self.run, self.plan.graph.budgets(), id) {
@@ -71,6 +72,7 @@ impl Tx<'_> {
         it.target = Some(Arc::clone(&sg.id));
         it.reason = Some(question.as_str().into());
         let mut state = kept.state;
+        let from_caller = format!("Clarification from {caller}: {question}");
         state.insert(
             CLARIFICATION_SLICE.to_string(),
             json!({"question": Value::String(question), "from": &*caller}),
@@ -83,8 +85,19 @@ impl Tx<'_> {
             state,
             owed: None,
         });
-        self.run.control = Control::Running(Pending::Decide {
-            supervisor: Arc::clone(&sg.entrypoint),
+        self.run.control = Control::Running(match kept.session {
+            // The entrypoint's policy agent goes on with its last session (brief 10.3).
+            Some(session) => {
+                let earlier = self.reopen_session(session, from_caller);
+                Pending::Deciding {
+                    supervisor: Arc::clone(&sg.entrypoint),
+                    session,
+                    earlier,
+                }
+            }
+            None => Pending::Decide {
+                supervisor: Arc::clone(&sg.entrypoint),
+            },
         });
     }
 
@@ -96,13 +109,30 @@ impl Tx<'_> {
     }
 
     /// A `chat` subgraph's frame returned: its final state is kept at the calling level,
-    /// replacing what was kept for it there.
-    pub(crate) fn keep_child(&mut self, frame: &Frame) {
+    /// replacing what was kept for it there, with its entrypoint policy agent's last
+    /// session.
+    pub(crate) fn keep_child(&mut self, sg: &SubgraphPlan, frame: &Frame) {
         let depth = frame.depth.saturating_sub(1);
+        let agent_entrypoint = self
+            .plan
+            .supervisors
+            .get(&*sg.entrypoint)
+            .is_some_and(|sp| matches!(sp.policy, PolicyRun::Agent(_)));
+        let session = agent_entrypoint
+            .then(|| {
+                let at = self
+                    .run
+                    .sessions
+                    .iter()
+                    .rposition(|s| s.node == sg.entrypoint)?;
+                u32::try_from(at).ok()
+            })
+            .flatten();
         let kept = KeptChild {
             depth,
             subgraph_id: Arc::clone(&frame.subgraph_id),
             state: frame.state.clone(),
+            session,
         };
         match kept_at(self.run, depth, &frame.subgraph_id) {
             Some(at) => self.run.kept[at] = kept,

@@ -11,6 +11,7 @@ use super::budgets::{GuardStop, check_call};
 use super::step::{
     After, Level, NodeResult, NodeStep, Planned, RoutedCall, StageExtra, Then, next_stage,
 };
+use crate::contracts::lookup::{SCAN_MAX, same};
 use crate::contracts::{SYSTEM_SLICE, StopGlobal, StopLocal};
 use crate::runtime::data::{
     Chain, ChainTrigger, Control, Frame, Pending, RunState, RunStatus, TerminationReason,
@@ -122,7 +123,17 @@ impl Tx<'_> {
     /// Counts a node run: one step, one visit.
     fn count_visit(&mut self, np: &NodePlan) {
         self.run.steps += 1;
-        match self.run.visits.get_mut(&*np.id) {
+        // A few nodes visited: found by scanning, without hashing the id (as
+        // `contracts::lookup` does for states).
+        let visits = &mut self.run.visits;
+        let counted = if visits.len() <= SCAN_MAX {
+            visits
+                .iter_mut()
+                .find_map(|(k, n)| (**k == *np.id).then_some(n))
+        } else {
+            visits.get_mut(&*np.id)
+        };
+        match counted {
             Some(n) => *n += 1,
             None => {
                 self.run.visits.insert(np.id.to_string(), 1);
@@ -280,7 +291,9 @@ impl Tx<'_> {
             }
             Cow::Borrowed(Value::Object(w)) => {
                 for (slice, value) in w {
-                    if state.get(slice) != Some(value) {
+                    // In place already (a loop's constant, every turn): compared in key
+                    // order first, without hashing (see `contracts::lookup`).
+                    if !state.get(slice).is_some_and(|v| same(v, value)) {
                         state.insert(slice.clone(), value.clone());
                     }
                 }
@@ -444,7 +457,7 @@ impl Tx<'_> {
         };
         self.level_ended(frame.depth);
         if sg.contract.chat {
-            self.keep_child(&frame);
+            self.keep_child(sg, &frame);
         }
         let mut parent = self.run.level_state_mut();
         commit(&mut parent, &frame.state, &sg.contract.writes);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::agent::{feed_seats, resolve_session};
+use super::agent::{Routed, feed_seats, resolve_session};
 use super::budgets::check_clock;
 use super::commit::Tx;
 use super::decide::Callee;
@@ -276,6 +276,30 @@ impl<'e> Planner<'e> {
                             then: Awaiting::Policy { sp, level },
                         };
                     }
+                    PolicyRun::Agent(agent) => {
+                        self.policy_session_start(run, level, sp, agent, step);
+                    }
+                }
+            }
+            Pending::Deciding { .. } => {
+                // The policy agent's next call, or its `route`: resolved as a handler's
+                // decision is.
+                if let Some(routed) = self.plan_deciding(run, level, pending, step) {
+                    let Routed {
+                        sp,
+                        output,
+                        reason,
+                        duration_us,
+                    } = routed;
+                    let decided = Decided {
+                        supervisor: Arc::clone(&sp.id),
+                        target: choice_label(&output).into(),
+                        reason: Some(reason.into()),
+                        candidates: Arc::default(),
+                        duration_us,
+                    };
+                    let action = resolve(output, &sp.contract, plan.graph.registry());
+                    self.plan_action(run, level, sp, action, decided, step);
                 }
             }
             Pending::Handoff {
@@ -349,6 +373,7 @@ impl<'e> Planner<'e> {
 /// Commits a step to the run it was planned on: records its trace items and applies its
 /// outcome. Returns the status after it. A step still waiting on an effect, or planned on
 /// a run that has moved since (or on another run), commits nothing.
+#[inline]
 pub(crate) fn commit_step(plan: &Plan, run: &mut RunState, step: Step<'_>) -> RunStatus {
     if step.base != (run.steps, run.trace.len()) {
         return run.status();

@@ -25,7 +25,7 @@ use crate::contracts::{Advisors, RetryPolicy, StopGlobal, StopLocal, Team};
 use crate::model::ChatMessage;
 use crate::runtime::data::{
     AdvisingRun, Chain, ChainTrigger, NodeOutput, Owed, RunState, TeamRun, TerminationReason,
-    TraceItem, TraceKind, Usage,
+    ToolCallStatus, ToolCaller, TraceItem, TraceKind, Usage,
 };
 use crate::runtime::effects::{Call, Effect, Fault, ModelReply, Report};
 use crate::runtime::plan::agent::AgentPlan;
@@ -255,22 +255,65 @@ pub(crate) struct SeatStep<'e> {
     pub(crate) timed_out: Option<String>,
 }
 
-/// An agent session's step, planned: the node and how it was reached (kept for the
-/// step that ends the session), and the work of this step.
+/// An agent session's step, planned: whose session it is (kept for the step that ends
+/// it), and the work of this step.
 pub(crate) struct SessionStep<'e> {
-    pub(crate) np: &'e NodePlan,
+    /// The agent node's or the supervisor's id: the `source` of the session's items.
+    pub(crate) id: Arc<str>,
     pub(crate) agent: &'e AgentPlan,
+    /// The supervisor the session's items are recorded under (the node's dispatcher, or
+    /// the deciding supervisor), and the one a failure names.
     pub(crate) dispatcher: Arc<str>,
+    pub(crate) owner: SessionOwner<'e>,
+    /// The session's index in the run's sessions; `None` for the session this step
+    /// begins with `opening` (its system and first user messages).
+    pub(crate) session: Option<u32>,
+    pub(crate) opening: Vec<ChatMessage>,
+    /// Model calls the session made before this node visit or decision (a decision
+    /// continuing the entrypoint's session after a clarification): `max_turns` counts the
+    /// calls after them.
+    pub(crate) earlier: u32,
+    pub(crate) work: SessionWork,
+}
+
+/// Whose session a [`SessionStep`] belongs to.
+pub(crate) enum SessionOwner<'e> {
+    /// An agent node's visit: how it was reached and where control goes after it.
+    Node(NodeVisit<'e>),
+    /// A supervisor policy's decision: its `route` is the decision.
+    Policy(&'e SupervisorPlan),
+    /// An agent called as a tool: its exit is the result of its caller's tool call.
+    /// What is pending stays its outermost caller's session, which the next step plans
+    /// from again.
+    Tool(ToolCaller),
+}
+
+/// An agent node's visit: what its ending needs (its item, its chain, where control
+/// goes).
+pub(crate) struct NodeVisit<'e> {
+    pub(crate) np: &'e NodePlan,
     pub(crate) kind: TraceKind,
     pub(crate) source: Option<Arc<str>>,
     pub(crate) chain: Option<Chain>,
     pub(crate) owed: Vec<Arc<str>>,
     pub(crate) after: After<'e>,
-    /// The session's index in the run's sessions; `None` for the session this step
-    /// begins with `opening` (its system and first user messages).
-    pub(crate) session: Option<u32>,
-    pub(crate) opening: Vec<ChatMessage>,
-    pub(crate) work: SessionWork,
+}
+
+impl SessionStep<'_> {
+    /// What the session is, in a message: `agent node` or `the agent policy of
+    /// supervisor` (followed by the id).
+    pub(crate) fn what(&self) -> &'static str {
+        match self.owner {
+            SessionOwner::Node(_) => "agent node",
+            SessionOwner::Policy(_) => "the agent policy of supervisor",
+            SessionOwner::Tool(_) => "agent tool",
+        }
+    }
+
+    /// The model call `turn` of the session is the last its `max_turns` allows.
+    pub(crate) fn is_last(&self, turn: u32) -> bool {
+        turn.saturating_sub(self.earlier) >= self.agent.max_turns()
+    }
 }
 
 /// What an agent session's step does.
@@ -293,6 +336,8 @@ pub(crate) enum SessionWork {
 pub(crate) struct ToolOutcome {
     pub(crate) call_id: String,
     pub(crate) tool: Arc<str>,
+    /// How it ended (`ok` until a mistake, a failure or a skip says otherwise).
+    pub(crate) status: ToolCallStatus,
     /// What the model is told (the tool's output object or `{"error": ...}`), once known.
     pub(crate) content: Option<String>,
     /// The error, when the call failed or was a mistake.

@@ -25,6 +25,16 @@ pub(crate) const TEAM_BROADCAST: &str = "team_broadcast";
 /// The exit tool of a router.
 pub(crate) const HANDOFF_TO: &str = "handoff_to";
 
+/// The exit tool of a supervisor policy.
+pub(crate) const ROUTE: &str = "route";
+
+/// The `route` decisions besides the `allow` ids.
+pub(crate) const STOP_LOCAL: &str = "stop_local";
+/// See [`STOP_LOCAL`].
+pub(crate) const STOP_GLOBAL: &str = "stop_global";
+/// See [`STOP_LOCAL`]: offered only when the document declares a `clarification` slice.
+pub(crate) const ASK_CLARIFICATION: &str = "ask_clarification";
+
 /// What an exit tool's arguments become.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ExitKind {
@@ -39,6 +49,12 @@ pub(crate) enum ExitKind {
     LeadBroadcast,
     /// A team lead's answer (`final_report`): the team node's writes, `$final: true`.
     Final,
+    /// A supervisor's decision (`route`): its arguments are read when the decision is
+    /// planned (see `machine/agent/policy.rs`).
+    Route,
+    /// An agent tool's result (`final_report` with `{"result"}`): its arguments are the
+    /// tool message its caller gets; a plain text reply is taken as `{"result": TEXT}`.
+    Result,
 }
 
 /// An exit tool: its kind and the function offered.
@@ -180,6 +196,50 @@ pub(crate) fn handoff_parameters(destinations: &[String]) -> Value {
     })
 }
 
+/// The `final_report` parameters of an agent called as a tool: `result`, an object or
+/// a text, required.
+pub(crate) fn tool_result_parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "result": {
+                "type": ["object", "string"],
+                "description": "What the tool returns to its caller.",
+            },
+        },
+        "required": ["result"],
+        "additionalProperties": false,
+    })
+}
+
+/// The `route` parameters for a supervisor allowing `allow`: `decision` one of the
+/// `allow` ids, `stop_local` and `stop_global` (and `ask_clarification` when `clarify`),
+/// and `reason`, both required. With `ask_clarification` a `question` is offered too,
+/// required only with that decision (so the schema is not strict); without it there is
+/// no `question` at all and the schema is strict.
+pub(crate) fn route_parameters(allow: &[String], clarify: bool) -> Value {
+    let mut decisions: Vec<&str> = allow.iter().map(String::as_str).collect();
+    decisions.extend([STOP_LOCAL, STOP_GLOBAL]);
+    if clarify {
+        decisions.push(ASK_CLARIFICATION);
+    }
+    let mut schema = json!({
+        "type": "object",
+        "properties": {
+            "decision": {"type": "string", "enum": decisions},
+            "reason": {"type": "string"},
+        },
+        "required": ["decision", "reason"],
+        "additionalProperties": false,
+    });
+    if clarify {
+        schema["properties"]["question"] = json!({"type": "string"});
+        schema["if"] = json!({"properties": {"decision": {"const": ASK_CLARIFICATION}}});
+        schema["then"] = json!({"required": ["question"]});
+    }
+    schema
+}
+
 /// Whether `schema` allows strict function calling: every object schema in it lists all
 /// its properties as required and sets `additionalProperties: false`, and every schema
 /// says what it accepts (a `type`, `enum`, `const` or `anyOf` of such schemas).
@@ -249,5 +309,30 @@ mod tests {
         assert!(allows_strict(
             &json!({"type": "array", "items": {"enum": [1, 2]}})
         ));
+    }
+
+    #[test]
+    fn route_offers_the_allow_ids_and_the_stops_and_a_question_only_with_clarification() {
+        let allow = ["a".to_string(), "b".to_string()];
+        let plain = route_parameters(&allow, false);
+        assert_eq!(
+            plain["properties"]["decision"]["enum"],
+            json!(["a", "b", "stop_local", "stop_global"])
+        );
+        assert!(plain["properties"].get("question").is_none());
+        assert!(allows_strict(&plain), "decision and reason, both required");
+        let asking = route_parameters(&allow, true);
+        assert_eq!(
+            asking["properties"]["decision"]["enum"],
+            json!(["a", "b", "stop_local", "stop_global", "ask_clarification"])
+        );
+        assert!(!allows_strict(&asking), "question is optional");
+        let v = jsonschema::validator_for(&asking).expect("compiles");
+        assert!(v.is_valid(&json!({"decision": "a", "reason": "r"})));
+        assert!(!v.is_valid(&json!({"decision": "ask_clarification", "reason": "r"})));
+        assert!(
+            v.is_valid(&json!({"decision": "ask_clarification", "reason": "r", "question": "q?"}))
+        );
+        assert!(!v.is_valid(&json!({"decision": "zzz", "reason": "r"})));
     }
 }

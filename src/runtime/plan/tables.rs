@@ -84,6 +84,8 @@ pub(crate) enum PolicyRun {
     Handler(SharedPolicy),
     /// A program.
     Exec(Arc<ExecSpec>),
+    /// A model session per decision, ending with `route` (see [`AgentPlan`]).
+    Agent(Arc<AgentPlan>),
 }
 
 /// A supervisor, ready to decide.

@@ -1,6 +1,8 @@
 //! `GET /api/runs/{id}/events`: the run's kept events as Server-Sent Events, history
 //! first, then live ones as they are committed (read from the store, so a run executed
 //! by any process or worker can be followed); `Last-Event-ID: K` resumes with `seq` K+1.
+//! For a run driven by this server, its `model_delta`s come live too (without an SSE
+//! `id`: they are never kept), and its next kept event without waiting for the poll.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -15,7 +17,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use super::super::error::ApiError;
 use super::super::sendable;
 use super::super::state::Shared;
-use crate::runtime::{RunEvent, RunId};
+use crate::runtime::{DEFAULT_EVENT_BUFFER, RunEvent, RunId, Subscription};
 use crate::store::StoredStatus;
 
 /// Events read from the store at once.
@@ -28,6 +30,8 @@ struct Follow {
     after: u64,
     buffer: VecDeque<RunEvent>,
     done: bool,
+    /// The server's live events (runs driven here).
+    live: Subscription,
     _permit: OwnedSemaphorePermit,
 }
 
@@ -68,6 +72,7 @@ pub async fn events(
         after,
         buffer: VecDeque::new(),
         done: false,
+        live: state.events.subscribe(DEFAULT_EVENT_BUFFER),
         _permit: permit,
     };
     let stream = futures_util::stream::unfold(follow, next_event);
@@ -79,8 +84,12 @@ pub async fn events(
 async fn next_event(mut f: Follow) -> Option<(Result<Event, Infallible>, Follow)> {
     loop {
         if let Some(event) = f.buffer.pop_front() {
-            f.after = event.seq;
             let data = serde_json::to_string(&event).unwrap_or_else(|_| "{}".into());
+            if !event.kind.is_kept() {
+                // A model delta: no `id`, so a reconnect resumes after the last kept one.
+                return Some((Ok(Event::default().data(data)), f));
+            }
+            f.after = event.seq;
             let sse = Event::default().id(event.seq.to_string()).data(data);
             return Some((Ok(sse), f));
         }
@@ -112,9 +121,32 @@ async fn next_event(mut f: Follow) -> Option<(Result<Event, Infallible>, Follow)
             f.done = true;
             continue;
         }
+        let stop = f.state.stop.clone();
         tokio::select! {
             () = tokio::time::sleep(f.state.event_poll) => {}
-            () = f.state.stop.cancelled() => return None,
+            () = wait_live(&mut f) => {}
+            () = stop.cancelled() => return None,
         }
     }
+}
+
+/// Waits for a live event of the followed run: a model delta following the last kept
+/// event sent is buffered to send; a kept event ends the wait (the store has it: the
+/// driver publishes after its commit). Deltas out of step (their kept event not sent
+/// yet) are skipped, as `runs watch` skips them.
+async fn wait_live(f: &mut Follow) {
+    while let Some(event) = f.live.next().await {
+        if event.run_id != f.id {
+            continue;
+        }
+        if event.kind.is_kept() {
+            return;
+        }
+        if event.seq == f.after {
+            f.buffer.push_back(event);
+            return;
+        }
+    }
+    // The server's bus is gone (it is stopping): the poll and the stop decide.
+    std::future::pending::<()>().await;
 }

@@ -143,9 +143,9 @@ pub async fn state(
 }
 
 /// `GET /api/runs/{id}/messages`: the agents' sessions as last committed, one per agent
-/// node visit in the order they began (`runs show --messages --format json` prints the
-/// same `sessions`): `{"run_id", "sessions": [{"node", "visit", "model", "step",
-/// "messages"}]}`.
+/// node visit, policy decision or agent tool call, in the order they began (`runs show
+/// --messages --format json` prints the same `sessions`): `{"run_id", "sessions":
+/// [{"node", "visit", "model", "step", "messages", "caller"?}]}`.
 pub async fn messages(
     State(state): State<Shared>,
     UrlPath(key): UrlPath<String>,
@@ -298,8 +298,9 @@ pub async fn resume(
                     .replace("--answer", "`answer`"),
             ),
         })?;
-    let executor =
-        (state.executor_for)(&stored).map_err(|e| ApiError::Internal(format!("run {id}: {e}")))?;
+    let executor = (state.executor_for)(&stored)
+        .map_err(|e| ApiError::Internal(format!("run {id}: {e}")))?
+        .with_events(state.events.clone());
     // Claimed before answering, so a 202 means this server holds the run.
     let owner = local_owner();
     sendable::claim(&state.store, id, &owner, state.lease).await?;

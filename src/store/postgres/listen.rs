@@ -1,7 +1,7 @@
-//! Waking workers on PostgreSQL: `NOTIFY` on the channel [`CHANNEL`] when a run becomes
-//! runnable (the store sends it, in the transition's transaction or right after it), and
-//! a `LISTEN`ing connection of a worker's own that turns each notification into a
-//! [`Wakeups`] word.
+//! Waking workers on PostgreSQL: `NOTIFY` on its schema's channel
+//! ([`RUNNABLE_CHANNEL`]) when a run becomes runnable (the store sends it, in the
+//! transition's transaction or right after it), and a `LISTEN`ing connection of a
+//! worker's own that turns each notification into a [`Wakeups`] word.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,13 +10,11 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use tokio::sync::Notify;
 
 use crate::store::Wakeups;
+use crate::store::dialects::RUNNABLE_CHANNEL;
 
-/// The channel runs becoming runnable are announced on (one per database: workers of
-/// other schemas of the same database are woken for nothing, and look once).
-pub(crate) const CHANNEL: &str = "pactgraph_runnable";
-
-/// Listens on [`CHANNEL`] with a connection of its own (`options`); `None` if it cannot
-/// (the worker then only polls). The listener reconnects by itself after a lost
+/// Listens on the channel of the schema `options` opens ([`RUNNABLE_CHANNEL`], read on
+/// the listening connection itself, so that it is the schema the store's statements
+/// use) with a connection of its own; `None` if it cannot (the worker then only polls). The listener reconnects by itself after a lost
 /// connection (a restarted server); notifications sent meanwhile are lost, and polling
 /// makes up for them.
 pub(crate) async fn listen(options: &PgConnectOptions) -> Option<Wakeups> {
@@ -30,7 +28,15 @@ pub(crate) async fn listen(options: &PgConnectOptions) -> Option<Wakeups> {
             return None;
         }
     };
-    if let Err(e) = listener.listen(CHANNEL).await {
+    let channel: Result<String, sqlx::Error> =
+        sqlx::query_scalar(&format!("SELECT {RUNNABLE_CHANNEL}"))
+            .fetch_one(&mut listener)
+            .await;
+    let listening = match channel {
+        Ok(channel) => listener.listen(&channel).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = listening {
         tracing::warn!("cannot listen for runnable runs ({e}): polling only");
         return None;
     }

@@ -120,56 +120,53 @@ impl<B: Backend> Store<B> {
         rows.iter().map(|r| info_from_row(r, now)).collect()
     }
 
-    /// Up to `limit` runs a worker may take now (see `RunStore::runnable`).
+    /// Up to `limit` runs a worker may take now (see `RunStore::runnable`), in one
+    /// statement (what a worker asks on every poll, and first after a wakeup).
     pub(super) async fn read_runnable(&self, limit: usize) -> Result<Vec<RunInfo>, StoreError> {
         let now = self.now();
         let most = i64::try_from(limit).unwrap_or(i64::MAX);
         let db = StoreError::db("finding runnable runs", None);
         // Leases on the database's clock; expiry and deadlines too (one instant).
         let db_now = self.now_sql(1);
-        let rows = sql(&runnable_sql(
+        // The runs nobody holds (oldest first, at most `limit`), then (`held` = 1) those
+        // held under a current lease by an owner of this host's form: a run whose owner is
+        // a process of this host that is gone (killed, say) is runnable too, as `claim`
+        // takes it over at once (`owner_gone`, checked here, not by the database). A
+        // worker's own runs are among the second, so they are a few.
+        let free = runnable_sql(
             &db_now,
             &format!("(owner IS NULL OR lease_expires_ms IS NULL OR lease_expires_ms <= {db_now})"),
+            "LIMIT $2",
+        );
+        let local = runnable_sql(
+            &db_now,
+            &format!("owner LIKE $3 AND lease_expires_ms > {db_now}"),
+            "",
+        );
+        let rows = sql(&format!(
+            "SELECT f.*, CAST(0 AS BIGINT) AS held FROM ({free}) f \
+             UNION ALL SELECT l.*, CAST(1 AS BIGINT) AS held FROM ({local}) l"
         ))
         .bind(self.bound_now())
         .bind(most)
-        .fetch_all(&mut self.db.read().await?)
-        .await
-        .map_err(&db)?;
-        let mut runs = rows
-            .iter()
-            .map(|r| info_from_row(r, now))
-            .collect::<Result<Vec<_>, _>>()?;
-        // A run held under a current lease by a process of this host that is gone (killed,
-        // say) is runnable too: `claim` takes it over at once (`owner_gone`).
-        let owners = sql(&format!(
-            "SELECT owner FROM runs WHERE status IN ('queued', 'waiting', 'running') \
-             AND owner LIKE $1 AND lease_expires_ms > {}",
-            self.now_sql(2)
-        ))
         .bind(local_owner_pattern())
-        .bind(self.bound_now())
         .fetch_all(&mut self.db.read().await?)
         .await
-        .map_err(&db)?
-        .iter()
-        .map(|r| r.text("owner"))
-        .collect::<Result<Vec<String>, _>>()
         .map_err(&db)?;
-        let gone: Vec<&String> = owners.iter().filter(|o| owner_gone(o)).collect();
-        for owner in &gone {
-            let rows = sql(&runnable_sql(&db_now, "owner = $3"))
-                .bind(self.bound_now())
-                .bind(most)
-                .bind(owner.as_str())
-                .fetch_all(&mut self.db.read().await?)
-                .await
-                .map_err(&db)?;
-            for row in &rows {
-                runs.push(info_from_row(row, now)?);
+        let mut runs = Vec::with_capacity(rows.len());
+        let mut took_over = false;
+        for row in &rows {
+            let held = row.int("held").map_err(&db)? != 0;
+            let info = info_from_row(row, now)?;
+            if held {
+                if !info.owner.as_deref().is_some_and(owner_gone) {
+                    continue;
+                }
+                took_over = true;
             }
+            runs.push(info);
         }
-        if !gone.is_empty() {
+        if took_over {
             runs.sort_by_key(|i| i.id);
             runs.dedup_by_key(|i| i.id);
             runs.truncate(limit);
@@ -202,10 +199,10 @@ impl<B: Backend> Store<B> {
     }
 }
 
-/// The runnable runs query (`now` the time, `$2` the limit) whose lease condition is
-/// `held`: runs not ended, not expired, and waiting ones only once their dependencies are
-/// final or their deadline passed; oldest first.
-fn runnable_sql(now: &str, held: &str) -> String {
+/// The runnable runs query (`now` the time) whose lease condition is `held`, ending with
+/// `limit` (`LIMIT $2`, or nothing): runs not ended, not expired, and waiting ones only
+/// once their dependencies are final or their deadline passed; oldest first.
+fn runnable_sql(now: &str, held: &str, limit: &str) -> String {
     format!(
         "SELECT {INFO} FROM runs r WHERE status IN ('queued', 'waiting', 'running') \
          AND (expires_ms IS NULL OR expires_ms > {now}) AND {held} \
@@ -213,6 +210,6 @@ fn runnable_sql(now: &str, held: &str) -> String {
               SELECT 1 FROM dependencies d JOIN runs dr ON dr.id = d.dep_id \
               WHERE d.run_id = r.id \
                 AND dr.status NOT IN ('completed', 'stopped', 'failed'))) \
-         ORDER BY id LIMIT $2"
+         ORDER BY id {limit}"
     )
 }

@@ -70,41 +70,26 @@ impl<B: Backend> RunStore for Store<B> {
             // holder is told when it lapses on the store's clock (`RunStore::clock`, the
             // database's as measured), from before the statement was sent.
             let sent = self.now();
-            // A holder that is a gone process of this host is taken over like a lapsed lease.
-            let before = self.info(id).await?;
-            let gone = before.owner.clone().filter(|o| owner_gone(o));
-            // Taking a run from another owner that did not let it go (it died, or its lease
-            // lapsed) means its step in flight may have started: that step's next attempt is
-            // one more. A queued run claimed is running. The row is chosen with the dialect's
-            // lock (PostgreSQL: `FOR UPDATE SKIP LOCKED`, never waiting on another claim).
-            let now = self.now_sql(4);
-            let statement = format!(
-                "UPDATE runs SET \
-                   attempt = CASE WHEN owner IS NOT NULL AND owner <> $1 AND status IN \
-                     ('running', 'queued') THEN attempt + 1 ELSE attempt END, \
-                   status = CASE WHEN status = 'queued' THEN 'running' ELSE status END, \
-                   owner = $1, lease_expires_ms = {now} + $2 \
-                 WHERE id = (SELECT id FROM runs WHERE id = $3 \
-                   AND (owner IS NULL OR owner = $1 OR lease_expires_ms IS NULL \
-                        OR lease_expires_ms <= {now} OR owner = $5){})",
-                self.dialect.claim_lock
-            );
-            let updated = sql(&statement)
-                .bind(owner)
-                .bind(to_i64(duration_ms(lease)))
-                .bind(id.to_string())
-                .bind(self.bound_now())
-                .bind(gone)
-                .execute(&mut self.db.write().await?)
-                .await
-                .map_err(StoreError::db("claim", Some(id)))?;
+            // One round trip for a run nobody holds (what a worker takes): the row is
+            // read only when the update takes nothing.
+            let mut updated = self.claim_row(id, owner, lease, None).await?;
             if updated == 0 {
-                let info = self.info(id).await?;
-                return Err(StoreError::LeaseHeld {
-                    run_id: id,
-                    holder: info.owner.unwrap_or_default(),
-                    lease_expires_ms: info.lease_expires_ms.unwrap_or(0),
-                });
+                // A holder that is a gone process of this host is taken over like a
+                // lapsed lease.
+                let mut info = self.info(id).await?;
+                if let Some(gone) = info.owner.clone().filter(|o| owner_gone(o)) {
+                    updated = self.claim_row(id, owner, lease, Some(gone)).await?;
+                    if updated == 0 {
+                        info = self.info(id).await?;
+                    }
+                }
+                if updated == 0 {
+                    return Err(StoreError::LeaseHeld {
+                        run_id: id,
+                        holder: info.owner.unwrap_or_default(),
+                        lease_expires_ms: info.lease_expires_ms.unwrap_or(0),
+                    });
+                }
             }
             Ok(Lease {
                 run_id: id,
@@ -239,6 +224,44 @@ impl<B: Backend> RunStore for Store<B> {
 }
 
 impl<B: Backend> Store<B> {
+    /// The claim's update: takes run `id`'s row for `owner` if nobody holds it, `owner`
+    /// does, its lease lapsed, or its holder is `gone` (a process of this host that is
+    /// gone); the rows it took (0 or 1).
+    ///
+    /// Taking a run from another owner that did not let it go (it died, or its lease
+    /// lapsed) means its step in flight may have started: that step's next attempt is
+    /// one more. A queued run claimed is running. The row is chosen with the dialect's
+    /// lock (PostgreSQL: `FOR UPDATE SKIP LOCKED`, never waiting on another claim).
+    async fn claim_row(
+        &self,
+        id: RunId,
+        owner: &str,
+        lease: Duration,
+        gone: Option<String>,
+    ) -> Result<u64, StoreError> {
+        let now = self.now_sql(4);
+        let statement = format!(
+            "UPDATE runs SET \
+               attempt = CASE WHEN owner IS NOT NULL AND owner <> $1 AND status IN \
+                 ('running', 'queued') THEN attempt + 1 ELSE attempt END, \
+               status = CASE WHEN status = 'queued' THEN 'running' ELSE status END, \
+               owner = $1, lease_expires_ms = {now} + $2 \
+             WHERE id = (SELECT id FROM runs WHERE id = $3 \
+               AND (owner IS NULL OR owner = $1 OR lease_expires_ms IS NULL \
+                    OR lease_expires_ms <= {now} OR owner = $5){})",
+            self.dialect.claim_lock
+        );
+        sql(&statement)
+            .bind(owner)
+            .bind(to_i64(duration_ms(lease)))
+            .bind(id.to_string())
+            .bind(self.bound_now())
+            .bind(gone)
+            .execute(&mut self.db.write().await?)
+            .await
+            .map_err(StoreError::db("claim", Some(id)))
+    }
+
     /// One try of a checkpoint; `again` when an earlier try failed on a transient fault
     /// (it may have committed before its answer was lost: found committed, it is).
     async fn checkpoint_once(

@@ -1,25 +1,27 @@
 //! Committing an agent session's step: the model call or tool calls recorded (one
 //! `model_call` or `tool_call` item and one step each), their messages appended to the
 //! session, their usage counted, and then the session goes on, ends the node with its
-//! exit's writes, or fails it (`model_error`, `agent_no_exit`).
+//! exit's writes (a policy's `route` is planned as its decision in the next step), or
+//! fails it (`model_error`, `agent_no_exit`).
 
 use std::sync::Arc;
 
 use serde_json::Number;
 
-use super::plan::pending_session;
+use super::plan::{pending_session, unanswered};
 use super::reply::{Verdict, ask_for_exit, judge};
 use crate::contracts::Price;
 use crate::model::ChatMessage;
 use crate::runtime::data::{
-    COST_USD, Control, INPUT_TOKENS, OUTPUT_TOKENS, Session, TerminationReason, TraceKind, Usage,
+    COST_USD, CallRecord, Control, HttpAttempt, INPUT_TOKENS, ModelCallItem, OUTPUT_TOKENS,
+    RunState, Session, TerminationReason, ToolCallItem, ToolCallStatus, TraceKind, Usage,
 };
 use crate::runtime::effects::{Fault, ModelReply};
 use crate::runtime::machine::commit::{Tx, attach_usage};
 use crate::runtime::machine::step::{
-    Level, NodeResult, NodeStep, Ran, SessionStep, SessionWork, StageExtra, ToolOutcome,
+    Level, NodeResult, NodeStep, NodeVisit, Ran, SessionOwner, SessionStep, SessionWork,
+    StageExtra, ToolOutcome,
 };
-use crate::runtime::plan::agent::AgentPlan;
 
 /// The usage name counting model calls whose server sent no usage: their tokens are
 /// unknown (never guessed), so a sum with it is incomplete.
@@ -31,12 +33,16 @@ const CACHED_INPUT_TOKENS: &str = "cached_input_tokens";
 impl Tx<'_> {
     /// Commits an agent session's step.
     pub(crate) fn session(&mut self, level: Level<'_>, mut ss: Box<SessionStep<'_>>) {
-        self.chain = ss.chain.clone();
+        if let SessionOwner::Node(v) = &ss.owner {
+            self.chain = v.chain.clone();
+        }
         let work = std::mem::replace(&mut ss.work, SessionWork::Failed(String::new()));
         if let SessionWork::Failed(msg) = work {
-            let node = Arc::clone(&ss.np.id);
-            let sup = Arc::clone(&ss.dispatcher);
-            return self.fail_after_run(TerminationReason::NodeFailed, msg, sup, (&node, 0), None);
+            if let SessionOwner::Tool(_) = ss.owner {
+                return self.tool_answered(&ss, ss.session, Err(msg));
+            }
+            let id = Arc::clone(&ss.id);
+            return self.session_failed(&ss, TerminationReason::NodeFailed, msg, (&id, 0), None);
         }
         if let SessionWork::Model {
             result: Some(Err(fault @ (Fault::Cancelled | Fault::Timeout(_)))),
@@ -44,19 +50,31 @@ impl Tx<'_> {
         } = &work
         {
             // Nothing of the call is kept: the run stops (cancelled, or out of time).
-            let (node, sup) = (Arc::clone(&ss.np.id), Arc::clone(&ss.dispatcher));
-            return self.fault(&node, "agent node", fault.clone(), Some(sup));
+            let (id, sup) = (Arc::clone(&ss.id), Arc::clone(&ss.dispatcher));
+            return self.fault(&id, ss.what(), fault.clone(), Some(sup));
         }
         let index = match ss.session {
             Some(i) => i,
             None => {
-                let visit = self.run.visits.get(&*ss.np.id).copied().unwrap_or(0) + 1;
+                let visit = match &ss.owner {
+                    SessionOwner::Node(v) => self.run.visits.get(&*v.np.id).copied(),
+                    // A policy's sessions are its decisions, an agent tool's its calls:
+                    // this is the next one.
+                    SessionOwner::Policy(_) | SessionOwner::Tool(_) => {
+                        let n = self.run.sessions.iter().filter(|s| s.node == ss.id).count();
+                        u32::try_from(n).ok()
+                    }
+                };
                 self.run.sessions.push(Session {
-                    node: Arc::clone(&ss.np.id),
-                    visit,
+                    node: Arc::clone(&ss.id),
+                    visit: visit.unwrap_or(0).saturating_add(1),
                     model: ss.agent.model.clone(),
                     step: self.run.steps,
                     messages: std::mem::take(&mut ss.opening),
+                    caller: match &ss.owner {
+                        SessionOwner::Tool(c) => Some(c.clone()),
+                        _ => None,
+                    },
                 });
                 u32::try_from(self.run.sessions.len() - 1).unwrap_or(u32::MAX)
             }
@@ -81,128 +99,160 @@ impl Tx<'_> {
     }
 
     /// Commits model call `turn` (attempt `attempt`, `duration_us` long) and reads its
-    /// reply: the session goes on, ends the node, or fails it.
+    /// reply.
     fn model_turn(
         &mut self,
         level: Level<'_>,
         ss: Box<SessionStep<'_>>,
         index: u32,
-        call: (u32, u32, u64),
+        (turn, attempt, duration_us): (u32, u32, u64),
         result: Result<ModelReply, Fault>,
     ) {
-        let node = Arc::clone(&ss.np.id);
+        let id = Arc::clone(&ss.id);
         let sup = Arc::clone(&ss.dispatcher);
-        let last = call.0 >= ss.agent.max_turns();
-        match self.model_committed(&sup, &node, ss.agent, index, (call, last), result) {
-            TurnEnd::Exit(output) => {
-                let (total_us, usage) = self.session_totals(index);
-                let extra = StageExtra::owing(&ss.owed);
-                let SessionStep {
-                    np,
-                    dispatcher,
-                    kind,
-                    source,
-                    chain,
-                    after,
-                    ..
-                } = *ss;
-                let ran = Ran {
-                    result: Ok(output),
-                    failed: Vec::new(),
-                };
-                let ns = NodeStep {
-                    np,
-                    dispatcher,
-                    kind,
-                    source,
-                    chain,
-                    result: NodeResult::Session(Box::new(ran), total_us, usage),
-                    after,
-                    extra,
-                };
-                self.run_node(level, ns);
-            }
-            TurnEnd::Going => {
-                self.run.control = Control::Running(pending_session(&ss, index));
-            }
-            TurnEnd::Failed(reason, msg) => {
-                let (total_us, usage) = self.session_totals(index);
-                self.fail_after_run(reason, msg, sup, (&node, total_us), usage);
-            }
-        }
-    }
-
-    /// Records model call `turn` (attempt `attempt`, `duration_us` long) of session
-    /// `index` of node `node` (for supervisor `sup`): one step, its `model_call` item and
-    /// its usage; appends the reply to the conversation and reads it (a text reply that
-    /// is no exit is answered with a request for the exit tool). `last`: the session
-    /// fails `agent_no_exit` without an exit in this reply. Says how the session stands
-    /// after it.
-    pub(crate) fn model_committed(
-        &mut self,
-        sup: &Arc<str>,
-        node: &Arc<str>,
-        agent: &AgentPlan,
-        index: u32,
-        ((turn, attempt, duration_us), last): ((u32, u32, u64), bool),
-        result: Result<ModelReply, Fault>,
-    ) -> TurnEnd {
         let reply = match result {
             Ok(reply) => reply,
             Err(fault) => {
                 let msg = fault.describe().1.to_string();
                 self.run.steps += 1;
-                let it = self.record(TraceKind::ModelCall, Some(Arc::clone(sup)));
-                it.source = Some(Arc::clone(node));
-                it.target = Some(agent.model.as_str().into());
+                let model: Arc<str> = ss.agent.model.as_str().into();
+                let it = self.record(TraceKind::ModelCall, Some(Arc::clone(&sup)));
+                it.source = Some(Arc::clone(&id));
+                it.target = Some(Arc::clone(&model));
                 it.reason = Some(format!("turn {turn}, attempt {attempt}: failed: {msg}").into());
                 it.duration_us = duration_us;
-                let msg = format!("agent node `{node}` (model `{}`): {msg}", agent.model);
-                return TurnEnd::Failed(TerminationReason::ModelError, msg);
+                it.set_call(Some(CallRecord::Model(ModelCallItem {
+                    node: Arc::clone(&id),
+                    model,
+                    turn,
+                    attempt,
+                    failed_attempts: Vec::new(),
+                    finish_reason: None,
+                    usage_known: false,
+                    error: Some(msg.clone()),
+                })));
+                if let SessionOwner::Tool(_) = ss.owner {
+                    let msg = format!("model `{}`: {msg}", ss.agent.model);
+                    return self.tool_answered(&ss, Some(index), Err(msg));
+                }
+                let (total_us, usage) = self.session_totals(index);
+                let msg = format!("{} `{id}` (model `{}`): {msg}", ss.what(), ss.agent.model);
+                return self.session_failed(
+                    &ss,
+                    TerminationReason::ModelError,
+                    msg,
+                    (&id, total_us),
+                    usage,
+                );
             }
         };
         let ModelReply {
             message,
             finish_reason,
             usage,
-            retried,
+            failed_attempts,
         } = reply;
-        let usage = call_usage(agent.price.as_ref(), usage.as_ref());
+        let usage = call_usage(ss.agent.price.as_ref(), usage.as_ref());
         self.run.usage_total.add_all(&usage);
         self.run.steps += 1;
         let mut reason = format!("turn {turn}, attempt {attempt}");
-        if !retried.is_empty() {
-            reason.push_str(&format!(" (after {})", retried.join("; ")));
+        if !failed_attempts.is_empty() {
+            let words: Vec<String> = failed_attempts.iter().map(attempt_words).collect();
+            reason.push_str(&format!(" (after {})", words.join("; ")));
         }
         reason.push_str(&format!(
             ", finish_reason {}",
             finish_reason.as_deref().unwrap_or("none")
         ));
-        if usage.get(USAGE_UNKNOWN).is_some() {
+        let usage_known = usage.get(USAGE_UNKNOWN).is_none();
+        if !usage_known {
             reason.push_str(", usage unknown (the server sent none)");
         }
-        let it = self.record(TraceKind::ModelCall, Some(Arc::clone(sup)));
-        it.source = Some(Arc::clone(node));
-        it.target = Some(agent.model.as_str().into());
+        if let SessionOwner::Tool(c) = &ss.owner {
+            // The caller: which call of which session this agent tool answers.
+            reason.push_str(&format!(
+                ", for tool call {} of session {}",
+                c.call, c.session
+            ));
+        }
+        let model: Arc<str> = ss.agent.model.as_str().into();
+        let it = self.record(TraceKind::ModelCall, Some(Arc::clone(&sup)));
+        it.source = Some(Arc::clone(&id));
+        it.target = Some(Arc::clone(&model));
         it.reason = Some(reason.into());
         it.duration_us = duration_us;
         attach_usage(it, usage);
-        let verdict = judge(self.plan, agent, &message);
+        it.set_call(Some(CallRecord::Model(ModelCallItem {
+            node: Arc::clone(&id),
+            model,
+            turn,
+            attempt,
+            failed_attempts,
+            finish_reason,
+            usage_known,
+            error: None,
+        })));
+        let verdict = judge(self.plan, ss.agent, &message);
         self.push_messages(index, [message]);
+        let last = ss.is_last(turn);
         match verdict {
-            Verdict::Exit(output) => TurnEnd::Exit(output),
-            Verdict::Calls | Verdict::Text if last => TurnEnd::Failed(
-                TerminationReason::AgentNoExit,
-                format!(
-                    "agent node `{node}` made {turn} model call(s), its max_turns, without a \
-                     valid `{}` call",
-                    agent.exit().def.name
-                ),
-            ),
-            Verdict::Calls => TurnEnd::Going,
+            Verdict::Exit(output) => match ss.owner {
+                SessionOwner::Node(visit) => {
+                    let (total_us, usage) = self.session_totals(index);
+                    let NodeVisit {
+                        np,
+                        kind,
+                        source,
+                        chain,
+                        owed,
+                        after,
+                    } = visit;
+                    let ran = Ran {
+                        result: Ok(output),
+                        failed: Vec::new(),
+                    };
+                    let ns = NodeStep {
+                        np,
+                        dispatcher: ss.dispatcher,
+                        kind,
+                        source,
+                        chain,
+                        result: NodeResult::Session(Box::new(ran), total_us, usage),
+                        after,
+                        extra: StageExtra::owing(&owed),
+                    };
+                    self.run_node(level, ns);
+                }
+                // The decision is planned in the next step, from the committed reply.
+                SessionOwner::Policy(_) => self.go_on(&ss, index),
+                SessionOwner::Tool(_) => {
+                    let content = serde_json::Value::Object(output.writes).to_string();
+                    self.tool_answered(&ss, Some(index), Ok(content));
+                }
+            },
+            Verdict::Calls | Verdict::Text if last => {
+                let (total_us, usage) = self.session_totals(index);
+                let msg = format!(
+                    "{} `{id}` made {} model call(s), its max_turns, without a valid `{}` call",
+                    ss.what(),
+                    turn.saturating_sub(ss.earlier),
+                    ss.agent.exit().def.name
+                );
+                if let SessionOwner::Tool(_) = ss.owner {
+                    return self.tool_answered(&ss, Some(index), Err(msg));
+                }
+                self.session_failed(
+                    &ss,
+                    TerminationReason::AgentNoExit,
+                    msg,
+                    (&id, total_us),
+                    usage,
+                );
+            }
+            Verdict::Calls => self.go_on(&ss, index),
             Verdict::Text => {
-                self.push_messages(index, [ChatMessage::user(ask_for_exit(agent))]);
-                TurnEnd::Going
+                self.push_messages(index, [ChatMessage::user(ask_for_exit(ss.agent))]);
+                self.go_on(&ss, index);
             }
         }
     }
@@ -211,29 +261,22 @@ impl Tx<'_> {
     /// results appended in the reply's order; the session's next model call is next.
     fn tool_results(&mut self, ss: Box<SessionStep<'_>>, index: u32, outcomes: Vec<ToolOutcome>) {
         let sup = Arc::clone(&ss.dispatcher);
-        if !self.tools_committed(&sup, &ss.np.id, index, outcomes) {
-            return self.fault(&ss.np.id, "agent node", Fault::Cancelled, Some(sup));
-        }
-        self.run.control = Control::Running(pending_session(&ss, index));
-    }
-
-    /// Records the tool calls of a reply of session `index` of node `node` (for
-    /// supervisor `sup`): one `tool_call` item and one step each, their results appended
-    /// in the reply's order. False, recording nothing, when the run was cancelled while
-    /// they ran.
-    pub(crate) fn tools_committed(
-        &mut self,
-        sup: &Arc<str>,
-        node: &Arc<str>,
-        index: u32,
-        outcomes: Vec<ToolOutcome>,
-    ) -> bool {
         if outcomes.iter().any(|o| o.cancelled) {
-            return false;
+            return self.fault(&ss.id, ss.what(), Fault::Cancelled, Some(sup));
         }
         let mut messages = Vec::with_capacity(outcomes.len());
-        for o in outcomes {
-            self.run.steps += 1;
+        // The calls answered before this batch (an agent tool's call comes alone).
+        let first = self
+            .run
+            .sessions
+            .get(index as usize)
+            .and_then(unanswered)
+            .map_or(0, |(_, answered)| answered);
+        for (at, o) in outcomes.into_iter().enumerate() {
+            // A call skipped for want of steps did not run: it counts no step.
+            if o.status != ToolCallStatus::Skipped {
+                self.run.steps += 1;
+            }
             if let Some(u) = &o.usage {
                 self.run.usage_total.add_all(u);
             }
@@ -241,19 +284,54 @@ impl Tx<'_> {
                 None => format!("call {}: ok", o.call_id),
                 Some(e) => format!("call {}: error: {e}", o.call_id),
             };
-            let it = self.record(TraceKind::ToolCall, Some(Arc::clone(sup)));
-            it.source = Some(Arc::clone(node));
+            let record = ToolCallItem {
+                caller: Arc::clone(&ss.id),
+                tool: Arc::clone(&o.tool),
+                call_id: o.call_id.clone(),
+                index: u32::try_from(first + at).unwrap_or(u32::MAX),
+                status: o.status,
+                error: o.error,
+            };
+            let it = self.record(TraceKind::ToolCall, Some(Arc::clone(&sup)));
+            it.source = Some(Arc::clone(&ss.id));
             it.target = Some(o.tool);
             it.reason = Some(reason.into());
             it.duration_us = o.duration_us;
             if let Some(u) = o.usage {
                 attach_usage(it, u);
             }
+            it.set_call(Some(CallRecord::Tool(record)));
             let content = o.content.unwrap_or_else(|| "{}".into());
             messages.push(ChatMessage::tool(o.call_id, content));
         }
         self.push_messages(index, messages);
-        true
+        self.go_on(&ss, index);
+    }
+
+    /// Session `ss` fails the run: for a node, the failure's item stands for the node
+    /// run (its time and usage, see [`Tx::fail_after_run`]); for a policy, its calls'
+    /// items are its records already, so the failure's item is plain.
+    fn session_failed(
+        &mut self,
+        ss: &SessionStep<'_>,
+        reason: TerminationReason,
+        msg: String,
+        ran: (&Arc<str>, u64),
+        usage: Option<Usage>,
+    ) {
+        let sup = Arc::clone(&ss.dispatcher);
+        match ss.owner {
+            SessionOwner::Policy(_) => self.fail(reason, msg, Some(sup)),
+            _ => self.fail_after_run(reason, msg, sup, ran, usage),
+        }
+    }
+
+    /// Session `index` goes on: its next call is pending (an agent tool's is planned
+    /// from its outermost caller's session, which stays pending).
+    fn go_on(&mut self, ss: &SessionStep<'_>, index: u32) {
+        if let Some(pending) = pending_session(ss, index) {
+            self.run.control = Control::Running(pending);
+        }
     }
 
     /// Appends messages to session `index`.
@@ -267,43 +345,34 @@ impl Tx<'_> {
         }
     }
 
-    /// What session `index`'s calls took so far: their microseconds, and their usage
-    /// summed (`None` when none reported any).
+    /// What session `index`'s calls took so far (see [`session_totals`]).
     pub(crate) fn session_totals(&self, index: u32) -> (u64, Option<Usage>) {
-        let Some(session) = self.run.sessions.get(index as usize) else {
-            return (0, None);
-        };
-        let mut usage = Usage::new();
-        let mut total_us = 0u64;
-        for it in self.run.trace.items.iter().rev() {
-            if it.step <= session.step {
-                break;
-            }
-            let ours = matches!(it.kind, TraceKind::ModelCall | TraceKind::ToolCall)
-                && it.source.as_deref() == Some(&*session.node);
-            if ours {
-                total_us = total_us.saturating_add(it.duration_us);
-                if let Some(u) = it.usage() {
-                    usage.add_all(u);
-                }
-            }
-        }
-        (total_us, (!usage.is_empty()).then_some(usage))
+        session_totals(self.run, index)
     }
 }
 
-/// How a committed model call leaves its session.
-// Made once per model call and matched at once: boxing the output would allocate for
-// nothing.
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum TurnEnd {
-    /// It ended with a valid exit: this output.
-    Exit(crate::runtime::data::NodeOutput),
-    /// It goes on: tool calls to answer, or the request for the exit tool sent.
-    Going,
-    /// It failed: `model_error` (the call failed for good) or `agent_no_exit` (its turns
-    /// are used up), with what to say.
-    Failed(TerminationReason, String),
+/// What session `index`'s calls took so far: their microseconds, and their usage summed
+/// (`None` when none reported any).
+pub(crate) fn session_totals(run: &RunState, index: u32) -> (u64, Option<Usage>) {
+    let Some(session) = run.sessions.get(index as usize) else {
+        return (0, None);
+    };
+    let mut usage = Usage::new();
+    let mut total_us = 0u64;
+    for it in run.trace.items.iter().rev() {
+        if it.step <= session.step {
+            break;
+        }
+        let ours = matches!(it.kind, TraceKind::ModelCall | TraceKind::ToolCall)
+            && it.source.as_deref() == Some(&*session.node);
+        if ours {
+            total_us = total_us.saturating_add(it.duration_us);
+            if let Some(u) = it.usage() {
+                usage.add_all(u);
+            }
+        }
+    }
+    (total_us, (!usage.is_empty()).then_some(usage))
 }
 
 /// A model call's usage record: its tokens (and cached input tokens), and its cost when
@@ -326,4 +395,14 @@ pub(crate) fn call_usage(price: Option<&Price>, usage: Option<&crate::model::Usa
         }
     }
     out
+}
+
+/// One failed HTTP attempt in words, for the item's `reason`: its error (which names
+/// the HTTP status). Its timings are fields of the item only, so the words are the same
+/// on every run of the same script.
+pub(super) fn attempt_words(a: &HttpAttempt) -> String {
+    match a.status {
+        Some(s) if !a.error.contains(&format!("HTTP {s}")) => format!("HTTP {s}: {}", a.error),
+        _ => a.error.clone(),
+    }
 }

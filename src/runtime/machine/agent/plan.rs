@@ -10,13 +10,14 @@ use std::time::Duration;
 use super::reply::{arguments_of, error_content, exit_output};
 use super::templates::opening;
 use crate::model::{ChatMessage, Role as ChatRole, ToolCall, ToolChoice};
-use crate::runtime::data::{Pending, Role, RunState, Session, Writes};
+use crate::runtime::data::{Pending, Role, RunState, Session, ToolCallStatus, ToolCaller, Writes};
 use crate::runtime::effects::{Call, CallIds, Effect, EffectKind, ModelCall, ToolInvocation};
 use crate::runtime::machine::budgets::check_node;
 use crate::runtime::machine::calls::{NodeCall, node_call};
 use crate::runtime::machine::planner::Planner;
 use crate::runtime::machine::step::{
-    Awaiting, Level, NodeStep, Planned, SessionStep, SessionWork, Stage, Step, Then, ToolOutcome,
+    Awaiting, Level, NodeStep, NodeVisit, Planned, SessionOwner, SessionStep, SessionWork, Stage,
+    Step, Then, ToolOutcome, ready,
 };
 use crate::runtime::plan::NodeRun;
 use crate::runtime::plan::agent::AgentPlan;
@@ -42,19 +43,16 @@ impl<'e> Planner<'e> {
             extra,
             ..
         } = ns;
-        let mut ss = Box::new(SessionStep {
+        let visit = NodeVisit {
             np,
-            agent,
-            dispatcher,
             kind,
             source,
             chain,
             owed: extra.map(|x| x.owed).unwrap_or_default(),
             after,
-            session: None,
-            opening: Vec::new(),
-            work: SessionWork::Failed(String::new()),
-        });
+        };
+        let id = Arc::clone(&np.id);
+        let ss = new_session((id, agent), dispatcher, SessionOwner::Node(visit), None, 0);
         // An advisors' primary: the advice's tagged blocks come first (brief 5.4).
         let tagged = np
             .contract(&self.plan.graph)
@@ -63,9 +61,24 @@ impl<'e> Planner<'e> {
             .and_then(|a| run.level_state().get(&a.slice))
             .and_then(|advice| advice.get("tagged"))
             .and_then(serde_json::Value::as_str);
-        match opening(&np.id, agent, view, tagged) {
+        self.open_session(
+            run,
+            ss,
+            opening(&format!("agent node `{}`", np.id), agent, view, tagged),
+        )
+    }
+
+    /// Begins session `ss` with `opened` (its opening messages, or why they could not be
+    /// rendered): its first model call's effect.
+    pub(crate) fn open_session(
+        &self,
+        run: &RunState,
+        mut ss: Box<SessionStep<'e>>,
+        opened: Result<Vec<ChatMessage>, String>,
+    ) -> (Box<SessionStep<'e>>, Option<Effect>) {
+        match opened {
             Ok(messages) => {
-                let effect = self.model_effect(run, &np.id, agent, messages.clone(), 1);
+                let effect = self.model_effect(run, &ss, messages.clone(), 1);
                 ss.opening = messages;
                 ss.work = SessionWork::Model {
                     turn: 1,
@@ -104,129 +117,150 @@ impl<'e> Planner<'e> {
             return;
         };
         let mismatch = |msg: String| Then::Mismatch(msg, Some(Arc::clone(dispatcher)));
-        let ready = |step: &mut Step<'e>, then| {
-            step.stage = Stage::Ready(Planned {
-                level,
-                decision: None,
-                fallback: None,
-                then,
-            });
-        };
         let Some(np) = self.plan.nodes.get(&**node) else {
-            return ready(step, mismatch(self.unknown("node", node)));
+            return ready(step, level, None, mismatch(self.unknown("node", node)));
         };
         let NodeRun::Agent(agent) = &np.run else {
             let msg = format!(
                 "the run state holds a session of node `{node}`, which workflow `{}` does not run as an agent",
                 self.plan.graph.workflow()
             );
-            return ready(step, mismatch(msg));
-        };
-        let Some(conversation) = run.sessions.get(*session as usize) else {
-            let msg = format!(
-                "the run state names session {session} of node `{node}`, which it does not hold"
-            );
-            return ready(step, mismatch(msg));
+            return ready(step, level, None, mismatch(msg));
         };
         let after = match self.after_node(level, np) {
             Ok(a) => a,
-            Err(msg) => return ready(step, mismatch(msg)),
+            Err(msg) => return ready(step, level, None, mismatch(msg)),
         };
         // Every model call and tool call is a step: within max_steps and the usage
         // budgets, checked before each (not max_visits: the visit began with the session).
         if let Err(g) = check_node(run, self.plan.graph.budgets(), &np.id, None) {
-            return ready(step, Then::Guard(g, Some(Arc::clone(dispatcher))));
+            return ready(
+                step,
+                level,
+                None,
+                Then::Guard(g, Some(Arc::clone(dispatcher))),
+            );
         }
-        let mut ss = Box::new(SessionStep {
+        let visit = NodeVisit {
             np,
-            agent,
-            dispatcher: Arc::clone(dispatcher),
             kind: *kind,
             source: from.clone(),
             chain: chain.clone(),
             owed: owed.clone(),
             after,
-            session: Some(*session),
-            opening: Vec::new(),
-            work: SessionWork::Failed(String::new()),
-        });
-        let (work, call, _) = self.session_next(run, agent, conversation, 0);
-        ss.work = work;
-        let effect = call.map(|call| Effect {
-            kind: if matches!(call, Call::Model(_)) {
-                EffectKind::Model
-            } else {
-                EffectKind::Tools
-            },
-            id: Arc::clone(&np.id),
-            step: run.steps,
-            limit: match call {
-                Call::Model(_) => self.call_limit(run, None),
-                _ => None,
-            },
-            delay: Duration::ZERO,
-            call,
-            role: Role::Plain,
-        });
-        let planned = Planned {
-            level,
-            decision: None,
-            fallback: None,
-            then: Then::Session(ss),
         };
-        step.stage = match effect {
-            Some(effect) => Stage::Waiting {
-                effect: Some(Box::new(effect)),
-                then: Awaiting::Session(planned),
-            },
-            None => Stage::Ready(planned),
-        };
+        let owner = SessionOwner::Node(visit);
+        let id = Arc::clone(&np.id);
+        let ss = new_session(
+            (id, agent),
+            Arc::clone(dispatcher),
+            owner,
+            Some(*session),
+            0,
+        );
+        self.continue_session(run, level, ss, step);
     }
 
-    /// The effect of model call `turn` of node `node`'s session, sending `messages`: the
-    /// exit tool and the tools offered, the exit tool forced on the last allowed turn.
-    fn model_effect(
+    /// Plans session `ss`'s next step, its conversation in the run: the tool calls of
+    /// its last reply when they are unanswered, else its next model call.
+    pub(crate) fn continue_session(
         &self,
         run: &RunState,
-        node: &Arc<str>,
-        agent: &AgentPlan,
-        messages: Vec<ChatMessage>,
-        turn: u32,
-    ) -> Effect {
-        Effect {
-            kind: EffectKind::Model,
-            id: Arc::clone(node),
-            step: run.steps,
-            limit: self.call_limit(run, None),
-            delay: Duration::ZERO,
-            call: model_call(run, agent, messages, turn >= agent.max_turns(), run.steps),
-            role: Role::Plain,
-        }
+        level: Level<'e>,
+        mut ss: Box<SessionStep<'e>>,
+        step: &mut Step<'e>,
+    ) {
+        let index = ss.session.unwrap_or(u32::MAX);
+        let Some(conversation) = run.sessions.get(index as usize) else {
+            let msg = format!(
+                "the run state names session {index} of `{}`, which it does not hold",
+                ss.id
+            );
+            let sup = Some(Arc::clone(&ss.dispatcher));
+            return ready(step, level, None, Then::Mismatch(msg, sup));
+        };
+        let effect = match unanswered(conversation) {
+            Some((reply, answered)) => {
+                let work = self.tool_work(run, ss.agent, &reply.tool_calls[answered..], run.steps);
+                if let Some(called) = work.agent {
+                    // An agent tool's call comes first: its session's step.
+                    let caller = ToolCaller {
+                        session: index,
+                        turn: conversation.turns(),
+                        call: called.call_id.clone(),
+                    };
+                    return self.agent_tool_step(run, level, &ss.dispatcher, caller, called, step);
+                }
+                ss.work = SessionWork::Tools(work.outcomes);
+                let calls = work.invocations;
+                (!calls.is_empty()).then(|| Effect {
+                    kind: EffectKind::Tools,
+                    id: Arc::clone(&ss.id),
+                    step: run.steps,
+                    limit: None,
+                    delay: Duration::ZERO,
+                    call: Call::Tools(calls),
+                    role: Role::Plain,
+                })
+            }
+            None => {
+                let turn = conversation.turns().saturating_add(1);
+                ss.work = SessionWork::Model {
+                    turn,
+                    result: None,
+                    attempt: 1,
+                    duration_us: 0,
+                };
+                let messages = conversation.messages.clone();
+                Some(self.model_effect(run, &ss, messages, turn))
+            }
+        };
+        step.stage = session_stage(level, ss, effect);
     }
 
-    /// What a session under way does next, as the `offset`-th step of this one (steps
-    /// taken before it in the same step, for a fork of sessions): the tool calls of its
-    /// last reply when they are unanswered, else its next model call. Gives the work, the
-    /// call to make (`None` when every tool call was answered while planning) and the
-    /// steps it counts (1 for a model call, 1 per tool call).
+    /// What a session under way in a fork (ADR 0040) does next, as the `offset`-th step
+    /// of this one: the tool calls of its last reply when they are unanswered, else its
+    /// next model call (the first exit forced on its last turn). Gives the work, the call
+    /// to make (`None` when every tool call was answered while planning) and the steps it
+    /// counts. An agent tool is not called from a fork: that call is answered as a
+    /// mistake.
     pub(crate) fn session_next(
         &self,
         run: &RunState,
-        agent: &'e AgentPlan,
+        (id, agent): (&Arc<str>, &'e AgentPlan),
         conversation: &Session,
         offset: u32,
     ) -> (SessionWork, Option<Call>, u32) {
-        let unanswered = conversation
-            .messages
-            .last()
-            .filter(|m| m.role == ChatRole::Assistant && !m.tool_calls.is_empty());
         let step = run.steps.saturating_add(offset);
-        match unanswered {
-            Some(reply) => {
-                let (outcomes, calls) = self.tool_work(run, agent, &reply.tool_calls, step);
-                let n = u32::try_from(outcomes.len()).unwrap_or(u32::MAX);
-                let call = (!calls.is_empty()).then_some(Call::Tools(calls));
-                (SessionWork::Tools(outcomes), call, n)
+        match unanswered(conversation) {
+            Some((reply, answered)) => {
+                let calls = &reply.tool_calls[answered..];
+                let mut work = self.tool_work(run, agent, calls, step);
+                if work.agent.is_some()
+                    && let Some(call) = calls.first()
+                {
+                    let error = format!(
+                        "tool `{}` is an agent, which an advisor or a team member cannot call",
+                        call.name
+                    );
+                    work.outcomes.insert(
+                        0,
+                        ToolOutcome {
+                            call_id: call.id.clone(),
+                            tool: call.name.as_str().into(),
+                            status: ToolCallStatus::Invalid,
+                            content: Some(error_content(&error)),
+                            error: Some(error),
+                            usage: None,
+                            duration_us: 0,
+                            cancelled: false,
+                        },
+                    );
+                }
+                let n = u32::try_from(work.outcomes.len()).unwrap_or(u32::MAX);
+                let invocations = work.invocations;
+                let call = (!invocations.is_empty()).then_some(Call::Tools(invocations));
+                (SessionWork::Tools(work.outcomes), call, n)
             }
             None => {
                 let turn = conversation.turns().saturating_add(1);
@@ -237,45 +271,114 @@ impl<'e> Planner<'e> {
                     duration_us: 0,
                 };
                 let force = turn >= agent.max_turns();
-                let call = model_call(run, agent, conversation.messages.clone(), force, step);
+                let messages = conversation.messages.clone();
+                let call = model_call(run, (id, agent), (messages, turn), force, step);
                 (work, Some(call), 1)
             }
         }
     }
 
-    /// The outcome of each of a reply's tool calls, in its order, with those answered
-    /// already (a mistake, a tool node that calls nothing), and the calls to run. Call `i`
-    /// is step `step + i`.
+    /// The effect of model call `turn` of session `ss`, sending `messages`: the exit
+    /// tools and the tools offered, the exit tool forced on the last allowed turn.
+    fn model_effect(
+        &self,
+        run: &RunState,
+        ss: &SessionStep<'_>,
+        messages: Vec<ChatMessage>,
+        turn: u32,
+    ) -> Effect {
+        let agent = ss.agent;
+        let tool_choice = ss
+            .is_last(turn)
+            .then(|| ToolChoice::Function(agent.exit().def.name.clone()));
+        Effect {
+            kind: EffectKind::Model,
+            id: Arc::clone(&ss.id),
+            step: run.steps,
+            limit: self.call_limit(run, None),
+            delay: Duration::ZERO,
+            call: Call::Model(Box::new(ModelCall {
+                model: agent.model.as_str().into(),
+                node: Arc::clone(&ss.id),
+                turn,
+                #[cfg(feature = "agents")]
+                client: Arc::clone(&agent.client),
+                messages,
+                tools: agent.defs(),
+                tool_choice,
+                ids: CallIds {
+                    run_id: run.run_id,
+                    step: run.steps,
+                    attempt: 1,
+                },
+            })),
+            role: Role::Plain,
+        }
+    }
+
+    /// The outcome of each of a reply's unanswered tool calls `calls`, in its order,
+    /// with those answered already (a mistake, a tool node that calls nothing, a call
+    /// past `max_steps`), and the calls to run; they stop before the first call of an
+    /// agent tool, which is returned when it comes first (its session runs alone, in
+    /// steps of its own). Call `i` is step `run.steps + i`: every call counts against
+    /// `max_steps` before it starts, so the calls with no step left are `skipped`, not run
+    /// (ADR 0042; the run then stops at its next step with `max_steps_exceeded`).
     fn tool_work(
         &self,
         run: &RunState,
         agent: &AgentPlan,
         calls: &[ToolCall],
-        step: u32,
-    ) -> (Vec<ToolOutcome>, Vec<ToolInvocation>) {
-        let mut outcomes = Vec::with_capacity(calls.len());
-        let mut invocations = Vec::new();
+        base: u32,
+    ) -> ToolWork<'e> {
+        let max_steps = self.plan.graph.budgets().max_steps;
+        let room = usize::try_from(max_steps.saturating_sub(run.steps)).unwrap_or(usize::MAX);
+        let mut work = ToolWork {
+            outcomes: Vec::with_capacity(calls.len()),
+            invocations: Vec::new(),
+            agent: None,
+        };
         for (index, call) in calls.iter().enumerate() {
             let mut outcome = ToolOutcome {
                 call_id: call.id.clone(),
                 tool: call.name.as_str().into(),
+                status: ToolCallStatus::Ok,
                 content: None,
                 error: None,
                 usage: None,
                 duration_us: 0,
                 cancelled: false,
             };
-            match self.tool_call(run, agent, call, index, step) {
-                Ok(Answer::Run(invocation)) => invocations.push(invocation),
+            let answer = if index >= room {
+                outcome.status = ToolCallStatus::Skipped;
+                Err(format!(
+                    "not run: the run's max_steps ({max_steps}) left no step for this call \
+                     ({} of the reply's {} tool calls fit)",
+                    room,
+                    calls.len()
+                ))
+            } else {
+                self.tool_call(run, agent, call, index, base)
+            };
+            match answer {
+                Ok(Answer::Run(invocation)) => work.invocations.push(invocation),
                 Ok(Answer::Now(content)) => outcome.content = Some(content),
+                Ok(Answer::Agent(called)) => {
+                    if work.outcomes.is_empty() {
+                        work.agent = Some(called);
+                    }
+                    break;
+                }
                 Err(error) => {
+                    if outcome.status == ToolCallStatus::Ok {
+                        outcome.status = ToolCallStatus::Invalid;
+                    }
                     outcome.content = Some(error_content(&error));
                     outcome.error = Some(error);
                 }
             }
-            outcomes.push(outcome);
+            work.outcomes.push(outcome);
         }
-        (outcomes, invocations)
+        work
     }
 
     /// One tool call: its arguments checked, then answered now or run.
@@ -285,8 +388,8 @@ impl<'e> Planner<'e> {
         agent: &AgentPlan,
         call: &ToolCall,
         index: usize,
-        step: u32,
-    ) -> Result<Answer, String> {
+        base: u32,
+    ) -> Result<Answer<'e>, String> {
         if let Some(exit) = exit_output(agent, &call.name, &call.arguments) {
             // A valid exit ends the session when the reply is read: this one has a mistake.
             return Err(match exit {
@@ -320,7 +423,7 @@ impl<'e> Planner<'e> {
         };
         let ids = CallIds {
             run_id: run.run_id,
-            step: step.saturating_add(u32::try_from(index).unwrap_or(u32::MAX)),
+            step: base.saturating_add(u32::try_from(index).unwrap_or(u32::MAX)),
             attempt: 1,
         };
         match node_call(tp, run, ids, || arguments, None) {
@@ -329,10 +432,12 @@ impl<'e> Planner<'e> {
                 limit: self.call_limit(run, tp.own_timeout_ms()),
                 call: c,
             })),
-            Some(NodeCall::Session(..)) => Err(format!(
-                "tool `{}` is an agent, which cannot be called as a tool yet",
-                call.name
-            )),
+            Some(NodeCall::Session(agent, arguments)) => Ok(Answer::Agent(AgentCall {
+                id: Arc::clone(&tp.id),
+                agent,
+                call_id: call.id.clone(),
+                arguments,
+            })),
             None => Ok(Answer::Now(
                 serde_json::Value::Object(tp.constant_writes()).to_string(),
             )),
@@ -343,26 +448,113 @@ impl<'e> Planner<'e> {
 /// How a valid tool call is answered.
 // Made once per tool call and moved once: boxing the call would allocate for nothing.
 #[allow(clippy::large_enum_variant)]
-enum Answer {
+enum Answer<'e> {
     /// Its tool node calls something: run it.
     Run(ToolInvocation),
     /// Its tool node calls nothing: its constants are the result.
     Now(String),
+    /// Its tool node is an agent: its session answers.
+    Agent(AgentCall<'e>),
 }
 
-/// A model call of a session of `agent`, sending `messages`, as step `step`: the exit
-/// tools and the tools offered, the first exit tool forced when `force` (the last allowed
-/// turn).
-pub(super) fn model_call(
+/// What a reply's unanswered tool calls need (see [`Planner::tool_work`]).
+struct ToolWork<'e> {
+    outcomes: Vec<ToolOutcome>,
+    invocations: Vec<ToolInvocation>,
+    /// The first unanswered call, when it is an agent tool's.
+    agent: Option<AgentCall<'e>>,
+}
+
+/// A call of an agent tool, its arguments checked.
+pub(crate) struct AgentCall<'e> {
+    /// The tool node.
+    pub(crate) id: Arc<str>,
+    pub(crate) agent: &'e AgentPlan,
+    pub(crate) call_id: String,
+    /// Its input: what its templates see.
+    pub(crate) arguments: Writes,
+}
+
+/// A session step of agent `id` (`agent`) for `owner` (its work set when it is
+/// planned).
+pub(crate) fn new_session<'e>(
+    (id, agent): (Arc<str>, &'e AgentPlan),
+    dispatcher: Arc<str>,
+    owner: SessionOwner<'e>,
+    session: Option<u32>,
+    earlier: u32,
+) -> Box<SessionStep<'e>> {
+    Box::new(SessionStep {
+        id,
+        agent,
+        dispatcher,
+        owner,
+        session,
+        opening: Vec::new(),
+        earlier,
+        work: SessionWork::Failed(String::new()),
+    })
+}
+
+/// The stage of a session step: waiting on `effect`, or ready (every tool call was
+/// answered while planning, or the session could not begin).
+pub(crate) fn session_stage<'e>(
+    level: Level<'e>,
+    ss: Box<SessionStep<'e>>,
+    effect: Option<Effect>,
+) -> Stage<'e> {
+    let planned = Planned {
+        level,
+        decision: None,
+        fallback: None,
+        then: Then::Session(ss),
+    };
+    match effect {
+        Some(effect) => Stage::Waiting {
+            effect: Some(Box::new(effect)),
+            then: Awaiting::Session(planned),
+        },
+        None => Stage::Ready(planned),
+    }
+}
+
+/// What is pending after a session's step that did not end it: its next call. `None`
+/// for an agent tool's: its outermost caller's session stays pending.
+pub(crate) fn pending_session(ss: &SessionStep<'_>, session: u32) -> Option<Pending> {
+    Some(match &ss.owner {
+        SessionOwner::Node(v) => Pending::Session {
+            node: Arc::clone(&v.np.id),
+            dispatcher: Arc::clone(&ss.dispatcher),
+            kind: v.kind,
+            from: v.source.clone(),
+            chain: v.chain.clone(),
+            owed: v.owed.clone(),
+            session,
+        },
+        SessionOwner::Policy(sp) => Pending::Deciding {
+            supervisor: Arc::clone(&sp.id),
+            session,
+            earlier: ss.earlier,
+        },
+        SessionOwner::Tool(_) => return None,
+    })
+}
+
+/// Model call `turn` of a session of `agent` (node `id`), sending `messages`, as step
+/// `step`: the exit tools and the tools offered, the first exit tool forced when `force`
+/// (a last turn).
+pub(crate) fn model_call(
     run: &RunState,
-    agent: &AgentPlan,
-    messages: Vec<ChatMessage>,
+    (id, agent): (&Arc<str>, &AgentPlan),
+    (messages, turn): (Vec<ChatMessage>, u32),
     force: bool,
     step: u32,
 ) -> Call {
     let tool_choice = force.then(|| ToolChoice::Function(agent.exit().def.name.clone()));
     Call::Model(Box::new(ModelCall {
         model: agent.model.as_str().into(),
+        node: Arc::clone(id),
+        turn,
         #[cfg(feature = "agents")]
         client: Arc::clone(&agent.client),
         messages,
@@ -376,15 +568,17 @@ pub(super) fn model_call(
     }))
 }
 
-/// The fields of [`Pending::Session`] a session's step keeps, for the step after it.
-pub(crate) fn pending_session(ss: &SessionStep<'_>, session: u32) -> Pending {
-    Pending::Session {
-        node: Arc::clone(&ss.np.id),
-        dispatcher: Arc::clone(&ss.dispatcher),
-        kind: ss.kind,
-        from: ss.source.clone(),
-        chain: ss.chain.clone(),
-        owed: ss.owed.clone(),
-        session,
+/// The tool calls of `conversation`'s last reply not answered yet, and how many are:
+/// `None` when its last reply made no call or every call is answered.
+pub(crate) fn unanswered(conversation: &Session) -> Option<(&ChatMessage, usize)> {
+    let at = conversation
+        .messages
+        .iter()
+        .rposition(|m| m.role == ChatRole::Assistant)?;
+    let reply = &conversation.messages[at];
+    let after = &conversation.messages[at + 1..];
+    if after.iter().any(|m| m.role != ChatRole::Tool) {
+        return None;
     }
+    (after.len() < reply.tool_calls.len()).then_some((reply, after.len()))
 }

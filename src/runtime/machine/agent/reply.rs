@@ -1,5 +1,5 @@
 //! Reading a model's reply: a valid exit (`final_report`, or plain text a lone string
-//! slice accepts), tool calls to answer, or text to answer with a request for the exit
+//! slice or an agent tool accepts), tool calls to answer, or text to answer with a request for the exit
 //! tool. Arguments are always checked here; a mistake is said with the JSON Pointer and
 //! what was expected, for the model to mend.
 
@@ -16,7 +16,8 @@ use crate::runtime::plan::{Plan, check, check_at};
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Verdict {
-    /// The session ends with this output (writes, or a router's route).
+    /// The session ends with this output (writes, a router's route, or a policy's
+    /// `route` arguments).
     Exit(NodeOutput),
     /// Tool calls to answer (some may be mistakes, answered as such).
     Calls,
@@ -40,6 +41,15 @@ pub(crate) fn judge(plan: &Plan, agent: &AgentPlan, reply: &ChatMessage) -> Verd
             .iter()
             .find_map(|c| exit_output(agent, &c.name, &c.arguments)?.ok())
             .map_or(Verdict::Calls, Verdict::Exit);
+    }
+    let text = reply.content.as_deref().filter(|t| !t.trim().is_empty());
+    if let (Some(text), Some(exit)) = (text, agent.exits.first())
+        && exit.kind == ExitKind::Result
+    {
+        // An agent tool's plain text is its result.
+        let mut writes = Writes::new();
+        writes.insert("result".into(), Value::String(text.to_string()));
+        return Verdict::Exit(NodeOutput::new(writes));
     }
     if let (Some(slice), Some(text)) = (&agent.text_slice, &reply.content) {
         let value = Value::String(text.clone());
@@ -74,7 +84,10 @@ pub(crate) fn exit_output(
         Err(e) => return Some(Err(e)),
     };
     Some(Ok(match exit.kind {
-        ExitKind::Report { answers: false } => NodeOutput::new(args),
+        // A decision's arguments, read when the decision is planned.
+        ExitKind::Report { answers: false } | ExitKind::Route | ExitKind::Result => {
+            NodeOutput::new(args)
+        }
         ExitKind::Report { answers: true } => NodeOutput::new(args).answered(),
         ExitKind::Broadcast | ExitKind::LeadBroadcast => {
             let message = args.get("message").cloned().unwrap_or(Value::Null);

@@ -1,6 +1,7 @@
 //! Feeding a session's effect output (a model's reply, or its tool calls' results) to the
 //! work waiting on it: what a tool's failure tells the model.
 
+use crate::runtime::data::ToolCallStatus;
 use crate::runtime::effects::{EffectOutput, Fault, Produced};
 use crate::runtime::machine::step::SessionWork;
 
@@ -38,6 +39,10 @@ pub(crate) fn resolve_session(work: &mut SessionWork, output: EffectOutput) {
                         }
                         Err(fault) => {
                             o.cancelled = fault == Fault::Cancelled;
+                            o.status = match fault {
+                                Fault::Timeout(_) => ToolCallStatus::Timeout,
+                                _ => ToolCallStatus::Failed,
+                            };
                             let error = format!("tool `{}` {}", o.tool, fault_words(&fault));
                             o.content = Some(super::error_content(&error));
                             o.error = Some(error);

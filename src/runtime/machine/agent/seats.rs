@@ -8,9 +8,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::commit::TurnEnd;
 use super::plan::model_call;
 use super::resolve::resolve_session;
+use super::seat_commit::TurnEnd;
 use super::templates::opening;
 use crate::model::{ChatMessage, Role as ChatRole};
 use crate::runtime::data::{NodeOutput, Role, RunState, Session, TerminationReason, Usage, Writes};
@@ -47,7 +47,8 @@ impl<'e> Planner<'e> {
         match opening(&np.id, agent, view, None) {
             Ok(messages) => {
                 let step = run.steps.saturating_add(offset);
-                let call = model_call(run, agent, messages.clone(), agent.max_turns() <= 1, step);
+                let force = agent.max_turns() <= 1;
+                let call = model_call(run, (&np.id, agent), (messages.clone(), 1), force, step);
                 seat.opening = messages;
                 seat.work = SessionWork::Model {
                     turn: 1,
@@ -83,7 +84,7 @@ impl<'e> Planner<'e> {
                 np.id
             ));
         };
-        let (work, call, steps) = self.session_next(run, agent, conversation, offset);
+        let (work, call, steps) = self.session_next(run, (&np.id, agent), conversation, offset);
         let seat = SeatStep {
             position,
             np,
@@ -149,7 +150,13 @@ impl<'e> Planner<'e> {
         seat.opening.push(inbox.clone());
         messages.push(inbox);
         let step = run.steps.saturating_add(offset);
-        let call = model_call(run, agent, messages, force, step);
+        let call = model_call(
+            run,
+            (&np.id, agent),
+            (messages, turn.saturating_add(1)),
+            force,
+            step,
+        );
         seat.work = SessionWork::Model {
             turn: turn.saturating_add(1),
             result: None,
@@ -359,6 +366,7 @@ impl Tx<'_> {
                     model: seat.agent.model.clone(),
                     step: self.run.steps,
                     messages: std::mem::take(&mut seat.opening),
+                    caller: None,
                 });
                 u32::try_from(self.run.sessions.len() - 1).unwrap_or(u32::MAX)
             }
@@ -377,10 +385,10 @@ impl Tx<'_> {
                 });
                 let last = seat.own_turns && turn >= seat.agent.max_turns();
                 let call = ((turn, attempt, duration_us), last);
-                self.model_committed(sup, &node, seat.agent, index, call, result)
+                self.model_committed((sup, &node), seat.agent, index, call, result)
             }
             SessionWork::Tools(outcomes) => {
-                self.tools_committed(sup, &node, index, outcomes);
+                self.tools_committed((sup, &node), index, outcomes);
                 match seat.timed_out.take() {
                     Some(msg) => TurnEnd::Failed(
                         TerminationReason::NodeFailed,

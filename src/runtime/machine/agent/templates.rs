@@ -9,11 +9,11 @@ use crate::model::ChatMessage;
 use crate::runtime::data::Writes;
 use crate::runtime::plan::agent::AgentPlan;
 
-/// The messages a session of `agent` opens with, for node `node` reading `view`; the
-/// error names the template and what is wrong with it. `first` (an advisors' primary's
-/// tagged blocks) comes before the view in the default prompt.
+/// The messages a session of `agent` opens with, for `who` (`agent node `ID``, say)
+/// reading `view`; the error names the template and what is wrong with it. `first` (an
+/// advisors' primary's tagged blocks) comes before the view in the default prompt.
 pub(crate) fn opening(
-    node: &str,
+    who: &str,
     agent: &AgentPlan,
     view: Writes,
     first: Option<&str>,
@@ -23,9 +23,8 @@ pub(crate) fn opening(
     let context = Value::Object(context);
     let env = minijinja::Environment::new();
     let render = |field: &str, template: &str| {
-        env.render_str(template, &context).map_err(|e| {
-            format!("the `{field}` template of agent node `{node}` cannot be rendered: {e}")
-        })
+        env.render_str(template, &context)
+            .map_err(|e| format!("the `{field}` template of {who} cannot be rendered: {e}"))
     };
     let mut messages = Vec::with_capacity(2);
     if let Some(t) = &agent.spec.instructions {
@@ -34,9 +33,8 @@ pub(crate) fn opening(
     let prompt = match &agent.spec.prompt {
         Some(t) => render("prompt", t)?,
         None => {
-            let json = serde_json::to_string_pretty(&Value::Object(view)).map_err(|e| {
-                format!("the read view of agent node `{node}` cannot be written: {e}")
-            })?;
+            let json = serde_json::to_string_pretty(&Value::Object(view))
+                .map_err(|e| format!("the read view of {who} cannot be written: {e}"))?;
             match first {
                 Some(tagged) => format!("{tagged}\n\n{json}"),
                 None => json,
