@@ -99,6 +99,7 @@ impl<'e> Planner<'e> {
             Pending::Decide { .. }
             | Pending::Handoff { .. }
             | Pending::Advised { .. }
+            | Pending::Advising(_)
             | Pending::Team(_)
             | Pending::Session { .. }
             | Pending::Deciding { .. } => {}
