@@ -10,28 +10,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::cli::{Bench, check_side, check_trace, signal, untimed};
+use support::cli::{Bench, EMIT, FAIL, check_side, check_trace, signal, untimed};
 
 /// The binary under test.
 const BIN: &str = env!("CARGO_BIN_EXE_pactgraph");
-
-/// One `set` step writing `out`, then the supervisor stops (completed).
-const EMIT: &str = r#"{"workflow": "emit",
- "slices": {"out": {}, "deps": {}},
- "entry": "boss",
- "supervisors": {"boss": {"allow": ["emit"], "default": {"stop_global": {"reason": "done"}}}},
- "nodes": {"emit": {"supervisor": "boss", "reads": [], "writes": ["out"],
-   "triggers": [{"when": {"path": "/out", "exists": false}}],
-   "run": {"set": {"out": {"v": 1}}}}}}"#;
-
-/// One exec step that exits 3: the run fails (`node_failed`).
-const FAIL: &str = r#"{"workflow": "fail",
- "slices": {"out": {}},
- "entry": "boss",
- "supervisors": {"boss": {"allow": ["boom"], "default": {"stop_global": {"reason": "done"}}}},
- "nodes": {"boom": {"supervisor": "boss", "reads": [], "writes": ["out"],
-   "triggers": [{"when": {"path": "/out", "exists": false}}],
-   "run": {"exec": {"argv": ["python3", "-c", "import sys; sys.exit(3)"]}}}}}"#;
 
 /// One exec step appending `RUN_ID STEP ATTEMPT PID` to `marks.txt`.
 const MARK: &str = r#"{"workflow": "mark",

@@ -8,7 +8,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::cli::{Bench, ticker_json, untimed};
+use support::cli::{ASKER, Bench, ticker_json, untimed};
 
 const BIN: &str = env!("CARGO_BIN_EXE_pactgraph");
 
@@ -162,9 +162,10 @@ fn runs_watch_follows_a_worker_from_before_during_and_after() {
     }
 }
 
-/// Proves a watch ends at a pause with exit 4 (as `run` does), after the `paused` event.
+/// Proves a watch with `--until-pause` ends at a pause with exit 4 (as `run` does), after
+/// the `paused` event.
 #[test]
-fn runs_watch_of_a_paused_run_exits_4() {
+fn runs_watch_until_pause_of_a_paused_run_exits_4() {
     for b in Bench::each(BIN.as_ref()) {
         let wf = b.file(
             "ask.json",
@@ -178,7 +179,7 @@ fn runs_watch_of_a_paused_run_exits_4() {
         );
         let r = b.run(&["run", wf.to_str().unwrap(), "--quiet", "--name", "ask"]);
         assert_eq!(r.code, 4, "{}", r.err);
-        let watched = b.run(&["runs", "watch", "ask"]);
+        let watched = b.run(&["runs", "watch", "ask", "--until-pause"]);
         assert_eq!(watched.code, 4, "{}", watched.err);
         let events = lines(&watched.out);
         let k = kinds(&events);
@@ -190,16 +191,7 @@ fn runs_watch_of_a_paused_run_exits_4() {
 
 /// A workflow that asks once, then ends on the answer, written into `b`'s folder.
 fn asker(b: &Bench) -> std::path::PathBuf {
-    b.file(
-        "ask.json",
-        r#"{"workflow": "asker", "slices": {"clarification": {}}, "entry": "root",
-            "supervisors": {"root": {"allow": ["x"],
-              "default": {"ask_clarification": {"question": "which?"}}}},
-            "nodes": {"x": {"supervisor": "root", "writes": ["clarification"],
-              "terminal": true,
-              "triggers": [{"priority": 1, "when": {"path": "/clarification", "exists": true}}],
-              "run": {"set": {"clarification": 1}}}}}"#,
-    )
+    b.file("ask.json", ASKER)
 }
 
 /// Proves a store written before the events table (format 4) still loads: opening it
@@ -225,7 +217,7 @@ fn a_store_written_before_events_loads_and_numbers_from_one() {
         .unwrap();
     assert!(ok.success());
     assert_eq!(b.status("old"), "awaiting_input");
-    let none = b.run(&["runs", "watch", "old"]);
+    let none = b.run(&["runs", "watch", "old", "--until-pause"]);
     assert_eq!(none.code, 4, "{}", none.err);
     assert_eq!(none.out, "", "no history before the upgrade");
     let r = b.run(&["runs", "resume", "old", "--answer", "yes", "--quiet"]);
@@ -307,4 +299,89 @@ fn a_store_of_format_5_migrates_and_keeps_its_history() {
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&version.stdout).trim(), "6");
+}
+
+/// Waits up to `limit` for `child` to exit: its code, or `None` while it still runs.
+fn exited_within(child: &mut std::process::Child, limit: std::time::Duration) -> Option<i32> {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return Some(status.code().unwrap_or(-1));
+        }
+        if start.elapsed() >= limit {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Proves `runs watch` follows a run through its pause: a watch started while the run
+/// is queued sees a `worker` process take it to its pause, prints `paused` and keeps
+/// following (still running a second later); a `runs resume --answer` process resumes
+/// it, and the same watch prints the resume and the end and exits 0, its events the
+/// run's whole history. On PostgreSQL a second watch polls only every 30 s: it still
+/// ends within seconds of the run, woken by the checkpoint's `NOTIFY`.
+#[test]
+fn runs_watch_follows_a_run_through_its_pause_and_resume() {
+    for b in Bench::each(BIN.as_ref()) {
+        let wf = b.file("ask.json", ASKER);
+        let r = b.run(&["run", wf.to_str().unwrap(), "--detach", "--name", "ask"]);
+        assert_eq!(r.code, 0, "{}", r.err);
+        let run_id = r.json()["run_id"].as_str().unwrap().to_string();
+        let on_pg = b.store.starts_with("postgres");
+        let mut watch = b.spawn(&["runs", "watch", "ask", "--poll", "20ms"], "watch");
+        let mut slow = on_pg.then(|| b.spawn(&["runs", "watch", "ask", "--poll", "30s"], "slow"));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let w = b.run(&["worker", "--once"]);
+        assert_eq!(w.code, 0, "{}", w.err);
+        assert_eq!(b.status("ask"), "awaiting_input");
+        assert!(
+            b.wait_until(std::time::Duration::from_secs(20), || {
+                b.outputs("watch").0.contains("\"paused\"")
+            }),
+            "the watch printed the pause: {:?}",
+            b.outputs("watch")
+        );
+        assert_eq!(
+            exited_within(&mut watch, std::time::Duration::from_secs(1)),
+            None,
+            "the watch goes on at a pause: {:?}",
+            b.outputs("watch")
+        );
+        let resumed = b.run(&[
+            "runs",
+            "resume",
+            "ask",
+            "--answer",
+            "the blue one",
+            "--quiet",
+        ]);
+        assert_eq!(resumed.code, 0, "{}", resumed.err);
+        let started = std::time::Instant::now();
+        assert_eq!(
+            exited_within(&mut watch, std::time::Duration::from_secs(30)),
+            Some(0),
+            "{:?}",
+            b.outputs("watch")
+        );
+        let events = lines(&b.outputs("watch").0);
+        check_events(&events, &run_id);
+        let k = kinds(&events);
+        assert!(k.contains(&"paused"), "{k:?}");
+        let resume = events
+            .iter()
+            .position(|e| e["item"]["kind"] == "resume")
+            .expect("the resume's step");
+        let paused = k.iter().position(|k| *k == "paused").unwrap();
+        assert!(paused < resume, "{k:?}");
+        assert_eq!(&k[k.len() - 2..], ["run_ended", "checkpoint"]);
+        let history = lines(&b.run(&["runs", "watch", "ask"]).out);
+        assert_eq!(events, history, "the watch printed the whole history");
+        if let Some(slow) = &mut slow {
+            let code = exited_within(slow, std::time::Duration::from_secs(15));
+            assert_eq!(code, Some(0), "woken by NOTIFY: {:?}", b.outputs("slow"));
+            assert!(started.elapsed() < std::time::Duration::from_secs(20));
+            assert_eq!(lines(&b.outputs("slow").0), history);
+        }
+    }
 }

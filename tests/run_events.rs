@@ -68,11 +68,11 @@ fn a_run_without_a_store_publishes_every_trace_item_in_order() {
     let outcome = rt().block_on(ex.run(ex.start(json!({})).unwrap()));
     let got = drain(&mut sub);
     assert_eq!(check_numbered(&got, 1), got.len() as u64);
-    assert!(matches!(&got[0].kind, EventKind::RunStarted { workflow } if workflow == "ticker"));
+    assert!(matches!(&got[0].kind, EventKind::RunStarted { workflow, .. } if workflow == "ticker"));
     let items: Vec<_> = got
         .iter()
         .filter_map(|e| match &e.kind {
-            EventKind::Step { index, item } => Some((*index, item.clone())),
+            EventKind::Step { index, item, .. } => Some((*index, item.clone())),
             _ => None,
         })
         .collect();
@@ -307,7 +307,7 @@ fn history_equals_the_live_stream_across_a_pause_on_both_stores() {
             let stepped: Vec<_> = history
                 .iter()
                 .filter_map(|e| match &e.kind {
-                    EventKind::Step { index, item } => Some((*index, item.clone())),
+                    EventKind::Step { index, item, .. } => Some((*index, item.clone())),
                     _ => None,
                 })
                 .collect();

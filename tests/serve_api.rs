@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use serve_support::{ASKER, Server, request};
-use support::cli::{Bench, ticker_json};
+use support::cli::{Bench, EMIT, FAIL, ticker_json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_pactgraph");
 
@@ -381,4 +381,101 @@ fn every_error_status_with_a_json_body() {
     assert_eq!(svg.status, 501, "{}", svg.text());
     assert_eq!(svg.error_code(), "not_implemented");
     assert_eq!(s.get("/api/workflows/ticker/graph.dot").status, 200);
+}
+
+/// Proves `POST /api/runs` takes `run`'s dependency options: after a failed run A, a run
+/// with `on_dep_failure: continue`, `dep_result` and `dep_timeout` runs and finds A's
+/// failure in its result slice (its dependencies show the policy, slice and deadline),
+/// one with the defaults fails with `dependency_failed` before any step; and that each
+/// option is checked with a 400 naming it (a bad policy, duration or slice, an option
+/// without `after`), nothing stored.
+#[test]
+fn post_runs_takes_the_dependency_options_of_run() {
+    for b in Bench::each(BIN.as_ref()) {
+        b.file("emit.json", EMIT);
+        b.file("fail.json", FAIL);
+        let s = Server::start(&b, "serve", &["--workers", "1", "--poll", "20ms"]);
+        let a = start(&s, &json!({"workflow": "fail"}));
+        let before = s.get("/api/runs?all=true").json()["runs"]
+            .as_array()
+            .unwrap()
+            .len();
+        for (body, field) in [
+            (
+                json!({"workflow": "emit", "dep_result": "deps"}),
+                "dep_result",
+            ),
+            (
+                json!({"workflow": "emit", "dep_timeout": "1h"}),
+                "dep_timeout",
+            ),
+            (
+                json!({"workflow": "emit", "on_dep_failure": "continue"}),
+                "on_dep_failure",
+            ),
+            (
+                json!({"workflow": "emit", "after": [a], "on_dep_failure": "maybe"}),
+                "on_dep_failure `maybe`",
+            ),
+            (
+                json!({"workflow": "emit", "after": [a], "dep_timeout": "soon"}),
+                "dep_timeout `soon`",
+            ),
+            (
+                json!({"workflow": "emit", "after": [a], "dep_result": "nowhere"}),
+                "dep_result `nowhere`",
+            ),
+        ] {
+            let r = s.call("POST", "/api/runs", Some(&body));
+            assert_eq!(r.status, 400, "{body}: {}", r.text());
+            assert_eq!(r.error_code(), "bad_request", "{body}");
+            let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+            assert!(message.contains(field), "{body}: {message}");
+        }
+        let after = s.get("/api/runs?all=true").json()["runs"]
+            .as_array()
+            .unwrap()
+            .len();
+        assert_eq!(after, before, "a refused run is not stored");
+
+        // Waiting on A, or already settled by the worker when A ended first.
+        let dependent = |body: Value| {
+            let r = s.call("POST", "/api/runs", Some(&body));
+            assert_eq!(r.status, 201, "{}", r.text());
+            r.json()["run_id"].as_str().expect("run_id").to_string()
+        };
+        let carry_on = dependent(
+            json!({"workflow": "emit", "after": [a], "on_dep_failure": "continue",
+                    "dep_result": "deps", "dep_timeout": "2h"}),
+        );
+        let abort = dependent(json!({"workflow": "emit", "after": [a]}));
+        let shown = s.wait_status(&carry_on, "completed");
+        let deps = &shown["dependencies"];
+        assert_eq!(deps["on_failure"], "continue", "{deps}");
+        assert_eq!(deps["result_slice"], "deps", "{deps}");
+        assert_eq!(deps["after"][0]["run_id"], a.as_str(), "{deps}");
+        assert_eq!(deps["after"][0]["status"], "failed", "{deps}");
+        // `dep_timeout: 2h`: the deadline is two hours after the run was created (a
+        // minute either side for a slow machine), not the default 24 h.
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let deadline = deps["deadline_ms"].as_u64().unwrap();
+        let two_hours = 2 * 3600 * 1000;
+        assert!(
+            deadline > now_ms + two_hours - 60_000 && deadline < now_ms + two_hours + 60_000,
+            "{deps}"
+        );
+        let state = s.get(&format!("/api/runs/{carry_on}/state")).json();
+        assert_eq!(state["deps"][a.as_str()]["status"], "failed", "{state}");
+        assert_eq!(
+            state["deps"][a.as_str()]["termination_reason"],
+            "node_failed"
+        );
+        let shown = s.wait_status(&abort, "failed");
+        assert_eq!(shown["run"]["termination_reason"], "dependency_failed");
+        assert_eq!(shown["run"]["steps"], 0, "no step ran");
+        assert_eq!(shown["dependencies"]["on_failure"], "abort");
+    }
 }

@@ -178,3 +178,144 @@ fn sigterm_during_a_run_interrupts_it_and_releases_its_lease() {
         assert_eq!(b.status("api"), "completed");
     }
 }
+
+/// A loop of `steps` `set` steps, each writing a ~10 KB constant (so a stalled client's
+/// socket fills long before the run ends), stopped by its step budget.
+fn big_loop(steps: u32) -> String {
+    let blob = "y".repeat(10_000);
+    json!({"workflow": "loop", "slices": {"blob": {}},
+           "budgets": {"max_steps": steps},
+           "entry": "boss",
+           "supervisors": {"boss": {"allow": ["work"]}},
+           "nodes": {"work": {"supervisor": "boss", "writes": ["blob"],
+             "triggers": [{"priority": 1, "when": true}],
+             "run": {"set": {"blob": {"text": blob}}}}}})
+    .to_string()
+}
+
+/// Opens `GET path` as an event stream (the request sent, nothing read).
+fn open_stream(addr: &str, path: &str) -> std::net::TcpStream {
+    use std::io::Write;
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        c,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    c
+}
+
+/// Reads a stream until the server ends it (a minute at most): its events' ids and data.
+fn read_stream(c: &mut std::net::TcpStream) -> (Vec<u64>, Vec<serde_json::Value>) {
+    use std::io::Read;
+    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut raw = Vec::new();
+    c.read_to_end(&mut raw).expect("the stream ends");
+    let (head, body) = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| (&raw[..i], &raw[i + 4..]))
+        .expect("a response");
+    assert!(
+        head.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(head)
+    );
+    let body = if String::from_utf8_lossy(head)
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        serve_support::dechunk(body).0
+    } else {
+        body.to_vec()
+    };
+    let text = String::from_utf8_lossy(&body);
+    let (mut ids, mut data) = (Vec::new(), Vec::new());
+    for line in text.lines() {
+        if let Some(v) = line.strip_prefix("id:") {
+            ids.push(v.trim().parse().unwrap());
+        } else if let Some(v) = line.strip_prefix("data:") {
+            data.push(serde_json::from_str(v.trim_start()).unwrap());
+        }
+    }
+    (ids, data)
+}
+
+fn metric(s: &Server, name: &str) -> f64 {
+    let text = s.get("/metrics").text();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+}
+
+/// Proves the streams of one run share one follower: six streams on a queued run are
+/// one feed (`pactgraph_event_feeds` 1, `pactgraph_event_streams` 6); a `worker` process
+/// then runs it (over 5,000 events, more than a feed's ring holds); five streams read as
+/// it goes and one reads nothing until the run ended (its socket full): every stream
+/// gets every kept event once, in order, ids equal to `seq`, the same as `runs watch`
+/// prints; the stalled one, fallen behind the ring, reads what it missed from the store
+/// (`pactgraph_event_stream_lags_total` counts it).
+/// Once the run ended the feed is gone.
+#[test]
+fn the_streams_of_a_run_share_one_follower_and_a_stalled_one_only_lags() {
+    for b in Bench::each(BIN.as_ref()) {
+        b.file("loop.json", &big_loop(2_000));
+        let s = Server::start(&b, "serve", &[]);
+        let r = s.call("POST", "/api/runs", Some(&json!({"workflow": "loop"})));
+        assert_eq!(r.status, 201, "{}", r.text());
+        let id = r.json()["run_id"].as_str().unwrap().to_string();
+        let path = format!("/api/runs/{id}/events");
+        let readers: Vec<_> = (0..5)
+            .map(|_| {
+                let mut c = open_stream(&s.addr, &path);
+                std::thread::spawn(move || read_stream(&mut c))
+            })
+            .collect();
+        let mut stalled = open_stream(&s.addr, &path);
+        assert!(
+            s.wait_until(Duration::from_secs(10), || metric(
+                &s,
+                "pactgraph_event_streams"
+            ) == 6.0),
+            "six streams"
+        );
+        assert_eq!(metric(&s, "pactgraph_event_feeds"), 1.0, "one follower");
+
+        let w = b.run(&["worker", "--once"]);
+        assert_eq!(w.code, 0, "{}", w.err);
+        assert_eq!(b.status(&id), "stopped");
+        let watched: Vec<serde_json::Value> = b
+            .run(&["runs", "watch", &id])
+            .out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let n = watched.len() as u64;
+        assert!(n > 5_000, "{n} events");
+        for reader in readers {
+            let (ids, data) = reader.join().unwrap();
+            assert_eq!(ids, (1..=n).collect::<Vec<_>>());
+            assert_eq!(data, watched);
+        }
+        // The stalled stream, read only now.
+        let (ids, data) = read_stream(&mut stalled);
+        assert_eq!(
+            ids,
+            (1..=n).collect::<Vec<_>>(),
+            "the stalled stream, whole"
+        );
+        assert_eq!(data, watched);
+        assert!(
+            metric(&s, "pactgraph_event_stream_lags_total") >= 1.0,
+            "the stalled stream fell behind the ring and read the store"
+        );
+        assert!(
+            s.wait_until(Duration::from_secs(10), || metric(
+                &s,
+                "pactgraph_event_feeds"
+            ) == 0.0),
+            "the feed ends with the run"
+        );
+    }
+}

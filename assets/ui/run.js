@@ -46,23 +46,51 @@ function summary(shown, trace) {
   return h('dl', { class: 'summary' }, rows.map(([k, v]) => [h('dt', {}, k), h('dd', { 'data-key': k.toLowerCase() }, v)]));
 }
 
+/** JSON longer than this many characters is shown cut, with a button showing it all. */
+const VALUE_LIMIT = 2000;
+
+/**
+ * One value of a step (its input or its writes): a collapsed `<details>` whose summary
+ * names the slices, holding the value as pretty-printed JSON, cut at VALUE_LIMIT
+ * characters with a button to see it whole.
+ */
+function valueCell(kind, value, names, unknown) {
+  if (value === undefined) {
+    if (!names?.length) return '';
+    return h('span', { class: 'muted', title: unknown ?? '' }, names.join(', '));
+  }
+  const text = JSON.stringify(value, null, 2);
+  const slices = value && typeof value === 'object' ? Object.keys(value) : [];
+  const pre = h('pre', { class: 'json' }, text.length > VALUE_LIMIT ? `${text.slice(0, VALUE_LIMIT)}\u2026` : text);
+  const more = text.length > VALUE_LIMIT
+    ? h('button', {
+      type: 'button',
+      class: 'show-all',
+      onclick: (e) => { pre.textContent = text; e.target.remove(); },
+    }, `Show all ${text.length.toLocaleString()} characters`)
+    : null;
+  return h('details', { class: `value value-${kind}` },
+    h('summary', {}, slices.length ? slices.join(', ') : '(nothing)'), pre, more);
+}
+
 function traceTable(trace, doc) {
   if (!trace.length) return h('p', { class: 'muted' }, 'No step yet.');
   const nodes = doc?.nodes ?? {};
   return h('table', { class: 'trace' },
-    h('caption', {}, 'Each item of the decision trace; a node run shows what the node reads (its input) and writes.'),
-    h('thead', {}, h('tr', {}, ['#', 'Step', 'Kind', 'From', 'To', 'Input (reads)', 'Writes', 'Why', 'Time']
+    h('caption', {}, 'Each item of the decision trace; a node run shows the slices it read (its input, as they were before it ran) and what it wrote. Open one to see its value.'),
+    h('thead', {}, h('tr', {}, ['#', 'Step', 'Kind', 'From', 'To', 'Input', 'Writes', 'Why', 'Time']
       .map((t) => h('th', { scope: 'col' }, t)))),
     h('tbody', {}, trace.map((item, i) => {
       const node = nodes[item.kind === 'dispatch' || item.kind === 'handoff' ? item.target : null];
-      return h('tr', { 'data-kind': item.kind },
+      const values = item.values ?? {};
+      return h('tr', { 'data-kind': item.kind, 'data-index': i },
         h('td', { class: 'num' }, i),
         h('td', { class: 'num' }, item.step),
         h('td', {}, item.kind),
         h('td', {}, item.source ?? item.supervisor ?? ''),
         h('td', {}, item.target ?? ''),
-        h('td', {}, node?.reads?.join(', ') ?? ''),
-        h('td', {}, node?.writes?.join(', ') ?? ''),
+        h('td', { class: 'input' }, valueCell('input', values.input, node?.reads, values.input_unknown)),
+        h('td', { class: 'writes' }, valueCell('writes', values.writes, node?.writes, values.writes_unknown)),
         h('td', {}, [callWords(item) ?? item.reason ?? '', item.termination_reason ? ` (${item.termination_reason})` : '']),
         h('td', { class: 'num' }, item.duration_us ? duration(item.duration_us / 1000) : ''));
     })));
@@ -202,7 +230,7 @@ export async function runPage(main, id) {
     try {
       const [s, trace, messages, state] = await Promise.all([
         api(`/api/runs/${enc(id)}`),
-        api(`/api/runs/${enc(id)}/trace`),
+        api(`/api/runs/${enc(id)}/trace?values=true`),
         api(`/api/runs/${enc(id)}/messages`).catch(() => null),
         api(`/api/runs/${enc(id)}/state`).catch(() => null),
       ]);

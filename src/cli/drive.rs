@@ -271,6 +271,7 @@ fn show_progress(run: &RunState) {
         Some(Pending::Decide { supervisor }) => format!("{supervisor} decides"),
         Some(Pending::Handoff { node, .. }) => format!("handoff to {node}"),
         Some(Pending::Advised { node, .. }) => format!("advised node {node}"),
+        Some(Pending::Advising(a)) => format!("advisors of {}", a.node),
         Some(Pending::Retry { node, .. }) => format!("router {node} again"),
         Some(Pending::Call { subgraph, .. }) => format!("routed call of {subgraph}"),
         Some(Pending::Team(team)) => format!("team {} (cycle {})", team.node, team.cycle),

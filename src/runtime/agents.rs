@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use super::builder::ExecutorBuildError;
 use super::plan::agent::{
-    AgentPlan, Exit, ExitKind, FINAL_REPORT, HANDOFF_TO, ROUTE, ToolPlan, allows_strict,
+    ADVISOR_REPORT, AgentPlan, Exit, ExitKind, FINAL_REPORT, HANDOFF_TO, ROUTE, TEAM_BROADCAST,
+    ToolPlan, advisor_report_parameters, allows_strict, broadcast_parameters,
     final_report_parameters, handoff_parameters, route_parameters, tool_result_parameters,
 };
 use crate::contracts::pointer::join;
@@ -28,33 +29,60 @@ pub(super) fn agent_plan(
         message,
         pointer: join(["nodes", n.id.as_str(), "run", "agent"]),
     };
-    if let Some(part) = unsupported_part(graph, n) {
-        return Err(fail(format!(
-            "{part} cannot be an agent in this version of the runtime"
-        )));
-    }
     let writes: Vec<String> = n
         .writes
         .iter()
         .filter(|w| *w != SYSTEM_SLICE)
         .cloned()
         .collect();
-    let parameters = final_report_parameters(&writes, |s| {
-        graph.slices().get(s).and_then(|d| d.schema.clone())
-    });
+    // An advisor's exit arguments are its report (brief 10.2): one without `writes`
+    // reports a text, `{"report": string}`.
+    let plain_advisor = advises(graph, n) && writes.is_empty();
+    let parameters = if plain_advisor {
+        advisor_report_parameters()
+    } else {
+        final_report_parameters(&writes, |s| {
+            graph.slices().get(s).and_then(|d| d.schema.clone())
+        })
+    };
     let report = |answers| -> Result<Exit, ExecutorBuildError> {
-        let tool = tool_plan(
-            FINAL_REPORT.into(),
-            final_report_description(&writes),
-            parameters.clone(),
-        )
-        .map_err(|e| fail(format!("its final_report schema does not compile: {e}")))?;
+        let description = if plain_advisor {
+            "Report your advice: `report` is its text. Call it once, when you have finished."
+                .to_string()
+        } else {
+            final_report_description(&writes)
+        };
+        let tool = tool_plan(FINAL_REPORT.into(), description, parameters.clone())
+            .map_err(|e| fail(format!("its final_report schema does not compile: {e}")))?;
         Ok(Exit {
             kind: ExitKind::Report { answers },
             tool,
         })
     };
+    let team = team_part(graph, n);
     let exits = match &n.router {
+        _ if matches!(team, Some(TeamPart::Member)) => vec![broadcast_exit(true).map_err(fail)?],
+        _ if let Some(TeamPart::Lead(writes)) = &team => {
+            // The lead answers with the team node's writes; `final_report` is forced on
+            // its final turn.
+            let parameters = final_report_parameters(writes, |s| {
+                graph.slices().get(s).and_then(|d| d.schema.clone())
+            });
+            let tool = tool_plan(
+                FINAL_REPORT.into(),
+                format!(
+                    "Give the team's answer and end the team: one property per result ({}).",
+                    writes.join(", ")
+                ),
+                parameters,
+            )
+            .map_err(|e| fail(format!("its final_report schema does not compile: {e}")))?;
+            let last = Exit {
+                kind: ExitKind::Final,
+                tool,
+            };
+            vec![last, broadcast_exit(false).map_err(fail)?]
+        }
         // An agent called as a tool: its result goes back to the caller.
         None if n.tool.is_some() => {
             let tool = tool_plan(
@@ -92,7 +120,9 @@ pub(super) fn agent_plan(
         }
     };
     let text_slice = match writes.as_slice() {
+        _ if team.is_some() => None,
         [only] if n.router.is_none() && n.tool.is_none() => Some(only.clone()),
+        [] if plain_advisor => Some(ADVISOR_REPORT.to_string()),
         _ => None,
     };
     session_plan(graph, spec, exits, text_slice, &fail)
@@ -194,21 +224,63 @@ fn session_plan(
     })
 }
 
-/// The part node `n` plays that agents cannot play yet, if any.
-fn unsupported_part(graph: &CompiledGraph, n: &NodeContract) -> Option<String> {
-    for other in graph.registry().nodes() {
-        if let Some(a) = &other.advisors
-            && a.members.contains(&n.id)
-        {
-            return Some(format!("an advisor of `{}`", other.id));
+/// The part node `n` plays in a team, if any.
+enum TeamPart {
+    /// A member: it exits with `team_broadcast` `{"message", "exit"}`.
+    Member,
+    /// The lead of a team node writing these slices: `final_report` (the writes) or
+    /// `team_broadcast` `{"message"}`.
+    Lead(Vec<String>),
+}
+
+/// The part node `n` plays in a team, if any (the validator keeps a node in one team).
+fn team_part(graph: &CompiledGraph, n: &NodeContract) -> Option<TeamPart> {
+    graph.registry().nodes().find_map(|other| {
+        let t = other.team.as_ref()?;
+        if t.lead == n.id {
+            let writes = other
+                .writes
+                .iter()
+                .filter(|w| *w != SYSTEM_SLICE)
+                .cloned()
+                .collect();
+            Some(TeamPart::Lead(writes))
+        } else {
+            t.members.contains(&n.id).then_some(TeamPart::Member)
         }
-        if let Some(t) = &other.team
-            && (t.lead == n.id || t.members.contains(&n.id))
-        {
-            return Some(format!("a member or the lead of team `{}`", other.id));
-        }
-    }
-    None
+    })
+}
+
+/// The `team_broadcast` exit of a member (`{"message", "exit"}`) or of the lead
+/// (`{"message"}`).
+fn broadcast_exit(member: bool) -> Result<Exit, String> {
+    let description = if member {
+        "Send your message to the team (`message`); set `exit` to leave the team. This ends \
+         your turn; your next turn brings what the others said."
+    } else {
+        "Send a message to the team's members (`message`) and start another cycle."
+    };
+    let tool = tool_plan(
+        TEAM_BROADCAST.into(),
+        description.into(),
+        broadcast_parameters(member),
+    )
+    .map_err(|e| format!("its team_broadcast schema does not compile: {e}"))?;
+    let kind = if member {
+        ExitKind::Broadcast
+    } else {
+        ExitKind::LeadBroadcast
+    };
+    Ok(Exit { kind, tool })
+}
+
+/// Whether node `n` is some node's advisor.
+fn advises(graph: &CompiledGraph, n: &NodeContract) -> bool {
+    graph.registry().nodes().any(|o| {
+        o.advisors
+            .as_ref()
+            .is_some_and(|a| a.members.contains(&n.id))
+    })
 }
 
 /// What the model is told `final_report` does.

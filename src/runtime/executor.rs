@@ -371,9 +371,11 @@ impl Executor {
         }
         if let Some(events) = &self.events {
             // Published once committed (docs/spec/events.md), without a store.
+            run.record_values();
             events.before_step(run);
             let status = self.step_quietly(run).await;
             events.after_step(run);
+            run.events_made();
             return status;
         }
         self.step_quietly(run).await

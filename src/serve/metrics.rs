@@ -45,6 +45,10 @@ pub struct Metrics {
     tokens: Family<DirectionLabel, Counter>,
     cost: Counter<f64, AtomicU64>,
     runs_read: Mutex<Option<Instant>>,
+    feeds: Gauge,
+    streams: Gauge,
+    /// Event streams that fell behind their feed's ring (read the store again).
+    pub lags: Counter,
 }
 
 impl Default for Metrics {
@@ -67,6 +71,24 @@ impl Metrics {
             "pactgraph_runs",
             "Runs in the store by status (unexpired)",
             runs.clone(),
+        );
+        let feeds = Gauge::default();
+        let streams = Gauge::default();
+        let lags = Counter::default();
+        registry.register(
+            "pactgraph_event_stream_lags",
+            "Times an event stream fell behind its run's shared feed and read the store again",
+            lags.clone(),
+        );
+        registry.register(
+            "pactgraph_event_feeds",
+            "Runs whose events this server follows now (one store follower each)",
+            feeds.clone(),
+        );
+        registry.register(
+            "pactgraph_event_streams",
+            "Event streams (SSE) open now, sharing those followers",
+            streams.clone(),
         );
         registry.register(
             "pactgraph_steps",
@@ -106,6 +128,9 @@ impl Metrics {
             tokens,
             cost,
             runs_read: Mutex::new(None),
+            feeds,
+            streams,
+            lags,
         }
     }
 
@@ -154,7 +179,13 @@ impl Metrics {
 
     /// The text exposition, the runs by status read from `store` first when the last
     /// read is older than a few seconds.
-    pub async fn render(&self, store: &AnyStore) -> Result<String, ApiError> {
+    pub async fn render(
+        &self,
+        store: &AnyStore,
+        (feeds, streams): (usize, usize),
+    ) -> Result<String, ApiError> {
+        self.feeds.set(i64::try_from(feeds).unwrap_or(i64::MAX));
+        self.streams.set(i64::try_from(streams).unwrap_or(i64::MAX));
         let due = self
             .runs_read
             .lock()

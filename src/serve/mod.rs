@@ -12,12 +12,14 @@ mod auth;
 mod body;
 mod catalog;
 mod error;
+mod feed;
 mod metrics;
 pub mod resume;
 mod routes;
 mod sendable;
 mod server;
 mod state;
+mod trace_values;
 mod ui;
 pub mod views;
 

@@ -14,6 +14,7 @@ use super::ExecutorFor;
 use super::app::router;
 use super::auth::Auth;
 use super::catalog::Catalog;
+use super::feed::Feeds;
 use super::metrics::Metrics;
 use super::state::AppState;
 use crate::runtime::RunEvents;
@@ -159,12 +160,15 @@ pub async fn serve(
         None => None,
     };
     let stop = CancellationToken::new();
+    let events = RunEvents::new();
+    let metrics = Metrics::new();
+    let lags = metrics.lags.clone();
     let state = Arc::new(AppState {
         store: store.clone(),
         catalog: Catalog::new(options.workflows.clone()),
         executor_for: Arc::clone(&executor_for),
         auth: options.token.as_deref().map(Auth::new),
-        metrics: Metrics::new(),
+        metrics,
         tasks: TaskTracker::new(),
         stop: stop.clone(),
         lease: options.lease,
@@ -172,7 +176,8 @@ pub async fn serve(
         streams: Arc::new(tokio::sync::Semaphore::new(options.max_streams)),
         event_poll: options.event_poll,
         keep_alive: options.keep_alive,
-        events: RunEvents::new(),
+        feeds: Arc::new(Feeds::new(events.clone(), lags)),
+        events: events.clone(),
     });
     let app = router(Arc::clone(&state), cors);
     let trigger = stop.clone();

@@ -10,6 +10,7 @@ use tokio_util::task::TaskTracker;
 use super::ExecutorFor;
 use super::auth::Auth;
 use super::catalog::Catalog;
+use super::feed::Feeds;
 use super::metrics::Metrics;
 use crate::runtime::RunEvents;
 use crate::store::AnyStore;
@@ -40,9 +41,11 @@ pub struct AppState {
     pub event_poll: Duration,
     /// How often an idle event stream sends a keep-alive comment.
     pub keep_alive: Duration,
+    /// The event streams' shared followers, one per run followed.
+    pub feeds: Arc<Feeds>,
     /// The live events of the runs driven here (by the embedded workers or a resume):
-    /// an event stream takes the model deltas from it, and the next kept event without
-    /// waiting for its poll.
+    /// the feeds take the next kept event from it without waiting for their poll, and
+    /// the model deltas.
     pub events: RunEvents,
 }
 

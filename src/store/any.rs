@@ -156,6 +156,10 @@ impl Backend for AnyDb {
     async fn wakeups(&self) -> Option<super::Wakeups> {
         either!(self, AnyDb, db => db.wakeups().await)
     }
+
+    async fn event_wakeups(&self, id: crate::runtime::RunId) -> Option<super::Wakeups> {
+        either!(self, AnyDb, db => db.event_wakeups(id).await)
+    }
 }
 
 impl AnyStore {

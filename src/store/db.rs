@@ -344,4 +344,15 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
     fn wakeups(&self) -> impl Future<Output = Option<super::Wakeups>> + Send {
         async { None }
     }
+
+    /// Wakeups when run `id` has new kept events, if the database sends them
+    /// (PostgreSQL's `LISTEN`); `None`: followers poll only.
+    #[doc(hidden)]
+    fn event_wakeups(
+        &self,
+        id: crate::runtime::RunId,
+    ) -> impl Future<Output = Option<super::Wakeups>> + Send {
+        let _ = id;
+        async { None }
+    }
 }

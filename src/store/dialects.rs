@@ -37,6 +37,18 @@ macro_rules! runnable_channel {
 /// See [`runnable_channel`]: what a listener reads the channel's name with.
 pub(crate) const RUNNABLE_CHANNEL: &str = runnable_channel!();
 
+/// The channel a checkpoint announces its run's new events on (its payload the run id),
+/// one per schema as [`runnable_channel`] (`pactgraph_events_` and the MD5 of the
+/// schema's name): `runs watch` and the server's event feeds listen on it.
+macro_rules! events_channel {
+    () => {
+        "'pactgraph_events_' || md5(coalesce(current_schema(), ''))"
+    };
+}
+
+/// See [`events_channel`]: what a follower reads the channel's name with.
+pub(crate) const EVENTS_CHANNEL: &str = events_channel!();
+
 /// SQLite's: its one writer takes the write lock at once; a checkpoint is one insert into
 /// the `checkpoint_events_in` view (migration 0006), whose `INSTEAD OF` trigger inserts
 /// into `checkpoint_in` (migration 0003: its trigger does the fence and the writes), then
@@ -79,8 +91,11 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
     // step rows before it; the events come in the same statement. The clauses see the
     // database as it was before the statement, and the foreign keys are checked at its
     // end (a new document is inserted by the same statement that points the run at it).
-    // One planned statement, not migration 0004's `pactgraph_checkpoint` function (kept
-    // in the schema, unused): a PL/pgSQL call runs its four statements one by one.
+    // One planned statement, not migration 0004's `pactgraph_checkpoint` function
+    // (dropped by migration 6): a PL/pgSQL call runs its four statements one by one.
+    // Followers of the run listening on its schema's events channel are told when it
+    // commits (its payload the run id; NOTIFY is sent at commit, so never for a refused
+    // checkpoint).
     checkpoint: format!(
         "WITH up AS (UPDATE runs SET seq = $2, steps = $3, status = $4, \
            termination_reason = $5, updated_ms = COALESCE($6::BIGINT, {POSTGRES_NOW}), \
@@ -103,8 +118,10 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
            AND $14::TEXT IS NOT NULL AND EXISTS (SELECT 1 FROM up)), \
          ev AS (INSERT INTO events (run_id, seq, event) \
            SELECT $1, $16 + e.n - 1, e.event FROM up, \
-             json_array_elements_text($15::json) WITH ORDINALITY AS e(event, n)) \
-         SELECT * FROM up"
+             json_array_elements_text($15::json) WITH ORDINALITY AS e(event, n)), \
+         nt AS (SELECT pg_notify({}, $1) FROM up) \
+         SELECT up.* FROM up, nt",
+        events_channel!()
     ),
     now_ms: POSTGRES_NOW,
     int_param: "::BIGINT",

@@ -198,6 +198,9 @@ impl<S: RunStore> Driver<'_, S> {
             // Settling wrote its checkpoints (and their events) itself.
             self.continue_events(&run).await?;
         }
+        // The `step` events carry what each node run writes (and `run_started` the input
+        // of a run not started yet): recorded from here, forgotten at each commit.
+        run.record_values();
         match how {
             Continue::AsStored => {}
             Continue::Answer(answer) => {
@@ -300,6 +303,7 @@ impl<S: RunStore> Driver<'_, S> {
         let info = self
             .checkpoint(Checkpoint::new(*seq + 1, &delta, run))
             .await?;
+        run.events_made();
         *seq += 1;
         *batch = Batch::start(run);
         Ok(info)

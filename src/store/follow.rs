@@ -1,12 +1,13 @@
 //! Following a run's events through the store (docs/spec/events.md): [`Follower`] gives
 //! the kept events after a `seq`, the committed ones first, then new ones as they are
-//! committed, until the run ends or pauses. What `runs watch` prints and what an SSE
-//! route serves (`Last-Event-ID` is the `seq` to follow after).
+//! committed, until the run ends or pauses (or, [`Follower::through_pauses`], until it
+//! ends: a paused run answered and resumed by any process goes on). What `runs watch`
+//! prints and what an SSE route serves (`Last-Event-ID` is the `seq` to follow after).
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::{RunStore, StoreError, StoredStatus};
+use super::{RunStore, StoreError, StoredStatus, Wakeups};
 use crate::runtime::{RunEvent, RunId, Subscription};
 
 /// Events read from the store at once.
@@ -26,6 +27,8 @@ pub struct Follower<'a, S> {
     poll: Duration,
     buffered: VecDeque<RunEvent>,
     live: Option<Subscription>,
+    wakeups: Option<Wakeups>,
+    through_pauses: bool,
     ended: Option<StoredStatus>,
 }
 
@@ -49,8 +52,25 @@ impl<'a, S: RunStore> Follower<'a, S> {
             poll: Duration::from_millis(50),
             buffered: VecDeque::new(),
             live: None,
+            wakeups: None,
+            through_pauses: false,
             ended: None,
         }
+    }
+
+    /// Following the run through its pauses, until it ends: a paused run waits for an
+    /// answer (given by any process), and its events go on after the resume.
+    pub fn through_pauses(mut self) -> Self {
+        self.through_pauses = true;
+        self
+    }
+
+    /// Also woken by `wakeups` (from [`RunStore::event_wakeups`]: PostgreSQL tells when
+    /// the run's checkpoint commits): the store is read at once, and polled only every
+    /// ten poll intervals in case a word was lost.
+    pub fn wakeups(mut self, wakeups: Wakeups) -> Self {
+        self.wakeups = Some(wakeups);
+        self
     }
 
     /// Looking for new events every `every` (at least 1 ms).
@@ -72,7 +92,8 @@ impl<'a, S: RunStore> Follower<'a, S> {
         self.after
     }
 
-    /// The run's status once it ended or paused and every event was delivered.
+    /// The run's status once it ended (or paused, unless followed through pauses) and
+    /// every event was delivered.
     pub fn final_status(&self) -> Option<StoredStatus> {
         self.ended.filter(|_| self.buffered.is_empty())
     }
@@ -99,7 +120,8 @@ impl<'a, S: RunStore> Follower<'a, S> {
                 self.buffered.extend(events);
                 continue;
             }
-            if status.is_ended() || status == StoredStatus::AwaitingInput {
+            if status.is_ended() || (status == StoredStatus::AwaitingInput && !self.through_pauses)
+            {
                 self.ended = Some(status);
                 continue;
             }
@@ -113,15 +135,32 @@ impl<'a, S: RunStore> Follower<'a, S> {
     /// last event delivered, or its next kept event (returned: the store has it
     /// committed, since the driver publishes after its commit).
     async fn wait(&mut self) -> Option<RunEvent> {
+        // With the store's wakeups, polling is the fallback for a lost word.
+        let every = if self.wakeups.is_some() {
+            self.poll * 10
+        } else {
+            self.poll
+        };
+        let deadline = tokio::time::Instant::now() + every;
+        let woken = async {
+            match &self.wakeups {
+                Some(w) => w.next().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(woken);
         let Some(live) = &mut self.live else {
-            tokio::time::sleep(self.poll).await;
+            tokio::select! {
+                () = &mut woken => {}
+                () = tokio::time::sleep_until(deadline) => {}
+            }
             return None;
         };
-        let deadline = tokio::time::Instant::now() + self.poll;
         loop {
             let event = tokio::select! {
                 e = live.next() => e,
                 () = tokio::time::sleep_until(deadline) => return None,
+                () = &mut woken => return None,
             };
             let Some(event) = event else {
                 // Every publisher is gone: polling only.

@@ -560,6 +560,14 @@ pub trait RunStore: Send + Sync {
     fn wakeups(&self) -> impl Future<Output = Option<Wakeups>> + Send {
         async { None }
     }
+
+    /// Wakeups when run `id` has new kept events, if the store sends them (PostgreSQL:
+    /// the checkpoint's `NOTIFY`, heard by a `LISTEN` on a connection of its own, which
+    /// [`Follower::wakeups`] takes); `None`, the default and SQLite's: a follower polls.
+    fn event_wakeups(&self, id: RunId) -> impl Future<Output = Option<Wakeups>> + Send {
+        let _ = id;
+        async { None }
+    }
 }
 
 /// Milliseconds since the Unix epoch.

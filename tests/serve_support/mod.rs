@@ -235,7 +235,7 @@ pub fn parse(buf: &[u8]) -> Option<Resp> {
 }
 
 /// The data of complete chunks in `buf`, and how many bytes they took.
-fn dechunk(buf: &[u8]) -> (Vec<u8>, usize) {
+pub fn dechunk(buf: &[u8]) -> (Vec<u8>, usize) {
     let mut out = Vec::new();
     let mut at = 0;
     loop {
@@ -366,11 +366,28 @@ pub fn path_text(p: &Path) -> String {
     p.to_str().expect("UTF-8").to_string()
 }
 
-/// The ask workflow: pauses with a question, ends once answered.
-pub const ASKER: &str = r#"{"workflow": "asker", "slices": {"clarification": {}}, "entry": "root",
-    "supervisors": {"root": {"allow": ["x"],
-      "default": {"ask_clarification": {"question": "which?"}}}},
-    "nodes": {"x": {"supervisor": "root", "writes": ["clarification"],
-      "terminal": true,
-      "triggers": [{"priority": 1, "when": {"path": "/clarification", "exists": true}}],
-      "run": {"set": {"clarification": 1}}}}}"#;
+/// The ask workflow (shared with the command-line tests).
+#[allow(unused_imports)]
+pub use super::support::cli::ASKER;
+
+/// `draft` (a `set` node reading `task`) then `polish` (a program reading `task` and
+/// `draft`, writing `out`), then the supervisor stops. `secret` is a slice no node reads.
+pub const CHAIN: &str = r#"{"workflow": "chain",
+ "slices": {"task": {}, "draft": {}, "out": {}, "secret": {}},
+ "entry": "boss",
+ "supervisors": {"boss": {"allow": ["draft", "polish"],
+   "default": {"stop_global": {"reason": "done"}}}},
+ "nodes": {
+   "draft": {"supervisor": "boss", "reads": ["task"], "writes": ["draft"],
+     "triggers": [{"priority": 2, "when": {"path": "/draft", "exists": false}}],
+     "run": {"set": {"draft": {"text": "first words"}}}},
+   "polish": {"supervisor": "boss", "reads": ["task", "draft"], "writes": ["out"],
+     "triggers": [{"priority": 1, "when": {"path": "/out", "exists": false}}],
+     "run": {"exec": {"argv": ["python3", "polish.py"]}}}}}"#;
+
+/// Writes `out` from what it read: the task and the draft's text.
+pub const POLISH_PY: &str = r#"import json, sys
+req = json.load(sys.stdin)
+s = req["input"]
+print(json.dumps({"out": {"task": s["task"], "from": s["draft"]["text"], "n": 2}}))
+"#;

@@ -296,6 +296,8 @@ impl Request {
 #[derive(Default)]
 struct State {
     script: Mutex<VecDeque<Reply>>,
+    /// Replies kept for the first request whose body contains their needle.
+    routed: Mutex<Vec<(String, Reply)>>,
     requests: Mutex<Vec<Request>>,
     closed: Mutex<Vec<usize>>,
     changed: Notify,
@@ -343,6 +345,17 @@ impl ChatServer {
             .lock()
             .expect("script lock")
             .push_back(reply);
+    }
+
+    /// Keeps `reply` for the first request whose body contains `needle` (before the
+    /// script): concurrent requests (advisors, team members) get each its own answer,
+    /// whichever arrives first. Several replies for one needle are served in order.
+    pub fn route(&self, needle: &str, reply: Reply) {
+        self.state
+            .routed
+            .lock()
+            .expect("routed lock")
+            .push((needle.to_string(), reply));
     }
 
     /// Every request so far, in arrival order.
@@ -402,7 +415,14 @@ async fn serve(mut stream: TcpStream, state: Arc<State>) {
     let Some(request) = read_request(&mut stream).await else {
         return;
     };
-    let reply = state.script.lock().expect("script lock").pop_front();
+    let reply = {
+        let mut routed = state.routed.lock().expect("routed lock");
+        let found = routed
+            .iter()
+            .position(|(needle, _)| request.raw_body.contains(needle.as_str()));
+        found.map(|i| routed.remove(i).1)
+    };
+    let reply = reply.or_else(|| state.script.lock().expect("script lock").pop_front());
     let index = {
         let mut requests = state.requests.lock().expect("requests lock");
         requests.push(request);

@@ -35,6 +35,34 @@ n = req["input"].get("n") or 0
 print(json.dumps({"n": n + 1, "done": n + 1 >= int(os.environ["TICKS"])}))
 "#;
 
+/// One `set` step writing `out`, then the supervisor stops (completed); `deps` can
+/// receive dependency results.
+pub const EMIT: &str = r#"{"workflow": "emit",
+ "slices": {"out": {}, "deps": {}},
+ "entry": "boss",
+ "supervisors": {"boss": {"allow": ["emit"], "default": {"stop_global": {"reason": "done"}}}},
+ "nodes": {"emit": {"supervisor": "boss", "reads": [], "writes": ["out"],
+   "triggers": [{"when": {"path": "/out", "exists": false}}],
+   "run": {"set": {"out": {"v": 1}}}}}}"#;
+
+/// One exec step that exits 3: the run fails (`node_failed`).
+pub const FAIL: &str = r#"{"workflow": "fail",
+ "slices": {"out": {}},
+ "entry": "boss",
+ "supervisors": {"boss": {"allow": ["boom"], "default": {"stop_global": {"reason": "done"}}}},
+ "nodes": {"boom": {"supervisor": "boss", "reads": [], "writes": ["out"],
+   "triggers": [{"when": {"path": "/out", "exists": false}}],
+   "run": {"exec": {"argv": ["python3", "-c", "import sys; sys.exit(3)"]}}}}}"#;
+
+/// The ask workflow: pauses with a question, ends once answered.
+pub const ASKER: &str = r#"{"workflow": "asker", "slices": {"clarification": {}}, "entry": "root",
+    "supervisors": {"root": {"allow": ["x"],
+      "default": {"ask_clarification": {"question": "which?"}}}},
+    "nodes": {"x": {"supervisor": "root", "writes": ["clarification"],
+      "terminal": true,
+      "triggers": [{"priority": 1, "when": {"path": "/clarification", "exists": true}}],
+      "run": {"set": {"clarification": 1}}}}}"#;
+
 /// A ticker workflow of `ticks` exec steps (budget `max_steps`).
 pub fn ticker_json(ticks: u32, max_steps: u32) -> String {
     format!(

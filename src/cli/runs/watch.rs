@@ -1,13 +1,15 @@
 //! `pactgraph runs watch RUN`: follows a run that another process or a worker executes,
 //! through the store: its kept events (docs/spec/events.md) as JSON Lines, the committed
-//! ones first, then new ones as they are committed (polling the store), until the run
-//! ends or pauses.
+//! ones first, then new ones as they are committed (polling the store; on PostgreSQL
+//! woken by the checkpoint's `NOTIFY`, polling kept as the fallback), until the run ends.
+//! A paused run is followed on: once answered and resumed by any process, its events go
+//! on; `--until-pause` stops at the pause instead.
 
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use pactgraph::store::{Follower, StoredStatus};
+use pactgraph::store::{Follower, RunStore, StoredStatus};
 
 use crate::exit;
 use crate::store::{self, StoreArgs};
@@ -23,12 +25,17 @@ pub struct WatchArgs {
     /// How often to look for new events.
     #[arg(long, value_name = "DUR", default_value = "50ms")]
     pub poll: String,
+    /// Stop when the run pauses for an answer (exit 4) instead of following it through
+    /// its resume.
+    #[arg(long)]
+    pub until_pause: bool,
     #[command(flatten)]
     pub store: StoreArgs,
 }
 
 /// `runs watch`: prints the run's events until it ends (exit 0 completed, 1 failed, 3
-/// stopped) or pauses (4); a run already ended prints its history and exits at once.
+/// stopped), or with `--until-pause` until it ends or pauses (4); a run already ended
+/// prints its history and exits at once.
 pub async fn run(args: WatchArgs) -> ExitCode {
     let poll = match store::parse_duration("--poll", &args.poll) {
         Ok(d) => d.max(Duration::from_millis(1)),
@@ -39,6 +46,12 @@ pub async fn run(args: WatchArgs) -> ExitCode {
         Err(code) => return code,
     };
     let mut follower = Follower::new(&store, id, args.after).poll_every(poll);
+    if !args.until_pause {
+        follower = follower.through_pauses();
+    }
+    if let Some(wakeups) = store.event_wakeups(id).await {
+        follower = follower.wakeups(wakeups);
+    }
     let out = std::io::stdout();
     loop {
         let event = match follower.next().await {

@@ -19,6 +19,20 @@ use super::slices::State;
 pub(crate) struct Changes {
     on: bool,
     written: Vec<(usize, String)>,
+    /// The values nodes wrote, per trace item, while a store or an event bus records them
+    /// for the run's `step` events (docs/spec/events.md); `None`: not recorded.
+    values: Option<Box<StepValues>>,
+}
+
+/// What the `run_started` and `step` events of the transitions since the last commit
+/// carry: the run's input (when its first step is among them) and each node run's writes.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StepValues {
+    /// The root slices before the run's first step (`system` left out), when recorded
+    /// from it.
+    pub(crate) input: Option<Value>,
+    /// `(trace index of the node run's item, the object of slices it wrote)`, in order.
+    pub(crate) writes: Vec<(usize, Value)>,
 }
 
 impl PartialEq for Changes {
@@ -39,6 +53,42 @@ impl Changes {
     pub(crate) fn take(&mut self) -> Vec<(usize, String)> {
         self.on = false;
         std::mem::take(&mut self.written)
+    }
+
+    /// Starts recording node writes (and `input`, the run's input when it has not taken
+    /// a step yet), unless already recording.
+    pub(crate) fn record_values(&mut self, input: impl FnOnce() -> Option<Value>) {
+        if self.values.is_none() {
+            self.values = Some(Box::new(StepValues {
+                input: input(),
+                writes: Vec::new(),
+            }));
+        }
+    }
+
+    /// True while node writes are recorded.
+    pub(crate) fn recording_values(&self) -> bool {
+        self.values.is_some()
+    }
+
+    /// Records that the node run whose trace item will be at `index` wrote `writes`.
+    pub(crate) fn wrote(&mut self, index: usize, writes: Value) {
+        if let Some(v) = &mut self.values {
+            v.writes.push((index, writes));
+        }
+    }
+
+    /// What is recorded, if recording.
+    pub(crate) fn values(&self) -> Option<&StepValues> {
+        self.values.as_deref()
+    }
+
+    /// Forgets what was recorded (its events are made), recording on.
+    pub(crate) fn clear_values(&mut self) {
+        if let Some(v) = &mut self.values {
+            v.input = None;
+            v.writes.clear();
+        }
     }
 
     fn record(&mut self, level: usize, key: &str) {

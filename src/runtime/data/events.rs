@@ -42,6 +42,10 @@ pub enum EventKind {
     RunStarted {
         /// The workflow's name.
         workflow: String,
+        /// The run's input: its root slices before the first step (`system` left out),
+        /// when the run was driven by a store or published on a bus from its start.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input: Option<Value>,
     },
     /// One trace item was committed.
     Step {
@@ -49,6 +53,10 @@ pub enum EventKind {
         index: usize,
         /// The item, as in the trace.
         item: TraceItem,
+        /// For a node run: the object of slices it wrote (each replaced whole), when the
+        /// run's events record values (a store's driver, an executor with an event bus).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        writes: Option<Value>,
     },
     /// A chunk of a model's streamed answer (text or tool arguments); never kept.
     ModelDelta {
@@ -231,15 +239,29 @@ pub fn transition_events(
 ) -> Vec<RunEvent> {
     let items = run.trace.items.get(trace_from..).unwrap_or_default();
     let mut kinds = Vec::with_capacity(items.len() + 3);
+    let values = run.step_values();
     if stamp.first_seq <= 1 {
         kinds.push(EventKind::RunStarted {
             workflow: run.workflow.clone(),
+            input: values.and_then(|v| v.input.clone()),
         });
     }
+    // Node writes by trace index, in index order: walked once beside the items.
+    let mut writes = values
+        .map(|v| v.writes.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .peekable();
     for (i, item) in items.iter().enumerate() {
+        let index = trace_from + i;
+        while writes.next_if(|(at, _)| *at < index).is_some() {}
+        let wrote = writes
+            .next_if(|(at, _)| *at == index)
+            .map(|(_, w)| w.clone());
         kinds.push(EventKind::Step {
-            index: trace_from + i,
+            index,
             item: item.clone(),
+            writes: wrote,
         });
     }
     match run.status() {

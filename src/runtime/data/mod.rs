@@ -4,6 +4,7 @@
 //! (`machine`), the effects (`effects`) and the executor all build on it.
 
 mod accounting;
+mod advising;
 mod call_items;
 mod callstack;
 pub(crate) mod changes;
@@ -23,6 +24,7 @@ mod team_state;
 mod trace;
 
 pub use accounting::Accounting;
+pub use advising::{AdvisingRun, Seat, SeatReport, SeatState, SeatStatus};
 pub use call_items::{CallRecord, HttpAttempt, ModelCallItem, ToolCallItem, ToolCallStatus};
 pub use callstack::{Frame, KeptChild, Owed, UncommittedFrame};
 pub use clock::Clock;

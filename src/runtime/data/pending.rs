@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::advising::AdvisingRun;
 use super::team_state::TeamRun;
 use super::trace::{Chain, TraceKind};
 
@@ -132,6 +133,10 @@ pub enum Pending {
     /// A team is under way: its members' next cycle, or its lead's next turn, is next.
     /// Boxed: it carries the team's transcript and progress.
     Team(Box<TeamRun>),
+    /// A primary's advisors are under way, some of them agent sessions: the next round
+    /// of their fork (each live session's next call, at once) is next. Boxed: it carries
+    /// every member's seat.
+    Advising(Box<AdvisingRun>),
 }
 
 impl Pending {
@@ -144,6 +149,7 @@ impl Pending {
             | Pending::Advised { dispatcher, .. }
             | Pending::Session { dispatcher, .. } => dispatcher,
             Pending::Team(team) => &team.dispatcher,
+            Pending::Advising(a) => &a.dispatcher,
             Pending::Call { caller, .. } => caller,
         }
     }

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::accounting::Accounting;
 use super::callstack::{Frame, KeptChild, UncommittedFrame};
-use super::changes::{Changes, SliceWriter};
+use super::changes::{Changes, SliceWriter, StepValues};
 use super::outcome::{AccountingOf, RunOutcome, RunSummary};
 use super::output::Usage;
 use super::pending::Pending;
@@ -18,6 +18,7 @@ use super::session::Session;
 use super::slices::State;
 use super::status::{RunStatus, TerminationReason};
 use super::trace::DecisionTrace;
+use crate::contracts::SYSTEM_SLICE;
 
 /// Where a run stands, as one value: a running run always has a next step, a paused run
 /// a question and the supervisor that asked it, an ended run a reason.
@@ -272,6 +273,37 @@ impl RunState {
     /// `store::Before::tracking`), dropping an earlier log.
     pub(crate) fn track_changes(&mut self) {
         self.changes.start();
+    }
+
+    /// Starts recording what each node run writes (and, before the run's first step, its
+    /// input), for the `step` and `run_started` events the next commits make
+    /// (docs/spec/events.md); [`RunState::events_made`] forgets what they carried. Only a
+    /// store's driver and an executor with an event bus record: other runs pay one branch
+    /// per node run.
+    pub(crate) fn record_values(&mut self) {
+        let fresh = self.steps == 0 && self.trace.items.is_empty();
+        let state = &self.state;
+        self.changes.record_values(|| {
+            fresh.then(|| {
+                Value::Object(
+                    state
+                        .iter()
+                        .filter(|(k, _)| k.as_str() != SYSTEM_SLICE)
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                )
+            })
+        });
+    }
+
+    /// The events of the transitions up to now are made: what they carried is forgotten.
+    pub(crate) fn events_made(&mut self) {
+        self.changes.clear_values();
+    }
+
+    /// What the recorded transitions' events carry, if recording.
+    pub(crate) fn step_values(&self) -> Option<&StepValues> {
+        self.changes.values()
     }
 
     /// The subgraph of the current level (`None` at the root).

@@ -47,6 +47,9 @@ pub struct TeamRun {
     /// A broadcast overflowed: the lead's next turn is final.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub final_next: bool,
+    /// An agent lead's session (its index in the run's sessions), kept across cycles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lead_session: Option<u32>,
 }
 
 /// Who takes a team's next step.
@@ -68,6 +71,9 @@ pub struct MemberProgress {
     pub turns: u32,
     /// How much of the transcript it has been given.
     pub seen: usize,
+    /// An agent member's session (its index in the run's sessions), kept across cycles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<u32>,
 }
 
 /// A member's status, as the team slice reports it.
@@ -190,6 +196,7 @@ impl TeamRun {
                         status: MemberStatus::Active,
                         turns: 0,
                         seen: 0,
+                        session: None,
                     };
                     (m.clone(), p)
                 })
@@ -197,6 +204,7 @@ impl TeamRun {
             lead_turns: 0,
             lead_seen: 0,
             final_next: false,
+            lead_session: None,
         }
     }
 
@@ -367,6 +375,7 @@ mod tests {
             lead_turns: 3,
             lead_seen: 0,
             final_next: false,
+            lead_session: None,
         };
         for (i, status) in [
             MemberStatus::Active,
@@ -381,6 +390,7 @@ mod tests {
                 status,
                 turns: 7,
                 seen: 1,
+                session: None,
             };
             run.members.insert(format!("m{i}"), p);
         }

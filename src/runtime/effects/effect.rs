@@ -155,7 +155,12 @@ impl Call {
             Call::Program(_, _, ids) => ids.map(|i| i.attempt),
             Call::Model(m) => Some(m.ids.attempt),
             Call::Tools(calls) => calls.first().and_then(|t| t.call.attempt()),
-            Call::Policy(..) | Call::Fork(_) => None,
+            // A fork of sessions: its sessions' calls share the step's attempt.
+            Call::Fork(members) => members.iter().find_map(|m| match &m.call {
+                MemberCall::Session(c) => c.attempt(),
+                _ => None,
+            }),
+            Call::Policy(..) => None,
         }
     }
 
@@ -178,7 +183,14 @@ impl Call {
                     t.call.set_attempt(n);
                 }
             }
-            Call::Policy(..) | Call::Fork(_) => {}
+            Call::Fork(members) => {
+                for m in members {
+                    if let MemberCall::Session(c) = &mut m.call {
+                        c.set_attempt(n);
+                    }
+                }
+            }
+            Call::Policy(..) => {}
         }
     }
 }
@@ -207,12 +219,14 @@ impl Effect {
     /// Which attempt of its step's node call it is: what its program reads as `attempt`
     /// on stdin and `PACTGRAPH_ATTEMPT`, and its handler as [`NodeInput::attempt`]. 1 for
     /// a step's first call, higher for a node `retry` policy's later ones, or when a driver
-    /// runs a step again (after a crash, say). Always 1 for a policy call or a fork.
+    /// runs a step again (after a crash, say). Always 1 for a policy call or a fork of
+    /// plain members; a fork of agent sessions has its sessions' calls' attempt.
     pub fn attempt(&self) -> u32 {
         self.call.attempt().unwrap_or(1)
     }
 
-    /// Makes this call attempt `n` (at least 1). A policy call or a fork has no attempt.
+    /// Makes this call attempt `n` (at least 1). A policy call has no attempt; in a fork,
+    /// only its agent sessions' calls have one.
     pub fn set_attempt(&mut self, n: u32) {
         self.call.set_attempt(n.max(1));
     }
@@ -301,6 +315,9 @@ pub(crate) enum MemberCall {
     Constant(Writes),
     /// It may not run (its `max_visits` is used up): a failure report, nothing run.
     Refused(String),
+    /// An agent member's next call: a model call or its last reply's tool calls (a
+    /// [`Call::Model`] or [`Call::Tools`]); its report carries what the call produced.
+    Session(Call),
 }
 
 /// How a member's run ended.
@@ -309,16 +326,6 @@ pub(crate) enum ReportStatus {
     Ok = 0,
     Failed = 1,
     Timeout = 2,
-}
-
-impl ReportStatus {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            ReportStatus::Ok => "ok",
-            ReportStatus::Failed => "failed",
-            ReportStatus::Timeout => "timeout",
-        }
-    }
 }
 
 /// What one member gave.
@@ -335,6 +342,8 @@ pub(crate) struct Report {
     pub(crate) duration_us: u64,
     /// The run was cancelled while it ran.
     pub(crate) cancelled: bool,
+    /// An agent member's call: what it produced (a reply, tool results), for its session.
+    pub(crate) produced: Option<Result<Produced, Fault>>,
 }
 
 /// The stdin of a node program:

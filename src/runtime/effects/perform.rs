@@ -147,6 +147,24 @@ impl Performer<'_> {
     async fn run_member(self, m: Member) -> Report {
         let t0 = self.clock.timer();
         let result = match m.call {
+            MemberCall::Session(call) => {
+                // An agent member's call: its own time limit and the run's cancellation
+                // abort it (the model's HTTP request or the tool programs).
+                let produced = Box::pin(self.session_call(m.limit, call)).await;
+                let cancelled = produced.as_ref().err() == Some(&Fault::Cancelled);
+                return Report {
+                    advisor: m.id,
+                    status: ReportStatus::Ok,
+                    output: None,
+                    broadcast: None,
+                    exit: false,
+                    usage: None,
+                    error: None,
+                    duration_us: elapsed(t0),
+                    cancelled,
+                    produced: Some(produced),
+                };
+            }
             // Constants are read as the role's envelope (a team member's may broadcast).
             MemberCall::Constant(w) => accept_as(w.into(), m.role)
                 .map_err(|e| Fault::InvalidOutput(format!("sent an invalid output: {e}"))),
@@ -188,6 +206,30 @@ impl Performer<'_> {
             error,
             duration_us,
             cancelled,
+            produced: None,
+        }
+    }
+
+    /// An agent member's call (a model call, or a reply's tool calls) under the member's
+    /// time limit: passing it aborts the call, a `timeout`.
+    async fn session_call(self, limit: Option<Duration>, call: Call) -> Result<Produced, Fault> {
+        let work = async {
+            match call {
+                Call::Model(m) => self.call_model(limit, *m).await,
+                Call::Tools(calls) => Ok(Produced::ToolResults(self.call_tools(calls).await)),
+                _ => Err(Fault::Failed(
+                    "was given a call that is not a session's".into(),
+                )),
+            }
+        };
+        match limit {
+            Some(d) => tokio::time::timeout(d, work).await.unwrap_or_else(|_| {
+                Err(Fault::Timeout(format!(
+                    "did not finish within its time limit of {} ms",
+                    d.as_millis()
+                )))
+            }),
+            None => work.await,
         }
     }
 }

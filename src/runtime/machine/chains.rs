@@ -99,6 +99,7 @@ impl<'e> Planner<'e> {
             Pending::Decide { .. }
             | Pending::Handoff { .. }
             | Pending::Advised { .. }
+            | Pending::Advising(_)
             | Pending::Team(_)
             | Pending::Session { .. }
             | Pending::Deciding { .. } => {}
@@ -177,6 +178,7 @@ impl Tx<'_> {
         if let Err((reason, msg)) = self.check_writes(level, np, &writes) {
             return self.fail_after_run(reason, msg, dispatcher, (&np.id, duration_us), usage);
         }
+        self.note_writes(&writes);
         self.apply_writes(writes);
         let run = extra.as_deref().map_or(1, |x| x.run);
         let it = self.record(kind, Some(Arc::clone(&dispatcher)));

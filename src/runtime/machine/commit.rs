@@ -234,6 +234,7 @@ impl Tx<'_> {
             return self.fail_after_run(reason, msg, dispatcher, (&np.id, duration_us), usage);
         }
         // All checks passed: apply the writes in one go.
+        self.note_writes(&writes);
         self.apply_writes(writes);
         let it = self.record(kind, Some(Arc::clone(&dispatcher)));
         it.source = source;
@@ -275,6 +276,16 @@ impl Tx<'_> {
                     supervisor: dispatcher,
                 });
             }
+        }
+    }
+
+    /// Records what the node run whose trace item comes next wrote, when the run's events
+    /// carry it (`RunState::record_values`); one branch otherwise.
+    #[inline(always)]
+    pub(crate) fn note_writes(&mut self, writes: &Value) {
+        if self.run.changes.recording_values() {
+            let index = self.run.trace.items.len();
+            self.run.changes.wrote(index, writes.clone());
         }
     }
 

@@ -48,7 +48,7 @@ impl<'e> Planner<'e> {
             let gate = check_node(run, plan.graph.budgets(), &np.id, contract.max_visits)
                 .and_then(|()| self.fork_effect(run, np, spec));
             step.stage = match gate {
-                Ok(effect) => Stage::Waiting {
+                Ok((effect, seats)) => Stage::Waiting {
                     effect: Some(Box::new(effect)),
                     then: Awaiting::Fork(Planned {
                         level,
@@ -63,6 +63,8 @@ impl<'e> Planner<'e> {
                             chain,
                             reports: Vec::new(),
                             owed: extra.map(|x| x.owed).unwrap_or_default(),
+                            seats,
+                            round: None,
                         }),
                     }),
                 },

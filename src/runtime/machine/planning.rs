@@ -6,18 +6,18 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::agent::Routed;
+use super::agent::{Routed, feed_seats, resolve_session};
 use super::budgets::check_clock;
 use super::commit::Tx;
 use super::decide::Callee;
 use super::decisions::{choice_label, decision_reason, resolve};
 use super::planner::Planner;
 use super::step::{
-    Awaiting, Decided, Level, NodeResult, NodeTarget, Ran, SessionWork, Stage, StageExtra, Step,
-    TeamTurn, Then, ready,
+    Awaiting, Decided, Level, NodeResult, NodeTarget, Ran, Stage, StageExtra, Step, TeamTurn, Then,
+    ready,
 };
 use crate::contracts::{RoutingDecision, SupervisorOutput};
-use crate::runtime::data::{Chain, Clock, Pending, RunState, RunStatus, ToolCallStatus, TraceKind};
+use crate::runtime::data::{Chain, Clock, Pending, RunState, RunStatus, TraceKind};
 use crate::runtime::effects::{EffectOutput, Fault, Produced};
 use crate::runtime::plan::{Plan, PolicyRun};
 
@@ -133,7 +133,9 @@ impl<'e> Planner<'e> {
                 if let Then::Fork(fs) = &mut planned.then
                     && let Ok(Produced::Reports(r)) = output.result
                 {
-                    fs.reports = r;
+                    // Agent members' calls feed their seats; the others are plain
+                    // members' reports.
+                    fs.reports = feed_seats(r, &mut fs.seats, output.attempt);
                 }
                 step.stage = Stage::Ready(planned);
             }
@@ -143,9 +145,14 @@ impl<'e> Planner<'e> {
             } => {
                 if let Then::Team(ts) = &mut planned.then {
                     match &mut ts.turn {
-                        TeamTurn::Members(reports) => {
+                        TeamTurn::Members { reports, seats, .. } => {
                             if let Ok(Produced::Reports(r)) = output.result {
-                                *reports = r;
+                                *reports = feed_seats(r, seats, output.attempt);
+                            }
+                        }
+                        TeamTurn::LeadSeat { seat, .. } => {
+                            if let Ok(Produced::Reports(r)) = output.result {
+                                feed_seats(r, std::slice::from_mut(seat), output.attempt);
                             }
                         }
                         TeamTurn::Lead {
@@ -324,6 +331,7 @@ impl<'e> Planner<'e> {
                 self.plan_routed(run, level, pending, step);
             }
             Pending::Team(team) => self.plan_pending_team(run, level, team, step),
+            Pending::Advising(adv) => self.plan_pending_advising(run, level, adv, step),
             Pending::Session { .. } => self.plan_pending_session(run, level, pending, step),
         }
     }
@@ -359,70 +367,6 @@ impl<'e> Planner<'e> {
             advised,
         };
         self.plan_node(run, level, None, None, target, step);
-    }
-}
-
-/// Feeds a session's effect output (a model's reply, or its tool calls' results) to
-/// the work waiting on it.
-fn resolve_session(work: &mut SessionWork, output: EffectOutput) {
-    match work {
-        SessionWork::Model {
-            result,
-            attempt,
-            duration_us,
-            ..
-        } => {
-            *attempt = output.attempt;
-            *duration_us = output.duration_us;
-            *result = Some(match output.result {
-                Ok(Produced::Reply(reply)) => Ok(*reply),
-                Ok(_) => Err(Fault::Failed(
-                    "was given something other than a model's reply".into(),
-                )),
-                Err(f) => Err(f),
-            });
-        }
-        SessionWork::Tools(outcomes) => match output.result {
-            Ok(Produced::ToolResults(results)) => {
-                for r in results {
-                    let Some(o) = outcomes.get_mut(r.index) else {
-                        continue;
-                    };
-                    o.duration_us = r.duration_us;
-                    match r.result {
-                        Ok(out) => {
-                            o.usage = out.usage;
-                            o.content = Some(serde_json::Value::Object(out.writes).to_string());
-                        }
-                        Err(fault) => {
-                            o.cancelled = fault == Fault::Cancelled;
-                            o.status = match fault {
-                                Fault::Timeout(_) => ToolCallStatus::Timeout,
-                                _ => ToolCallStatus::Failed,
-                            };
-                            let error = format!("tool `{}` {}", o.tool, fault_words(&fault));
-                            o.content = Some(super::agent::error_content(&error));
-                            o.error = Some(error);
-                        }
-                    }
-                }
-            }
-            Ok(_) | Err(_) => {
-                for o in outcomes.iter_mut().filter(|o| o.content.is_none()) {
-                    o.cancelled = true;
-                }
-            }
-        },
-        SessionWork::Failed(_) => {}
-    }
-}
-
-/// A tool's failure as the model is told it.
-fn fault_words(fault: &Fault) -> String {
-    match fault {
-        Fault::Failed(m) | Fault::Permanent(m) => format!("failed: {m}"),
-        Fault::Timeout(m) | Fault::InvalidOutput(m) => m.clone(),
-        Fault::Cancelled => "was cancelled".into(),
     }
 }
 

@@ -24,8 +24,8 @@ use super::budgets::GuardStop;
 use crate::contracts::{Advisors, RetryPolicy, StopGlobal, StopLocal, Team};
 use crate::model::ChatMessage;
 use crate::runtime::data::{
-    Chain, ChainTrigger, NodeOutput, Owed, RunState, TeamRun, TerminationReason, ToolCallStatus,
-    ToolCaller, TraceItem, TraceKind, Usage,
+    AdvisingRun, Chain, ChainTrigger, NodeOutput, Owed, RunState, TeamRun, TerminationReason,
+    ToolCallStatus, ToolCaller, TraceItem, TraceKind, Usage,
 };
 use crate::runtime::effects::{Call, Effect, Fault, ModelReply, Report};
 use crate::runtime::plan::agent::AgentPlan;
@@ -221,9 +221,38 @@ pub(crate) struct ForkStep<'e> {
     pub(crate) kind: TraceKind,
     pub(crate) source: Option<Arc<str>>,
     pub(crate) chain: Option<Chain>,
+    /// The plain members' reports (in `members` order) once the fork is performed.
     pub(crate) reports: Vec<Report>,
     /// Routers whose own handoff is owed (see [`Pending::Handoff`]), kept for the primary.
     pub(crate) owed: Vec<Arc<str>>,
+    /// The agent members this step advances (in `members` order), each by one call.
+    pub(crate) seats: Vec<SeatStep<'e>>,
+    /// The fork under way (`None`: this step begins it).
+    pub(crate) round: Option<Box<AdvisingRun>>,
+}
+
+/// One agent session of a fork (ADR 0040), advanced by one call in this step: the member,
+/// its session (or the opening that begins it) and the call's work.
+pub(crate) struct SeatStep<'e> {
+    /// The member's place among the fork's members.
+    pub(crate) position: usize,
+    pub(crate) np: &'e NodePlan,
+    pub(crate) agent: &'e AgentPlan,
+    /// The session's index in the run's sessions; `None` for the session this step
+    /// begins with `opening`.
+    pub(crate) session: Option<u32>,
+    /// The messages this step adds before its call: a new session's head, or a team
+    /// turn's inbox.
+    pub(crate) opening: Vec<ChatMessage>,
+    pub(crate) work: SessionWork,
+    /// Whether the fork's effect makes a call for it (else its work is complete).
+    pub(crate) calls: bool,
+    /// Whether the agent's own `max_turns` bounds the session (an advisor's); a team's
+    /// turn limits bound its members' and lead's instead.
+    pub(crate) own_turns: bool,
+    /// Its tool calls passed the member's time limit (what to say): it fails `timeout`
+    /// once they are recorded.
+    pub(crate) timed_out: Option<String>,
 }
 
 /// An agent session's step, planned: whose session it is (kept for the step that ends
@@ -410,8 +439,22 @@ pub(crate) struct TeamStep<'e> {
 // Lives boxed in its step (`Then::Team`): the lead's output inline costs nothing more.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum TeamTurn<'e> {
-    /// A member cycle: the reports once the fork is performed (in `members` order).
-    Members(Vec<Report>),
+    /// A member cycle: the plain members' reports once the fork is performed (in
+    /// `members` order) and the agent members' seats; `tools`: the cycle's second
+    /// round, answering the tool calls of the agent members' replies (no new turn).
+    Members {
+        reports: Vec<Report>,
+        seats: Vec<SeatStep<'e>>,
+        tools: bool,
+    },
+    /// An agent lead's turn (its model call), or with `tools` the tool calls of its
+    /// last reply; where the team node's control goes if the turn is final.
+    LeadSeat {
+        lead: &'e NodePlan,
+        after: After<'e>,
+        seat: SeatStep<'e>,
+        tools: bool,
+    },
     /// The lead's turn: whether it must be final, where the team node's control goes if it
     /// is, and its output once performed.
     Lead {

@@ -15,6 +15,13 @@ use crate::model::client::ChatClient;
 /// The exit tool of a node that writes slices.
 pub(crate) const FINAL_REPORT: &str = "final_report";
 
+/// The property of an advisor's `final_report` when the advisor writes no slice: its
+/// report's text.
+pub(crate) const ADVISOR_REPORT: &str = "report";
+
+/// The exit tool of a team member, and the lead's tool to start another cycle.
+pub(crate) const TEAM_BROADCAST: &str = "team_broadcast";
+
 /// The exit tool of a router.
 pub(crate) const HANDOFF_TO: &str = "handoff_to";
 
@@ -36,6 +43,12 @@ pub(crate) enum ExitKind {
     Report { answers: bool },
     /// A router's `$route` (`agent`) and `$message` (`message`): `handoff_to`.
     Handoff,
+    /// A team member's `$broadcast` (`message`) and `$exit` (`exit`): `team_broadcast`.
+    Broadcast,
+    /// A team lead's `$broadcast` (`message`), starting another cycle: `team_broadcast`.
+    LeadBroadcast,
+    /// A team lead's answer (`final_report`): the team node's writes, `$final: true`.
+    Final,
     /// A supervisor's decision (`route`): its arguments are read when the decision is
     /// planned (see `machine/agent/policy.rs`).
     Route,
@@ -137,6 +150,37 @@ pub(crate) fn final_report_parameters(
         "required": writes,
         "additionalProperties": false,
     })
+}
+
+/// The `final_report` parameters of an advisor that writes no slice:
+/// `{"report": string}`, required, no others.
+pub(crate) fn advisor_report_parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {ADVISOR_REPORT: {"type": "string"}},
+        "required": [ADVISOR_REPORT],
+        "additionalProperties": false,
+    })
+}
+
+/// The `team_broadcast` parameters: `{"message": string, "exit": boolean}` for a
+/// member, `{"message": string}` for the lead; all required, no others.
+pub(crate) fn broadcast_parameters(member: bool) -> Value {
+    if member {
+        json!({
+            "type": "object",
+            "properties": {"message": {"type": "string"}, "exit": {"type": "boolean"}},
+            "required": ["message", "exit"],
+            "additionalProperties": false,
+        })
+    } else {
+        json!({
+            "type": "object",
+            "properties": {"message": {"type": "string"}},
+            "required": ["message"],
+            "additionalProperties": false,
+        })
+    }
 }
 
 /// The `handoff_to` parameters for a router choosing among `destinations`.

@@ -32,7 +32,10 @@ pub async fn healthz(State(state): State<Shared>) -> Response {
 
 /// `GET /metrics`: Prometheus text.
 pub async fn metrics(State(state): State<Shared>) -> Result<Response, ApiError> {
-    let text = state.metrics.render(&state.store).await?;
+    let text = state
+        .metrics
+        .render(&state.store, state.feeds.counts())
+        .await?;
     Ok((
         [(
             CONTENT_TYPE,

@@ -15,11 +15,12 @@ use super::super::error::ApiError;
 use super::super::resume::{ResumeRefused, plan_resume};
 use super::super::sendable;
 use super::super::state::Shared;
+use super::super::trace_values::trace_with_values;
 use super::super::views::{links, list_rows, show_json};
 use crate::runtime::{Executor, RunId, RunRecord, StartError, document_dir};
 use crate::store::{
-    Continue, CreateOptions, Dependencies, DriveOptions, RunFilter, StoreError, StoredRun,
-    StoredStatus, local_owner,
+    Continue, CreateOptions, Dependencies, DriveOptions, OnDepFailure, RunFilter, StoreError,
+    StoredRun, StoredStatus, local_owner,
 };
 
 /// The default page size of `GET /api/runs`.
@@ -123,14 +124,48 @@ pub async fn show(
     Ok(Json(value))
 }
 
-/// `GET /api/runs/{id}/trace`: the decision trace (a JSON array).
+/// `GET /api/runs/{id}/trace` query.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceQuery {
+    values: Option<bool>,
+}
+
+/// Events read from the store at once for `?values=true`.
+const EVENTS_PAGE: usize = 1000;
+
+/// `GET /api/runs/{id}/trace[?values=true]`: the decision trace (a JSON array); with
+/// `values`, each node run's item also holds `values: {input, writes}` (see
+/// `serve::trace_values`).
 pub async fn trace(
     State(state): State<Shared>,
     UrlPath(key): UrlPath<String>,
+    q: Result<Query<TraceQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    let q = query(q)?;
     let stored = load(&state, &key).await?;
-    let value = show_json(&stored, true, false);
-    Ok(Json(value["trace"].clone()))
+    if q.values != Some(true) {
+        let value = show_json(&stored, true, false);
+        return Ok(Json(value["trace"].clone()));
+    }
+    let id = stored.info.id;
+    let mut events = Vec::new();
+    loop {
+        let after = events
+            .last()
+            .map_or(0, |e: &crate::runtime::RunEvent| e.seq);
+        let page = sendable::events(&state.store, id, after, EVENTS_PAGE).await?;
+        let full = page.len() == EVENTS_PAGE;
+        events.extend(page);
+        if !full {
+            break;
+        }
+    }
+    Ok(Json(trace_with_values(
+        &stored.record.run.trace().items,
+        &events,
+        &stored.record.document,
+    )))
 }
 
 /// `GET /api/runs/{id}/state`: the last committed state.
@@ -168,13 +203,18 @@ pub struct CreateBody {
     ttl: Option<String>,
     #[serde(default)]
     after: Vec<String>,
+    dep_timeout: Option<String>,
+    on_dep_failure: Option<String>,
+    dep_result: Option<String>,
 }
 
-/// `POST /api/runs` `{"workflow", "input", "name"?, "ttl"?, "after"?}`: 201 `{"run_id",
-/// "status"}`, the run queued (or waiting on `after`) for a worker.
+/// `POST /api/runs` `{"workflow", "input", "name"?, "ttl"?, "after"?, "dep_timeout"?,
+/// "on_dep_failure"?, "dep_result"?}`: 201 `{"run_id", "status"}`, the run queued (or
+/// waiting on `after`) for a worker, as `run --detach` stores it (the dependency fields
+/// are `run`'s `--dep-timeout`, `--on-dep-failure` and `--dep-result`).
 pub async fn create(
     State(state): State<Shared>,
-    JsonBody(body): JsonBody<CreateBody>,
+    JsonBody(mut body): JsonBody<CreateBody>,
 ) -> Result<Response, ApiError> {
     let catalog = state.catalog.clone();
     let name = body.workflow.clone();
@@ -209,7 +249,7 @@ pub async fn create(
         .base_dir(&base_dir)
         .build()
         .map_err(|e| ApiError::bad("invalid_workflow", e.to_string()))?;
-    let input = body.input.unwrap_or_else(|| json!({}));
+    let input = body.input.take().unwrap_or_else(|| json!({}));
     let run = executor.start(input).map_err(|e| input_error(&e))?;
     let mut record = RunRecord::new(doc, run);
     record.workflow_file = Some(path.display().to_string());
@@ -221,12 +261,8 @@ pub async fn create(
     if let Some(ttl) = ttl {
         options = options.ttl(ttl);
     }
-    if !body.after.is_empty() {
-        let mut after = Vec::with_capacity(body.after.len());
-        for key in &body.after {
-            after.push(find(&state, key).await?);
-        }
-        options = options.after(Dependencies::new(after));
+    if let Some(deps) = dependencies(&state, &body, &record).await? {
+        options = options.after(deps);
     }
     let info = sendable::create(&state.store, &record, &options)
         .await
@@ -239,6 +275,61 @@ pub async fn create(
         Json(json!({"run_id": info.id, "status": info.status})),
     )
         .into_response())
+}
+
+/// The dependencies `body` names (`None` without `after`): each run found (404 when one is
+/// not), `dep_timeout` a duration, `on_dep_failure` `abort` or `continue`, `dep_result` a
+/// slice the workflow declares; a dependency field without `after` is a 400, as `run`'s
+/// options are a usage error without `--after`.
+async fn dependencies(
+    state: &Shared,
+    body: &CreateBody,
+    record: &RunRecord,
+) -> Result<Option<Dependencies>, ApiError> {
+    if body.after.is_empty() {
+        let given = [
+            ("dep_timeout", body.dep_timeout.is_some()),
+            ("on_dep_failure", body.on_dep_failure.is_some()),
+            ("dep_result", body.dep_result.is_some()),
+        ];
+        if let Some((field, _)) = given.iter().find(|(_, set)| *set) {
+            return Err(ApiError::bad(
+                "bad_request",
+                format!("`{field}` needs `after` (the runs this one waits for)"),
+            ));
+        }
+        return Ok(None);
+    }
+    let mut after = Vec::with_capacity(body.after.len());
+    for key in &body.after {
+        after.push(find(state, key).await?);
+    }
+    let mut deps = Dependencies::new(after);
+    if let Some(t) = &body.dep_timeout {
+        deps = deps.timeout(duration("dep_timeout", t)?);
+    }
+    if let Some(p) = &body.on_dep_failure {
+        let policy = OnDepFailure::parse(p).ok_or_else(|| {
+            ApiError::bad(
+                "bad_request",
+                format!("on_dep_failure `{p}`: expected `abort` or `continue`"),
+            )
+        })?;
+        deps = deps.on_failure(policy);
+    }
+    if let Some(slice) = &body.dep_result {
+        if !record.document.slices.contains_key(slice.as_str()) {
+            return Err(ApiError::bad(
+                "bad_request",
+                format!(
+                    "dep_result `{slice}`: workflow `{}` declares no slice `{slice}`",
+                    body.workflow
+                ),
+            ));
+        }
+        deps = deps.result_slice(slice);
+    }
+    Ok(Some(deps))
 }
 
 /// A duration (`30m`, `24h`, `7d`), or a 400.

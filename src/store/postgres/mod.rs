@@ -25,6 +25,7 @@ pub(crate) use self::open::redact;
 use self::conns::{Conn, Conns};
 use super::clock::Clock;
 use super::db::Backend;
+use super::dialects::{EVENTS_CHANNEL, RUNNABLE_CHANNEL};
 use super::format::shared_options;
 use super::sql::Store;
 use super::{Durability, StoreError};
@@ -99,6 +100,10 @@ impl Backend for PgDb {
     }
 
     async fn wakeups(&self) -> Option<super::Wakeups> {
-        listen::listen(self.conns.options()).await
+        listen::listen(self.conns.options(), RUNNABLE_CHANNEL, None).await
+    }
+
+    async fn event_wakeups(&self, id: crate::runtime::RunId) -> Option<super::Wakeups> {
+        listen::listen(self.conns.options(), EVENTS_CHANNEL, Some(id.to_string())).await
     }
 }

@@ -209,6 +209,10 @@ impl<B: Backend> RunStore for Store<B> {
         self.db().wakeups().await
     }
 
+    async fn event_wakeups(&self, id: RunId) -> Option<Wakeups> {
+        self.db().event_wakeups(id).await
+    }
+
     async fn events(
         &self,
         id: RunId,

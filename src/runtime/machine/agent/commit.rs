@@ -346,7 +346,7 @@ impl Tx<'_> {
     }
 
     /// What session `index`'s calls took so far (see [`session_totals`]).
-    fn session_totals(&self, index: u32) -> (u64, Option<Usage>) {
+    pub(crate) fn session_totals(&self, index: u32) -> (u64, Option<Usage>) {
         session_totals(self.run, index)
     }
 }
@@ -400,7 +400,7 @@ pub(crate) fn call_usage(price: Option<&Price>, usage: Option<&crate::model::Usa
 /// One failed HTTP attempt in words, for the item's `reason`: its error (which names
 /// the HTTP status). Its timings are fields of the item only, so the words are the same
 /// on every run of the same script.
-fn attempt_words(a: &HttpAttempt) -> String {
+pub(super) fn attempt_words(a: &HttpAttempt) -> String {
     match a.status {
         Some(s) if !a.error.contains(&format!("HTTP {s}")) => format!("HTTP {s}: {}", a.error),
         _ => a.error.clone(),

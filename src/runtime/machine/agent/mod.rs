@@ -11,6 +11,9 @@
 //!   as the decision;
 //! - `tool.rs`: an agent called as a tool: its session planned under its caller's, and
 //!   its exit answering the caller's call;
+//! - `resolve.rs`: an effect's output (a reply, tool results) fed to the step's work;
+//! - `seats.rs`: forks of sessions (ADR 0040): several sessions advanced together, one
+//!   call each per step, as members of one fork effect (agent advisors, team members and leads);
 //! - `commit.rs`: committing a model call or the tool calls: the conversation grows, the
 //!   usage is counted, and the session goes on, ends the node, or fails it.
 //!
@@ -20,8 +23,13 @@ mod commit;
 mod plan;
 mod policy;
 mod reply;
+mod resolve;
+mod seat_commit;
+mod seats;
 mod templates;
 mod tool;
 
 pub(crate) use policy::Routed;
 pub(crate) use reply::error_content;
+pub(crate) use resolve::resolve_session;
+pub(crate) use seats::{SeatEnd, feed_seats, mid_turn};

@@ -181,7 +181,7 @@ impl<'e> Planner<'e> {
         };
         let effect = match unanswered(conversation) {
             Some((reply, answered)) => {
-                let work = self.tool_work(run, ss.agent, &reply.tool_calls[answered..]);
+                let work = self.tool_work(run, ss.agent, &reply.tool_calls[answered..], run.steps);
                 if let Some(called) = work.agent {
                     // An agent tool's call comes first: its session's step.
                     let caller = ToolCaller {
@@ -216,6 +216,66 @@ impl<'e> Planner<'e> {
             }
         };
         step.stage = session_stage(level, ss, effect);
+    }
+
+    /// What a session under way in a fork (ADR 0040) does next, as the `offset`-th step
+    /// of this one: the tool calls of its last reply when they are unanswered, else its
+    /// next model call (the first exit forced on its last turn). Gives the work, the call
+    /// to make (`None` when every tool call was answered while planning) and the steps it
+    /// counts. An agent tool is not called from a fork: that call is answered as a
+    /// mistake.
+    pub(crate) fn session_next(
+        &self,
+        run: &RunState,
+        (id, agent): (&Arc<str>, &'e AgentPlan),
+        conversation: &Session,
+        offset: u32,
+    ) -> (SessionWork, Option<Call>, u32) {
+        let step = run.steps.saturating_add(offset);
+        match unanswered(conversation) {
+            Some((reply, answered)) => {
+                let calls = &reply.tool_calls[answered..];
+                let mut work = self.tool_work(run, agent, calls, step);
+                if work.agent.is_some()
+                    && let Some(call) = calls.first()
+                {
+                    let error = format!(
+                        "tool `{}` is an agent, which an advisor or a team member cannot call",
+                        call.name
+                    );
+                    work.outcomes.insert(
+                        0,
+                        ToolOutcome {
+                            call_id: call.id.clone(),
+                            tool: call.name.as_str().into(),
+                            status: ToolCallStatus::Invalid,
+                            content: Some(error_content(&error)),
+                            error: Some(error),
+                            usage: None,
+                            duration_us: 0,
+                            cancelled: false,
+                        },
+                    );
+                }
+                let n = u32::try_from(work.outcomes.len()).unwrap_or(u32::MAX);
+                let invocations = work.invocations;
+                let call = (!invocations.is_empty()).then_some(Call::Tools(invocations));
+                (SessionWork::Tools(work.outcomes), call, n)
+            }
+            None => {
+                let turn = conversation.turns().saturating_add(1);
+                let work = SessionWork::Model {
+                    turn,
+                    result: None,
+                    attempt: 1,
+                    duration_us: 0,
+                };
+                let force = turn >= agent.max_turns();
+                let messages = conversation.messages.clone();
+                let call = model_call(run, (id, agent), (messages, turn), force, step);
+                (work, Some(call), 1)
+            }
+        }
     }
 
     /// The effect of model call `turn` of session `ss`, sending `messages`: the exit
@@ -263,7 +323,13 @@ impl<'e> Planner<'e> {
     /// steps of its own). Call `i` is step `run.steps + i`: every call counts against
     /// `max_steps` before it starts, so the calls with no step left are `skipped`, not run
     /// (ADR 0042; the run then stops at its next step with `max_steps_exceeded`).
-    fn tool_work(&self, run: &RunState, agent: &AgentPlan, calls: &[ToolCall]) -> ToolWork<'e> {
+    fn tool_work(
+        &self,
+        run: &RunState,
+        agent: &AgentPlan,
+        calls: &[ToolCall],
+        base: u32,
+    ) -> ToolWork<'e> {
         let max_steps = self.plan.graph.budgets().max_steps;
         let room = usize::try_from(max_steps.saturating_sub(run.steps)).unwrap_or(usize::MAX);
         let mut work = ToolWork {
@@ -291,7 +357,7 @@ impl<'e> Planner<'e> {
                     calls.len()
                 ))
             } else {
-                self.tool_call(run, agent, call, index)
+                self.tool_call(run, agent, call, index, base)
             };
             match answer {
                 Ok(Answer::Run(invocation)) => work.invocations.push(invocation),
@@ -322,6 +388,7 @@ impl<'e> Planner<'e> {
         agent: &AgentPlan,
         call: &ToolCall,
         index: usize,
+        base: u32,
     ) -> Result<Answer<'e>, String> {
         if let Some(exit) = exit_output(agent, &call.name, &call.arguments) {
             // A valid exit ends the session when the reply is read: this one has a mistake.
@@ -356,9 +423,7 @@ impl<'e> Planner<'e> {
         };
         let ids = CallIds {
             run_id: run.run_id,
-            step: run
-                .steps
-                .saturating_add(u32::try_from(index).unwrap_or(u32::MAX)),
+            step: base.saturating_add(u32::try_from(index).unwrap_or(u32::MAX)),
             attempt: 1,
         };
         match node_call(tp, run, ids, || arguments, None) {
@@ -473,6 +538,34 @@ pub(crate) fn pending_session(ss: &SessionStep<'_>, session: u32) -> Option<Pend
         },
         SessionOwner::Tool(_) => return None,
     })
+}
+
+/// Model call `turn` of a session of `agent` (node `id`), sending `messages`, as step
+/// `step`: the exit tools and the tools offered, the first exit tool forced when `force`
+/// (a last turn).
+pub(crate) fn model_call(
+    run: &RunState,
+    (id, agent): (&Arc<str>, &AgentPlan),
+    (messages, turn): (Vec<ChatMessage>, u32),
+    force: bool,
+    step: u32,
+) -> Call {
+    let tool_choice = force.then(|| ToolChoice::Function(agent.exit().def.name.clone()));
+    Call::Model(Box::new(ModelCall {
+        model: agent.model.as_str().into(),
+        node: Arc::clone(id),
+        turn,
+        #[cfg(feature = "agents")]
+        client: Arc::clone(&agent.client),
+        messages,
+        tools: agent.defs(),
+        tool_choice,
+        ids: CallIds {
+            run_id: run.run_id,
+            step,
+            attempt: 1,
+        },
+    }))
 }
 
 /// The tool calls of `conversation`'s last reply not answered yet, and how many are:

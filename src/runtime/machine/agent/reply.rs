@@ -89,6 +89,16 @@ pub(crate) fn exit_output(
             NodeOutput::new(args)
         }
         ExitKind::Report { answers: true } => NodeOutput::new(args).answered(),
+        ExitKind::Broadcast | ExitKind::LeadBroadcast => {
+            let message = args.get("message").cloned().unwrap_or(Value::Null);
+            let out = NodeOutput::new(Writes::new()).with_broadcast(message);
+            if args.get("exit") == Some(&Value::Bool(true)) {
+                out.exiting()
+            } else {
+                out
+            }
+        }
+        ExitKind::Final => NodeOutput::new(args).finalized(),
         ExitKind::Handoff => {
             let mut out = NodeOutput::new(Writes::new());
             if let Some(Value::String(to)) = args.get("agent") {

@@ -7,10 +7,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::super::agent::mid_turn;
 use super::super::budgets::GuardStop;
 use super::super::commit::{Tx, attach_usage};
 use super::super::step::{
-    After, Level, NodeResult, NodeStep, Ran, StageExtra, TeamStep, TeamStop, TeamTurn,
+    After, Level, NodeResult, NodeStep, Ran, SeatStep, StageExtra, TeamStep, TeamStop, TeamTurn,
 };
 use crate::contracts::Team;
 use crate::runtime::data::{
@@ -43,7 +44,17 @@ impl Tx<'_> {
             TeamTurn::Stop(TeamStop::Mismatch(msg)) => {
                 self.fail(TerminationReason::NodeFailed, msg, Some(dispatcher));
             }
-            TeamTurn::Members(reports) => self.team_cycle(np, spec, team, reports),
+            TeamTurn::Members {
+                reports,
+                seats,
+                tools,
+            } => self.team_cycle(np, spec, team, (reports, seats, tools)),
+            TeamTurn::LeadSeat {
+                lead,
+                after,
+                seat,
+                tools,
+            } => self.lead_seat(level, (np, spec), team, (lead, after, seat, tools)),
             TeamTurn::Lead {
                 lead,
                 final_turn,
@@ -69,7 +80,7 @@ impl Tx<'_> {
     }
 
     /// Records a `team_turn` item for `who`'s turn in team `np`.
-    fn turn_item(
+    pub(super) fn turn_item(
         &mut self,
         np: &NodePlan,
         dispatcher: &Arc<str>,
@@ -102,23 +113,52 @@ impl Tx<'_> {
         }
     }
 
-    /// Commits a member cycle: a `team_cycle` item, then per report (declaration order) a
-    /// step, the member's broadcast or failure, and its `team_turn` item; the lead is next.
+    /// Commits a member cycle: a `team_cycle` item, then per member (declaration order)
+    /// its turn: a step, its broadcast or failure, and its `team_turn` item (an agent
+    /// member's step is its model call, see `agents.rs`). A cycle's second round (the
+    /// agent members' tool calls, `tools`) records those calls only. The lead is next
+    /// once no agent member waits on its tool calls.
     fn team_cycle(
         &mut self,
         np: &NodePlan,
         spec: &Team,
         mut team: Box<TeamRun>,
-        reports: Vec<Report>,
+        (reports, seats, tools): (Vec<Report>, Vec<SeatStep<'_>>, bool),
     ) {
         let dispatcher = Arc::clone(&team.dispatcher);
-        let names: Vec<&str> = reports.iter().map(|r| &*r.advisor).collect();
-        let it = self.record(TraceKind::TeamCycle, Some(Arc::clone(&dispatcher)));
-        it.target = Some(Arc::clone(&np.id));
-        it.reason = Some(format!("cycle {}: {}", team.cycle, names.join(", ")).into());
+        // Every turn in declaration order: plain members' reports and agent members'
+        // seats, by their place among the members.
+        let mut turns: Vec<(usize, Turn<'_>)> = reports
+            .into_iter()
+            .map(|r| {
+                let at = team.members.get_index_of(&*r.advisor).unwrap_or(usize::MAX);
+                (at, Turn::Plain(r))
+            })
+            .chain(seats.into_iter().map(|s| (s.position, Turn::Seat(s))))
+            .collect();
+        turns.sort_by_key(|(at, _)| *at);
+        if !tools {
+            let names: Vec<&str> = turns
+                .iter()
+                .map(|(_, t)| match t {
+                    Turn::Plain(r) => &*r.advisor,
+                    Turn::Seat(s) => &*s.np.id,
+                })
+                .collect();
+            let it = self.record(TraceKind::TeamCycle, Some(Arc::clone(&dispatcher)));
+            it.target = Some(Arc::clone(&np.id));
+            it.reason = Some(format!("cycle {}: {}", team.cycle, names.join(", ")).into());
+        }
         let max = spec.max_broadcast_bytes;
         let mut cancelled = false;
-        for r in reports {
+        for (_, t) in turns {
+            let r = match t {
+                Turn::Seat(seat) => {
+                    cancelled |= self.member_seat(np, spec, &mut team, seat, tools);
+                    continue;
+                }
+                Turn::Plain(r) => r,
+            };
             self.count_turn(&r.advisor, r.usage.as_ref());
             cancelled |= r.cancelled;
             let turn = match team.members.get_mut(&*r.advisor) {
@@ -152,33 +192,7 @@ impl Tx<'_> {
                     team.fail_member(max, id, &why);
                     Cow::Owned(format!("failed: {why}"))
                 }
-                None => {
-                    let kind = if r.exit {
-                        BroadcastKind::Exit
-                    } else {
-                        BroadcastKind::Update
-                    };
-                    let over = match r.broadcast {
-                        Some(msg) => team.push(max, id, kind, msg),
-                        None if r.exit => {
-                            let msg = format!("member `{id}` left the team");
-                            team.push(max, id, kind, Value::String(msg))
-                        }
-                        None => false,
-                    };
-                    if r.exit
-                        && let Some(m) = team.members.get_mut(id)
-                    {
-                        m.status = MemberStatus::Exited;
-                    }
-                    let said = match (r.exit, team.transcript.last()) {
-                        _ if over => "overflow",
-                        (true, _) => "exit",
-                        (false, Some(b)) if b.from == id && b.cycle == team.cycle => "update",
-                        _ => "silent",
-                    };
-                    Cow::Borrowed(said)
-                }
+                None => Cow::Borrowed(said(&mut team, max, id, r.broadcast, r.exit)),
             };
             let reason = format!("member turn {turn} of cycle {}: {outcome}", team.cycle);
             self.turn_item(np, &dispatcher, &r.advisor, reason, r.duration_us, r.usage);
@@ -193,8 +207,55 @@ impl Tx<'_> {
             };
             return self.guard_stop(g, Some(dispatcher));
         }
-        team.next = TeamPhase::Lead;
+        let waiting = team.members.values().any(|m| {
+            m.status == MemberStatus::Active && m.session.is_some_and(|s| mid_turn(self.run, s))
+        });
+        team.next = if waiting {
+            TeamPhase::Members
+        } else {
+            TeamPhase::Lead
+        };
         self.run.control = Control::Running(Pending::Team(team));
+    }
+
+    /// The team ends with the lead's final answer: active members become `cancelled`,
+    /// the team slice is written, and `result` (the lead's writes) is committed as the
+    /// team node's run.
+    pub(super) fn team_final(
+        &mut self,
+        level: Level<'_>,
+        (np, spec): (&NodePlan, &Team),
+        mut team: Box<TeamRun>,
+        result: NodeResult,
+        after: After<'_>,
+    ) {
+        for m in team.members.values_mut() {
+            if m.status == MemberStatus::Active {
+                m.status = MemberStatus::Cancelled;
+            }
+        }
+        self.run
+            .level_state_mut()
+            .insert(spec.slice.clone(), team.summary());
+        let TeamRun {
+            dispatcher,
+            kind,
+            from,
+            chain,
+            owed,
+            ..
+        } = *team;
+        let ns = NodeStep {
+            np,
+            dispatcher,
+            kind,
+            source: from,
+            chain,
+            result,
+            after,
+            extra: StageExtra::owing(&owed),
+        };
+        self.run_node(level, ns);
     }
 
     /// Commits the lead's turn.
@@ -249,37 +310,12 @@ impl Tx<'_> {
             }
             let reason = format!("lead turn {n}: final");
             self.turn_item(np, &dispatcher, &lead.id, reason, duration_us, usage);
-            for m in team.members.values_mut() {
-                if m.status == MemberStatus::Active {
-                    m.status = MemberStatus::Cancelled;
-                }
-            }
-            self.run
-                .level_state_mut()
-                .insert(spec.slice.clone(), team.summary());
-            let TeamRun {
-                kind,
-                from,
-                chain,
-                owed,
-                ..
-            } = *team;
-            let source = from;
             let ran = Ran {
                 result: Ok(NodeOutput::new(writes)),
                 failed: Vec::new(),
             };
-            let ns = NodeStep {
-                np,
-                dispatcher,
-                kind,
-                source,
-                chain,
-                result: NodeResult::Ran(Box::new(ran), duration_us),
-                after,
-                extra: StageExtra::owing(&owed),
-            };
-            return self.run_node(level, ns);
+            let result = NodeResult::Ran(Box::new(ran), duration_us);
+            return self.team_final(level, (np, spec), team, result, after);
         }
         self.count_turn(&lead.id, usage.as_ref());
         let said = if team.transcript.last().is_some_and(|b| {
@@ -322,6 +358,48 @@ impl Tx<'_> {
         team.cycle += 1;
         team.next = TeamPhase::Members;
         self.run.control = Control::Running(Pending::Team(team));
+    }
+}
+
+/// One member's turn in a cycle: a plain member's report, or an agent member's seat.
+// Made once per turn and matched at once.
+#[allow(clippy::large_enum_variant)]
+enum Turn<'e> {
+    Plain(Report),
+    Seat(SeatStep<'e>),
+}
+
+/// A member's turn that did not fail: its broadcast (or, leaving without one, a notice)
+/// added to the transcript, its status set when it leaves; says what it did
+/// (`update`, `exit`, `overflow` or `silent`).
+pub(super) fn said(
+    team: &mut TeamRun,
+    max: u64,
+    id: &str,
+    broadcast: Option<Value>,
+    exit: bool,
+) -> &'static str {
+    let kind = if exit {
+        BroadcastKind::Exit
+    } else {
+        BroadcastKind::Update
+    };
+    let over = match broadcast {
+        Some(msg) => team.push(max, id, kind, msg),
+        None if exit => {
+            let msg = format!("member `{id}` left the team");
+            team.push(max, id, kind, Value::String(msg))
+        }
+        None => false,
+    };
+    if exit && let Some(m) = team.members.get_mut(id) {
+        m.status = MemberStatus::Exited;
+    }
+    match (exit, team.transcript.last()) {
+        _ if over => "overflow",
+        (true, _) => "exit",
+        (false, Some(b)) if b.from == id && b.cycle == team.cycle => "update",
+        _ => "silent",
     }
 }
 

@@ -31,6 +31,7 @@ use super::super::step::{
     Awaiting, Decided, Level, NodeTarget, Planned, Stage, Step, TeamStep, TeamStop, TeamTurn, Then,
     ready,
 };
+use super::agents::turn_message;
 use crate::contracts::Team;
 use crate::runtime::data::{
     Chain, MemberStatus, NodeOutput, Role, RunState, TeamPhase, TeamRun, TerminationReason,
@@ -40,7 +41,7 @@ use crate::runtime::effects::{Call, CallIds, Effect, EffectKind, Fault, Member};
 use crate::runtime::plan::NodePlan;
 
 /// What a planned team step waits on (at most one effect) and then commits.
-type Planning<'e> = (Option<Effect>, TeamTurn<'e>);
+pub(super) type Planning<'e> = (Option<Effect>, TeamTurn<'e>);
 
 impl<'e> Planner<'e> {
     /// Plans the first step of team node `target` (its gate: budgets and `max_visits`).
@@ -173,6 +174,11 @@ impl<'e> Planner<'e> {
         spec: &'e Team,
         team: &mut TeamRun,
     ) -> Option<Planning<'e>> {
+        // Agent members whose last reply asked for tools: their tool calls are answered
+        // first, in a round of their own; no new turn starts (see `agents.rs`).
+        if let Some(round) = self.plan_member_tools(run, team) {
+            return Some(round);
+        }
         let used_up: Vec<String> = team
             .members
             .iter()
@@ -219,6 +225,7 @@ impl<'e> Planner<'e> {
             ));
         }
         let mut members: Vec<Member> = Vec::with_capacity(turning.len());
+        let mut seats = Vec::new();
         let transcript_len = team.transcript.len();
         for (i, &index) in turning.iter().enumerate() {
             let Some((id, m)) = team.members.get_index(index) else {
@@ -227,10 +234,31 @@ impl<'e> Planner<'e> {
             let turn = m.turns.saturating_add(1);
             let final_turn = turn >= spec.member_max_turns;
             let input = turn_input(id, turn, team.inbox(m.seen, id), final_turn);
-            let at = run
-                .steps
-                .saturating_add(u32::try_from(i).unwrap_or(u32::MAX));
-            members.push(self.member(run, id, at, None, Some((&spec.slice, input))));
+            let offset = u32::try_from(i).unwrap_or(u32::MAX);
+            let at = run.steps.saturating_add(offset);
+            match self.agent_of(id) {
+                Some((mp, agent)) => {
+                    // An agent member: one model call on its one session, the inbox
+                    // appended as a user message.
+                    let view = || self.plan.view(run, &mp.contract(&self.plan.graph).reads);
+                    let message = turn_message(&team.node, &input);
+                    let (seat, call) = self.seat_turn(
+                        run,
+                        (index, offset),
+                        mp,
+                        agent,
+                        m.session,
+                        view,
+                        message,
+                        final_turn,
+                    );
+                    if let Some(call) = call {
+                        members.push(self.seat_member(run, mp, None, call));
+                    }
+                    seats.push(seat);
+                }
+                None => members.push(self.member(run, id, at, None, Some((&spec.slice, input)))),
+            }
             if let Some((_, m)) = team.members.get_index_mut(index) {
                 m.seen = transcript_len;
             }
@@ -244,7 +272,12 @@ impl<'e> Planner<'e> {
             call: Call::Fork(members),
             role: Role::Plain,
         };
-        Some((Some(effect), TeamTurn::Members(Vec::new())))
+        let turn = TeamTurn::Members {
+            reports: Vec::new(),
+            seats,
+            tools: false,
+        };
+        Some((Some(effect), turn))
     }
 
     /// Plans the lead's turn.
@@ -278,6 +311,9 @@ impl<'e> Planner<'e> {
                 ),
             };
             return (None, TeamTurn::Stop(TeamStop::Guard(g)));
+        }
+        if let Some((_, agent)) = self.agent_of(&lead.id) {
+            return self.plan_lead_seat(run, (np, spec), team, (lead, agent), after);
         }
         let turn = team.lead_turns.saturating_add(1);
         let final_turn = !team.any_active() || turn >= spec.lead_max_turns || team.final_next;

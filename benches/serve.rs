@@ -1,0 +1,330 @@
+//! `pactgraph serve`'s event streams (brief section 12, issue 27; ADR 0043), over real
+//! HTTP on loopback against the release binary, on SQLite (a file in a temp folder):
+//!
+//! * `sse/commit_to_client_worker`: from a step's commit to an SSE client receiving its
+//!   `step` event, for a run driven by the server's own worker (the feed is told by the
+//!   in-process bus). Per event: the client's clock when the event's line arrived minus
+//!   the event's `at_ms` (stamped just before its checkpoint is written, so the figure
+//!   includes the commit itself; millisecond resolution). Target: median < 50 ms.
+//! * `sse/commit_to_client_process`: the same for a run driven by another process
+//!   (`pactgraph worker --once`): the feed polls the store every 50 ms.
+//! * `sse/run_0_watchers`, `sse/run_200_watchers`: the wall time of `pactgraph worker
+//!   --once` driving a 1,000-step `set` loop while the server streams the run to no
+//!   client, and to 200 clients reading every event; each iteration runs both, one after
+//!   the other. Target: 200 watchers slow the run by less than 10%.
+//!
+//! Run one group at a time, short: `cargo bench --bench serve -- sse --measurement-time
+//! 3`. Figures in docs/performance.md.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_pactgraph");
+const LOOP_STEPS: u32 = 1_000;
+const WATCHERS: usize = 200;
+
+/// A loop of `steps` `set` steps (no effects), stopped by its step budget.
+fn pure_loop(steps: u32) -> Value {
+    json!({"workflow": "pure", "slices": {"n": {}},
+           "budgets": {"max_steps": steps},
+           "entry": "boss",
+           "supervisors": {"boss": {"allow": ["work"]}},
+           "nodes": {"work": {"supervisor": "boss", "writes": ["n"],
+             "triggers": [{"priority": 1, "when": true}],
+             "run": {"set": {"n": {"ok": true}}}}}})
+}
+
+/// A loop of `steps` program steps (each an effect, committed on its own), 20 ms apart.
+fn paced_loop(steps: u32) -> Value {
+    json!({"workflow": "paced", "slices": {"n": {}},
+           "budgets": {"max_steps": steps},
+           "entry": "boss",
+           "supervisors": {"boss": {"allow": ["work"]}},
+           "nodes": {"work": {"supervisor": "boss", "writes": ["n"],
+             "triggers": [{"priority": 1, "when": true}],
+             "run": {"exec": {"argv": ["sh", "-c", "sleep 0.02; echo '{\"n\": 1}'"]}}}}})
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A server over `dir`'s store and workflows, killed on drop.
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Server {
+    fn start(dir: &Path, workers: usize) -> Self {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let child = Command::new(BIN)
+            .current_dir(dir)
+            .args(["serve", "--listen", &addr, "--workflows", ".", "--store"])
+            .arg(format!("sqlite:{}", dir.join("store.db").display()))
+            .args(["--workers", &workers.to_string(), "--poll", "20ms"])
+            .args(["--max-streams", "1000"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the server starts");
+        let s = Self { child, addr };
+        let start = Instant::now();
+        while request(&s.addr, "GET", "/healthz", None).is_none() {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "the server answers"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        s
+    }
+
+    /// Starts a run of `workflow`: its id.
+    fn start_run(&self, workflow: &str) -> String {
+        let body = json!({ "workflow": workflow }).to_string();
+        let answer = request(&self.addr, "POST", "/api/runs", Some(&body)).expect("an answer");
+        answer["run_id"].as_str().expect("a run id").to_string()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One request (`Connection: close`): the JSON body of a 2xx answer.
+fn request(addr: &str, method: &str, path: &str, body: Option<&str>) -> Option<Value> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    let body = body.unwrap_or("");
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .ok()?;
+    let mut raw = String::new();
+    std::io::Read::read_to_string(&mut s, &mut raw).ok()?;
+    let (head, rest) = raw.split_once("\r\n\r\n")?;
+    if !head.starts_with("HTTP/1.1 2") {
+        return None;
+    }
+    serde_json::from_str(rest.trim()).ok()
+}
+
+/// An event stream of run `id`: reads every line, calling `seen` with each event's JSON
+/// and the time it arrived, until the stream ends. Returns how many events it read.
+fn follow(addr: &str, id: &str, mut seen: impl FnMut(&Value, u64)) -> usize {
+    let mut s = TcpStream::connect(addr).expect("connects");
+    write!(
+        s,
+        "GET /api/runs/{id}/events HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\nConnection: close\r\n\r\n"
+    )
+    .expect("writes");
+    s.set_read_timeout(Some(Duration::from_secs(120))).ok();
+    let mut n = 0;
+    for line in BufReader::new(s).lines() {
+        let Ok(line) = line else { break };
+        if let Some(data) = line.strip_prefix("data:") {
+            let at = now_ms();
+            if let Ok(event) = serde_json::from_str::<Value>(data.trim_start()) {
+                seen(&event, at);
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+/// Latencies (ms) of the `step` events of one run of `steps` paced steps, followed from
+/// before it starts; driven by the server's worker, or by a `worker --once` process.
+fn latencies(dir: &Path, s: &Server, steps: u32, by_process: bool) -> Vec<u64> {
+    let id = s.start_run(&format!("paced{steps}"));
+    let addr = s.addr.clone();
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        follow(&addr, &id, |e, at| {
+            if e["event"] == "step" {
+                out.push(at.saturating_sub(e["at_ms"].as_u64().unwrap_or(at)));
+            }
+        });
+        out
+    });
+    if by_process {
+        worker_once(dir);
+    }
+    reader.join().expect("the reader")
+}
+
+/// `pactgraph worker --once` on `dir`'s store: runs what is runnable, then exits.
+fn worker_once(dir: &Path) {
+    let status = Command::new(BIN)
+        .current_dir(dir)
+        .args(["worker", "--once", "--store"])
+        .arg(format!("sqlite:{}", dir.join("store.db").display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("the worker runs");
+    assert!(status.success());
+}
+
+fn write_workflows(dir: &Path, paced_steps: &[u32]) {
+    for n in paced_steps {
+        let mut doc = paced_loop(*n);
+        doc["workflow"] = json!(format!("paced{n}"));
+        std::fs::write(dir.join(format!("paced{n}.json")), doc.to_string()).expect("writes");
+    }
+    std::fs::write(dir.join("pure.json"), pure_loop(LOOP_STEPS).to_string()).expect("writes");
+}
+
+fn commit_to_client(c: &mut Criterion) {
+    let mut group = c.benchmark_group("sse");
+    group.sample_size(10).sampling_mode(SamplingMode::Flat);
+    for (label, by_process) in [("worker", false), ("process", true)] {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        // A run's length per criterion iteration count, rounded to a few sizes.
+        let sizes = [1u32, 2, 4, 8, 16, 32, 64, 128];
+        write_workflows(dir.path(), &sizes);
+        let s = Server::start(dir.path(), usize::from(!by_process));
+        let mut all = Vec::new();
+        group.bench_function(format!("commit_to_client_{label}"), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                let mut left = iters;
+                while left > 0 {
+                    let size = *sizes
+                        .iter()
+                        .rev()
+                        .find(|&&n| u64::from(n) <= left)
+                        .unwrap_or(&1);
+                    let got = latencies(dir.path(), &s, size, by_process);
+                    for ms in got.iter().take(usize::try_from(left).unwrap_or(usize::MAX)) {
+                        total += Duration::from_millis(*ms);
+                        left -= 1;
+                    }
+                    all.extend(got);
+                }
+                total
+            })
+        });
+        all.sort_unstable();
+        if !all.is_empty() {
+            eprintln!(
+                "sse/commit_to_client_{label}: {} step events, median {} ms, p90 {} ms, max {} ms",
+                all.len(),
+                all[all.len() / 2],
+                all[all.len() * 9 / 10],
+                all[all.len() - 1]
+            );
+        }
+    }
+    group.finish();
+}
+
+/// Runs the pure loop with `worker --once` while `watchers` clients stream it: the
+/// worker's wall time.
+fn watched_run(dir: &Path, s: &Server, watchers: usize) -> Duration {
+    let id = s.start_run("pure");
+    let readers: Vec<_> = (0..watchers)
+        .map(|_| {
+            let (addr, id) = (s.addr.clone(), id.clone());
+            std::thread::spawn(move || follow(&addr, &id, |_, _| {}))
+        })
+        .collect();
+    if watchers > 0 {
+        // Every client connected (the run is queued: no worker in the server).
+        let start = Instant::now();
+        loop {
+            let text = metrics(&s.addr);
+            if text.contains(&format!("pactgraph_event_streams {watchers}")) {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "{text}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let t = Instant::now();
+    worker_once(dir);
+    let took = t.elapsed();
+    let counts: Vec<usize> = readers
+        .into_iter()
+        .map(|r| r.join().expect("a reader"))
+        .collect();
+    assert!(
+        counts.windows(2).all(|w| w[0] == w[1]),
+        "every client got every event: {counts:?}"
+    );
+    took
+}
+
+fn metrics(addr: &str) -> String {
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return String::new();
+    };
+    let _ = write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    );
+    let mut raw = String::new();
+    let _ = std::io::Read::read_to_string(&mut s, &mut raw);
+    raw
+}
+
+fn watchers(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    write_workflows(dir.path(), &[]);
+    let s = Server::start(dir.path(), 0);
+    let mut group = c.benchmark_group("sse");
+    group.sample_size(10).sampling_mode(SamplingMode::Flat);
+    let mut pairs = Vec::new();
+    for (label, mine) in [("run_0_watchers", 0usize), ("run_200_watchers", 1)] {
+        group.bench_function(label, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    // Both, interleaved; this function's half counted.
+                    let none = watched_run(dir.path(), &s, 0);
+                    let many = watched_run(dir.path(), &s, WATCHERS);
+                    pairs.push((none, many));
+                    total += if mine == 0 { none } else { many };
+                }
+                total
+            })
+        });
+    }
+    group.finish();
+    let mut ratios: Vec<f64> = pairs
+        .iter()
+        .map(|(a, b)| b.as_secs_f64() / a.as_secs_f64())
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    if !ratios.is_empty() {
+        eprintln!(
+            "sse/run_{WATCHERS}_watchers over run_0_watchers: median ratio {:.3} over {} pairs",
+            ratios[ratios.len() / 2],
+            ratios.len()
+        );
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
+    targets = commit_to_client, watchers
+}
+criterion_main!(benches);

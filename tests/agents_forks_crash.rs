@@ -1,0 +1,259 @@
+//! `pactgraph run` killed (SIGKILL) in the middle of a fork of agent sessions (advisors,
+//! a team's cycle), then `runs resume`: the scripted server sees each committed model
+//! call exactly once, and only the call in flight (a tool program) runs again, same
+//! step, higher attempt; each store the tests run on.
+#![cfg(target_os = "linux")]
+
+#[path = "support/chat_server.rs"]
+mod chat_server;
+mod support;
+
+use std::time::Duration;
+
+use chat_server::{ChatServer, Reply};
+use serde_json::json;
+use support::cli::{Bench, signal};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_pactgraph")
+}
+
+/// The tool program: appends `STEP ATTEMPT` to `side.txt`, sleeps the seconds in `slow`
+/// (if that file exists), then answers `{"checked": true}`.
+const WORK_PY: &str = r#"import json, os, sys, time
+req = json.load(sys.stdin)
+here = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(here, "side.txt"), "a") as f:
+    f.write(f"{req['step']} {req['attempt']}\n")
+slow = os.path.join(here, "slow")
+if os.path.exists(slow):
+    time.sleep(float(open(slow).read()))
+print(json.dumps({"checked": True}))
+"#;
+
+/// Advisors `quick` and `careful` (agents; `careful` may call tool `work`) advise agent
+/// `reviewer`, which writes `decision`.
+fn workflow(base_url: &str) -> String {
+    let advisor = |id: &str| {
+        json!({"supervisor": "desk", "reads": ["draft"],
+               "run": {"agent": {"instructions": format!("You are {id}."),
+                                 "prompt": "{{ draft }}", "tools": ["work"]}}})
+    };
+    json!({
+        "workflow": "advisors-crash",
+        "slices": {"draft": {}, "advice": {}, "decision": {"schema": {"type": "string"}}},
+        "models": {"default": {"base_url": base_url, "model": "m",
+                               "api_key_env": "PACTGRAPH_TEST_NO_KEY", "max_retries": 0}},
+        "entry": "desk",
+        "supervisors": {"desk": {"allow": ["reviewer"],
+                                 "default": {"stop_global": {"reason": "done"}}}},
+        "nodes": {
+            "reviewer": {"supervisor": "desk", "reads": ["draft", "advice"],
+                         "writes": ["decision"],
+                         "advisors": {"members": ["quick", "careful"], "slice": "advice"},
+                         "run": {"agent": {"instructions": "You decide."}},
+                         "triggers": [{"when": {"path": "/decision", "exists": false}}]},
+            "quick": advisor("quick"),
+            "careful": advisor("careful"),
+            "work": {"supervisor": "desk",
+                     "run": {"exec": {"argv": ["python3", "work.py"]}},
+                     "tool": {"description": "Checks the draft.",
+                              "parameters": {"type": "object", "properties": {}}}}
+        }
+    })
+    .to_string()
+}
+
+fn report(text: &str) -> Reply {
+    let args = json!({"report": text}).to_string();
+    Reply::tool_calls(&[("exit", "final_report", &args)])
+}
+
+/// Proves: killed while `careful`'s tool call runs (the fork's second round, `quick`
+/// having reported and both first model calls committed), `runs resume` makes no
+/// committed model call again (the server sees quick's and careful's first calls once
+/// each), runs the tool call in flight again as the same step with attempt 2, and ends
+/// with both reports and the reviewer's decision.
+#[test]
+fn a_run_killed_mid_fork_resumes_without_repeating_a_committed_call() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let server = rt.block_on(ChatServer::start([]));
+    for b in Bench::each(bin().as_ref()) {
+        let before = server.requests().len();
+        server.route("You are quick.", report("Fine."));
+        server.route(
+            "You are careful.",
+            Reply::tool_calls(&[("w", "work", "{}")]),
+        );
+        b.file("work.py", WORK_PY);
+        b.file("slow", "60");
+        b.remove("side.txt");
+        let wf = b.file("wf.json", &workflow(&server.base_url()));
+        let mut child = b.spawn(
+            &[
+                "run",
+                wf.to_str().expect("utf-8"),
+                "--name",
+                "k",
+                "--input",
+                r#"{"draft": "We ship Monday."}"#,
+            ],
+            "run",
+        );
+        let side = || std::fs::read_to_string(b.dir.join("side.txt")).unwrap_or_default();
+        assert!(
+            b.wait_until(Duration::from_secs(30), || !side().is_empty()),
+            "the tool program starts"
+        );
+        signal(&child, "KILL");
+        child.wait().expect("the process ends");
+        b.remove("slow");
+        server.route("You are careful.", report("Checked."));
+        server.push(Reply::tool_calls(&[(
+            "exit",
+            "final_report",
+            r#"{"decision": "ship"}"#,
+        )]));
+        let r = b.run(&["runs", "resume", "k", "--quiet"]);
+        assert_eq!(r.code, 0, "{}", r.err);
+        let lines: Vec<String> = side().lines().map(str::to_string).collect();
+        // Steps 0 and 1 were the two first model calls; the tool call is step 2.
+        assert_eq!(lines, ["2 1", "2 2"], "the tool call in flight ran again");
+        let requests = &server.requests()[before..];
+        let count = |needle: &str| {
+            requests
+                .iter()
+                .filter(|r| r.raw_body.contains(needle))
+                .count()
+        };
+        assert_eq!(count("You are quick."), 1, "quick's turn was made once");
+        assert_eq!(
+            count("You are careful."),
+            2,
+            "careful's committed first turn was not made again"
+        );
+        assert_eq!(requests.len(), 4, "and the reviewer's one call");
+        let careful_second = requests
+            .iter()
+            .filter(|r| r.raw_body.contains("You are careful."))
+            .nth(1)
+            .expect("careful's second turn");
+        assert_eq!(
+            careful_second.body["messages"][3],
+            json!({"role": "tool", "content": r#"{"checked":true}"#, "tool_call_id": "w"})
+        );
+        let shown = b.show("k");
+        assert_eq!(shown["run"]["status"], "completed");
+        assert_eq!(shown["state"]["decision"], "ship");
+        let reports = &shown["state"]["advice"]["reports"];
+        assert_eq!(reports[0]["output"], json!({"report": "Fine."}));
+        assert_eq!(reports[1]["output"], json!({"report": "Checked."}));
+    }
+}
+
+/// Team node `panel` (writes `decision`) with agent members `quick` and `careful` (which
+/// may call tool `work`) and agent lead `chair`.
+fn team_workflow(base_url: &str) -> String {
+    let agent = |id: &str| {
+        json!({"supervisor": "desk", "reads": ["draft"],
+               "run": {"agent": {"instructions": format!("You are {id}."),
+                                 "prompt": "{{ draft }}", "tools": ["work"]}}})
+    };
+    json!({
+        "workflow": "team-crash",
+        "slices": {"draft": {}, "team": {}, "decision": {"schema": {"type": "string"}}},
+        "models": {"default": {"base_url": base_url, "model": "m",
+                               "api_key_env": "PACTGRAPH_TEST_NO_KEY", "max_retries": 0}},
+        "entry": "desk",
+        "supervisors": {"desk": {"allow": ["panel"],
+                                 "default": {"stop_global": {"reason": "done"}}}},
+        "nodes": {
+            "panel": {"supervisor": "desk", "reads": ["draft"], "writes": ["decision"],
+                      "team": {"members": ["quick", "careful"], "lead": "chair",
+                               "slice": "team"},
+                      "triggers": [{"when": {"path": "/decision", "exists": false}}]},
+            "quick": agent("quick"),
+            "careful": agent("careful"),
+            "chair": agent("chair"),
+            "work": {"supervisor": "desk",
+                     "run": {"exec": {"argv": ["python3", "work.py"]}},
+                     "tool": {"description": "Checks the draft.",
+                              "parameters": {"type": "object", "properties": {}}}}
+        }
+    })
+    .to_string()
+}
+
+/// Proves: killed while `careful`'s tool call runs (the cycle's second round, both
+/// members' turns committed), `runs resume` asks no member again (the server sees each
+/// member's turn once), runs the tool call in flight again as the same step with attempt
+/// 2, then the lead's turn, whose `final_report` is the team's decision.
+#[test]
+fn a_team_killed_mid_cycle_resumes_without_repeating_a_committed_turn() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let server = rt.block_on(ChatServer::start([]));
+    for b in Bench::each(bin().as_ref()) {
+        let before = server.requests().len();
+        let args = json!({"message": "Looks fine.", "exit": true}).to_string();
+        server.route(
+            "You are quick.",
+            Reply::tool_calls(&[("q", "team_broadcast", &args)]),
+        );
+        server.route(
+            "You are careful.",
+            Reply::tool_calls(&[("w", "work", "{}")]),
+        );
+        b.file("work.py", WORK_PY);
+        b.file("slow", "60");
+        b.remove("side.txt");
+        let wf = b.file("wf.json", &team_workflow(&server.base_url()));
+        let mut child = b.spawn(
+            &[
+                "run",
+                wf.to_str().expect("utf-8"),
+                "--name",
+                "t",
+                "--input",
+                r#"{"draft": "We ship Monday."}"#,
+            ],
+            "run",
+        );
+        let side = || std::fs::read_to_string(b.dir.join("side.txt")).unwrap_or_default();
+        assert!(
+            b.wait_until(Duration::from_secs(30), || !side().is_empty()),
+            "the tool program starts"
+        );
+        signal(&child, "KILL");
+        child.wait().expect("the process ends");
+        b.remove("slow");
+        server.route(
+            "You are chair.",
+            Reply::tool_calls(&[("f", "final_report", r#"{"decision": "ship"}"#)]),
+        );
+        let r = b.run(&["runs", "resume", "t", "--quiet"]);
+        assert_eq!(r.code, 0, "{}", r.err);
+        let lines: Vec<String> = side().lines().map(str::to_string).collect();
+        assert_eq!(lines, ["2 1", "2 2"], "the tool call in flight ran again");
+        let requests = &server.requests()[before..];
+        let count = |needle: &str| {
+            requests
+                .iter()
+                .filter(|r| r.raw_body.contains(needle))
+                .count()
+        };
+        assert_eq!(count("You are quick."), 1);
+        assert_eq!(count("You are careful."), 1, "careful's committed turn");
+        assert_eq!(count("You are chair."), 1);
+        let shown = b.show("t");
+        assert_eq!(shown["run"]["status"], "completed");
+        assert_eq!(shown["state"]["decision"], "ship");
+    }
+}
