@@ -189,29 +189,25 @@ fn runs_watch_until_pause_of_a_paused_run_exits_4() {
     }
 }
 
+/// A workflow that asks once, then ends on the answer, written into `b`'s folder.
+fn asker(b: &Bench) -> std::path::PathBuf {
+    b.file("ask.json", ASKER)
+}
+
 /// Proves a store written before the events table (format 4) still loads: opening it
 /// adds the table, and a paused run resumed there gets a history from its resume on,
 /// numbered from 1.
 #[test]
 fn a_store_written_before_events_loads_and_numbers_from_one() {
     let b = Bench::new(BIN);
-    let wf = b.file(
-        "ask.json",
-        r#"{"workflow": "asker", "slices": {"clarification": {}}, "entry": "root",
-            "supervisors": {"root": {"allow": ["x"],
-              "default": {"ask_clarification": {"question": "which?"}}}},
-            "nodes": {"x": {"supervisor": "root", "writes": ["clarification"],
-              "terminal": true,
-              "triggers": [{"priority": 1, "when": {"path": "/clarification", "exists": true}}],
-              "run": {"set": {"clarification": 1}}}}}"#,
-    );
+    let wf = asker(&b);
     let r = b.run(&["run", wf.to_str().unwrap(), "--quiet", "--name", "old"]);
     assert_eq!(r.code, 4, "{}", r.err);
-    // Back to format 4: no events table nor view, migration 5 not applied.
+    // Back to format 4: no events table nor view, migrations 5 and 6 not applied.
     let db = b.dir.join("store.db");
     let script = format!(
         "import sqlite3; c = sqlite3.connect({:?}); c.execute('DROP VIEW checkpoint_events_in'); c.execute('DROP TABLE events'); \
-         c.execute('DELETE FROM _sqlx_migrations WHERE version = 5'); \
+         c.execute('DELETE FROM _sqlx_migrations WHERE version >= 5'); \
          c.execute('PRAGMA user_version = 4'); c.commit()",
         db.display().to_string()
     );
@@ -235,6 +231,74 @@ fn a_store_written_before_events_loads_and_numbers_from_one() {
     assert_eq!(k[1], "step", "the resume item");
     assert_eq!(events[1]["item"]["kind"], "resume");
     assert_eq!(&k[k.len() - 2..], ["run_ended", "checkpoint"]);
+}
+
+/// Proves a store of format 5 (events bound as `{"seq", "event"}` objects, migration 5's
+/// view and trigger) still loads and goes on: opening it applies migration 6, the
+/// history written before is kept, and the run resumed there continues it, numbered on
+/// without a gap, each event's text byte for byte what the live stream printed.
+#[test]
+fn a_store_of_format_5_migrates_and_keeps_its_history() {
+    let b = Bench::new(BIN);
+    let wf = asker(&b);
+    let r = b.run(&[
+        "run",
+        wf.to_str().unwrap(),
+        "--quiet",
+        "--name",
+        "old",
+        "--stream",
+    ]);
+    assert_eq!(r.code, 4, "{}", r.err);
+    let streamed: Vec<String> = r.out.lines().map(str::to_string).collect();
+    // Back to format 5: migration 5's view and trigger, migration 6 not applied.
+    let v5 = include_str!("../migrations/sqlite/0005_events.sql");
+    let view_and_trigger = &v5[v5.find("CREATE VIEW").unwrap()..];
+    let db = b.dir.join("store.db");
+    let script = format!(
+        "import sqlite3; c = sqlite3.connect({:?}); \
+         c.execute('DROP TRIGGER checkpoint_events_in_insert'); \
+         c.execute('DROP VIEW checkpoint_events_in'); c.executescript({:?}); \
+         c.execute('DELETE FROM _sqlx_migrations WHERE version = 6'); \
+         c.execute('PRAGMA user_version = 5'); c.commit()",
+        db.display().to_string(),
+        view_and_trigger
+    );
+    let ok = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let before = b.run(&["runs", "watch", "old"]);
+    assert_eq!(before.code, 4, "{}", before.err);
+    // The history is the stream's events (the outcome object, printed last, aside).
+    let history: Vec<&str> = before.out.lines().collect();
+    assert_eq!(
+        history,
+        streamed[..streamed.len() - 1],
+        "the history written before"
+    );
+    let r = b.run(&["runs", "resume", "old", "--answer", "yes", "--quiet"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let watched = b.run(&["runs", "watch", "old"]);
+    assert_eq!(watched.code, 0, "{}", watched.err);
+    let events = lines(&watched.out);
+    let run_id = events[0]["run_id"].as_str().unwrap().to_string();
+    check_events(&events, &run_id);
+    assert!(watched.out.starts_with(&before.out), "the history is kept");
+    let k = kinds(&events);
+    assert_eq!(&k[k.len() - 2..], ["run_ended", "checkpoint"]);
+    let version = std::process::Command::new("python3")
+        .args([
+            "-c",
+            &format!(
+                "import sqlite3; print(sqlite3.connect({:?}).execute('PRAGMA user_version').fetchone()[0])",
+                db.display().to_string()
+            ),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&version.stdout).trim(), "6");
 }
 
 /// Waits up to `limit` for `child` to exit: its code, or `None` while it still runs.

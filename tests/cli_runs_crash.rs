@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use support::cli::{
     Bench, Chain, Rng, chain_reference, crash_chain, crash_run, process_gone, reference, signal,
+    untimed,
 };
 use support::stores::backends;
 
@@ -74,6 +75,44 @@ fn sigterm_kills_the_program_records_interrupted_and_exits_130() {
         let r = b.run(&["runs", "resume", "t", "--quiet"]);
         assert_eq!(r.code, 0, "{}", r.err);
         assert_eq!(b.side(), vec![(0, 1), (0, 2), (1, 1)]);
+    }
+}
+
+/// Proves: SIGINT or SIGTERM to `pactgraph run` at effects commits the pure steps taken
+/// since the last commit before it exits (they were lost before): a mixed chain whose
+/// first `exec` step hangs shows its two pure steps stored (`steps` 2) once the process
+/// exited 130; the `exec` step in flight runs again with attempt 2 on `runs resume`, and
+/// the run ends as the uninterrupted reference (state and trace, timestamps aside).
+#[test]
+fn a_signal_commits_the_pure_steps_before_the_effect_in_flight() {
+    let chain = Chain::Mixed(2);
+    let (state, trace, _) = chain_reference(bin().as_ref(), chain);
+    for (b, sig) in Bench::each(bin().as_ref())
+        .into_iter()
+        .zip(["INT", "TERM", "INT"])
+    {
+        let wf = chain.write(&b);
+        b.file("slow", "60");
+        let mut child = b.spawn(
+            &["run", &wf, "--input", chain.input(), "--name", "sig"],
+            "run",
+        );
+        assert!(b.wait_until(Duration::from_secs(20), || !b.side().is_empty()));
+        signal(&child, sig);
+        assert_eq!(child.wait().unwrap().code(), Some(130));
+        let shown = b.show("sig");
+        assert_eq!(shown["run"]["status"], "interrupted");
+        assert_eq!(
+            shown["run"]["steps"], 2,
+            "the pure steps before the exec are kept"
+        );
+        b.remove("slow");
+        let r = b.run(&["runs", "resume", "sig", "--quiet"]);
+        assert_eq!(r.code, 0, "{}", r.err);
+        let done = b.show("sig");
+        assert_eq!(untimed(&done["state"]), state);
+        assert_eq!(untimed(&done["trace"]), trace);
+        assert_eq!(b.side()[..2], [(2, 1), (2, 2)], "{:?}", b.side());
     }
 }
 

@@ -410,6 +410,39 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// For any run's events (every kind: run_started, step with any trace item, paused,
+    /// run_ended with or without a message, checkpoint, model_delta), with or without a
+    /// `dropped` count: `RunEvent::to_json_string` (what the store keeps) is byte for byte
+    /// `serde_json::to_string`, and reads back as the event.
+    #[test]
+    fn an_events_text_is_its_serialization(seed in any::<u64>(), dropped in 0u64..3) {
+        let (doc, _) = workflow(seed);
+        let ex = builder(graph(doc)).build().unwrap();
+        let events = RunEvents::new();
+        let mut sub = events.subscribe(100_000);
+        rt().block_on(ex.with_events(events).run(ex.start(input(seed)).unwrap()));
+        let mut got = drain(&mut sub);
+        let run_id = got[0].run_id;
+        got.push(RunEvent { seq: 0, run_id, at_ms: 0, dropped: 0, kind: EventKind::Checkpoint {
+            checkpoint: seed % 7, steps: 3, trace_len: 9 } });
+        got.push(RunEvent { seq: 1, run_id, at_ms: 1, dropped: 0, kind: EventKind::Paused {
+            question: (seed % 2 == 0).then(|| "which \"one\"?\n".to_string()) } });
+        got.push(RunEvent { seq: 2, run_id, at_ms: 2, dropped: 0, kind: EventKind::ModelDelta {
+            node: "n\u{e9}".into(), turn: 2, text: "{\"a\": [1]}".into(),
+            tool_call: (seed % 2 == 1).then_some(1) } });
+        for mut e in got {
+            e.dropped = dropped;
+            let text = e.to_json_string();
+            prop_assert_eq!(&text, &serde_json::to_string(&e).unwrap());
+            let back: RunEvent = serde_json::from_str(&text).unwrap();
+            prop_assert_eq!(back, e);
+        }
+    }
+}
+
 /// Proves `store::Follower` (what `runs watch` and an SSE route use) gives the history
 /// and then the live events of a run driven at the same time, in order, exactly the
 /// store's history, ending when the run ends; and, started after the end from a `seq`,

@@ -178,3 +178,58 @@ fn a_worker_whose_clock_is_off_neither_steals_nor_keeps_a_lease() {
         });
     }
 }
+
+/// Proves a clean `release` is fenced like a checkpoint: once the owner's lease lapsed by
+/// the database's clock (no one took it), `release` is refused (`LeaseLost`, no holder)
+/// and writes nothing, the run shows `interrupted`; `interrupt` still gives it up,
+/// counting the step in flight (attempt + 1), and a claim by another owner then works.
+/// Within its lease the same release succeeds and adds nothing to the attempt.
+#[test]
+fn a_release_after_the_lease_lapsed_is_refused() {
+    for backend in backends() {
+        rt().block_on(async {
+            let store = open(backend).await;
+            let (_, id) = created(&store, 5).await;
+            store
+                .claim(id, "a", Duration::from_secs(60))
+                .await
+                .expect("claims");
+            store
+                .release(id, "a")
+                .await
+                .expect("a current lease is released");
+            let attempt = store.info(id).await.expect("info").attempt;
+            store
+                .claim(id, "a", Duration::from_millis(200))
+                .await
+                .expect("claims again");
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            match store.release(id, "a").await {
+                Err(StoreError::LeaseLost { holder: None, .. }) => {}
+                other => panic!("{backend}: expected LeaseLost without a holder, got {other:?}"),
+            }
+            let info = store.info(id).await.expect("info");
+            assert_eq!(
+                info.owner.as_deref(),
+                Some("a"),
+                "{backend}: nothing written"
+            );
+            assert_eq!(info.status, StoredStatus::Interrupted, "{backend}");
+            store
+                .interrupt(id, "a")
+                .await
+                .expect("interrupt gives it up");
+            let info = store.info(id).await.expect("info");
+            assert_eq!(info.owner, None, "{backend}");
+            assert_eq!(
+                info.attempt,
+                attempt + 1,
+                "{backend}: the step may have run"
+            );
+            store
+                .claim(id, "b", Duration::from_secs(60))
+                .await
+                .expect("another owner claims it");
+        });
+    }
+}

@@ -12,9 +12,10 @@ use pactgraph::store::{
 };
 use pactgraph::validator::ValidGraph;
 use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio_util::sync::CancellationToken;
 
 use crate::exit;
-use crate::outcome::{Outputs, finish, interrupted_json, write_json, write_line};
+use crate::outcome::{Outputs, finish, finish_stored, interrupted_json, write_json, write_line};
 use crate::store;
 
 /// The run to continue: kept in the run store, or only in memory (`--store none`).
@@ -151,7 +152,8 @@ async fn drive_plain(
 
 /// Drives stored run `id` (continued as `how`) through the store, one checkpoint a step,
 /// then finishes like [`continue_run`]. SIGINT or SIGTERM drops the step in flight (its
-/// program's process group is killed), records the run `interrupted` and exits 130.
+/// program's process group is killed), commits the steps taken before it, records the
+/// run `interrupted` and exits 130.
 async fn drive_stored(
     executor: &Executor,
     stored: &Stored<'_>,
@@ -174,20 +176,43 @@ async fn drive_stored(
     if progress {
         options = options.before_step(show_progress).on_wait(show_waiting);
     }
+    // A signal interrupts the drive: it drops the effect in flight (killing its
+    // program's process group), commits the steps it took since its last checkpoint and
+    // gives its lease up. A second signal drops the drive at once (those steps are lost;
+    // a later resume recomputes them).
+    let interrupt = CancellationToken::new();
+    options = options.interrupt_on(interrupt.clone());
+    let drive = drive_with(executor, store, id, &owner, &options, how);
+    tokio::pin!(drive);
     let result = tokio::select! {
-        r = drive_with(executor, store, id, &owner, &options, how) => Ok(r),
+        r = &mut drive => Ok(r),
         name = signals.recv() => Err(name),
+    };
+    let result = match result {
+        Err(name) => {
+            interrupt.cancel();
+            tokio::select! {
+                r = &mut drive => match r {
+                    Err(StoreError::Interrupted { .. }) => Err((name, true)),
+                    r => Ok(r),
+                },
+                _ = signals.recv() => Err((name, false)),
+            }
+        }
+        Ok(r) => Ok(r),
     };
     if progress {
         eprint!("\r\x1b[K");
     }
     outputs.finish_stream().await;
     match result {
-        Err(name) => {
-            match store.interrupt(id, &owner).await {
-                // The signal came before the run was claimed: nothing of it ran.
-                Ok(()) | Err(StoreError::LeaseLost { holder: None, .. }) => {}
-                Err(e) => eprintln!("pactgraph: error: recording the interruption: {e}"),
+        Err((name, let_go)) => {
+            if !let_go {
+                match store.interrupt(id, &owner).await {
+                    // The signal came before the run was claimed: nothing of it ran.
+                    Ok(()) | Err(StoreError::LeaseLost { holder: None, .. }) => {}
+                    Err(e) => eprintln!("pactgraph: error: recording the interruption: {e}"),
+                }
             }
             let steps = store.info(id).await.map_or(0, |i| i.steps);
             let printed = interrupted_json(executor.graph().workflow(), id, steps);
@@ -218,6 +243,11 @@ async fn drive_stored(
             ExitCode::from(exit::INTERRUPTED)
         }
         Ok(Err(e)) => store::error(&e),
+        // The drive returns the run as it last committed it, the stored run: it is
+        // loaded again (its snapshot and deltas) only to write it whole.
+        Ok(Ok(run)) if outputs.state_out.is_none() && default_state_out.is_none() => {
+            finish_stored(&run, outputs)
+        }
         Ok(Ok(_)) => match store.load(id).await {
             Ok(stored) => finish(&stored.record, outputs, default_state_out, true),
             Err(e) => store::error(&e),

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use pactgraph::contracts::SYSTEM_SLICE;
-use pactgraph::runtime::{Clock, RunRecord, RunState, RunStatus};
+use pactgraph::runtime::{Clock, RunId, RunRecord, RunState, RunStatus};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -153,7 +153,34 @@ pub fn finish(
     default_state_out: Option<&Path>,
     stored: bool,
 ) -> ExitCode {
-    let run = &saved.run;
+    let state_out = outputs.state_out.as_deref().or(default_state_out);
+    finish_with(
+        saved.run_id,
+        &saved.run,
+        outputs,
+        state_out.map(|p| (saved, p)),
+        stored,
+    )
+}
+
+/// [`finish`] for a stored run when no saved run is to be written (no `--state-out`):
+/// the run as the drive last committed it is the stored one, so it is not loaded again.
+pub fn finish_stored(run: &RunState, outputs: &Outputs) -> ExitCode {
+    debug_assert!(
+        outputs.state_out.is_none(),
+        "--state-out needs the whole record"
+    );
+    finish_with(run.run_id(), run, outputs, None, true)
+}
+
+/// The rest of [`finish`]: `state_out` is the saved run and where it goes, if anywhere.
+fn finish_with(
+    run_id: RunId,
+    run: &RunState,
+    outputs: &Outputs,
+    state_out: Option<(&RunRecord, &Path)>,
+    stored: bool,
+) -> ExitCode {
     if let Some(path) = &outputs.trace_out
         && let Err(e) = std::fs::write(path, run.trace().to_json_pretty())
     {
@@ -162,8 +189,7 @@ pub fn finish(
             path.display()
         ));
     }
-    let state_out = outputs.state_out.as_deref().or(default_state_out);
-    if let Some(path) = state_out {
+    if let Some((saved, path)) = state_out {
         if let Err(e) = write_json(std::fs::File::create(path), saved, "\n") {
             return exit::failed(&format!(
                 "cannot write the run state to {}: {e}",
@@ -175,7 +201,7 @@ pub fn finish(
             eprintln!(
                 "pactgraph: the run awaits input; answer with `pactgraph runs resume {} \
                  --answer TEXT`",
-                saved.run_id
+                run_id
             );
         } else {
             eprintln!(

@@ -234,14 +234,15 @@ pub enum Begin {
 #[derive(Debug)]
 pub struct Dialect {
     /// The checkpoint and its events in one statement, so no transaction stays open
-    /// across round trips (PostgreSQL: a data-modifying `WITH` around
-    /// `pactgraph_checkpoint`; SQLite: an insert into the `checkpoint_events_in` view,
-    /// migration 5, whose trigger inserts into `checkpoint_in`): 15 binds (`run_id, seq,
-    /// steps, status, termination_reason, now_ms, owner, running, next_key, next_attempt,
-    /// digest, document, delta, snapshot`, a `NULL` `now_ms` being the database's clock,
-    /// then the events as a JSON array of `{"seq", "event"}`, docs/spec/events.md),
-    /// returning the run row's [`super::rows::INFO`] columns; a refused fence raises
-    /// `pactgraph: checkpoint refused` and writes nothing.
+    /// across round trips (PostgreSQL: data-modifying `WITH` clauses; SQLite: an insert
+    /// into the `checkpoint_events_in` view, migration 6, whose trigger inserts into
+    /// `checkpoint_in`): 16 binds (`run_id, seq, steps, status, termination_reason,
+    /// now_ms, owner, running, next_key, next_attempt, digest, document, delta,
+    /// snapshot`, a `NULL` `now_ms` being the database's clock, then the events as a JSON
+    /// array of their texts and the first one's `seq`, docs/spec/events.md), returning
+    /// the run row's [`super::rows::INFO`] columns. A refused fence writes nothing:
+    /// SQLite's trigger raises `pactgraph: checkpoint refused`, PostgreSQL's statement
+    /// returns no row.
     pub checkpoint: String,
     /// What a claim's `SELECT` of the run row ends with (PostgreSQL's
     /// `FOR UPDATE SKIP LOCKED`: a worker never waits on a run another is claiming).
@@ -281,8 +282,9 @@ impl Dialect {
     }
 }
 
-/// Whether `e` is the checkpoint statement refusing a checkpoint (its fence failed): the
-/// same message on both backends.
+/// Whether `e` is the checkpoint statement refusing a checkpoint (its fence failed):
+/// SQLite's trigger raises this message (PostgreSQL's statement returns no row instead;
+/// migration 0004's function, no longer called, raised the same).
 pub fn is_refusal(e: &sqlx::Error) -> bool {
     e.as_database_error()
         .is_some_and(|d| d.message().contains("pactgraph: checkpoint refused"))

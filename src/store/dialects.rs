@@ -50,7 +50,7 @@ macro_rules! events_channel {
 pub(crate) const EVENTS_CHANNEL: &str = events_channel!();
 
 /// SQLite's: its one writer takes the write lock at once; a checkpoint is one insert into
-/// the `checkpoint_events_in` view (migration 0005), whose `INSTEAD OF` trigger inserts
+/// the `checkpoint_events_in` view (migration 0006), whose `INSTEAD OF` trigger inserts
 /// into `checkpoint_in` (migration 0003: its trigger does the fence and the writes), then
 /// the events; it returns the run row as it left it.
 pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
@@ -63,8 +63,9 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
         checkpoint: format!(
             "INSERT INTO checkpoint_events_in (run_id, seq, steps, status, \
              termination_reason, now_ms, owner, running, next_key, next_attempt, digest, \
-             document, delta, snapshot, events) VALUES ($1, $2, $3, $4, $5, COALESCE($6, {SQLITE_NOW}), $7, $8, $9, \
-             $10, $11, $12, $13, $14, $15) RETURNING {}",
+             document, delta, snapshot, events, first_event) VALUES ($1, $2, $3, $4, $5, \
+             COALESCE($6, {SQLITE_NOW}), $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
+             RETURNING {}",
             returning.join(", ")
         ),
         now_ms: SQLITE_NOW,
@@ -80,22 +81,46 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
     }
 });
 
-/// PostgreSQL's: a checkpoint is a call of `pactgraph_checkpoint` (migration 0004), which
-/// does what SQLite's trigger does; a claim never waits on a row another worker is
-/// claiming; a name is locked across machines; a load reads one snapshot of the database.
+/// PostgreSQL's: a checkpoint is one statement of data-modifying `WITH` clauses doing
+/// what SQLite's trigger does; a claim never waits on a row another worker is claiming;
+/// a name is locked across machines; a load reads one snapshot of the database.
 pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
-    // The function runs once (a volatile CTE read twice is materialized), before the
-    // insert that reads it; a refused fence aborts the whole statement. Followers of the
-    // run listening on its schema's events channel are told when it commits (its payload
-    // the run id; NOTIFY is sent at commit, so never for a refused checkpoint).
+    // The fence is the update's `WHERE` (its row lock makes the check and the write one
+    // step against any other writer); every other clause reads `up`, so a refused fence
+    // writes nothing and returns no row. A snapshot replaces the run's snapshot and the
+    // step rows before it; the events come in the same statement. The clauses see the
+    // database as it was before the statement, and the foreign keys are checked at its
+    // end (a new document is inserted by the same statement that points the run at it).
+    // One planned statement, not migration 0004's `pactgraph_checkpoint` function
+    // (dropped by migration 6): a PL/pgSQL call runs its four statements one by one.
+    // Followers of the run listening on its schema's events channel are told when it
+    // commits (its payload the run id; NOTIFY is sent at commit, so never for a refused
+    // checkpoint).
     checkpoint: format!(
-        "WITH cp AS (SELECT {INFO} FROM pactgraph_checkpoint($1, $2, $3, $4, $5, \
-         COALESCE($6::BIGINT, {POSTGRES_NOW}), $7, $8, $9, $10, $11, $12, $13, $14)), \
+        "WITH up AS (UPDATE runs SET seq = $2, steps = $3, status = $4, \
+           termination_reason = $5, updated_ms = COALESCE($6::BIGINT, {POSTGRES_NOW}), \
+           digest = COALESCE($11, digest), \
+           snapshot_seq = CASE WHEN $14::TEXT IS NULL THEN snapshot_seq ELSE $2 END, \
+           attempt_key = CASE WHEN $8 THEN $9 ELSE attempt_key END, \
+           attempt = CASE WHEN $8 THEN $10 ELSE attempt END \
+         WHERE id = $1 AND seq = $2 - 1 AND owner = $7 \
+           AND lease_expires_ms > COALESCE($6::BIGINT, {POSTGRES_NOW}) RETURNING {INFO}), \
+         doc AS (INSERT INTO documents (digest, document) SELECT $11, $12 FROM up \
+           WHERE $12::TEXT IS NOT NULL ON CONFLICT (digest) DO NOTHING), \
+         st AS (INSERT INTO steps (run_id, seq, delta, created_ms) \
+           SELECT $1, $2, $13, COALESCE($6::BIGINT, {POSTGRES_NOW}) FROM up \
+           WHERE $14::TEXT IS NULL), \
+         sn AS (INSERT INTO snapshots (run_id, seq, run_state) SELECT $1, $2, $14 FROM up \
+           WHERE $14::TEXT IS NOT NULL), \
+         ds AS (DELETE FROM snapshots WHERE run_id = $1 AND seq < $2 \
+           AND $14::TEXT IS NOT NULL AND EXISTS (SELECT 1 FROM up)), \
+         dt AS (DELETE FROM steps WHERE run_id = $1 AND seq < $2 \
+           AND $14::TEXT IS NOT NULL AND EXISTS (SELECT 1 FROM up)), \
          ev AS (INSERT INTO events (run_id, seq, event) \
-           SELECT $1, e.seq, e.event FROM cp, \
-             jsonb_to_recordset($15::jsonb) AS e(seq BIGINT, event TEXT)), \
-         nt AS (SELECT pg_notify({}, $1) FROM cp) \
-         SELECT cp.* FROM cp, nt",
+           SELECT $1, $16 + e.n - 1, e.event FROM up, \
+             json_array_elements_text($15::json) WITH ORDINALITY AS e(event, n)), \
+         nt AS (SELECT pg_notify({}, $1) FROM up) \
+         SELECT up.* FROM up, nt",
         events_channel!()
     ),
     now_ms: POSTGRES_NOW,

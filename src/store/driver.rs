@@ -2,10 +2,10 @@
 //! step: `store/batch.rs`), renew the lease, watch for a cancel, let it go.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
-use super::batch::{BATCH_STEPS, BATCH_WAIT, Batch, Checkpoints, Limits};
+use super::batch::{Batch, Limits};
 use super::delta::{Before, StepDelta};
+use super::drive_options::DriveOptions;
 use super::rows::cancel_run;
 use super::{
     Checkpoint, Clock, Lease, RunInfo, RunStore, Settled, StoreError, StoredRun, StoredStatus,
@@ -15,102 +15,6 @@ use crate::contracts::WorkflowDocument;
 use crate::runtime::{
     EventStamp, Executor, RunId, RunState, transition_event_count, transition_events,
 };
-
-/// How [`drive`] runs.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct DriveOptions {
-    /// The lease taken and renewed (renewed before a step once less than half is left).
-    pub lease: Duration,
-    /// Stop (releasing the run, still running) after this many checkpoints.
-    pub max_checkpoints: Option<u64>,
-    /// How often a running effect looks for a cancel asked by another process.
-    pub cancel_poll: Duration,
-    /// Called with the run before each step (a progress line, say).
-    pub before_step: Option<fn(&RunState)>,
-    /// How often a `waiting` run looks at its dependencies again.
-    pub dependency_poll: Duration,
-    /// Called with the dependencies not final yet each time a `waiting` run looks.
-    pub on_wait: Option<fn(&[RunInfo])>,
-    /// Refuse ([`StoreError::WrongStatus`]) a run found ended when claimed, instead of
-    /// returning it as it is: a worker that listed it runnable, then was paused while
-    /// another worker ended it, must not report a second end.
-    pub live_only: bool,
-    /// When steps are committed: at effects (the default) or every step.
-    pub checkpoints: Checkpoints,
-    /// At effects, the most pure steps one checkpoint carries ([`BATCH_STEPS`]).
-    pub batch_steps: u32,
-    /// At effects, the longest pure steps wait (since the last commit) to be committed
-    /// ([`BATCH_WAIT`]).
-    pub batch_wait: Duration,
-}
-
-impl Default for DriveOptions {
-    fn default() -> Self {
-        Self {
-            lease: Duration::from_secs(30),
-            max_checkpoints: None,
-            cancel_poll: Duration::from_millis(250),
-            before_step: None,
-            dependency_poll: Duration::from_millis(20),
-            on_wait: None,
-            live_only: false,
-            checkpoints: Checkpoints::Effects,
-            batch_steps: BATCH_STEPS,
-            batch_wait: BATCH_WAIT,
-        }
-    }
-}
-
-impl DriveOptions {
-    /// A lease of `lease`.
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
-        self
-    }
-    /// At most `n` checkpoints.
-    pub fn max_checkpoints(mut self, n: u64) -> Self {
-        self.max_checkpoints = Some(n);
-        self
-    }
-    /// Calling `f` with the run before each step.
-    pub fn before_step(mut self, f: fn(&RunState)) -> Self {
-        self.before_step = Some(f);
-        self
-    }
-    /// Looking for a cancel every `every` while an effect runs.
-    pub fn cancel_poll(mut self, every: Duration) -> Self {
-        self.cancel_poll = every;
-        self
-    }
-    /// Looking at a waiting run's dependencies every `every`.
-    pub fn dependency_poll(mut self, every: Duration) -> Self {
-        self.dependency_poll = every;
-        self
-    }
-    /// Refusing a run that already ended ([`DriveOptions::live_only`]).
-    pub fn live_only(mut self, live_only: bool) -> Self {
-        self.live_only = live_only;
-        self
-    }
-    /// Committing steps as `checkpoints` says.
-    pub fn checkpoints(mut self, checkpoints: Checkpoints) -> Self {
-        self.checkpoints = checkpoints;
-        self
-    }
-    /// At effects, committing pure steps once `steps` of them (at least 1) or `wait` have
-    /// passed since the last commit (by default [`BATCH_STEPS`] and [`BATCH_WAIT`]).
-    pub fn batch(mut self, steps: u32, wait: Duration) -> Self {
-        self.batch_steps = steps.max(1);
-        self.batch_wait = wait;
-        self
-    }
-    /// Calling `f` with the dependencies not final yet while the run waits.
-    pub fn on_wait(mut self, f: fn(&[RunInfo])) -> Self {
-        self.on_wait = Some(f);
-        self
-    }
-}
 
 /// How [`drive_with`] continues a stored run before stepping it.
 #[derive(Debug, Clone, PartialEq)]
@@ -157,9 +61,13 @@ pub async fn drive<S: RunStore>(
 ///
 /// A checkpoint that is refused (its lease lost to another owner, say) keeps none of its
 /// steps: the error is returned and the run in the store is as its last checkpoint left
-/// it. Dropping the future mid-step loses the step in flight and the pure steps not yet
-/// committed, which a later drive recomputes (call [`RunStore::interrupt`] then, so that
-/// the next effect's attempt counts the one in flight).
+/// it. [`DriveOptions::interrupt`] stops it cleanly: the effect in flight is dropped,
+/// the steps taken since the last checkpoint are committed, the lease is given up
+/// ([`RunStore::interrupt`] when an effect was in flight, else released) and
+/// [`StoreError::Interrupted`] is returned. Dropping the future mid-step instead loses
+/// the step in flight and the pure steps not yet committed, which a later drive
+/// recomputes (call [`RunStore::interrupt`] then, so that the next effect's attempt
+/// counts the one in flight).
 pub async fn drive_with<S: RunStore>(
     executor: &Executor,
     store: &S,
@@ -201,11 +109,23 @@ pub(crate) async fn drive_claimed<S: RunStore>(
     // continues it. A lapsed lease no one took yet is still this owner's to give up: a
     // clean release would let the step run again as the same attempt. If the store cannot
     // record even that, the lease lapses (or its owner's process ends).
+    // An interruption that dropped an effect in flight is given up the same way; one
+    // between steps (every step committed, none in flight) is a clean release.
     let released = match &result {
-        Err(StoreError::Database { .. } | StoreError::LeaseLost { .. }) => {
-            store.interrupt(id, owner).await
-        }
-        _ => store.release(id, owner).await,
+        Err(
+            StoreError::Database { .. }
+            | StoreError::LeaseLost { .. }
+            | StoreError::Interrupted {
+                in_flight: true, ..
+            },
+        ) => store.interrupt(id, owner).await,
+        _ => match store.release(id, owner).await {
+            // The lease lapsed after the last commit and no one took it: a release is
+            // fenced like a checkpoint, so it is given up as after an interruption
+            // (nothing was in flight: every step is committed).
+            Err(StoreError::LeaseLost { holder: None, .. }) => store.interrupt(id, owner).await,
+            other => other,
+        },
     };
     let run = result?;
     released?;
@@ -247,6 +167,9 @@ enum Stepped {
     },
     /// A cancel was asked mid-step: the step was abandoned.
     Cancelled,
+    /// The drive was interrupted mid-step ([`DriveOptions::interrupt`]): the step's
+    /// effect was dropped.
+    Interrupted,
 }
 
 impl<S: RunStore> Driver<'_, S> {
@@ -328,6 +251,10 @@ impl<S: RunStore> Driver<'_, S> {
                 self.cancel(&mut run, seq).await?;
                 return Ok(run);
             }
+            if self.interrupted() {
+                self.flush(&mut run, &mut batch, &mut seq).await?;
+                return Err(self.interruption(false));
+            }
             if self.lease_expires_ms.saturating_sub(self.clock.now_ms()) < half {
                 self.renew().await?;
             }
@@ -342,6 +269,11 @@ impl<S: RunStore> Driver<'_, S> {
                     self.flush(&mut run, &mut batch, &mut seq).await?;
                     self.cancel(&mut run, seq).await?;
                     return Ok(run);
+                }
+                Stepped::Interrupted => {
+                    // As for a cancel: the steps before are committed, the run is let go.
+                    self.flush(&mut run, &mut batch, &mut seq).await?;
+                    return Err(self.interruption(true));
                 }
             };
             if effectful {
@@ -419,6 +351,7 @@ impl<S: RunStore> Driver<'_, S> {
                     output = &mut perform => break output,
                     () = self.clock.sleep_until(renew_at) => {}
                     () = tokio::time::sleep(self.options.cancel_poll) => {}
+                    () = self.interrupt() => return Ok(Stepped::Interrupted),
                 }
                 if self.lease_expires_ms.saturating_sub(self.clock.now_ms()) <= half {
                     self.renew().await?;
@@ -451,7 +384,10 @@ impl<S: RunStore> Driver<'_, S> {
                 Settled::Ready => return Ok(Waited::Ready),
                 Settled::Ended(_) => return Ok(Waited::Ended),
             }
-            tokio::time::sleep(self.options.dependency_poll).await;
+            tokio::select! {
+                () = tokio::time::sleep(self.options.dependency_poll) => {}
+                () = self.interrupt() => return Err(self.interruption(false)),
+            }
             if self.lease_expires_ms.saturating_sub(self.clock.now_ms()) < half {
                 self.renew().await?;
             }
@@ -541,6 +477,29 @@ impl<S: RunStore> Driver<'_, S> {
             )));
         }
         Ok(reopened)
+    }
+
+    /// Whether [`DriveOptions::interrupt`] was cancelled.
+    fn interrupted(&self) -> bool {
+        self.options
+            .interrupt
+            .as_ref()
+            .is_some_and(|t| t.is_cancelled())
+    }
+
+    /// Completes when [`DriveOptions::interrupt`] is cancelled (never without one).
+    async fn interrupt(&self) {
+        match &self.options.interrupt {
+            Some(token) => token.cancelled().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    fn interruption(&self, in_flight: bool) -> StoreError {
+        StoreError::Interrupted {
+            run_id: self.id,
+            in_flight,
+        }
     }
 
     fn cannot(&self, reason: String) -> StoreError {

@@ -151,6 +151,16 @@ pub enum StoreError {
         /// Why.
         reason: String,
     },
+    /// A drive was interrupted ([`DriveOptions::interrupt`](super::DriveOptions)): the
+    /// steps it finished are committed and its lease is given up; `in_flight` when an
+    /// effect was dropped (its step's next attempt is one more).
+    #[error("run {run_id}: interrupted (every finished step is committed)")]
+    Interrupted {
+        /// The run.
+        run_id: RunId,
+        /// An effect was in flight and was dropped.
+        in_flight: bool,
+    },
     /// A prune with no filter (it would delete every run).
     #[error("prune needs a filter (expired, older than or status); none was given")]
     NoPruneFilter,

@@ -27,6 +27,7 @@ mod db;
 mod delta;
 mod deps;
 mod dialects;
+mod drive_options;
 mod driver;
 mod error;
 mod follow;
@@ -48,7 +49,8 @@ pub use deps::{
     DEFAULT_DEP_TIMEOUT, Dependencies, DependencySpec, OnDepFailure, Settled, settle,
     settle_dependents,
 };
-pub use driver::{Continue, DriveOptions, drive, drive_with};
+pub use drive_options::DriveOptions;
+pub use driver::{Continue, drive, drive_with};
 pub use error::StoreError;
 pub use follow::Follower;
 pub(crate) use owner::local_owner_pattern;

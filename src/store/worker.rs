@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
+use tokio_util::sync::CancellationToken;
 
 use super::driver::drive_claimed;
 use super::{Checkpoints, Continue, DriveOptions, RunStore, StoreError, StoredRun, local_owner};
@@ -107,8 +108,9 @@ pub enum WorkEvent<'a> {
         /// How.
         result: &'a Result<RunState, StoreError>,
     },
-    /// The worker stopped while the run was being driven: its step in flight was
-    /// abandoned and its lease given up (the run is `interrupted`).
+    /// The worker stopped while the run was being driven: its effect in flight was
+    /// abandoned, the steps before it committed, and its lease given up (the run is
+    /// `interrupted`).
     Interrupted {
         /// The run.
         id: RunId,
@@ -131,8 +133,10 @@ pub struct WorkSummary {
 /// nothing is runnable): claims runnable runs oldest first, builds each one's executor
 /// with `executor_for` (from the stored run: its document, base folder...), drives up
 /// to `concurrency` of them at once with [`drive`] and reports each start and end to
-/// `report`. When `stop` resolves the runs being driven are dropped mid-step (their
-/// programs killed) and interrupted, and their leases given up; the worker then returns.
+/// `report`. When `stop` resolves the runs being driven are interrupted
+/// ([`DriveOptions::interrupt`]): each drops its effect in flight (its program killed),
+/// commits the steps it took since its last checkpoint and gives its lease up (a drive
+/// not done within 5 s is dropped mid-step and interrupted); the worker then returns.
 ///
 /// Several workers (in one process or many) never drive the same run at once: each
 /// run is claimed first, and the claim is exclusive while its lease is current.
@@ -154,10 +158,13 @@ where
 {
     // A run found ended when the drive claims it again (this worker was paused after the
     // check below) is not reported a second time.
+    // The stop interrupts the drives: each commits its pending steps and lets its run go.
+    let interrupt = CancellationToken::new();
     let drive_options = DriveOptions::default()
         .lease(options.lease)
         .live_only(true)
-        .checkpoints(options.checkpoints);
+        .checkpoints(options.checkpoints)
+        .interrupt_on(interrupt.clone());
     let report = Mutex::new(report);
     let emit = |event: WorkEvent<'_>| {
         // A report that panicked once still reports.
@@ -307,7 +314,36 @@ where
                 }
             }
             () = &mut stop => {
-                // Dropping the drives abandons their steps (and kills their programs).
+                // Each drive drops its effect in flight (killing its program), commits the
+                // steps it took since its last checkpoint and lets its run go
+                // (`StoreError::Interrupted`). Those not done within `STOP_GRACE` are
+                // dropped, abandoning their steps, and interrupted below.
+                interrupt.cancel();
+                let grace = tokio::time::sleep(STOP_GRACE);
+                tokio::pin!(grace);
+                while !running.is_empty() {
+                    tokio::select! {
+                        Some((id, outcome)) = running.next() => {
+                            held.retain(|(h, _)| *h != id);
+                            match outcome {
+                                Some(Err(StoreError::Interrupted { .. })) => {
+                                    summary.interrupted += 1;
+                                    emit(WorkEvent::Interrupted { id });
+                                }
+                                Some(result) => {
+                                    if result.is_ok() {
+                                        summary.finished += 1;
+                                    } else {
+                                        summary.errors += 1;
+                                    }
+                                    emit(WorkEvent::Ended { id, result: &result });
+                                }
+                                None => {}
+                            }
+                        }
+                        () = &mut grace => break,
+                    }
+                }
                 drop(running);
                 for (id, owner) in &held {
                     match store.interrupt(*id, owner).await {
@@ -325,6 +361,10 @@ where
         }
     }
 }
+
+/// How long a stopping worker waits for its drives to commit their pending steps and let
+/// their runs go before it drops them.
+const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// How long a worker waits before asking a store that failed `n` looks in a row again:
 /// the poll doubled each time, at most 5 s.

@@ -130,6 +130,40 @@ impl RunEvent {
     pub fn to_json(&self) -> Value {
         serde_json::to_value(self).expect("an event is plain data")
     }
+
+    /// Its JSON text: the same bytes as `serde_json::to_string(self)`, written in one pass
+    /// (the kind is serialized once, straight to text, not through a [`Value`]): what the
+    /// store keeps of every event, so a `step` event's trace item costs one serialization.
+    pub fn to_json_string(&self) -> String {
+        let kind = serde_json::to_vec(&self.kind).expect("an event is plain data");
+        // An internally tagged enum writes its tag first: `{"event":"NAME"` then `}` or
+        // `,` and the kind's fields.
+        let name = self.kind.name();
+        let head = br#"{"event":""#.len() + name.len() + 1;
+        debug_assert!(
+            kind.starts_with(format!(r#"{{"event":"{name}""#).as_bytes()),
+            "a kind's JSON starts with its tag"
+        );
+        let rest = kind.get(head..).unwrap_or(b"}");
+        let mut out = Vec::with_capacity(kind.len() + 80);
+        out.extend_from_slice(br#"{"seq":"#);
+        out.extend_from_slice(self.seq.to_string().as_bytes());
+        out.extend_from_slice(br#","run_id":""#);
+        out.extend_from_slice(self.run_id.to_string().as_bytes());
+        out.extend_from_slice(br#"","event":""#);
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(br#"","at_ms":"#);
+        out.extend_from_slice(self.at_ms.to_string().as_bytes());
+        if self.dropped > 0 {
+            out.extend_from_slice(rest.strip_suffix(b"}").unwrap_or(rest));
+            out.extend_from_slice(br#","dropped":"#);
+            out.extend_from_slice(self.dropped.to_string().as_bytes());
+            out.push(b'}');
+        } else {
+            out.extend_from_slice(rest);
+        }
+        String::from_utf8(out).expect("serde_json writes UTF-8")
+    }
 }
 
 impl Serialize for RunEvent {

@@ -24,6 +24,11 @@ static MIGRATIONS: &[Step] = &[
         "events",
         include_str!("../../../migrations/postgres/0005_events.sql"),
     ),
+    (
+        6,
+        "event texts",
+        include_str!("../../../migrations/postgres/0006_event_texts.sql"),
+    ),
 ];
 
 /// `url` with its password, if any, replaced by `***` (URLs are printed in errors).

@@ -221,20 +221,20 @@ impl<B: Backend> Store<B> {
     }
 
     /// Gives `owner`'s lease on run `id` up with `statement` (an update of the run row
-    /// bound to `$1` id and `$2` owner): `LeaseLost` if `owner` does not hold it.
+    /// bound to `$1` id, `$2` owner and, when `fenced`, `$3` the fence's time,
+    /// [`Store::bound_now`]): `LeaseLost` if `owner` does not hold it.
     async fn let_go(
         &self,
         id: RunId,
         owner: &str,
         operation: &'static str,
-        statement: &'static str,
+        (statement, fenced): (&str, bool),
     ) -> Result<(), StoreError> {
         let updated = self
             .ride_out(operation, |_| async move {
-                sql(statement)
-                    .bind(id.to_string())
-                    .bind(owner)
-                    .execute(&mut self.db.write().await?)
+                let q = sql(statement).bind(id.to_string()).bind(owner);
+                let q = if fenced { q.bind(self.bound_now()) } else { q };
+                q.execute(&mut self.db.write().await?)
                     .await
                     .map_err(StoreError::db(operation, Some(id)))
             })

@@ -153,13 +153,15 @@ impl<B: Backend> RunStore for Store<B> {
 
     async fn release(&self, id: RunId, owner: &str) -> Result<(), StoreError> {
         self.weights.forget(id);
-        self.let_go(
-            id,
-            owner,
-            "release",
-            "UPDATE runs SET owner = NULL, lease_expires_ms = NULL WHERE id = $1 AND owner = $2",
-        )
-        .await
+        // Fenced like a checkpoint: a lease that lapsed is no longer `owner`'s to give
+        // up cleanly (its step in flight may run again as the same attempt); `interrupt`
+        // gives it up, counting that attempt.
+        let statement = format!(
+            "UPDATE runs SET owner = NULL, lease_expires_ms = NULL WHERE id = $1 AND owner = $2 \
+             AND lease_expires_ms > {}",
+            self.now_sql(3)
+        );
+        self.let_go(id, owner, "release", (&statement, true)).await
     }
 
     async fn interrupt(&self, id: RunId, owner: &str) -> Result<(), StoreError> {
@@ -167,11 +169,14 @@ impl<B: Backend> RunStore for Store<B> {
             id,
             owner,
             "interrupt",
-            "UPDATE runs SET owner = NULL, lease_expires_ms = NULL, \
+            (
+                "UPDATE runs SET owner = NULL, lease_expires_ms = NULL, \
              attempt = CASE WHEN status IN ('running', 'queued') THEN attempt + 1 \
                ELSE attempt END, \
              status = CASE WHEN status = 'queued' THEN 'running' ELSE status END \
              WHERE id = $1 AND owner = $2",
+                false,
+            ),
         )
         .await
     }
@@ -306,10 +311,13 @@ impl<B: Backend> Store<B> {
                 at_ms: now,
             },
         };
-        let events_json = events_json(&transition_events(run, trace_from, Some(seq), stamp));
-        // One statement (SQLite's `checkpoint_in` trigger, PostgreSQL's
-        // `pactgraph_checkpoint`): fenced, atomic, one round trip, the events with it; the
-        // run row as it is after it comes back.
+        let events = transition_events(run, trace_from, Some(seq), stamp);
+        // Numbered on by one from the first (`transition_events` makes them so).
+        let first_event = events.first().map_or(stamp.first_seq, |e| e.seq);
+        let events_json = events_json(&events);
+        // One statement (SQLite's `checkpoint_in` trigger, PostgreSQL's data-modifying
+        // `WITH`): fenced, atomic, one round trip, the events with it; the run row as it
+        // is after it comes back.
         let row = sql(&self.dialect.checkpoint)
             .bind(id.to_string())
             .bind(to_i64(seq))
@@ -326,15 +334,18 @@ impl<B: Backend> Store<B> {
             .bind(&delta)
             .bind(snapshot.as_deref())
             .bind(events_json.as_str())
+            .bind(to_i64(first_event))
             // Every row read, not the first: SQLite commits the statement's implicit
             // transaction when it runs to its end, and only then says a commit failed
             // (a full disk); a statement dropped after its first row lost that error.
             .fetch_all(&mut self.db.write().await?)
             .await
-            .and_then(|rows| rows.into_iter().next().ok_or(sqlx::Error::RowNotFound));
+            .map(|rows| rows.into_iter().next());
         let row = match row {
-            Ok(row) => row,
-            Err(e) if is_refusal(&e) => {
+            Ok(Some(row)) => row,
+            Err(e) if !is_refusal(&e) => return Err(StoreError::db("checkpoint", Some(id))(e)),
+            // Refused: SQLite's trigger raises, PostgreSQL's statement returns no row.
+            Ok(None) | Err(_) => {
                 if again
                     && let Ok(info) = self.info(id).await
                     && info.seq == seq
@@ -346,7 +357,6 @@ impl<B: Backend> Store<B> {
                 }
                 return Err(self.refusal(id, owner, seq, now).await);
             }
-            Err(e) => return Err(StoreError::db("checkpoint", Some(id))(e)),
         };
         self.weights
             .weigh(id, running, delta.len(), snapshot.as_ref().map(String::len));

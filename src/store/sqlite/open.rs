@@ -44,6 +44,11 @@ static MIGRATIONS: &[Step] = &[
         "events",
         include_str!("../../../migrations/sqlite/0005_events.sql"),
     ),
+    (
+        6,
+        "event texts",
+        include_str!("../../../migrations/sqlite/0006_event_texts.sql"),
+    ),
 ];
 
 impl SqliteStore {
