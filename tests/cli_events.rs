@@ -269,7 +269,8 @@ fn a_store_of_format_5_migrates_and_keeps_its_history() {
         .status()
         .unwrap();
     assert!(ok.success());
-    let before = b.run(&["runs", "watch", "old"]);
+    // `--until-pause`: a plain watch follows the paused run until it ends.
+    let before = b.run(&["runs", "watch", "old", "--until-pause"]);
     assert_eq!(before.code, 4, "{}", before.err);
     // The history is the stream's events (the outcome object, printed last, aside).
     let history: Vec<&str> = before.out.lines().collect();

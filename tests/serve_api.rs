@@ -71,7 +71,8 @@ fn a_run_started_through_the_api_is_finished_by_the_embedded_worker() {
             &s,
             &json!({"workflow": "ticker", "input": {"n": 0}, "name": "first"}),
         );
-        let shown = s.wait_status(&id, "completed");
+        // Released too: the comparison with `runs show` below includes the owner.
+        let shown = s.wait_released(&id, "completed");
         assert_eq!(shown["run"]["steps"], 3, "{shown}");
         assert_eq!(shown["run"]["name"], "first");
         // As `runs show --format json`, byte for byte but for the times.

@@ -121,6 +121,23 @@ impl Server {
         assert!(ok, "run {id} never became {status}: {last}\n{}", self.log());
         last
     }
+
+    /// Waits until run `id` has status `status` and its worker has let go of it (no
+    /// `owner`): a run ends in its last checkpoint and is released by the next statement,
+    /// so a view read between the two still names the worker.
+    pub fn wait_released(&self, id: &str, status: &str) -> Value {
+        let mut last = Value::Null;
+        let ok = self.wait_until(Duration::from_secs(60), || {
+            last = self.get(&format!("/api/runs/{id}")).json();
+            last["run"]["status"] == status && last["run"]["owner"].is_null()
+        });
+        assert!(
+            ok,
+            "run {id} never became {status} and released: {last}\n{}",
+            self.log()
+        );
+        last
+    }
 }
 
 impl Drop for Server {
