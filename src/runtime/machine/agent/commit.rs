@@ -155,19 +155,13 @@ impl Tx<'_> {
         let usage = call_usage(ss.agent.price.as_ref(), usage.as_ref());
         self.run.usage_total.add_all(&usage);
         self.run.steps += 1;
-        let mut reason = format!("turn {turn}, attempt {attempt}");
-        if !failed_attempts.is_empty() {
-            let words: Vec<String> = failed_attempts.iter().map(attempt_words).collect();
-            reason.push_str(&format!(" (after {})", words.join("; ")));
-        }
-        reason.push_str(&format!(
-            ", finish_reason {}",
-            finish_reason.as_deref().unwrap_or("none")
-        ));
         let usage_known = usage.get(USAGE_UNKNOWN).is_none();
-        if !usage_known {
-            reason.push_str(", usage unknown (the server sent none)");
-        }
+        let mut reason = model_call_reason(
+            (turn, attempt),
+            &failed_attempts,
+            finish_reason.as_deref(),
+            usage_known,
+        );
         if let SessionOwner::Tool(c) = &ss.owner {
             // The caller: which call of which session this agent tool answers.
             reason.push_str(&format!(
@@ -400,9 +394,33 @@ pub(crate) fn call_usage(price: Option<&Price>, usage: Option<&crate::model::Usa
 /// One failed HTTP attempt in words, for the item's `reason`: its error (which names
 /// the HTTP status). Its timings are fields of the item only, so the words are the same
 /// on every run of the same script.
-pub(super) fn attempt_words(a: &HttpAttempt) -> String {
+fn attempt_words(a: &HttpAttempt) -> String {
     match a.status {
         Some(s) if !a.error.contains(&format!("HTTP {s}")) => format!("HTTP {s}: {}", a.error),
         _ => a.error.clone(),
     }
+}
+
+/// A `model_call` item's reason in words: its turn and attempt, the failed attempts before
+/// it, its finish reason, and whether the server sent its usage (the same words for an agent
+/// node's session and a fork's).
+pub(super) fn model_call_reason(
+    (turn, attempt): (u32, u32),
+    failed_attempts: &[HttpAttempt],
+    finish_reason: Option<&str>,
+    usage_known: bool,
+) -> String {
+    let mut reason = format!("turn {turn}, attempt {attempt}");
+    if !failed_attempts.is_empty() {
+        let words: Vec<String> = failed_attempts.iter().map(attempt_words).collect();
+        reason.push_str(&format!(" (after {})", words.join("; ")));
+    }
+    reason.push_str(&format!(
+        ", finish_reason {}",
+        finish_reason.unwrap_or("none")
+    ));
+    if !usage_known {
+        reason.push_str(", usage unknown (the server sent none)");
+    }
+    reason
 }

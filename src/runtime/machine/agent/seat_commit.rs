@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::commit::{USAGE_UNKNOWN, attempt_words, call_usage};
+use super::commit::{USAGE_UNKNOWN, call_usage, model_call_reason};
 use super::reply::{Verdict, ask_for_exit, judge};
 use crate::model::ChatMessage;
 use crate::runtime::data::{
@@ -79,19 +79,13 @@ impl Tx<'_> {
         let usage = call_usage(agent.price.as_ref(), usage.as_ref());
         self.run.usage_total.add_all(&usage);
         self.run.steps += 1;
-        let mut reason = format!("turn {turn}, attempt {attempt}");
-        if !failed_attempts.is_empty() {
-            let words: Vec<String> = failed_attempts.iter().map(attempt_words).collect();
-            reason.push_str(&format!(" (after {})", words.join("; ")));
-        }
-        reason.push_str(&format!(
-            ", finish_reason {}",
-            finish_reason.as_deref().unwrap_or("none")
-        ));
         let usage_known = usage.get(USAGE_UNKNOWN).is_none();
-        if !usage_known {
-            reason.push_str(", usage unknown (the server sent none)");
-        }
+        let reason = model_call_reason(
+            (turn, attempt),
+            &failed_attempts,
+            finish_reason.as_deref(),
+            usage_known,
+        );
         let it = self.record(TraceKind::ModelCall, Some(Arc::clone(sup)));
         it.source = Some(Arc::clone(node));
         it.target = Some(Arc::clone(&model));
