@@ -228,8 +228,11 @@ export async function runPage(main, id) {
 
   const refresh = async () => {
     try {
-      const [s, trace, messages, state] = await Promise.all([
-        api(`/api/runs/${enc(id)}`),
+      // The summary first, the rest after it: read together, a run that ends in between
+      // could show `completed` beside an older trace, and a settled run is not read again.
+      // Read after the summary, they are at least as new as it.
+      const s = await api(`/api/runs/${enc(id)}`);
+      const [trace, messages, state] = await Promise.all([
         api(`/api/runs/${enc(id)}/trace?values=true`),
         api(`/api/runs/${enc(id)}/messages`).catch(() => null),
         api(`/api/runs/${enc(id)}/state`).catch(() => null),
