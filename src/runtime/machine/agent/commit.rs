@@ -8,13 +8,13 @@ use std::sync::Arc;
 
 use serde_json::Number;
 
-use super::plan::{pending_session, unanswered};
+use super::plan::pending_session;
 use super::reply::{Verdict, ask_for_exit, judge};
 use crate::contracts::Price;
 use crate::model::ChatMessage;
 use crate::runtime::data::{
     COST_USD, CallRecord, Control, HttpAttempt, INPUT_TOKENS, ModelCallItem, OUTPUT_TOKENS,
-    RunState, Session, TerminationReason, ToolCallItem, ToolCallStatus, TraceKind, Usage,
+    RunState, Session, TerminationReason, TraceKind, Usage,
 };
 use crate::runtime::effects::{Fault, ModelReply};
 use crate::runtime::machine::commit::{Tx, attach_usage};
@@ -258,47 +258,9 @@ impl Tx<'_> {
         if outcomes.iter().any(|o| o.cancelled) {
             return self.fault(&ss.id, ss.what(), Fault::Cancelled, Some(sup));
         }
-        let mut messages = Vec::with_capacity(outcomes.len());
-        // The calls answered before this batch (an agent tool's call comes alone).
-        let first = self
-            .run
-            .sessions
-            .get(index as usize)
-            .and_then(unanswered)
-            .map_or(0, |(_, answered)| answered);
-        for (at, o) in outcomes.into_iter().enumerate() {
-            // A call skipped for want of steps did not run: it counts no step.
-            if o.status != ToolCallStatus::Skipped {
-                self.run.steps += 1;
-            }
-            if let Some(u) = &o.usage {
-                self.run.usage_total.add_all(u);
-            }
-            let reason = match &o.error {
-                None => format!("call {}: ok", o.call_id),
-                Some(e) => format!("call {}: error: {e}", o.call_id),
-            };
-            let record = ToolCallItem {
-                caller: Arc::clone(&ss.id),
-                tool: Arc::clone(&o.tool),
-                call_id: o.call_id.clone(),
-                index: u32::try_from(first + at).unwrap_or(u32::MAX),
-                status: o.status,
-                error: o.error,
-            };
-            let it = self.record(TraceKind::ToolCall, Some(Arc::clone(&sup)));
-            it.source = Some(Arc::clone(&ss.id));
-            it.target = Some(o.tool);
-            it.reason = Some(reason.into());
-            it.duration_us = o.duration_us;
-            if let Some(u) = o.usage {
-                attach_usage(it, u);
-            }
-            it.set_call(Some(CallRecord::Tool(record)));
-            let content = o.content.unwrap_or_else(|| "{}".into());
-            messages.push(ChatMessage::tool(o.call_id, content));
-        }
-        self.push_messages(index, messages);
+        // One item and one step each, as a fork's sessions record theirs (none cancelled:
+        // checked above).
+        self.tools_committed((&sup, &ss.id), index, outcomes);
         self.go_on(&ss, index);
     }
 
