@@ -338,8 +338,8 @@ fn chunks(body: &[u8]) -> Vec<Vec<u8>> {
 }
 
 /// Proves a stream sends the events it can send at once as one chunk of whole messages,
-/// each formatted exactly once the same way: the history of an ended run of ~1,200
-/// events comes in at most one chunk per page the stream reads from the store (500
+/// each formatted the one way: the history of an ended run of ~1,200 events (400 of them
+/// ~10 KB) comes in at most one chunk per page the stream reads from the store (500
 /// events), not one per event; every chunk starts a message and ends one; and the body
 /// is byte for byte `id: SEQ`, `data: ` and the line `runs watch` prints, then a blank
 /// line, for each event in order.
@@ -347,9 +347,9 @@ fn chunks(body: &[u8]) -> Vec<Vec<u8>> {
 fn a_stream_sends_what_it_has_in_one_chunk_of_whole_messages() {
     use std::io::Read;
     for b in Bench::each(BIN.as_ref()) {
-        b.file("pure.json", &pure_loop(400));
+        b.file("loop.json", &big_loop(400));
         let s = Server::start(&b, "serve", &[]);
-        let r = s.call("POST", "/api/runs", Some(&json!({"workflow": "pure"})));
+        let r = s.call("POST", "/api/runs", Some(&json!({"workflow": "loop"})));
         assert_eq!(r.status, 201, "{}", r.text());
         let id = r.json()["run_id"].as_str().unwrap().to_string();
         let w = b.run(&["worker", "--once"]);
@@ -386,16 +386,4 @@ fn a_stream_sends_what_it_has_in_one_chunk_of_whole_messages() {
             String::from_utf8(expected).unwrap()
         );
     }
-}
-
-/// A loop of `steps` `set` steps, named `pure`, stopped by its step budget.
-fn pure_loop(steps: u32) -> String {
-    json!({"workflow": "pure", "slices": {"n": {}},
-           "budgets": {"max_steps": steps},
-           "entry": "boss",
-           "supervisors": {"boss": {"allow": ["work"]}},
-           "nodes": {"work": {"supervisor": "boss", "writes": ["n"],
-             "triggers": [{"priority": 1, "when": true}],
-             "run": {"set": {"n": {"ok": true}}}}}})
-    .to_string()
 }
