@@ -3,8 +3,9 @@
 //! [`Feeds::join`] gives a stream a [`Watch`] on run `id`'s [`Feed`]: the first watcher of a
 //! run starts its poller, a task that follows the run with a [`Follower`] (the store's
 //! kept events, polled every `--event-poll`, woken at once by the events of the runs this
-//! server drives) and appends each event, serialized once, to a bounded ring
-//! ([`RING`] events). Each stream reads its history from the store after its own
+//! server drives) and appends each event, formatted once as its whole SSE message
+//! ([`Sent`]), to a bounded ring ([`RING`] events), the events of one read of the store
+//! together (one wakeup of the streams per read, ADR 0047). Each stream reads its history from the store after its own
 //! `Last-Event-ID`, then takes the shared feed's events from the ring; a stream that falls
 //! behind the ring (a slow client) reads the events it missed from the store again, so
 //! it lags on its own and the poller never waits for it. The poller ends when its run
