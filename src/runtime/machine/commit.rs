@@ -14,8 +14,8 @@ use super::step::{
 use crate::contracts::lookup::{SCAN_MAX, same};
 use crate::contracts::{SYSTEM_SLICE, StopGlobal, StopLocal};
 use crate::runtime::data::{
-    Chain, ChainTrigger, Control, Frame, Pending, RunState, RunStatus, TerminationReason,
-    TraceItem, TraceKind, Usage, commit, pick, trace_depth,
+    Candidates, Chain, ChainTrigger, Control, Frame, Pending, RunState, RunStatus,
+    TerminationReason, TraceItem, TraceKind, Usage, commit, pick, trace_depth,
 };
 use crate::runtime::effects::Fault;
 use crate::runtime::plan::{NodePlan, NodeRun, Plan, SubgraphPlan, check};
@@ -63,7 +63,7 @@ impl Tx<'_> {
             target: None,
             reason: None,
             termination_reason: None,
-            candidates: Arc::default(),
+            candidates: Candidates::none(),
             at_ms: self.at_ms,
             duration_us: 0,
             detail: None,
@@ -269,12 +269,24 @@ impl Tx<'_> {
                 self.end_level(level, dispatcher, stop, TerminationReason::Terminal);
             }
             After::Return => {
+                // A loop's step: control is already back with its dispatcher (the same
+                // shared id), so it is left as it is and the id moves into the item
+                // instead of being counted again and the old one dropped (ADR 0051).
+                let unchanged = matches!(
+                    &self.run.control,
+                    Control::Running(Pending::Decide { supervisor })
+                        if Arc::ptr_eq(supervisor, &dispatcher)
+                );
                 let it = self.record(TraceKind::Return, Some(Arc::clone(&dispatcher)));
                 it.source = Some(Arc::clone(&np.id));
-                it.target = Some(Arc::clone(&dispatcher));
-                self.run.control = Control::Running(Pending::Decide {
-                    supervisor: dispatcher,
-                });
+                if unchanged {
+                    it.target = Some(dispatcher);
+                } else {
+                    it.target = Some(Arc::clone(&dispatcher));
+                    self.run.control = Control::Running(Pending::Decide {
+                        supervisor: dispatcher,
+                    });
+                }
             }
         }
     }

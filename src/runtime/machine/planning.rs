@@ -17,7 +17,7 @@ use super::step::{
     ready,
 };
 use crate::contracts::{RoutingDecision, SupervisorOutput};
-use crate::runtime::data::{Chain, Clock, Pending, RunState, RunStatus, TraceKind};
+use crate::runtime::data::{Candidates, Chain, Clock, Pending, RunState, RunStatus, TraceKind};
 use crate::runtime::effects::{EffectOutput, Fault, Produced};
 use crate::runtime::plan::{Plan, PolicyRun};
 
@@ -65,7 +65,7 @@ impl<'e> Planner<'e> {
                         supervisor: Arc::clone(&sp.id),
                         target: choice_label(&out).into(),
                         reason: decision_reason(&out).map(Into::into),
-                        candidates: Arc::default(),
+                        candidates: Candidates::none(),
                         duration_us: output.duration_us,
                     };
                     let action = resolve(out, &sp.contract, self.plan.graph.registry());
@@ -295,7 +295,7 @@ impl<'e> Planner<'e> {
                         supervisor: Arc::clone(&sp.id),
                         target: choice_label(&output).into(),
                         reason: Some(reason.into()),
-                        candidates: Arc::default(),
+                        candidates: Candidates::none(),
                         duration_us,
                     };
                     let action = resolve(output, &sp.contract, plan.graph.registry());
