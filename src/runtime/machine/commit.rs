@@ -79,7 +79,10 @@ impl Tx<'_> {
         it
     }
 
-    /// Applies a planned step.
+    /// Applies a planned step. Inlined into the executor's step (with the node run of
+    /// the common step) so that the planned step is read where planning left it, not
+    /// copied from frame to frame (ADR 0051).
+    #[inline(always)]
     pub(crate) fn commit(mut self, planned: Planned<'_>) {
         let Planned {
             level,
@@ -104,7 +107,7 @@ impl Tx<'_> {
                 let who = Arc::clone(&sup);
                 self.fault(&who, "the policy of supervisor", fault, Some(sup));
             }
-            Then::Node(ns) => self.run_node(level, ns),
+            Then::Node(ns) => self.run_node_inline(level, ns),
             Then::Fork(fs) => self.fork(fs),
             Then::Team(ts) => self.team(level, ts),
             Then::Session(ss) => self.session(level, ss),
@@ -144,6 +147,13 @@ impl Tx<'_> {
     /// Runs a planned node: counts the step, checks every write, applies them in one go
     /// and moves control on.
     pub(crate) fn run_node(&mut self, level: Level<'_>, ns: NodeStep<'_>) {
+        self.run_node_inline(level, ns);
+    }
+
+    /// [`Tx::run_node`], inlined where it is called: in [`Tx::commit`], so the common
+    /// step's node is not copied into another frame.
+    #[inline(always)]
+    fn run_node_inline(&mut self, level: Level<'_>, ns: NodeStep<'_>) {
         let NodeStep {
             np,
             dispatcher,
