@@ -213,6 +213,8 @@ impl<S: RunStore> Driver<'_, S> {
                 info = self
                     .checkpoint(Checkpoint::new(seq + 1, &delta, &run))
                     .await?;
+                // Its events carried the answer: not again with the next checkpoint's.
+                run.events_made();
                 seq += 1;
             }
             Continue::Reopen(document) => {
