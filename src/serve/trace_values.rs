@@ -44,6 +44,7 @@ pub fn trace_with_values(
     let mut complete = false;
     let mut writes: HashMap<usize, &Value> = HashMap::new();
     let mut changes: Vec<&SliceChange> = Vec::new();
+    let mut next = 0;
     for event in events {
         match &event.kind {
             EventKind::RunStarted {
@@ -60,6 +61,13 @@ pub fn trace_with_values(
                 changes: c,
                 ..
             } => {
+                if *index < next {
+                    // The trace was rewound (a reopened run tries its failed step again):
+                    // what the items from `index` on wrote is gone with them.
+                    writes.retain(|at, _| at < index);
+                    changes.retain(|ch| ch.at() <= *index);
+                }
+                next = index + 1;
                 if let Some(w) = w {
                     writes.insert(*index, w);
                 }
@@ -220,4 +228,126 @@ fn breaks_rebuild(item: &TraceItem) -> bool {
                 | TraceKind::TeamCycle
                 | TraceKind::TeamTurn
         )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::{RunId, SliceChange};
+
+    fn doc() -> WorkflowDocument {
+        WorkflowDocument::from_value(json!({
+            "workflow": "w", "slices": {"clarification": {}, "a": {}}, "entry": "root",
+            "supervisors": {"root": {"allow": ["n"], "default": {"stop_global": {}}}},
+            "nodes": {"n": {"supervisor": "root", "reads": ["a", "clarification"],
+                            "writes": ["a"], "run": {"set": {"a": 1}}}}
+        }))
+        .expect("a document")
+    }
+
+    fn item(kind: TraceKind) -> TraceItem {
+        let mut it = TraceItem::new(kind, 0, 0);
+        it.target = Some("n".into());
+        it
+    }
+
+    fn event(seq: u64, kind: EventKind) -> RunEvent {
+        RunEvent {
+            seq,
+            run_id: RunId::new(),
+            at_ms: 0,
+            kind,
+            dropped: 0,
+        }
+    }
+
+    /// Items: dispatch `n` (writes a=1), resume (the answer seen from item 2), dispatch
+    /// `n` again. `changes` says whether `run_started` has `changes: true`.
+    fn run(changes: bool) -> (Vec<TraceItem>, Vec<RunEvent>) {
+        let items = vec![
+            item(TraceKind::Dispatch),
+            item(TraceKind::Resume),
+            item(TraceKind::Dispatch),
+        ];
+        let answer = SliceChange::Set {
+            at: 2,
+            level: 0,
+            slice: "clarification".into(),
+            value: json!({"answer": "yes"}),
+        };
+        let events = vec![
+            event(1, EventKind::RunStarted {
+                workflow: "w".into(),
+                input: Some(json!({"a": 0})),
+                changes,
+            }),
+            event(2, EventKind::Step {
+                index: 0,
+                item: items[0].clone(),
+                writes: Some(json!({"a": 1})),
+                changes: vec![],
+            }),
+            event(3, EventKind::Step {
+                index: 1,
+                item: items[1].clone(),
+                writes: None,
+                changes: if changes { vec![answer] } else { vec![] },
+            }),
+            event(4, EventKind::Step {
+                index: 2,
+                item: items[2].clone(),
+                writes: Some(json!({"a": 2})),
+                changes: vec![],
+            }),
+        ];
+        (items, events)
+    }
+
+    /// Proves the answer a resume wrote is in the next node run's input when the events
+    /// carry changes, and that a run whose events predate them says `input_unknown`
+    /// after the resume instead of showing an input without the answer.
+    #[test]
+    fn an_answer_is_seen_after_the_resume_and_old_runs_say_unknown() {
+        let (items, events) = run(true);
+        let out = trace_with_values(&items, &events, &doc());
+        assert_eq!(out[0]["values"]["input"], json!({"a": 0}));
+        assert_eq!(
+            out[2]["values"],
+            json!({"input": {"a": 1, "clarification": {"answer": "yes"}}, "writes": {"a": 2}})
+        );
+        let (items, events) = run(false);
+        let out = trace_with_values(&items, &events, &doc());
+        assert_eq!(out[0]["values"]["input"], json!({"a": 0}));
+        assert_eq!(out[2]["values"]["input_unknown"], json!(NO_INPUT_AFTER));
+    }
+
+    /// Proves a rewound trace (a reopened run's retried step, its index kept again)
+    /// forgets what the discarded items wrote: the retried node's input is the state
+    /// before the failed attempt.
+    #[test]
+    fn a_rewound_trace_forgets_the_discarded_writes() {
+        let (items, mut events) = run(true);
+        // Item 2 first failed after writing (a=9, and a change seen from 3), then the
+        // run was reopened before it and the step was tried again.
+        let failed = SliceChange::Set {
+            at: 3,
+            level: 0,
+            slice: "a".into(),
+            value: json!(8),
+        };
+        events.insert(
+            3,
+            event(4, EventKind::Step {
+                index: 2,
+                item: items[2].clone(),
+                writes: Some(json!({"a": 9})),
+                changes: vec![failed],
+            }),
+        );
+        let out = trace_with_values(&items, &events, &doc());
+        assert_eq!(
+            out[2]["values"],
+            json!({"input": {"a": 1, "clarification": {"answer": "yes"}}, "writes": {"a": 2}})
+        );
+    }
 }

@@ -232,6 +232,8 @@ impl<S: RunStore> Driver<'_, S> {
                 info = self.checkpoint(cp).await?;
                 seq += 1;
                 run = reopened;
+                // Loaded from the store: its events record values from here too.
+                run.record_values();
             }
         }
         // The attempt the store keeps is for the first step after the last commit; at
