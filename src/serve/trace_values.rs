@@ -276,29 +276,41 @@ mod tests {
             value: json!({"answer": "yes"}),
         };
         let events = vec![
-            event(1, EventKind::RunStarted {
-                workflow: "w".into(),
-                input: Some(json!({"a": 0})),
-                changes,
-            }),
-            event(2, EventKind::Step {
-                index: 0,
-                item: items[0].clone(),
-                writes: Some(json!({"a": 1})),
-                changes: vec![],
-            }),
-            event(3, EventKind::Step {
-                index: 1,
-                item: items[1].clone(),
-                writes: None,
-                changes: if changes { vec![answer] } else { vec![] },
-            }),
-            event(4, EventKind::Step {
-                index: 2,
-                item: items[2].clone(),
-                writes: Some(json!({"a": 2})),
-                changes: vec![],
-            }),
+            event(
+                1,
+                EventKind::RunStarted {
+                    workflow: "w".into(),
+                    input: Some(json!({"a": 0})),
+                    changes,
+                },
+            ),
+            event(
+                2,
+                EventKind::Step {
+                    index: 0,
+                    item: items[0].clone(),
+                    writes: Some(json!({"a": 1})),
+                    changes: vec![],
+                },
+            ),
+            event(
+                3,
+                EventKind::Step {
+                    index: 1,
+                    item: items[1].clone(),
+                    writes: None,
+                    changes: if changes { vec![answer] } else { vec![] },
+                },
+            ),
+            event(
+                4,
+                EventKind::Step {
+                    index: 2,
+                    item: items[2].clone(),
+                    writes: Some(json!({"a": 2})),
+                    changes: vec![],
+                },
+            ),
         ];
         (items, events)
     }
@@ -337,12 +349,15 @@ mod tests {
         };
         events.insert(
             3,
-            event(4, EventKind::Step {
-                index: 2,
-                item: items[2].clone(),
-                writes: Some(json!({"a": 9})),
-                changes: vec![failed],
-            }),
+            event(
+                4,
+                EventKind::Step {
+                    index: 2,
+                    item: items[2].clone(),
+                    writes: Some(json!({"a": 9})),
+                    changes: vec![failed],
+                },
+            ),
         );
         let out = trace_with_values(&items, &events, &doc());
         assert_eq!(
