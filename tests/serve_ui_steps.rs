@@ -13,7 +13,7 @@ mod serve_ui_support;
 mod support;
 
 use serde_json::{Value, json};
-use serve_support::{ANSWERED, CHAIN, POLISH_PY, Server};
+use serve_support::{ANSWERED, CHAIN, POLISH_PY, Server, run_answered};
 use serve_ui_support::{Browser, Step};
 use support::cli::{Bench, ticker_json};
 
@@ -107,15 +107,7 @@ fn a_step_after_an_answer_shows_its_input() {
     let b = Bench::new(BIN);
     b.file("answered.json", ANSWERED);
     let s = Server::start(&b, "serve", &["--workers", "1", "--poll", "20ms"]);
-    let id = start(&s, &json!({"workflow": "answered", "input": {}}));
-    s.wait_status(&id, "awaiting_input");
-    let r = s.call(
-        "POST",
-        &format!("/api/runs/{id}/resume"),
-        Some(&json!({"answer": "the blue one"})),
-    );
-    assert!(r.status < 300, "{}", r.text());
-    s.wait_status(&id, "completed");
+    let id = run_answered(&s);
     let base = format!("http://{}", s.addr);
 
     runtime().block_on(async {

@@ -10,7 +10,7 @@ mod serve_support;
 mod support;
 
 use serde_json::{Value, json};
-use serve_support::{ANSWERED, CHAIN, POLISH_PY, Server};
+use serve_support::{ANSWERED, CHAIN, POLISH_PY, Server, run_answered};
 use support::cli::Bench;
 
 const BIN: &str = env!("CARGO_BIN_EXE_pactgraph");
@@ -124,21 +124,7 @@ fn the_input_is_known_after_an_answer_inside_a_subgraph_and_after_its_return() {
     for b in Bench::each(BIN.as_ref()) {
         b.file("answered.json", ANSWERED);
         let s = Server::start(&b, "serve", &["--workers", "1", "--poll", "20ms"]);
-        let r = s.call(
-            "POST",
-            "/api/runs",
-            Some(&json!({"workflow": "answered", "input": {}})),
-        );
-        assert_eq!(r.status, 201, "{}", r.text());
-        let id = r.json()["run_id"].as_str().unwrap().to_string();
-        s.wait_status(&id, "awaiting_input");
-        let r = s.call(
-            "POST",
-            &format!("/api/runs/{id}/resume"),
-            Some(&json!({"answer": "the blue one"})),
-        );
-        assert!(r.status < 300, "{}", r.text());
-        s.wait_status(&id, "completed");
+        let id = run_answered(&s);
         let trace = s.get(&format!("/api/runs/{id}/trace?values=true")).json();
         let runs = node_runs(&trace);
         let asked = json!({"question": "which colour?", "answer": "the blue one"});

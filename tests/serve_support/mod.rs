@@ -437,3 +437,25 @@ pub const ANSWERED: &str = r#"{"workflow": "answered",
      "terminal": true,
      "triggers": [{"priority": 4, "when": {"path": "/out", "exists": true}}],
      "run": {"set": {"done": true}}}}}"#;
+
+/// Starts an `answered` run (ANSWERED) through the API, answers its question with
+/// "the blue one" once it pauses, and waits until it completed: its id.
+#[allow(dead_code)]
+pub fn run_answered(s: &Server) -> String {
+    let r = s.call(
+        "POST",
+        "/api/runs",
+        Some(&serde_json::json!({"workflow": "answered", "input": {}})),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    let id = r.json()["run_id"].as_str().expect("run_id").to_string();
+    s.wait_status(&id, "awaiting_input");
+    let r = s.call(
+        "POST",
+        &format!("/api/runs/{id}/resume"),
+        Some(&serde_json::json!({"answer": "the blue one"})),
+    );
+    assert!(r.status < 300, "{}", r.text());
+    s.wait_status(&id, "completed");
+    id
+}
