@@ -34,9 +34,9 @@ pub use data::{
     KeptChild, MAX_TRACE_DEPTH, MESSAGE_KEY, MemberProgress, MemberStatus, ModelCallItem,
     NodeOutput, OUTPUT_TOKENS, Owed, Pending, ProjectedState, ROUTE_KEY, RunEvent, RunEvents,
     RunId, RunIdError, RunOutcome, RunState, RunStatus, RunSummary, Seat, SeatReport, SeatState,
-    SeatStatus, Session, State, Subscription, TeamPhase, TeamRun, TerminationReason, ToolCallItem,
-    ToolCallStatus, ToolCaller, TraceItem, TraceKind, USAGE_KEY, UncommittedFrame, Usage, WALL_MS,
-    Writes, transition_event_count, transition_events,
+    SeatStatus, Session, SliceChange, State, Subscription, TeamPhase, TeamRun, TerminationReason,
+    ToolCallItem, ToolCallStatus, ToolCaller, TraceItem, TraceKind, USAGE_KEY, UncommittedFrame,
+    Usage, WALL_MS, Writes, transition_event_count, transition_events,
 };
 pub use effects::{
     BoxFuture, Effect, EffectKind, EffectOutput, HandlerError, NodeHandler, NodeInput,

@@ -29,6 +29,7 @@ pub use advising::{AdvisingRun, Seat, SeatReport, SeatState, SeatStatus};
 pub use call_items::{CallRecord, HttpAttempt, ModelCallItem, ToolCallItem, ToolCallStatus};
 pub use callstack::{Frame, KeptChild, Owed, UncommittedFrame};
 pub use candidates::Candidates;
+pub use changes::SliceChange;
 pub use clock::Clock;
 pub use event_bus::{DEFAULT_EVENT_BUFFER, DeltaPublisher, RunEvents, Subscription};
 pub use events::{EventKind, EventStamp, RunEvent, transition_event_count, transition_events};

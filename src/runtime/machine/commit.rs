@@ -315,7 +315,8 @@ impl Tx<'_> {
     /// already in place is not copied again.
     #[inline(always)]
     pub(crate) fn apply_writes(&mut self, writes: Cow<'_, Value>) {
-        let mut state = self.run.level_state_mut();
+        // The node's `step` event carries them (`note_writes`).
+        let mut state = self.run.level_state_mut().node_output();
         match writes {
             Cow::Owned(Value::Object(w)) => {
                 for (slice, value) in w {
@@ -425,7 +426,7 @@ impl Tx<'_> {
                 format!("the input of subgraph `{id}` does not match its input_schema: {msg}");
             return self.fail(TerminationReason::SubgraphInputInvalid, msg, Some(caller));
         }
-        self.run.stack.push(Frame {
+        self.run.push_frame(Frame {
             subgraph_id: Arc::clone(&sg.id),
             depth: self.run.depth() + 1,
             entry_step: self.run.steps,

@@ -379,6 +379,8 @@ pub(crate) fn commit_step(plan: &Plan, run: &mut RunState, step: Step<'_>) -> Ru
         return run.status();
     }
     if let Stage::Ready(planned) = step.stage {
+        // Every slice change made before this step is seen from its first item on.
+        run.values_seen_from_here();
         Tx {
             plan,
             run,
