@@ -445,8 +445,8 @@ proptest! {
 
 /// Proves `store::Follower` (what `runs watch` and an SSE route use) gives the history
 /// and then the live events of a run driven at the same time, in order, exactly the
-/// store's history, ending when the run ends; and, started after the end from a `seq`,
-/// the rest of it.
+/// store's history, ending when the run ends; started after the end from a `seq`, the
+/// rest of it; and that `next_ready` gives the rest of a read without another.
 #[test]
 fn a_follower_reads_history_then_live_events_until_the_end() {
     use pactgraph::store::Follower;
@@ -488,6 +488,16 @@ fn a_follower_reads_history_then_live_events_until_the_end() {
                 rest.push(e);
             }
             assert_eq!(rest, history[10..]);
+            // `next_ready` hands over what the last read gave, without reading again.
+            let mut batch = Follower::new(&*store, id, 0);
+            let mut read = vec![batch.next().await.unwrap().expect("a first event")];
+            while let Some(e) = batch.next_ready() {
+                read.push(e);
+            }
+            assert_eq!(read, history, "one read gave the whole (short) history");
+            assert_eq!(batch.last_seq(), history.last().unwrap().seq);
+            assert!(batch.next_ready().is_none());
+            assert!(batch.next().await.unwrap().is_none());
         });
     }
 }

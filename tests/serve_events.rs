@@ -319,3 +319,71 @@ fn the_streams_of_a_run_share_one_follower_and_a_stalled_one_only_lags() {
         );
     }
 }
+
+/// The payloads of a chunked HTTP body, one per chunk, until the last (empty) one.
+fn chunks(body: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(nl) = body[at..].windows(2).position(|w| w == b"\r\n") {
+        let size = usize::from_str_radix(String::from_utf8_lossy(&body[at..at + nl]).trim(), 16)
+            .expect("a chunk size");
+        let start = at + nl + 2;
+        if size == 0 {
+            break;
+        }
+        out.push(body[start..start + size].to_vec());
+        at = start + size + 2;
+    }
+    out
+}
+
+/// Proves a stream sends the events it can send at once as one chunk of whole messages,
+/// each formatted the one way: the history of an ended run of ~1,200 events (400 of them
+/// ~10 KB) comes in at most one chunk per page the stream reads from the store (500
+/// events), not one per event; every chunk starts a message and ends one; and the body
+/// is byte for byte `id: SEQ`, `data: ` and the line `runs watch` prints, then a blank
+/// line, for each event in order.
+#[test]
+fn a_stream_sends_what_it_has_in_one_chunk_of_whole_messages() {
+    use std::io::Read;
+    for b in Bench::each(BIN.as_ref()) {
+        b.file("loop.json", &big_loop(400));
+        let s = Server::start(&b, "serve", &[]);
+        let r = s.call("POST", "/api/runs", Some(&json!({"workflow": "loop"})));
+        assert_eq!(r.status, 201, "{}", r.text());
+        let id = r.json()["run_id"].as_str().unwrap().to_string();
+        let w = b.run(&["worker", "--once"]);
+        assert_eq!(w.code, 0, "{}", w.err);
+        let watched = b.run(&["runs", "watch", &id]).out;
+        let n = watched.lines().count();
+        assert!(n > 1_000, "{n} events");
+        let mut expected = Vec::new();
+        for (i, line) in watched.lines().enumerate() {
+            expected.extend_from_slice(format!("id: {}\ndata: {line}\n\n", i + 1).as_bytes());
+        }
+
+        let mut c = open_stream(&s.addr, &format!("/api/runs/{id}/events"));
+        c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let mut raw = Vec::new();
+        c.read_to_end(&mut raw).expect("the stream ends");
+        let at = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+        let head = String::from_utf8_lossy(&raw[..at]).to_ascii_lowercase();
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        assert!(head.contains("content-type: text/event-stream"), "{head}");
+        assert!(head.contains("cache-control: no-cache"), "{head}");
+        assert!(head.contains("transfer-encoding: chunked"), "{head}");
+        let chunks = chunks(&raw[at + 4..]);
+        assert!(
+            chunks.len() <= n.div_ceil(500),
+            "{} chunks for {n} events",
+            chunks.len()
+        );
+        for chunk in &chunks {
+            assert!(chunk.starts_with(b"id: ") && chunk.ends_with(b"\n\n"));
+        }
+        assert_eq!(
+            String::from_utf8(chunks.concat()).unwrap(),
+            String::from_utf8(expected).unwrap()
+        );
+    }
+}

@@ -3,8 +3,9 @@
 //! [`Feeds::join`] gives a stream a [`Watch`] on run `id`'s [`Feed`]: the first watcher of a
 //! run starts its poller, a task that follows the run with a [`Follower`] (the store's
 //! kept events, polled every `--event-poll`, woken at once by the events of the runs this
-//! server drives) and appends each event, serialized once, to a bounded ring
-//! ([`RING`] events). Each stream reads its history from the store after its own
+//! server drives) and appends each event, formatted once as its whole SSE message
+//! ([`Sent`]), to a bounded ring ([`RING`] events), the events of one read of the store
+//! together (one wakeup of the streams per read, ADR 0047). Each stream reads its history from the store after its own
 //! `Last-Event-ID`, then takes the shared feed's events from the ring; a stream that falls
 //! behind the ring (a slow client) reads the events it missed from the store again, so
 //! it lags on its own and the poller never waits for it. The poller ends when its run
@@ -16,6 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use axum::body::Bytes;
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
@@ -27,26 +29,36 @@ use crate::store::{Follower, RunStore, StoreError};
 /// four of the follower's pages, so streams that keep up do not fall behind a burst.
 pub const RING: usize = 4096;
 
-/// One event as sent: its `seq`, whether it is kept (not a `model_delta`), its JSON.
+/// One event as sent: its `seq`, whether it is kept (not a `model_delta`), and its
+/// Server-Sent Events message, formatted once for every stream.
 #[derive(Debug, Clone)]
 pub struct Sent {
     /// The event's `seq` (a `model_delta`'s is the kept event's before it).
     pub seq: u64,
     /// False for a `model_delta` (never kept, never replayed).
     pub kept: bool,
-    /// The event's JSON, serialized once for every stream.
-    pub data: Arc<str>,
+    /// The whole SSE message: `id: SEQ` for a kept event, `data: JSON`, then the blank
+    /// line that ends it. Shared (a reference count) by every stream sending it.
+    pub frame: Bytes,
 }
 
 impl Sent {
-    /// `event` serialized.
+    /// `event` serialized (once, [`RunEvent::to_json_string`]), as one SSE message.
     pub fn of(event: &RunEvent) -> Self {
+        let kept = event.kind.is_kept();
+        let json = event.to_json_string();
+        let mut frame = Vec::with_capacity(json.len() + 32);
+        if kept {
+            frame.extend_from_slice(format!("id: {}\n", event.seq).as_bytes());
+        }
+        // Compact JSON escapes every line break inside its strings: the data is one line.
+        frame.extend_from_slice(b"data: ");
+        frame.extend_from_slice(json.as_bytes());
+        frame.extend_from_slice(b"\n\n");
         Self {
             seq: event.seq,
-            kept: event.kind.is_kept(),
-            data: serde_json::to_string(event)
-                .expect("an event is plain data")
-                .into(),
+            kept,
+            frame: Bytes::from(frame),
         }
     }
 }
@@ -100,17 +112,23 @@ impl Feed {
         self.ring.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn append(&self, sent: Sent) {
+    /// Appends `batch` (in order) under one lock, then tells the streams once.
+    fn append(&self, batch: Vec<Sent>) {
+        if batch.is_empty() {
+            return;
+        }
         {
             let mut ring = self.ring();
-            if sent.kept {
-                ring.last_seq = sent.seq;
+            for sent in batch {
+                if sent.kept {
+                    ring.last_seq = sent.seq;
+                }
+                if ring.events.len() >= RING {
+                    ring.events.pop_front();
+                    ring.front += 1;
+                }
+                ring.events.push_back(sent);
             }
-            if ring.events.len() >= RING {
-                ring.events.pop_front();
-                ring.front += 1;
-            }
-            ring.events.push_back(sent);
         }
         self.changed.send_modify(|n| *n += 1);
     }
@@ -251,7 +269,15 @@ async fn poll_run<S: RunStore + 'static>(
             }
         };
         match next {
-            Ok(Some(event)) => feed.append(Sent::of(&event)),
+            Ok(Some(event)) => {
+                // The events the follower already holds (a page read at once) go in
+                // together: one lock of the ring and one wakeup of each stream per read.
+                let mut batch = vec![Sent::of(&event)];
+                while let Some(event) = follower.next_ready() {
+                    batch.push(Sent::of(&event));
+                }
+                feed.append(batch);
+            }
             Ok(None) => break End::Settled,
             Err(e) => {
                 tracing::warn!(target: "pactgraph::serve", "events of run {id}: {e}");

@@ -131,6 +131,15 @@ impl<'a, S: RunStore> Follower<'a, S> {
         }
     }
 
+    /// The next event already read from the store, without reading or waiting: `None`
+    /// when [`Follower::next`] would have to look further. For a caller that handles the
+    /// events of one read together.
+    pub fn next_ready(&mut self) -> Option<RunEvent> {
+        let event = self.buffered.pop_front()?;
+        self.after = event.seq;
+        Some(event)
+    }
+
     /// Waits for the next poll, or a live event: a `model_delta` of the run following the
     /// last event delivered, or its next kept event (returned: the store has it
     /// committed, since the driver publishes after its commit).
