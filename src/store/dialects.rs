@@ -95,7 +95,9 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
     // (dropped by migration 6): a PL/pgSQL call runs its four statements one by one.
     // Followers of the run listening on its schema's events channel are told when it
     // commits (its payload the run id; NOTIFY is sent at commit, so never for a refused
-    // checkpoint).
+    // checkpoint), and when the run stops running (`$8` false: ended, waiting, paused)
+    // workers are told on the runnable channel that runs depending on it may be runnable,
+    // in the same round trip rather than one more statement after it (ADR 0050).
     checkpoint: format!(
         "WITH up AS (UPDATE runs SET seq = $2, steps = $3, status = $4, \
            termination_reason = $5, updated_ms = COALESCE($6::BIGINT, {POSTGRES_NOW}), \
@@ -119,9 +121,11 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
          ev AS (INSERT INTO events (run_id, seq, event) \
            SELECT $1, $16 + e.n - 1, e.event FROM up, \
              json_array_elements_text($15::json) WITH ORDINALITY AS e(event, n)), \
-         nt AS (SELECT pg_notify({}, $1) FROM up) \
+         nt AS (SELECT pg_notify({}, $1), \
+           (SELECT pg_notify({}, '') WHERE NOT $8::BOOLEAN) FROM up) \
          SELECT up.* FROM up, nt",
-        events_channel!()
+        events_channel!(),
+        runnable_channel!()
     ),
     now_ms: POSTGRES_NOW,
     int_param: "::BIGINT",

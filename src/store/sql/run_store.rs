@@ -360,10 +360,8 @@ impl<B: Backend> Store<B> {
         };
         self.weights
             .weigh(id, running, delta.len(), snapshot.as_ref().map(String::len));
-        if !running {
-            // Runs waiting on this one may be runnable now.
-            self.notify_runnable().await;
-        }
+        // Not running any more, runs waiting on this one may be runnable now: the
+        // checkpoint statement told the listening workers (`Dialect::checkpoint`).
         info_from_row(&row, now)
     }
 }
