@@ -100,7 +100,10 @@ fn a_current_store_opens_without_the_migrators_lock() {
             .clock()
             .now_ms()
             .abs_diff(u64::try_from(ours).expect("milliseconds fit"));
-        assert!(skew < 60_000, "the database's clock read {skew} ms off ours");
+        assert!(
+            skew < 60_000,
+            "the database's clock read {skew} ms off ours"
+        );
         store.close().await;
     });
 }

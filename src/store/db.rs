@@ -244,8 +244,13 @@ pub struct Dialect {
     /// SQLite's trigger raises `pactgraph: checkpoint refused`, PostgreSQL's statement
     /// returns no row. A checkpoint leaving the run not running (ended, waiting, paused)
     /// also tells listening workers that runs may have become runnable (PostgreSQL: in the
-    /// same statement, sent at its commit; SQLite's workers poll).
+    /// same statement, sent at its commit; SQLite's workers poll). The statement of a
+    /// checkpoint without a snapshot (`$14` `NULL`).
     pub checkpoint: String,
+    /// [`Dialect::checkpoint`]'s statement for a checkpoint carrying a snapshot (`$14`
+    /// set): the same binds, the same answer (SQLite: the same statement; PostgreSQL: one
+    /// of its own, so that each is planned once, ADR 0050).
+    pub checkpoint_snapshot: String,
     /// What a claim's `SELECT` of the run row ends with (PostgreSQL's
     /// `FOR UPDATE SKIP LOCKED`: a worker never waits on a run another is claiming).
     pub claim_lock: &'static str,

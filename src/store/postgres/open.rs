@@ -11,9 +11,9 @@ use sqlx::{ConnectOptions, Connection, Row};
 
 use super::conns::Conns;
 use super::{PgDb, PgOptions, PgStore};
+use crate::store::clock::Clock;
 use crate::store::format::{Step, migrator, open_error, refuse_newer};
 use crate::store::sql::Store;
-use crate::store::clock::Clock;
 use crate::store::{Durability, StoreError, dialects};
 
 /// The embedded migrations: the whole schema of format 4 at once, then the events table.
@@ -66,7 +66,11 @@ const UNDEFINED_TABLE: &str = "42P01";
 
 /// Reads the migrations applied and the database's clock in one round trip; `None` on a
 /// database without pactgraph's schema (no `_sqlx_migrations` table).
-async fn probe(conn: &mut PgConnection, url: &str, clock: &Clock) -> Result<Option<Probe>, StoreError> {
+async fn probe(
+    conn: &mut PgConnection,
+    url: &str,
+    clock: &Clock,
+) -> Result<Option<Probe>, StoreError> {
     let sent = clock.now_ms();
     let rows = sqlx::query(&format!(
         "SELECT version, checksum, success, {} AS now_ms FROM _sqlx_migrations \

@@ -78,28 +78,28 @@ impl<B: Backend> Store<B> {
              $15, 1) RETURNING {INFO}"
         );
         let inserted = sql(&statement)
-        .bind(&key)
-        .bind(&options.name)
-        .bind(&record.run.workflow)
-        .bind(&record.digest)
-        .bind(i64::from(record.format))
-        .bind(&record.workflow_file)
-        .bind(&record.base_dir)
-        .bind(status.as_str())
-        .bind(
-            record
-                .run
-                .termination_reason()
-                .map(TerminationReason::as_str),
-        )
-        .bind(i64::from(record.run.steps))
-        .bind(to_i64(record.seq))
-        .bind(to_i64(id.created_ms()))
-        .bind(to_i64(now))
-        .bind(options.expires_ms.map(to_i64))
-        .bind(attempt_key(&record.run))
-        .fetch_one(&mut tx)
-        .await;
+            .bind(&key)
+            .bind(&options.name)
+            .bind(&record.run.workflow)
+            .bind(&record.digest)
+            .bind(i64::from(record.format))
+            .bind(&record.workflow_file)
+            .bind(&record.base_dir)
+            .bind(status.as_str())
+            .bind(
+                record
+                    .run
+                    .termination_reason()
+                    .map(TerminationReason::as_str),
+            )
+            .bind(i64::from(record.run.steps))
+            .bind(to_i64(record.seq))
+            .bind(to_i64(id.created_ms()))
+            .bind(to_i64(now))
+            .bind(options.expires_ms.map(to_i64))
+            .bind(attempt_key(&record.run))
+            .fetch_one(&mut tx)
+            .await;
         let row = match inserted {
             Err(e) if is_unique_violation(&e) => return Err(StoreError::Exists { run_id: id }),
             other => other.map_err(&db)?,
