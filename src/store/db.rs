@@ -251,8 +251,15 @@ pub struct Dialect {
     /// array of their texts and the first one's `seq`, docs/spec/events.md), returning
     /// the run row's [`super::rows::INFO`] columns. A refused fence writes nothing:
     /// SQLite's trigger raises `pactgraph: checkpoint refused`, PostgreSQL's statement
-    /// returns no row.
+    /// returns no row. A checkpoint leaving the run not running (ended, waiting, paused)
+    /// also tells listening workers that runs may have become runnable (PostgreSQL: in the
+    /// same statement, sent at its commit; SQLite's workers poll). The statement of a
+    /// checkpoint without a snapshot (`$14` `NULL`).
     pub checkpoint: String,
+    /// [`Dialect::checkpoint`]'s statement for a checkpoint carrying a snapshot (`$14`
+    /// set): the same binds, the same answer (SQLite: the same statement; PostgreSQL: one
+    /// of its own, so that each is planned once, ADR 0050).
+    pub checkpoint_snapshot: String,
     /// What a claim's `SELECT` of the run row ends with (PostgreSQL's
     /// `FOR UPDATE SKIP LOCKED`: a worker never waits on a run another is claiming).
     pub claim_lock: &'static str,
@@ -282,6 +289,20 @@ pub struct Dialect {
 }
 
 impl Dialect {
+    /// `statement` (a data-modifying statement on the run row or a run's rows) telling
+    /// listening workers, when it commits, that a run may have become runnable, in the
+    /// same round trip (PostgreSQL: the statement in a `WITH` clause, `pg_notify` once per
+    /// row it changed); `statement` itself on SQLite. Run with `execute`, it counts the
+    /// rows `statement` changed either way.
+    pub fn notifying<'s>(&self, statement: &'s str) -> Cow<'s, str> {
+        match self.notify_runnable {
+            Some(notify) => Cow::Owned(format!(
+                "WITH changed AS ({statement} RETURNING 1) {notify} FROM changed"
+            )),
+            None => Cow::Borrowed(statement),
+        }
+    }
+
     /// The statement beginning a transaction for `how`.
     pub fn begin(&self, how: Begin) -> &'static str {
         match how {

@@ -60,16 +60,19 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
         .map(str::trim)
         .map(|c| format!("(SELECT {c} FROM runs WHERE id = checkpoint_events_in.run_id) AS {c}"))
         .collect();
+    // One statement, with a snapshot or not (the trigger tests `snapshot`).
+    let checkpoint = format!(
+        "INSERT INTO checkpoint_events_in (run_id, seq, steps, status, \
+         termination_reason, now_ms, owner, running, next_key, next_attempt, digest, \
+         document, delta, snapshot, events, first_event, event_spans) VALUES ($1, $2, \
+         $3, $4, $5, COALESCE($6, {SQLITE_NOW}), $7, $8, $9, $10, $11, $12, $13, $14, \
+         $15, $16, $17) \
+         RETURNING {}",
+        returning.join(", ")
+    );
     Dialect {
-        checkpoint: format!(
-            "INSERT INTO checkpoint_events_in (run_id, seq, steps, status, \
-             termination_reason, now_ms, owner, running, next_key, next_attempt, digest, \
-             document, delta, snapshot, events, first_event, event_spans) VALUES ($1, $2, \
-             $3, $4, $5, COALESCE($6, {SQLITE_NOW}), $7, $8, $9, $10, $11, $12, $13, $14, \
-             $15, $16, $17) \
-             RETURNING {}",
-            returning.join(", ")
-        ),
+        checkpoint_snapshot: checkpoint.clone(),
+        checkpoint,
         now_ms: SQLITE_NOW,
         int_param: "",
         documents_lock: None,
@@ -82,6 +85,61 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
         begin_read: "BEGIN",
     }
 });
+
+/// PostgreSQL's checkpoint statement, of a checkpoint carrying a snapshot or not (binds as
+/// [`Dialect::checkpoint`]'s; the one without a snapshot ignores `$14`, the one with it
+/// `$13`). Two statements rather than one whose clauses test `$14`: the server plans a
+/// prepared statement's generic plan once, but only when it does not look dearer than
+/// the plans made for the values bound, and with clauses that only those values switch
+/// off (a snapshot's deletes) it always looked dearer, so every execution was planned
+/// again, about as much server time as executing it (ADR 0050).
+fn postgres_checkpoint(snapshot: bool) -> String {
+    // With a snapshot it replaces the run's snapshot and the step rows before it;
+    // without, a step row.
+    let (snapshot_seq, writes) = if snapshot {
+        (
+            "snapshot_seq = $2, ",
+            "sn AS (INSERT INTO snapshots (run_id, seq, run_state) SELECT $1, $2, $14 \
+               FROM up), \
+             ds AS (DELETE FROM snapshots WHERE run_id = $1 AND seq < $2 \
+               AND EXISTS (SELECT 1 FROM up)), \
+             dt AS (DELETE FROM steps WHERE run_id = $1 AND seq < $2 \
+               AND EXISTS (SELECT 1 FROM up))"
+                .to_string(),
+        )
+    } else {
+        (
+            "",
+            format!(
+                "st AS (INSERT INTO steps (run_id, seq, delta, created_ms) \
+                   SELECT $1, $2, $13, COALESCE($6::BIGINT, {POSTGRES_NOW}) FROM up)"
+            ),
+        )
+    };
+    format!(
+        "WITH up AS (UPDATE runs SET seq = $2, steps = $3, status = $4, \
+           termination_reason = $5, updated_ms = COALESCE($6::BIGINT, {POSTGRES_NOW}), \
+           digest = COALESCE($11, digest), {snapshot_seq}\
+           attempt_key = CASE WHEN $8 THEN $9 ELSE attempt_key END, \
+           attempt = CASE WHEN $8 THEN $10 ELSE attempt END \
+         WHERE id = $1 AND seq = $2 - 1 AND owner = $7 \
+           AND lease_expires_ms > COALESCE($6::BIGINT, {POSTGRES_NOW}) RETURNING {INFO}), \
+         doc AS (INSERT INTO documents (digest, document) SELECT $11, $12 FROM up \
+           WHERE $12::TEXT IS NOT NULL ON CONFLICT (digest) DO NOTHING), \
+         {writes}, \
+         ev AS (INSERT INTO events (run_id, seq, event) \
+           SELECT $1, $16 + e.n - 1, convert_from(substring($15::BYTEA \
+             FROM CAST((e.span >> 32) + 1 AS INT) FOR CAST(e.span & 4294967295 AS INT)), \
+             'UTF8') \
+           FROM up, (SELECT CAST(t AS BIGINT) AS span, n \
+             FROM json_array_elements_text($17::json) WITH ORDINALITY AS a(t, n)) e), \
+         nt AS (SELECT pg_notify({}, $1), \
+           (SELECT pg_notify({}, '') WHERE NOT $8::BOOLEAN) FROM up) \
+         SELECT up.* FROM up, nt",
+        events_channel!(),
+        runnable_channel!()
+    )
+}
 
 /// PostgreSQL's: a checkpoint is one statement of data-modifying `WITH` clauses doing
 /// what SQLite's trigger does; a claim never waits on a row another worker is claiming;
@@ -97,38 +155,13 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
     // (dropped by migration 6): a PL/pgSQL call runs its four statements one by one.
     // Followers of the run listening on its schema's events channel are told when it
     // commits (its payload the run id; NOTIFY is sent at commit, so never for a refused
-    // checkpoint). The events come as one blob of their texts and where each is in it
-    // (format 7, ADR 0049: offset times 2^32 plus length), each cut out and kept as it is.
-    checkpoint: format!(
-        "WITH up AS (UPDATE runs SET seq = $2, steps = $3, status = $4, \
-           termination_reason = $5, updated_ms = COALESCE($6::BIGINT, {POSTGRES_NOW}), \
-           digest = COALESCE($11, digest), \
-           snapshot_seq = CASE WHEN $14::TEXT IS NULL THEN snapshot_seq ELSE $2 END, \
-           attempt_key = CASE WHEN $8 THEN $9 ELSE attempt_key END, \
-           attempt = CASE WHEN $8 THEN $10 ELSE attempt END \
-         WHERE id = $1 AND seq = $2 - 1 AND owner = $7 \
-           AND lease_expires_ms > COALESCE($6::BIGINT, {POSTGRES_NOW}) RETURNING {INFO}), \
-         doc AS (INSERT INTO documents (digest, document) SELECT $11, $12 FROM up \
-           WHERE $12::TEXT IS NOT NULL ON CONFLICT (digest) DO NOTHING), \
-         st AS (INSERT INTO steps (run_id, seq, delta, created_ms) \
-           SELECT $1, $2, $13, COALESCE($6::BIGINT, {POSTGRES_NOW}) FROM up \
-           WHERE $14::TEXT IS NULL), \
-         sn AS (INSERT INTO snapshots (run_id, seq, run_state) SELECT $1, $2, $14 FROM up \
-           WHERE $14::TEXT IS NOT NULL), \
-         ds AS (DELETE FROM snapshots WHERE run_id = $1 AND seq < $2 \
-           AND $14::TEXT IS NOT NULL AND EXISTS (SELECT 1 FROM up)), \
-         dt AS (DELETE FROM steps WHERE run_id = $1 AND seq < $2 \
-           AND $14::TEXT IS NOT NULL AND EXISTS (SELECT 1 FROM up)), \
-         ev AS (INSERT INTO events (run_id, seq, event) \
-           SELECT $1, $16 + e.n - 1, convert_from(substring($15::BYTEA \
-             FROM CAST((e.span >> 32) + 1 AS INT) FOR CAST(e.span & 4294967295 AS INT)), \
-             'UTF8') \
-           FROM up, (SELECT CAST(t AS BIGINT) AS span, n \
-             FROM json_array_elements_text($17::json) WITH ORDINALITY AS a(t, n)) e), \
-         nt AS (SELECT pg_notify({}, $1) FROM up) \
-         SELECT up.* FROM up, nt",
-        events_channel!()
-    ),
+    // checkpoint), and when the run stops running (`$8` false: ended, waiting, paused)
+    // workers are told on the runnable channel that runs depending on it may be runnable,
+    // in the same round trip rather than one more statement after it (ADR 0050). The
+    // events come as one blob of their texts and where each is in it (format 7, ADR 0049:
+    // offset times 2^32 plus length), each cut out and kept as it is.
+    checkpoint: postgres_checkpoint(false),
+    checkpoint_snapshot: postgres_checkpoint(true),
     now_ms: POSTGRES_NOW,
     int_param: "::BIGINT",
     documents_lock: Some(DOCUMENTS_LOCK),

@@ -1,13 +1,17 @@
 //! Opening a PostgreSQL store: the URL (its password never printed), one first
-//! connection under a timeout, the format check, the embedded migration and the slots.
+//! connection under a timeout, one statement reading the migrations applied and the
+//! database's clock (the format check; the embedded migrations run only when the schema
+//! is not current), and the slots.
 
 use std::sync::Arc;
 
+use sqlx::migrate::{Migration, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgConnection};
-use sqlx::{ConnectOptions, Connection};
+use sqlx::{ConnectOptions, Connection, Row};
 
 use super::conns::Conns;
 use super::{PgDb, PgOptions, PgStore};
+use crate::store::clock::Clock;
 use crate::store::format::{Step, migrator, open_error, refuse_newer};
 use crate::store::sql::Store;
 use crate::store::{Durability, StoreError, dialects};
@@ -52,21 +56,75 @@ pub(crate) fn redact(url: &str) -> String {
     }
 }
 
-/// Refuses a database whose schema a newer pactgraph wrote (a migration version above
-/// [`STORE_FORMAT`]) before any migration touches it.
-async fn check_format(conn: &mut PgConnection, url: &str) -> Result<(), StoreError> {
-    let exists: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(|e| open_error(url, e.to_string()))?;
-    if !exists {
-        return Ok(());
+/// What the one statement of an open tells: the migrations applied (version, checksum,
+/// whether it succeeded) and the database's clock, read between `sent` and `back` on the
+/// store's clock.
+struct Probe {
+    applied: Vec<(i64, Vec<u8>, bool)>,
+    now_ms: i64,
+    sent: u64,
+    back: u64,
+}
+
+/// SQLSTATE `undefined_table`: a new database, no migration applied yet.
+const UNDEFINED_TABLE: &str = "42P01";
+
+/// Reads the migrations applied and the database's clock in one round trip; `None` on a
+/// database without pactgraph's schema (no `_sqlx_migrations` table).
+async fn probe(
+    conn: &mut PgConnection,
+    url: &str,
+    clock: &Clock,
+) -> Result<Option<Probe>, StoreError> {
+    let sent = clock.now_ms();
+    let rows = sqlx::query(&format!(
+        "SELECT version, checksum, success, {} AS now_ms FROM _sqlx_migrations \
+         UNION ALL SELECT NULL, NULL, NULL, {} ORDER BY version NULLS LAST",
+        dialects::POSTGRES.now_ms,
+        dialects::POSTGRES.now_ms
+    ))
+    .fetch_all(&mut *conn)
+    .await;
+    let back = clock.now_ms();
+    let rows = match rows {
+        Ok(rows) => rows,
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(UNDEFINED_TABLE) => {
+            return Ok(None);
+        }
+        Err(e) => return Err(open_error(url, e.to_string())),
+    };
+    let read = |e: sqlx::Error| open_error(url, format!("reading the migrations: {e}"));
+    let mut applied = Vec::with_capacity(rows.len());
+    let mut now_ms = 0;
+    for row in &rows {
+        now_ms = row.try_get("now_ms").map_err(read)?;
+        let version: Option<i64> = row.try_get("version").map_err(read)?;
+        if let Some(version) = version {
+            let checksum: Vec<u8> = row.try_get("checksum").map_err(read)?;
+            let success: bool = row.try_get("success").map_err(read)?;
+            applied.push((version, checksum, success));
+        }
     }
-    let found: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations")
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(|e| open_error(url, e.to_string()))?;
-    refuse_newer(url, found.unwrap_or(0))
+    Ok(Some(Probe {
+        applied,
+        now_ms,
+        sent,
+        back,
+    }))
+}
+
+/// Whether `applied` is exactly `migrator`'s migrations, each succeeded with the same
+/// checksum: the schema is current and the migrator has nothing to do (it would check the
+/// same in six more round trips, under an advisory lock).
+fn current(applied: &[(i64, Vec<u8>, bool)], migrator: &Migrator) -> bool {
+    let embedded: Vec<&Migration> = migrator.iter().collect();
+    applied.len() == embedded.len()
+        && applied
+            .iter()
+            .zip(embedded)
+            .all(|((version, checksum, success), m)| {
+                *success && *version == m.version && checksum.as_slice() == &*m.checksum
+            })
 }
 
 impl PgStore {
@@ -119,12 +177,27 @@ impl PgStore {
             ))
         })?
         .map_err(|e| open_err(e.to_string()))?;
-        check_format(&mut first, &shown).await?;
-        migrator(MIGRATIONS, &shown)
-            .await?
-            .run(&mut first)
-            .await
-            .map_err(|e| open_err(format!("migrations: {e}")))?;
+        // One statement when the schema is current (what every open but a store's first
+        // finds): the format check, the migrations' check and the clock's reading.
+        let found = probe(&mut first, &shown, &options.clock).await?;
+        if let Some(found) = &found {
+            refuse_newer(&shown, found.applied.iter().map(|a| a.0).max().unwrap_or(0))?;
+        }
+        let migrator = migrator(MIGRATIONS, &shown).await?;
+        let clock_read = match found {
+            Some(found) if current(&found.applied, &migrator) => {
+                Some((found.sent, found.back, found.now_ms))
+            }
+            // New, older or failed half-way: the migrator (under its advisory lock, so
+            // that processes opening a new database together migrate it once).
+            _ => {
+                migrator
+                    .run(&mut first)
+                    .await
+                    .map_err(|e| open_err(format!("migrations: {e}")))?;
+                None
+            }
+        };
         let conns = Conns::new(
             options.max_connections,
             first,
@@ -140,8 +213,12 @@ impl PgStore {
             options.snapshot_every,
             options.clock,
         );
-        // Rows are shown as of the database's clock (leases are fenced on it).
-        store.sync_clock().await?;
+        // Rows are shown as of the database's clock (leases are fenced on it): read by
+        // the probe, or once more after the migrations.
+        match clock_read {
+            Some((sent, back, theirs)) => store.clock_read(sent, back, theirs),
+            None => store.sync_clock().await?,
+        }
         Ok(store)
     }
 }

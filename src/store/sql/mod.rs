@@ -98,11 +98,22 @@ impl<B: Backend> Store<B> {
             .map_err(&db)?;
         let back = self.clock.now_ms();
         let theirs = row.int("now_ms").map_err(&db)?;
+        self.clock_read(sent, back, theirs);
+        Ok(())
+    }
+
+    /// Takes the database's clock as `theirs` (milliseconds since the Unix epoch), read by
+    /// a statement sent at `sent` and answered at `back` on this store's clock (what
+    /// [`Store::sync_clock`] measures, or a statement that read it on the way, as
+    /// PostgreSQL's open does); nothing to do on a manual clock.
+    pub(crate) fn clock_read(&self, sent: u64, back: u64, theirs: i64) {
+        if self.clock.fixed_ms().is_some() {
+            return;
+        }
         // The database read its clock about halfway through the round trip.
         let ours = to_i64(sent / 2 + back / 2);
         self.clock_offset
             .store(theirs.saturating_sub(ours), Ordering::Relaxed);
-        Ok(())
     }
 
     /// The same store on another backend type (`B` wrapped, say, in `AnyDb`).
@@ -230,6 +241,10 @@ impl<B: Backend> Store<B> {
         operation: &'static str,
         (statement, fenced): (&str, bool),
     ) -> Result<(), StoreError> {
+        // Let go unfinished, it is runnable: listening workers are told in the same
+        // round trip (`Dialect::notifying`).
+        let statement = self.dialect.notifying(statement);
+        let statement = statement.as_ref();
         let updated = self
             .ride_out(operation, |_| async move {
                 let q = sql(statement).bind(id.to_string()).bind(owner);
@@ -242,8 +257,6 @@ impl<B: Backend> Store<B> {
         if updated == 0 {
             return Err(self.lease_lost(id, owner, self.now()).await);
         }
-        // Let go unfinished, it is runnable.
-        self.notify_runnable().await;
         Ok(())
     }
 

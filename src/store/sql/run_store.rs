@@ -326,7 +326,11 @@ impl<B: Backend> Store<B> {
         // One statement (SQLite's `checkpoint_in` trigger, PostgreSQL's data-modifying
         // `WITH`): fenced, atomic, one round trip, the events with it; the run row as it
         // is after it comes back.
-        let row = sql(&self.dialect.checkpoint)
+        let statement = match snapshot {
+            Some(_) => &self.dialect.checkpoint_snapshot,
+            None => &self.dialect.checkpoint,
+        };
+        let row = sql(statement)
             .bind(id.to_string())
             .bind(to_i64(seq))
             .bind(i64::from(run.steps))
@@ -369,10 +373,8 @@ impl<B: Backend> Store<B> {
         };
         self.weights
             .weigh(id, running, delta_weight, snapshot_weight);
-        if !running {
-            // Runs waiting on this one may be runnable now.
-            self.notify_runnable().await;
-        }
+        // Not running any more, runs waiting on this one may be runnable now: the
+        // checkpoint statement told the listening workers (`Dialect::checkpoint`).
         info_from_row(&row, now)
     }
 }
