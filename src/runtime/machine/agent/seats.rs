@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::plan::model_call;
+use super::plan::{model_call, unanswered};
 use super::resolve::resolve_session;
 use super::seat_commit::TurnEnd;
 use super::templates::opening;
@@ -33,6 +33,22 @@ impl<'e> Planner<'e> {
         agent: &'e AgentPlan,
         view: Writes,
     ) -> (SeatStep<'e>, Option<Call>) {
+        let opened = opening(&np.id, agent, view, None);
+        self.seat_open(run, (position, offset), np, agent, opened)
+    }
+
+    /// Begins a session of agent `np` in a fork (at `position` among its members) with
+    /// `opened` (its opening messages, or why a template failed), its first model call
+    /// being step `run.steps + offset`: the seat and that call (`None` when the opening
+    /// failed: the seat then fails).
+    pub(crate) fn seat_open(
+        &self,
+        run: &RunState,
+        (position, offset): (usize, u32),
+        np: &'e NodePlan,
+        agent: &'e AgentPlan,
+        opened: Result<Vec<ChatMessage>, String>,
+    ) -> (SeatStep<'e>, Option<Call>) {
         let mut seat = SeatStep {
             position,
             np,
@@ -43,8 +59,9 @@ impl<'e> Planner<'e> {
             calls: false,
             own_turns: true,
             timed_out: None,
+            caller: None,
         };
-        match opening(&np.id, agent, view, None) {
+        match opened {
             Ok(messages) => {
                 let step = run.steps.saturating_add(offset);
                 let force = agent.max_turns() <= 1;
@@ -95,6 +112,7 @@ impl<'e> Planner<'e> {
             calls: call.is_some(),
             own_turns: true,
             timed_out: None,
+            caller: None,
         };
         Ok((seat, call, steps))
     }
@@ -126,6 +144,7 @@ impl<'e> Planner<'e> {
             calls: false,
             own_turns: false,
             timed_out: None,
+            caller: None,
         };
         let (mut messages, turn) = match session.and_then(|s| run.sessions.get(s as usize)) {
             Some(conversation) => (conversation.messages.clone(), conversation.turns()),
@@ -209,8 +228,7 @@ impl<'e> Planner<'e> {
 pub(crate) fn mid_turn(run: &RunState, session: u32) -> bool {
     run.sessions
         .get(session as usize)
-        .and_then(|s| s.messages.last())
-        .is_some_and(|m| m.role == ChatRole::Assistant && !m.tool_calls.is_empty())
+        .is_some_and(|s| unanswered(s).is_some())
 }
 
 /// Feeds what a seat's call produced (a reply, tool results, or the fault) to its work.
@@ -238,6 +256,19 @@ pub(crate) fn resolve_seat(
         attempt,
     };
     resolve_session(&mut seat.work, output);
+}
+
+/// Feeds the report of a fork's member that ran a session's own tool calls (its reply's
+/// tool node calls beside its agent tools, ADR 0046) to their work.
+pub(crate) fn feed_own(work: &mut SessionWork, mut report: Report, attempt: u32) {
+    if let Some(result) = report.produced.take() {
+        let output = EffectOutput {
+            result,
+            duration_us: report.duration_us,
+            attempt,
+        };
+        resolve_session(work, output);
+    }
 }
 
 /// Feeds a fork's reports to the seats waiting on them (those making a call, in
@@ -359,14 +390,22 @@ impl Tx<'_> {
                 i
             }
             None => {
-                let visit = self.run.visits.get(&*node).copied().unwrap_or(0) + 1;
+                let visit = match &seat.caller {
+                    // An agent tool's sessions are its calls: this is the next one.
+                    Some(_) => {
+                        let n = self.run.sessions.iter().filter(|s| s.node == node).count();
+                        u32::try_from(n).unwrap_or(u32::MAX)
+                    }
+                    None => self.run.visits.get(&*node).copied().unwrap_or(0),
+                }
+                .saturating_add(1);
                 self.run.sessions.push(Session {
                     node: Arc::clone(&node),
                     visit,
                     model: seat.agent.model.clone(),
                     step: self.run.steps,
                     messages: std::mem::take(&mut seat.opening),
-                    caller: None,
+                    caller: seat.caller.clone(),
                 });
                 u32::try_from(self.run.sessions.len() - 1).unwrap_or(u32::MAX)
             }
@@ -385,7 +424,8 @@ impl Tx<'_> {
                 });
                 let last = seat.own_turns && turn >= seat.agent.max_turns();
                 let call = ((turn, attempt, duration_us), last);
-                self.model_committed((sup, &node), seat.agent, index, call, result)
+                let agent = (seat.agent, seat.caller.as_ref());
+                self.model_committed((sup, &node), agent, index, call, result)
             }
             SessionWork::Tools(outcomes) => {
                 self.tools_committed((sup, &node), index, outcomes);

@@ -1,101 +1,299 @@
-//! An agent called as a tool (the seed's sub-agent tool): a tool node whose `run` is an
-//! agent answers its caller's tool call with a session of its own. Its arguments (checked
-//! against the tool's `parameters`) are its input; its model calls and tool calls are
-//! steps as any session's; its exit (`final_report` with `{"result"}`, or plain text) is
-//! the caller's `tool` message. The caller's other calls wait: a reply's calls are
-//! answered in its order, the calls before an agent tool's at once, then its session
-//! alone, then the rest. What is pending stays the outermost session's; each step plans
-//! down to the innermost session under way (see [`ToolCaller`]).
+//! Agents called as tools (the seed's sub-agent tool), run concurrently (ADR 0046): a
+//! tool node whose `run` is an agent answers its caller's tool call with a session of
+//! its own. Its arguments (checked against the tool's `parameters`) are its input; its
+//! exit (`final_report` with `{"result"}`, or plain text) is the caller's `tool` message.
+//!
+//! A reply calling agent tools is answered by a fork of sessions (ADR 0040's mechanism,
+//! `seats.rs`): each step advances every agent tool's session under the reply by one
+//! call (a model call, or its own reply's tool calls, down to agent tools it calls in
+//! turn), the reply's tool node calls running in the first step with them. Each call is
+//! committed as its own step and item, so a resumed run repeats none; an agent tool's
+//! answer is appended when its session ends, and requests send a reply's answers in its
+//! order. What is pending stays the outermost session's; each step finds the sessions
+//! under way from the committed messages (see [`ToolCaller`]).
 
 use std::sync::Arc;
 
-use super::commit::session_totals;
-use super::plan::{AgentCall, new_session, session_stage, unanswered};
+use super::plan::{AgentCall, ToolWork, call_place, model_call, session_stage, unanswered};
 use super::reply::error_content;
+use super::seats::SeatEnd;
 use super::templates::opening;
 use crate::model::ChatMessage;
 use crate::runtime::data::{
-    CallRecord, RunState, ToolCallItem, ToolCallStatus, ToolCaller, TraceKind,
+    CallRecord, Role, RunState, ToolCallItem, ToolCallStatus, ToolCaller, TraceKind, Usage,
 };
+use crate::runtime::effects::{Call, Effect, EffectKind, Fault, Member, MemberCall};
 use crate::runtime::machine::commit::{Tx, attach_usage};
 use crate::runtime::machine::planner::Planner;
-use crate::runtime::machine::step::{Level, SessionOwner, SessionStep, Step};
+use crate::runtime::machine::step::{AgentTools, Level, SeatStep, SessionStep, SessionWork, Step};
+
+/// What planning the agent tools' fork gathers: its members and seats, and the steps
+/// its calls take so far.
+struct Gathered<'e> {
+    members: Vec<Member>,
+    seats: Vec<SeatStep<'e>>,
+    offset: u32,
+}
 
 impl<'e> Planner<'e> {
-    /// Plans the step of agent tool `called`, answering `caller`'s call: its session's
-    /// first model call, or (when it is under way) its next call.
-    pub(crate) fn agent_tool_step(
+    /// Plans the step answering the last reply (model call `turn`) of session `index`
+    /// (`ss`), whose unanswered calls `work` include agent tools: one fork effect runs its
+    /// tool node calls and every agent tool session's next call at once.
+    pub(super) fn agent_tools_step(
         &self,
         run: &RunState,
         level: Level<'e>,
-        dispatcher: &Arc<str>,
-        caller: ToolCaller,
-        called: AgentCall<'e>,
+        (mut ss, index, turn): (Box<SessionStep<'e>>, u32, u32),
+        work: ToolWork<'e>,
         step: &mut Step<'e>,
     ) {
-        let session = run
-            .sessions
-            .iter()
-            .rposition(|s| s.caller.as_ref() == Some(&caller))
-            .and_then(|at| u32::try_from(at).ok());
+        let ToolWork {
+            outcomes,
+            invocations,
+            agents,
+        } = work;
+        let mut g = Gathered {
+            members: Vec::new(),
+            seats: Vec::new(),
+            offset: u32::try_from(outcomes.len()).unwrap_or(u32::MAX),
+        };
+        let own_calls = !invocations.is_empty();
+        if own_calls {
+            g.members.push(Member {
+                id: Arc::clone(&ss.id),
+                limit: None,
+                call: MemberCall::Session(Call::Tools(invocations)),
+                role: Role::Plain,
+            });
+        }
+        for called in agents {
+            let caller = ToolCaller {
+                session: index,
+                turn,
+                call: called.call_id.clone(),
+            };
+            self.agent_tool_seats(run, caller, called, &mut g);
+        }
+        ss.work = SessionWork::Tools(outcomes);
+        ss.agent_tools = Some(Box::new(AgentTools {
+            own_calls,
+            seats: g.seats,
+        }));
+        let effect = (!g.members.is_empty()).then(|| Effect {
+            kind: EffectKind::Fork,
+            id: Arc::clone(&ss.id),
+            step: run.steps,
+            limit: None,
+            delay: std::time::Duration::ZERO,
+            call: Call::Fork(g.members),
+            role: Role::Plain,
+        });
+        step.stage = session_stage(level, ss, effect);
+    }
+
+    /// Adds the seats of agent tool `called` answering `caller`'s call: its session's
+    /// first model call, its next one, or its own reply's calls (tool nodes run, and the
+    /// agent tools it calls in turn, each with its seats). A call with no step left
+    /// under `max_steps` is not planned: the run stops at its next step.
+    fn agent_tool_seats(
+        &self,
+        run: &RunState,
+        caller: ToolCaller,
+        called: AgentCall<'e>,
+        g: &mut Gathered<'e>,
+    ) {
+        let step = run.steps.saturating_add(g.offset);
+        if step >= self.plan.graph.budgets().max_steps {
+            return;
+        }
         let AgentCall {
             id,
+            np,
             agent,
             arguments,
             ..
         } = called;
-        let owner = SessionOwner::Tool(caller);
-        let ss = new_session(
-            (Arc::clone(&id), agent),
-            Arc::clone(dispatcher),
-            owner,
-            session,
-            0,
-        );
-        if session.is_some() {
-            return self.continue_session(run, level, ss, step);
+        let position = g.seats.len();
+        let limit = self.call_limit(run, None);
+        let found = run
+            .sessions
+            .iter()
+            .rposition(|s| s.caller.as_ref() == Some(&caller));
+        let Some((session, conversation)) = found.and_then(|at| {
+            let s = run.sessions.get(at)?;
+            Some((u32::try_from(at).ok()?, s))
+        }) else {
+            let opened = opening(&format!("agent tool `{id}`"), agent, arguments, None);
+            let (mut seat, call) = self.seat_open(run, (position, g.offset), np, agent, opened);
+            seat.caller = Some(caller);
+            if let Some(call) = call {
+                g.members.push(tool_member(&id, limit, call));
+                g.offset = g.offset.saturating_add(1);
+            }
+            g.seats.push(seat);
+            return;
+        };
+        let mut seat = SeatStep {
+            position,
+            np,
+            agent,
+            session: Some(session),
+            opening: Vec::new(),
+            work: SessionWork::Failed(String::new()),
+            calls: false,
+            own_turns: true,
+            timed_out: None,
+            caller: Some(caller),
+        };
+        let Some((_, calls)) = unanswered(conversation) else {
+            let turn = conversation.turns().saturating_add(1);
+            let force = turn >= agent.max_turns();
+            let messages = conversation.messages.clone();
+            let call = model_call(run, (&id, agent), (messages, turn), force, step);
+            seat.work = SessionWork::Model {
+                turn,
+                result: None,
+                attempt: 1,
+                duration_us: 0,
+            };
+            seat.calls = true;
+            g.members.push(tool_member(&id, limit, call));
+            g.offset = g.offset.saturating_add(1);
+            g.seats.push(seat);
+            return;
+        };
+        let ToolWork {
+            outcomes,
+            invocations,
+            agents,
+        } = self.tool_work(run, agent, &calls, step);
+        if !outcomes.is_empty() {
+            g.offset = g
+                .offset
+                .saturating_add(u32::try_from(outcomes.len()).unwrap_or(u32::MAX));
+            seat.work = SessionWork::Tools(outcomes);
+            if !invocations.is_empty() {
+                seat.calls = true;
+                g.members
+                    .push(tool_member(&id, None, Call::Tools(invocations)));
+            }
+            g.seats.push(seat);
         }
-        let (ss, effect) = self.open_session(
-            run,
-            ss,
-            opening(&format!("agent tool `{id}`"), agent, arguments, None),
-        );
-        step.stage = session_stage(level, ss, effect);
+        let turn = conversation.turns();
+        for sub in agents {
+            let caller = ToolCaller {
+                session,
+                turn,
+                call: sub.call_id.clone(),
+            };
+            self.agent_tool_seats(run, caller, sub, g);
+        }
+    }
+}
+
+/// An agent tool's call as a member of the fork, under `limit`.
+fn tool_member(id: &Arc<str>, limit: Option<std::time::Duration>, call: Call) -> Member {
+    Member {
+        id: Arc::clone(id),
+        limit,
+        call: MemberCall::Session(call),
+        role: Role::Plain,
+    }
+}
+
+/// Whether the run was cancelled while seat `seat`'s call ran.
+fn seat_cancelled(seat: &SeatStep<'_>) -> bool {
+    match &seat.work {
+        SessionWork::Model { result, .. } => matches!(result, Some(Err(Fault::Cancelled))),
+        SessionWork::Tools(o) => o.iter().any(|o| o.cancelled),
+        SessionWork::Failed(_) => false,
     }
 }
 
 impl Tx<'_> {
-    /// Agent tool `ss` ended (session `index`, `None` when it could not begin): its
-    /// caller's call is answered with `result` (the exit's arguments as JSON text) or the
-    /// error, as one `tool_call` item (source the caller, the session's time and usage;
-    /// no step of its own: its calls were steps).
-    pub(crate) fn tool_answered(
-        &mut self,
-        ss: &SessionStep<'_>,
-        index: Option<u32>,
-        result: Result<String, String>,
-    ) {
-        let SessionOwner::Tool(caller) = &ss.owner else {
+    /// Commits a step of agent tools under session `index` (`ss`): its own tool calls
+    /// (one step and item each), then each seat's call as a fork's seat is committed
+    /// (ADR 0040); an agent tool whose session ended answers its caller's call. Nothing
+    /// is kept when the run was cancelled meanwhile; an agent tool's call past its time
+    /// limit stops the run (`timeout`), as a lone call does.
+    pub(crate) fn agent_tools(&mut self, mut ss: Box<SessionStep<'_>>, index: u32) {
+        let sup = Arc::clone(&ss.dispatcher);
+        let Some(tools) = ss.agent_tools.take() else {
             return;
         };
-        let (total_us, usage) = index.map_or((0, None), |i| session_totals(self.run, i));
+        let work = std::mem::replace(&mut ss.work, SessionWork::Failed(String::new()));
+        let own = match work {
+            SessionWork::Tools(o) => o,
+            _ => Vec::new(),
+        };
+        if own.iter().any(|o| o.cancelled) || tools.seats.iter().any(seat_cancelled) {
+            return self.fault(&ss.id, ss.what(), Fault::Cancelled, Some(sup));
+        }
+        if !own.is_empty() {
+            self.tools_committed((&sup, &ss.id), index, own);
+        }
+        for seat in tools.seats {
+            let Some(caller) = seat.caller.clone() else {
+                continue;
+            };
+            let tool = Arc::clone(&seat.np.id);
+            match self.seat(&sup, seat) {
+                SeatEnd::Exit {
+                    output,
+                    duration_us,
+                    usage,
+                    ..
+                } => {
+                    let content = serde_json::Value::Object(output.writes).to_string();
+                    self.tool_answered((&sup, &tool), &caller, (duration_us, usage), Ok(content));
+                }
+                SeatEnd::Going(_) => {}
+                SeatEnd::Failed {
+                    timeout: true,
+                    message,
+                    ..
+                } => {
+                    return self.fault(&tool, "agent tool", Fault::Timeout(message), Some(sup));
+                }
+                SeatEnd::Failed {
+                    message,
+                    duration_us,
+                    usage,
+                    ..
+                } => {
+                    self.tool_answered((&sup, &tool), &caller, (duration_us, usage), Err(message));
+                }
+                SeatEnd::Cancelled => {
+                    return self.fault(&tool, "agent tool", Fault::Cancelled, Some(sup));
+                }
+            }
+        }
+    }
+
+    /// Agent tool `tool` ended: its caller's call is answered with `result` (the exit's
+    /// arguments as JSON text) or the error, as one `tool_call` item (source the caller;
+    /// the session's time and usage, `spent`; no step of its own: its calls were steps).
+    pub(crate) fn tool_answered(
+        &mut self,
+        (sup, tool): (&Arc<str>, &Arc<str>),
+        caller: &ToolCaller,
+        (total_us, usage): (u64, Option<Usage>),
+        result: Result<String, String>,
+    ) {
         let calling = self.run.sessions.get(caller.session as usize);
         let source = calling.map(|s| Arc::clone(&s.node));
-        // The call's place in its reply: after the calls answered before it.
-        let at = calling
-            .and_then(unanswered)
-            .map_or(0, |(_, answered)| answered);
+        let at = calling.map_or(0, |s| call_place(s, &caller.call));
         let (reason, content, error) = match result {
             Ok(content) => (format!("call {}: ok", caller.call), content, None),
             Err(e) => {
-                let error = format!("agent tool `{}` failed: {e}", ss.id);
+                let error = format!("agent tool `{tool}` failed: {e}");
                 let reason = format!("call {}: error: {error}", caller.call);
                 (reason, error_content(&error), Some(error))
             }
         };
         let record = ToolCallItem {
-            caller: source.clone().unwrap_or_else(|| Arc::clone(&ss.dispatcher)),
-            tool: Arc::clone(&ss.id),
+            caller: source.clone().unwrap_or_else(|| Arc::clone(sup)),
+            tool: Arc::clone(tool),
             call_id: caller.call.clone(),
             index: u32::try_from(at).unwrap_or(u32::MAX),
             status: if error.is_some() {
@@ -105,9 +303,9 @@ impl Tx<'_> {
             },
             error,
         };
-        let it = self.record(TraceKind::ToolCall, Some(Arc::clone(&ss.dispatcher)));
+        let it = self.record(TraceKind::ToolCall, Some(Arc::clone(sup)));
         it.source = source;
-        it.target = Some(Arc::clone(&ss.id));
+        it.target = Some(Arc::clone(tool));
         it.reason = Some(reason.into());
         it.duration_us = total_us;
         if let Some(u) = usage {
