@@ -256,6 +256,9 @@ pub(crate) struct SeatStep<'e> {
     /// For an agent tool's session (ADR 0046): the tool call it answers (`None` for an
     /// advisor's, a team member's or a lead's).
     pub(crate) caller: Option<ToolCaller>,
+    /// The agent tools its last reply called, under way beside its own tool calls (ADR
+    /// 0046): its member's call is then a fork of them all.
+    pub(crate) agent_tools: Option<Box<AgentTools<'e>>>,
 }
 
 /// An agent session's step, planned: whose session it is (kept for the step that ends

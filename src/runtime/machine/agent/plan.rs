@@ -217,40 +217,24 @@ impl<'e> Planner<'e> {
     /// What a session under way in a fork (ADR 0040) does next, as the `offset`-th step
     /// of this one: the tool calls of its last reply when they are unanswered, else its
     /// next model call (the first exit forced on its last turn). Gives the work, the call
-    /// to make (`None` when every tool call was answered while planning) and the steps it
-    /// counts. An agent tool is not called from a fork: that call is answered as a
-    /// mistake.
+    /// to make (`None` when every tool call was answered while planning), the steps it
+    /// counts, and the agent tools its reply called (their sessions answer them, ADR
+    /// 0046).
     pub(crate) fn session_next(
         &self,
         run: &RunState,
         (id, agent): (&Arc<str>, &'e AgentPlan),
         conversation: &Session,
         offset: u32,
-    ) -> (SessionWork, Option<Call>, u32) {
+    ) -> (SessionWork, Option<Call>, u32, Vec<AgentCall<'e>>) {
         let step = run.steps.saturating_add(offset);
         match unanswered(conversation) {
             Some((_, calls)) => {
-                let mut work = self.tool_work(run, agent, &calls, step);
-                for call in std::mem::take(&mut work.agents) {
-                    let error = format!(
-                        "tool `{}` is an agent, which an advisor or a team member cannot call",
-                        call.id
-                    );
-                    work.outcomes.push(ToolOutcome {
-                        call_id: call.call_id.clone(),
-                        tool: Arc::clone(&call.id),
-                        status: ToolCallStatus::Invalid,
-                        content: Some(error_content(&error)),
-                        error: Some(error),
-                        usage: None,
-                        duration_us: 0,
-                        cancelled: false,
-                    });
-                }
+                let work = self.tool_work(run, agent, &calls, step);
                 let n = u32::try_from(work.outcomes.len()).unwrap_or(u32::MAX);
                 let invocations = work.invocations;
                 let call = (!invocations.is_empty()).then_some(Call::Tools(invocations));
-                (SessionWork::Tools(work.outcomes), call, n)
+                (SessionWork::Tools(work.outcomes), call, n, work.agents)
             }
             None => {
                 let turn = conversation.turns().saturating_add(1);
@@ -263,7 +247,7 @@ impl<'e> Planner<'e> {
                 let force = turn >= agent.max_turns();
                 let messages = conversation.messages.clone();
                 let call = model_call(run, (id, agent), (messages, turn), force, step);
-                (work, Some(call), 1)
+                (work, Some(call), 1, Vec::new())
             }
         }
     }

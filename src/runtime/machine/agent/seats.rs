@@ -11,6 +11,7 @@ use std::time::Duration;
 use super::plan::{model_call, unanswered};
 use super::resolve::resolve_session;
 use super::seat_commit::TurnEnd;
+use super::tool::{ToolsStop, seat_cancelled};
 use super::templates::opening;
 use crate::model::{ChatMessage, Role as ChatRole};
 use crate::runtime::data::{NodeOutput, Role, RunState, Session, TerminationReason, Usage, Writes};
@@ -60,6 +61,7 @@ impl<'e> Planner<'e> {
             own_turns: true,
             timed_out: None,
             caller: None,
+            agent_tools: None,
         };
         match opened {
             Ok(messages) => {
@@ -101,8 +103,9 @@ impl<'e> Planner<'e> {
                 np.id
             ));
         };
-        let (work, call, steps) = self.session_next(run, (&np.id, agent), conversation, offset);
-        let seat = SeatStep {
+        let (work, call, steps, agents) =
+            self.session_next(run, (&np.id, agent), conversation, offset);
+        let mut seat = SeatStep {
             position,
             np,
             agent,
@@ -113,8 +116,17 @@ impl<'e> Planner<'e> {
             own_turns: true,
             timed_out: None,
             caller: None,
+            agent_tools: None,
         };
-        Ok((seat, call, steps))
+        if agents.is_empty() {
+            return Ok((seat, call, steps));
+        }
+        // Agent tools called: the seat's call is a fork of its own calls and theirs.
+        let turn = conversation.turns();
+        let from = offset.saturating_add(steps);
+        let (call, taken) =
+            self.seat_agent_tools(run, (&mut seat, session, turn), call, agents, from);
+        Ok((seat, call, steps.saturating_add(taken)))
     }
 
     /// A team turn of member or lead `np` (at `position`, its model call being step
@@ -145,6 +157,7 @@ impl<'e> Planner<'e> {
             own_turns: false,
             timed_out: None,
             caller: None,
+            agent_tools: None,
         };
         let (mut messages, turn) = match session.and_then(|s| run.sessions.get(s as usize)) {
             Some(conversation) => (conversation.messages.clone(), conversation.turns()),
@@ -240,6 +253,18 @@ pub(crate) fn resolve_seat(
     duration_us: u64,
     attempt: u32,
 ) {
+    let produced = match (seat.agent_tools.as_mut(), produced) {
+        (Some(tools), Ok(Produced::Reports(mut reports))) => {
+            // Its own tool calls (when it makes some), then its agent tools' (ADR 0046).
+            if tools.own_calls && !reports.is_empty() {
+                let own = reports.remove(0);
+                feed_own(&mut seat.work, own, attempt);
+            }
+            feed_seats(reports, &mut tools.seats, attempt);
+            return;
+        }
+        (_, produced) => produced,
+    };
     if let (SessionWork::Tools(outcomes), Err(Fault::Timeout(msg))) = (&mut seat.work, &produced) {
         for o in outcomes.iter_mut().filter(|o| o.content.is_none()) {
             let error = format!("tool `{}` was stopped: the advisor {msg}", o.tool);
@@ -359,8 +384,12 @@ impl Tx<'_> {
     /// (a step and an item each, the messages appended, the usage counted).
     pub(crate) fn seat(&mut self, sup: &Arc<str>, mut seat: SeatStep<'_>) -> SeatEnd {
         let node = Arc::clone(&seat.np.id);
+        if seat_cancelled(&seat) {
+            return SeatEnd::Cancelled;
+        }
+        let agent_tools = seat.agent_tools.take();
         let work = std::mem::replace(&mut seat.work, SessionWork::Failed(String::new()));
-        let timeout = match &work {
+        let mut timeout = match &work {
             SessionWork::Failed(message) => {
                 // Its opening failed: the step planned for its first call is counted.
                 self.run.steps += 1;
@@ -429,6 +458,15 @@ impl Tx<'_> {
             }
             SessionWork::Tools(outcomes) => {
                 self.tools_committed((sup, &node), index, outcomes);
+                let below = agent_tools.map_or(Ok(()), |t| self.tool_seats_committed(sup, t.seats));
+                match below {
+                    Ok(()) => {}
+                    Err(ToolsStop::Cancelled) => return SeatEnd::Cancelled,
+                    Err(ToolsStop::Timeout(msg)) => {
+                        seat.timed_out.get_or_insert(msg);
+                        timeout = true;
+                    }
+                }
                 match seat.timed_out.take() {
                     Some(msg) => TurnEnd::Failed(
                         TerminationReason::NodeFailed,

@@ -91,6 +91,44 @@ impl<'e> Planner<'e> {
         step.stage = session_stage(level, ss, effect);
     }
 
+    /// The call of fork seat `seat` (session `session`, whose reply, model call `turn`,
+    /// called `agents` beside its own tool calls `own`), its agent tools' first step
+    /// being `run.steps + from`: a fork of its own calls and every agent tool session's
+    /// next call (ADR 0046), kept in the seat; and the steps the agent tools' calls take.
+    pub(crate) fn seat_agent_tools(
+        &self,
+        run: &RunState,
+        (seat, session, turn): (&mut SeatStep<'e>, u32, u32),
+        own: Option<Call>,
+        agents: Vec<AgentCall<'e>>,
+        from: u32,
+    ) -> (Option<Call>, u32) {
+        let mut g = Gathered {
+            members: Vec::new(),
+            seats: Vec::new(),
+            offset: from,
+        };
+        let own_calls = own.is_some();
+        if let Some(call) = own {
+            g.members.push(tool_member(&seat.np.id, None, call));
+        }
+        for called in agents {
+            let caller = ToolCaller {
+                session,
+                turn,
+                call: called.call_id.clone(),
+            };
+            self.agent_tool_seats(run, caller, called, &mut g);
+        }
+        seat.calls = !g.members.is_empty();
+        seat.agent_tools = Some(Box::new(AgentTools {
+            own_calls,
+            seats: g.seats,
+        }));
+        let call = (!g.members.is_empty()).then_some(Call::Fork(g.members));
+        (call, g.offset.saturating_sub(from))
+    }
+
     /// Adds the seats of agent tool `called` answering `caller`'s call: its session's
     /// first model call, its next one, or its own reply's calls (tool nodes run, and the
     /// agent tools it calls in turn, each with its seats). A call with no step left
@@ -144,6 +182,7 @@ impl<'e> Planner<'e> {
             own_turns: true,
             timed_out: None,
             caller: Some(caller),
+            agent_tools: None,
         };
         let Some((_, calls)) = unanswered(conversation) else {
             let turn = conversation.turns().saturating_add(1);
@@ -201,13 +240,35 @@ fn tool_member(id: &Arc<str>, limit: Option<std::time::Duration>, call: Call) ->
     }
 }
 
-/// Whether the run was cancelled while seat `seat`'s call ran.
-fn seat_cancelled(seat: &SeatStep<'_>) -> bool {
-    match &seat.work {
+/// Whether the run was cancelled while seat `seat`'s call (or an agent tool's under
+/// it) ran.
+pub(crate) fn seat_cancelled(seat: &SeatStep<'_>) -> bool {
+    let own = match &seat.work {
         SessionWork::Model { result, .. } => matches!(result, Some(Err(Fault::Cancelled))),
         SessionWork::Tools(o) => o.iter().any(|o| o.cancelled),
         SessionWork::Failed(_) => false,
+    };
+    own || seat
+        .agent_tools
+        .as_ref()
+        .is_some_and(|t| t.seats.iter().any(seat_cancelled))
+}
+
+/// Whether seat `seat`'s call never gave a result (the member above it passed its time
+/// limit, dropping it): nothing of it is committed.
+fn dropped(seat: &SeatStep<'_>) -> bool {
+    match &seat.work {
+        SessionWork::Model { result, .. } => result.is_none(),
+        SessionWork::Tools(o) => o.iter().any(|o| o.content.is_none()),
+        SessionWork::Failed(_) => false,
     }
+}
+
+/// Why agent tools' seats stopped their commit: a call passed its time limit (what to
+/// say), or the run was cancelled while they ran.
+pub(crate) enum ToolsStop {
+    Timeout(String),
+    Cancelled,
 }
 
 impl Tx<'_> {
@@ -232,12 +293,35 @@ impl Tx<'_> {
         if !own.is_empty() {
             self.tools_committed((&sup, &ss.id), index, own);
         }
-        for seat in tools.seats {
+        match self.tool_seats_committed(&sup, tools.seats) {
+            Ok(()) => {}
+            Err(ToolsStop::Timeout(msg)) => {
+                self.fault(&ss.id, ss.what(), Fault::Timeout(msg), Some(sup));
+            }
+            Err(ToolsStop::Cancelled) => {
+                self.fault(&ss.id, ss.what(), Fault::Cancelled, Some(sup));
+            }
+        }
+    }
+
+    /// Commits the seats of agent tools (for supervisor `sup`), in order, as a fork's
+    /// seats are (ADR 0040): an agent tool whose session ended answers its caller's call
+    /// with its exit or its failure. Stops at a call past its time limit (the run, or
+    /// the fork's member, then fails `timeout`) or one cancelled.
+    pub(crate) fn tool_seats_committed(
+        &mut self,
+        sup: &Arc<str>,
+        seats: Vec<SeatStep<'_>>,
+    ) -> Result<(), ToolsStop> {
+        for seat in seats {
             let Some(caller) = seat.caller.clone() else {
                 continue;
             };
+            if dropped(&seat) {
+                continue;
+            }
             let tool = Arc::clone(&seat.np.id);
-            match self.seat(&sup, seat) {
+            match self.seat(sup, seat) {
                 SeatEnd::Exit {
                     output,
                     duration_us,
@@ -245,29 +329,26 @@ impl Tx<'_> {
                     ..
                 } => {
                     let content = serde_json::Value::Object(output.writes).to_string();
-                    self.tool_answered((&sup, &tool), &caller, (duration_us, usage), Ok(content));
+                    self.tool_answered((sup, &tool), &caller, (duration_us, usage), Ok(content));
                 }
                 SeatEnd::Going(_) => {}
                 SeatEnd::Failed {
                     timeout: true,
                     message,
                     ..
-                } => {
-                    return self.fault(&tool, "agent tool", Fault::Timeout(message), Some(sup));
-                }
+                } => return Err(ToolsStop::Timeout(format!("(agent tool `{tool}`) {message}"))),
                 SeatEnd::Failed {
                     message,
                     duration_us,
                     usage,
                     ..
                 } => {
-                    self.tool_answered((&sup, &tool), &caller, (duration_us, usage), Err(message));
+                    self.tool_answered((sup, &tool), &caller, (duration_us, usage), Err(message));
                 }
-                SeatEnd::Cancelled => {
-                    return self.fault(&tool, "agent tool", Fault::Cancelled, Some(sup));
-                }
+                SeatEnd::Cancelled => return Err(ToolsStop::Cancelled),
             }
         }
+        Ok(())
     }
 
     /// Agent tool `tool` ended: its caller's call is answered with `result` (the exit's
