@@ -153,7 +153,10 @@ fn an_advisor_agent_calls_an_agent_tool() {
 fn a_team_member_calls_an_agent_tool() {
     let rt = rt();
     let server = rt.block_on(ChatServer::start([]));
-    server.route("You are critic.", call("c", "helper", json!({"q": "style"})));
+    server.route(
+        "You are critic.",
+        call("c", "helper", json!({"q": "style"})),
+    );
     server.route("Helper task style", call("hf", "fixed", json!({})));
     server.route(
         "Helper task style",
@@ -165,7 +168,11 @@ fn a_team_member_calls_an_agent_tool() {
     );
     server.route(
         "You are critic.",
-        call("x", "team_broadcast", json!({"message": "Use plain.", "exit": true})),
+        call(
+            "x",
+            "team_broadcast",
+            json!({"message": "Use plain.", "exit": true}),
+        ),
     );
     server.route(
         "You are chair.",
@@ -193,7 +200,9 @@ fn a_team_member_calls_an_agent_tool() {
         "nodes": nodes
     });
     let ex = builder(graph(doc)).build().expect("the executor builds");
-    let mut run = ex.start(json!({"draft": "Simple is best."})).expect("starts");
+    let mut run = ex
+        .start(json!({"draft": "Simple is best."}))
+        .expect("starts");
     rt.block_on(ex.run_in_place(&mut run));
     assert_eq!(run.status(), RunStatus::Completed, "{:?}", run.message());
     assert_eq!(run.state()["decision"], "plain");

@@ -336,7 +336,11 @@ impl Tx<'_> {
                     timeout: true,
                     message,
                     ..
-                } => return Err(ToolsStop::Timeout(format!("(agent tool `{tool}`) {message}"))),
+                } => {
+                    return Err(ToolsStop::Timeout(format!(
+                        "(agent tool `{tool}`) {message}"
+                    )));
+                }
                 SeatEnd::Failed {
                     message,
                     duration_us,
