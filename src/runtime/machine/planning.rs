@@ -75,6 +75,7 @@ impl<'e> Planner<'e> {
                     Produced::Node(_)
                     | Produced::Reports(_)
                     | Produced::Reply(_)
+                    | Produced::ModelFailed(_)
                     | Produced::ToolResults(_),
                 ) => {
                     let fault =
@@ -98,6 +99,7 @@ impl<'e> Planner<'e> {
                             Produced::Decision(_)
                             | Produced::Reports(_)
                             | Produced::Reply(_)
+                            | Produced::ModelFailed(_)
                             | Produced::ToolResults(_),
                         ) => Err(Fault::Failed(
                             "was given something other than its writes".into(),

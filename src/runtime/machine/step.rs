@@ -24,8 +24,8 @@ use super::budgets::GuardStop;
 use crate::contracts::{Advisors, RetryPolicy, StopGlobal, StopLocal, Team};
 use crate::model::ChatMessage;
 use crate::runtime::data::{
-    AdvisingRun, Chain, ChainTrigger, NodeOutput, Owed, RunState, TeamRun, TerminationReason,
-    ToolCallStatus, ToolCaller, TraceItem, TraceKind, Usage,
+    AdvisingRun, Chain, ChainTrigger, HttpAttempt, NodeOutput, Owed, RunState, TeamRun,
+    TerminationReason, ToolCallStatus, ToolCaller, TraceItem, TraceKind, Usage,
 };
 use crate::runtime::effects::{Call, Effect, Fault, ModelReply, Report};
 use crate::runtime::plan::agent::AgentPlan;
@@ -341,6 +341,9 @@ pub(crate) enum SessionWork {
         result: Option<Result<ModelReply, Fault>>,
         attempt: u32,
         duration_us: u64,
+        /// When the call failed for good: its HTTP attempts, each failed (status, error,
+        /// duration, wait), for its `model_call` item.
+        failed: Vec<HttpAttempt>,
     },
     /// The tool calls of the last reply, one outcome each in the reply's order: those
     /// answered while planning (a mistake, a `set` tool) and those run by the effect.

@@ -84,12 +84,15 @@ impl Tx<'_> {
                 result,
                 attempt,
                 duration_us,
+                failed,
             } => {
-                let result = result.unwrap_or_else(|| {
-                    Err(Fault::Failed(
-                        "was committed before its reply arrived".into(),
-                    ))
-                });
+                let result = result
+                    .unwrap_or_else(|| {
+                        Err(Fault::Failed(
+                            "was committed before its reply arrived".into(),
+                        ))
+                    })
+                    .map_err(|fault| (fault, failed));
                 self.model_turn(level, ss, index, (turn, attempt, duration_us), result);
             }
             SessionWork::Tools(outcomes) => self.tool_results(ss, index, outcomes),
@@ -105,13 +108,13 @@ impl Tx<'_> {
         ss: Box<SessionStep<'_>>,
         index: u32,
         (turn, attempt, duration_us): (u32, u32, u64),
-        result: Result<ModelReply, Fault>,
+        result: Result<ModelReply, (Fault, Vec<HttpAttempt>)>,
     ) {
         let id = Arc::clone(&ss.id);
         let sup = Arc::clone(&ss.dispatcher);
         let reply = match result {
             Ok(reply) => reply,
-            Err(fault) => {
+            Err((fault, failed_attempts)) => {
                 let msg = fault.describe().1.to_string();
                 self.run.steps += 1;
                 let model: Arc<str> = ss.agent.model.as_str().into();
@@ -125,7 +128,7 @@ impl Tx<'_> {
                     model,
                     turn,
                     attempt,
-                    failed_attempts: Vec::new(),
+                    failed_attempts,
                     finish_reason: None,
                     usage_known: false,
                     error: Some(msg.clone()),

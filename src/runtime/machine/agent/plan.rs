@@ -85,6 +85,7 @@ impl<'e> Planner<'e> {
                     result: None,
                     attempt: 1,
                     duration_us: 0,
+                    failed: Vec::new(),
                 };
                 (ss, Some(effect))
             }
@@ -206,6 +207,7 @@ impl<'e> Planner<'e> {
                     result: None,
                     attempt: 1,
                     duration_us: 0,
+                    failed: Vec::new(),
                 };
                 let messages = conversation.messages.clone();
                 Some(self.model_effect(run, &ss, messages, turn))
@@ -243,6 +245,7 @@ impl<'e> Planner<'e> {
                     result: None,
                     attempt: 1,
                     duration_us: 0,
+                    failed: Vec::new(),
                 };
                 let force = turn >= agent.max_turns();
                 let messages = conversation.messages.clone();

@@ -9,8 +9,8 @@ use super::commit::{USAGE_UNKNOWN, call_usage, model_call_reason};
 use super::reply::{Verdict, ask_for_exit, judge};
 use crate::model::ChatMessage;
 use crate::runtime::data::{
-    CallRecord, ModelCallItem, NodeOutput, TerminationReason, ToolCallItem, ToolCallStatus,
-    ToolCaller, TraceKind,
+    CallRecord, HttpAttempt, ModelCallItem, NodeOutput, TerminationReason, ToolCallItem,
+    ToolCallStatus, ToolCaller, TraceKind,
 };
 use crate::runtime::effects::{Fault, ModelReply};
 use crate::runtime::machine::commit::{Tx, attach_usage};
@@ -44,12 +44,12 @@ impl Tx<'_> {
         (agent, caller): (&AgentPlan, Option<&ToolCaller>),
         index: u32,
         ((turn, attempt, duration_us), last): ((u32, u32, u64), bool),
-        result: Result<ModelReply, Fault>,
+        result: Result<ModelReply, (Fault, Vec<HttpAttempt>)>,
     ) -> TurnEnd {
         let model: Arc<str> = agent.model.as_str().into();
         let reply = match result {
             Ok(reply) => reply,
-            Err(fault) => {
+            Err((fault, failed_attempts)) => {
                 let msg = fault.describe().1.to_string();
                 self.run.steps += 1;
                 let it = self.record(TraceKind::ModelCall, Some(Arc::clone(sup)));
@@ -62,7 +62,7 @@ impl Tx<'_> {
                     model,
                     turn,
                     attempt,
-                    failed_attempts: Vec::new(),
+                    failed_attempts,
                     finish_reason: None,
                     usage_known: false,
                     error: Some(msg.clone()),

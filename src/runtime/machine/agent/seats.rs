@@ -74,6 +74,7 @@ impl<'e> Planner<'e> {
                     result: None,
                     attempt: 1,
                     duration_us: 0,
+                    failed: Vec::new(),
                 };
                 seat.calls = true;
                 (seat, Some(call))
@@ -194,6 +195,7 @@ impl<'e> Planner<'e> {
             result: None,
             attempt: 1,
             duration_us: 0,
+            failed: Vec::new(),
         };
         seat.calls = true;
         (seat, Some(call))
@@ -445,12 +447,15 @@ impl Tx<'_> {
                 result,
                 attempt,
                 duration_us,
+                failed,
             } => {
-                let result = result.unwrap_or_else(|| {
-                    Err(Fault::Failed(
-                        "was committed before its reply arrived".into(),
-                    ))
-                });
+                let result = result
+                    .unwrap_or_else(|| {
+                        Err(Fault::Failed(
+                            "was committed before its reply arrived".into(),
+                        ))
+                    })
+                    .map_err(|fault| (fault, failed));
                 let last = seat.own_turns && turn >= seat.agent.max_turns();
                 let call = ((turn, attempt, duration_us), last);
                 let agent = (seat.agent, seat.caller.as_ref());

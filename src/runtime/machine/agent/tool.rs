@@ -194,6 +194,7 @@ impl<'e> Planner<'e> {
                 result: None,
                 attempt: 1,
                 duration_us: 0,
+                failed: Vec::new(),
             };
             seat.calls = true;
             g.members.push(tool_member(&id, limit, call));
