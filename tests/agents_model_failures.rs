@@ -188,7 +188,9 @@ fn a_model_call_failing_for_good_names_node_model_and_status_and_keeps_its_attem
     let rt = server_rt();
     let server = rt.block_on(ChatServer::start([]));
     let b = Bench::new(bin());
-    let cases: Vec<(&str, u32, Vec<Reply>, &str, Option<u64>)> = vec![
+    // (run name, retries, the failing replies, what the message says, the attempts' status)
+    type Case = (&'static str, u32, Vec<Reply>, &'static str, Option<u64>);
+    let cases: Vec<Case> = vec![
         (
             "unavailable",
             1,
