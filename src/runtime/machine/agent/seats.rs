@@ -12,7 +12,6 @@ use super::plan::{model_call, unanswered};
 use super::resolve::resolve_session;
 use super::seat_commit::TurnEnd;
 use super::templates::opening;
-use super::tool::{ToolsStop, seat_cancelled};
 use crate::model::{ChatMessage, Role as ChatRole};
 use crate::runtime::data::{NodeOutput, Role, RunState, Session, TerminationReason, Usage, Writes};
 use crate::runtime::effects::{Call, EffectOutput, Fault, Member, MemberCall, Produced, Report};
@@ -318,6 +317,27 @@ pub(crate) fn feed_seats(
         }
     }
     plain
+}
+
+/// Whether the run was cancelled while seat `seat`'s call (or an agent tool's under
+/// it) ran.
+pub(crate) fn seat_cancelled(seat: &SeatStep<'_>) -> bool {
+    let own = match &seat.work {
+        SessionWork::Model { result, .. } => matches!(result, Some(Err(Fault::Cancelled))),
+        SessionWork::Tools(o) => o.iter().any(|o| o.cancelled),
+        SessionWork::Failed(_) => false,
+    };
+    own || seat
+        .agent_tools
+        .as_ref()
+        .is_some_and(|t| t.seats.iter().any(seat_cancelled))
+}
+
+/// Why agent tools' seats stopped their commit: a call passed its time limit (what to
+/// say), or the run was cancelled while they ran.
+pub(crate) enum ToolsStop {
+    Timeout(String),
+    Cancelled,
 }
 
 /// How a seat's call leaves its member.

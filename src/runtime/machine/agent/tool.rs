@@ -14,9 +14,9 @@
 
 use std::sync::Arc;
 
-use super::plan::{AgentCall, ToolWork, call_place, model_call, session_stage, unanswered};
+use super::plan::{AgentCall, ToolWork, call_place, session_stage};
 use super::reply::error_content;
-use super::seats::SeatEnd;
+use super::seats::{SeatEnd, ToolsStop, seat_cancelled};
 use super::templates::opening;
 use crate::model::ChatMessage;
 use crate::runtime::data::{
@@ -129,10 +129,11 @@ impl<'e> Planner<'e> {
         (call, g.offset.saturating_sub(from))
     }
 
-    /// Adds the seats of agent tool `called` answering `caller`'s call: its session's
-    /// first model call, its next one, or its own reply's calls (tool nodes run, and the
-    /// agent tools it calls in turn, each with its seats). A call with no step left
-    /// under `max_steps` is not planned: the run stops at its next step.
+    /// Adds the seat of agent tool `called` answering `caller`'s call: its session's
+    /// first model call, or its next call as any fork seat's (its own reply's tool calls,
+    /// with the agent tools it calls in turn as a fork of their own, see
+    /// [`Planner::seat_next`]). A call with no step left under `max_steps` is not
+    /// planned: the run stops at its next step.
     fn agent_tool_seats(
         &self,
         run: &RunState,
@@ -140,8 +141,7 @@ impl<'e> Planner<'e> {
         called: AgentCall<'e>,
         g: &mut Gathered<'e>,
     ) {
-        let step = run.steps.saturating_add(g.offset);
-        if step >= self.plan.graph.budgets().max_steps {
+        if run.steps.saturating_add(g.offset) >= self.plan.graph.budgets().max_steps {
             return;
         }
         let AgentCall {
@@ -151,83 +151,37 @@ impl<'e> Planner<'e> {
             arguments,
             ..
         } = called;
-        let position = g.seats.len();
-        let limit = self.call_limit(run, None);
+        let at = (g.seats.len(), g.offset);
         let found = run
             .sessions
             .iter()
-            .rposition(|s| s.caller.as_ref() == Some(&caller));
-        let Some((session, conversation)) = found.and_then(|at| {
-            let s = run.sessions.get(at)?;
-            Some((u32::try_from(at).ok()?, s))
-        }) else {
-            let opened = opening(&format!("agent tool `{id}`"), agent, arguments, None);
-            let (mut seat, call) = self.seat_open(run, (position, g.offset), np, agent, opened);
-            seat.caller = Some(caller);
-            if let Some(call) = call {
-                g.members.push(tool_member(&id, limit, call));
-                g.offset = g.offset.saturating_add(1);
+            .rposition(|s| s.caller.as_ref() == Some(&caller))
+            .and_then(|i| u32::try_from(i).ok());
+        let (mut seat, call, steps) = match found {
+            None => {
+                let opened = opening(&format!("agent tool `{id}`"), agent, arguments, None);
+                let (seat, call) = self.seat_open(run, at, np, agent, opened);
+                let steps = u32::from(call.is_some());
+                (seat, call, steps)
             }
-            g.seats.push(seat);
-            return;
+            Some(session) => match self.seat_next(run, at, np, agent, session) {
+                Ok(next) => next,
+                Err(msg) => {
+                    // Not reached (the session was just found): the call is answered
+                    // with the error rather than dropped.
+                    let (mut seat, _) = self.seat_open(run, at, np, agent, Err(msg));
+                    seat.session = Some(session);
+                    (seat, None, 0)
+                }
+            },
         };
-        let mut seat = SeatStep {
-            position,
-            np,
-            agent,
-            session: Some(session),
-            opening: Vec::new(),
-            work: SessionWork::Failed(String::new()),
-            calls: false,
-            own_turns: true,
-            timed_out: None,
-            caller: Some(caller),
-            agent_tools: None,
-        };
-        let Some((_, calls)) = unanswered(conversation) else {
-            let turn = conversation.turns().saturating_add(1);
-            let force = turn >= agent.max_turns();
-            let messages = conversation.messages.clone();
-            let call = model_call(run, (&id, agent), (messages, turn), force, step);
-            seat.work = SessionWork::Model {
-                turn,
-                result: None,
-                attempt: 1,
-                duration_us: 0,
-                failed: Vec::new(),
-            };
-            seat.calls = true;
-            g.members.push(tool_member(&id, limit, call));
-            g.offset = g.offset.saturating_add(1);
-            g.seats.push(seat);
-            return;
-        };
-        let ToolWork {
-            outcomes,
-            invocations,
-            agents,
-        } = self.tool_work(run, agent, &calls, step);
-        if !outcomes.is_empty() {
-            g.offset = g
-                .offset
-                .saturating_add(u32::try_from(outcomes.len()).unwrap_or(u32::MAX));
-            seat.work = SessionWork::Tools(outcomes);
-            if !invocations.is_empty() {
-                seat.calls = true;
-                g.members
-                    .push(tool_member(&id, None, Call::Tools(invocations)));
-            }
-            g.seats.push(seat);
+        seat.caller = Some(caller);
+        if let Some(call) = call {
+            g.members
+                .push(tool_member(&id, self.call_limit(run, None), call));
         }
-        let turn = conversation.turns();
-        for sub in agents {
-            let caller = ToolCaller {
-                session,
-                turn,
-                call: sub.call_id.clone(),
-            };
-            self.agent_tool_seats(run, caller, sub, g);
-        }
+        g.offset = g.offset.saturating_add(steps);
+        g.seats.push(seat);
     }
 }
 
@@ -241,20 +195,6 @@ fn tool_member(id: &Arc<str>, limit: Option<std::time::Duration>, call: Call) ->
     }
 }
 
-/// Whether the run was cancelled while seat `seat`'s call (or an agent tool's under
-/// it) ran.
-pub(crate) fn seat_cancelled(seat: &SeatStep<'_>) -> bool {
-    let own = match &seat.work {
-        SessionWork::Model { result, .. } => matches!(result, Some(Err(Fault::Cancelled))),
-        SessionWork::Tools(o) => o.iter().any(|o| o.cancelled),
-        SessionWork::Failed(_) => false,
-    };
-    own || seat
-        .agent_tools
-        .as_ref()
-        .is_some_and(|t| t.seats.iter().any(seat_cancelled))
-}
-
 /// Whether seat `seat`'s call never gave a result (the member above it passed its time
 /// limit, dropping it): nothing of it is committed.
 fn dropped(seat: &SeatStep<'_>) -> bool {
@@ -263,13 +203,6 @@ fn dropped(seat: &SeatStep<'_>) -> bool {
         SessionWork::Tools(o) => o.iter().any(|o| o.content.is_none()),
         SessionWork::Failed(_) => false,
     }
-}
-
-/// Why agent tools' seats stopped their commit: a call passed its time limit (what to
-/// say), or the run was cancelled while they ran.
-pub(crate) enum ToolsStop {
-    Timeout(String),
-    Cancelled,
 }
 
 impl Tx<'_> {
