@@ -7,11 +7,9 @@
 mod chat_server;
 mod support;
 
-use std::time::Duration;
-
 use chat_server::{ChatServer, Reply};
 use serde_json::json;
-use support::cli::{Bench, signal};
+use support::cli::Bench;
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_pactgraph")
@@ -32,7 +30,7 @@ print(json.dumps({"ok": True}))
 
 /// What the tool program wrote: one `STEP ATTEMPT` line per run.
 fn side(b: &Bench) -> String {
-    std::fs::read_to_string(b.dir.join("side.txt")).unwrap_or_default()
+    b.side_text()
 }
 
 /// A runtime for the scripted server.
@@ -71,14 +69,10 @@ fn run_killed_in_programs(
     b.file("slow.py", SLOW_PY);
     b.file("slow", "60");
     let wf = b.file("wf.json", workflow);
-    let mut child = b.spawn(&["run", wf.to_str().expect("utf-8"), "--name", name], "run");
-    assert!(
-        b.wait_until(Duration::from_secs(30), || side(b).lines().count()
-            >= starts),
-        "the tool programs start"
-    );
-    signal(&child, "KILL");
-    child.wait().expect("the process ends");
+    let args = ["run", wf.to_str().expect("utf-8"), "--name", name];
+    b.kill_when(&args, "the tool programs start", || {
+        side(b).lines().count() >= starts
+    });
     b.remove("slow");
 }
 

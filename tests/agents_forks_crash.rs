@@ -8,11 +8,9 @@
 mod chat_server;
 mod support;
 
-use std::time::Duration;
-
 use chat_server::{ChatServer, Reply};
 use serde_json::json;
-use support::cli::{Bench, signal};
+use support::cli::Bench;
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_pactgraph")
@@ -64,6 +62,28 @@ fn workflow(base_url: &str) -> String {
     .to_string()
 }
 
+/// Runs `workflow` as run `name` (the draft as input), kills it (SIGKILL) once a tool
+/// program has started (work.py sleeps a minute), and makes the program quick for the
+/// resume.
+fn killed_in_tool(b: &Bench, workflow: &str, name: &str) {
+    b.file("work.py", WORK_PY);
+    b.file("slow", "60");
+    b.remove("side.txt");
+    let wf = b.file("wf.json", workflow);
+    let args = [
+        "run",
+        wf.to_str().expect("utf-8"),
+        "--name",
+        name,
+        "--input",
+        r#"{"draft": "We ship Monday."}"#,
+    ];
+    b.kill_when(&args, "the tool program starts", || {
+        !b.side_text().is_empty()
+    });
+    b.remove("slow");
+}
+
 fn report(text: &str) -> Reply {
     let args = json!({"report": text}).to_string();
     Reply::tool_calls(&[("exit", "final_report", &args)])
@@ -89,29 +109,8 @@ fn a_run_killed_mid_fork_resumes_without_repeating_a_committed_call() {
             "You are careful.",
             Reply::tool_calls(&[("w", "work", "{}")]),
         );
-        b.file("work.py", WORK_PY);
-        b.file("slow", "60");
-        b.remove("side.txt");
-        let wf = b.file("wf.json", &workflow(&server.base_url()));
-        let mut child = b.spawn(
-            &[
-                "run",
-                wf.to_str().expect("utf-8"),
-                "--name",
-                "k",
-                "--input",
-                r#"{"draft": "We ship Monday."}"#,
-            ],
-            "run",
-        );
-        let side = || std::fs::read_to_string(b.dir.join("side.txt")).unwrap_or_default();
-        assert!(
-            b.wait_until(Duration::from_secs(30), || !side().is_empty()),
-            "the tool program starts"
-        );
-        signal(&child, "KILL");
-        child.wait().expect("the process ends");
-        b.remove("slow");
+        killed_in_tool(&b, &workflow(&server.base_url()), "k");
+        let side = || b.side_text();
         server.route("You are careful.", report("Checked."));
         server.push(Reply::tool_calls(&[(
             "exit",
@@ -211,29 +210,8 @@ fn a_team_killed_mid_cycle_resumes_without_repeating_a_committed_turn() {
             "You are careful.",
             Reply::tool_calls(&[("w", "work", "{}")]),
         );
-        b.file("work.py", WORK_PY);
-        b.file("slow", "60");
-        b.remove("side.txt");
-        let wf = b.file("wf.json", &team_workflow(&server.base_url()));
-        let mut child = b.spawn(
-            &[
-                "run",
-                wf.to_str().expect("utf-8"),
-                "--name",
-                "t",
-                "--input",
-                r#"{"draft": "We ship Monday."}"#,
-            ],
-            "run",
-        );
-        let side = || std::fs::read_to_string(b.dir.join("side.txt")).unwrap_or_default();
-        assert!(
-            b.wait_until(Duration::from_secs(30), || !side().is_empty()),
-            "the tool program starts"
-        );
-        signal(&child, "KILL");
-        child.wait().expect("the process ends");
-        b.remove("slow");
+        killed_in_tool(&b, &team_workflow(&server.base_url()), "t");
+        let side = || b.side_text();
         server.route(
             "You are chair.",
             Reply::tool_calls(&[("f", "final_report", r#"{"decision": "ship"}"#)]),
@@ -314,29 +292,8 @@ fn an_advisors_agent_tool_killed_mid_session_resumes_without_repeating_a_committ
             Reply::tool_calls(&[("c", "helper", r#"{"q": "x"}"#)]),
         );
         server.route("Helper task x", Reply::tool_calls(&[("w", "work", "{}")]));
-        b.file("work.py", WORK_PY);
-        b.file("slow", "60");
-        b.remove("side.txt");
-        let wf = b.file("wf.json", &advisor_tool_workflow(&server.base_url()));
-        let mut child = b.spawn(
-            &[
-                "run",
-                wf.to_str().expect("utf-8"),
-                "--name",
-                "h",
-                "--input",
-                r#"{"draft": "We ship Monday."}"#,
-            ],
-            "run",
-        );
-        let side = || std::fs::read_to_string(b.dir.join("side.txt")).unwrap_or_default();
-        assert!(
-            b.wait_until(Duration::from_secs(30), || !side().is_empty()),
-            "the tool program starts"
-        );
-        signal(&child, "KILL");
-        child.wait().expect("the process ends");
-        b.remove("slow");
+        killed_in_tool(&b, &advisor_tool_workflow(&server.base_url()), "h");
+        let side = || b.side_text();
         server.route(
             "Helper task x",
             Reply::tool_calls(&[("he", "final_report", r#"{"result": "ok"}"#)]),

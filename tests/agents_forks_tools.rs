@@ -13,14 +13,6 @@ use pactgraph::runtime::{RunStatus, ToolCaller, TraceKind as K};
 use serde_json::{Value, json};
 use support::runtime::{builder, graph};
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
-
 /// Agent tool `helper` (prompt `Helper task {{ input.q }}`, the needle the server routes
 /// its requests by), which may call `fixed` (a `set` tool).
 fn helper_nodes(sup: &str) -> Value {
@@ -44,17 +36,7 @@ fn models(base_url: &str) -> Value {
 }
 
 fn call(id: &str, name: &str, args: Value) -> Reply {
-    Reply::tool_calls(&[(id, name, &args.to_string())])
-}
-
-/// The requests whose body holds `needle`, in arrival order.
-fn requests_with(server: &ChatServer, needle: &str) -> Vec<Value> {
-    server
-        .requests()
-        .into_iter()
-        .filter(|r| r.raw_body.contains(needle))
-        .map(|r| r.body)
-        .collect()
+    Reply::calls(&[(id, name, args)])
 }
 
 /// Proves: an advisor agent (`scout`) calling agent tool `helper` gets its answer: the
@@ -64,7 +46,7 @@ fn requests_with(server: &ChatServer, needle: &str) -> Vec<Value> {
 /// primary; the helper's session records the call it answered.
 #[test]
 fn an_advisor_agent_calls_an_agent_tool() {
-    let rt = rt();
+    let rt = chat_server::runtime(2);
     let server = rt.block_on(ChatServer::start([]));
     server.route("You are scout.", call("c", "helper", json!({"q": "tides"})));
     server.route("Helper task tides", call("hf", "fixed", json!({})));
@@ -104,8 +86,8 @@ fn an_advisor_agent_calls_an_agent_tool() {
     rt.block_on(ex.run_in_place(&mut run));
     assert_eq!(run.status(), RunStatus::Completed, "{:?}", run.message());
     assert_eq!(run.state()["decision"], "ship");
-    let scout = requests_with(&server, "You are scout.");
-    let helper = requests_with(&server, "Helper task tides");
+    let scout = server.requests_with("You are scout.");
+    let helper = server.requests_with("Helper task tides");
     assert_eq!((scout.len(), helper.len()), (2, 2));
     assert_eq!(
         scout[1]["messages"][3],
@@ -151,7 +133,7 @@ fn an_advisor_agent_calls_an_agent_tool() {
 /// member's next turn holds the helper's result as its call's `tool` message.
 #[test]
 fn a_team_member_calls_an_agent_tool() {
-    let rt = rt();
+    let rt = chat_server::runtime(2);
     let server = rt.block_on(ChatServer::start([]));
     server.route(
         "You are critic.",
@@ -206,9 +188,9 @@ fn a_team_member_calls_an_agent_tool() {
     rt.block_on(ex.run_in_place(&mut run));
     assert_eq!(run.status(), RunStatus::Completed, "{:?}", run.message());
     assert_eq!(run.state()["decision"], "plain");
-    let critic = requests_with(&server, "You are critic.");
-    let helper = requests_with(&server, "Helper task style");
-    let chair = requests_with(&server, "You are chair.");
+    let critic = server.requests_with("You are critic.");
+    let helper = server.requests_with("Helper task style");
+    let chair = server.requests_with("You are chair.");
     assert_eq!((critic.len(), helper.len(), chair.len()), (2, 2, 2));
     assert_eq!(
         critic[1]["messages"][4],

@@ -14,7 +14,7 @@ mod support;
 
 use chat_server::{ChatServer, Reply};
 use serde_json::{Value, json};
-use support::cli::Bench;
+use support::cli::{Bench, all_files};
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_pactgraph")
@@ -23,14 +23,6 @@ fn bin() -> &'static str {
 /// A unique API key: if it appears anywhere, it leaked.
 const KEY: &str = "sk-pactgraph-failure-test-0b7c44e1d9a2";
 const KEY_ENV: &str = "PACTGRAPH_MODEL_FAILURE_TEST_KEY";
-
-fn server_rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
 
 /// The model every agent uses: the key from `KEY_ENV`, requests limited to 400 ms,
 /// `retries` retries.
@@ -100,16 +92,6 @@ fn doc(base_url: &str, path: &str, retries: u32) -> Value {
         "supervisors": supervisors,
         "nodes": nodes
     })
-}
-
-fn all_files(dir: &std::path::Path) -> String {
-    let mut text = String::new();
-    for entry in std::fs::read_dir(dir).expect("the folder").flatten() {
-        if let Ok(bytes) = std::fs::read(entry.path()) {
-            text.push_str(&String::from_utf8_lossy(&bytes));
-        }
-    }
-    text
 }
 
 /// What one run showed: `runs show` as JSON and as text in all, its output.
@@ -185,7 +167,7 @@ fn check_attempts(call: &Value, n: usize, status: Option<u64>) {
 /// error, duration, wait); the key leaks nowhere.
 #[test]
 fn a_model_call_failing_for_good_names_node_model_and_status_and_keeps_its_attempts() {
-    let rt = server_rt();
+    let rt = chat_server::runtime(1);
     let server = rt.block_on(ChatServer::start([]));
     let b = Bench::new(bin());
     // (run name, retries, the failing replies, what the message says, the attempts' status)
@@ -250,10 +232,10 @@ fn a_model_call_failing_for_good_names_node_model_and_status_and_keeps_its_attem
 /// the key leaks nowhere.
 #[test]
 fn a_model_error_is_named_on_every_path() {
-    let rt = server_rt();
+    let rt = chat_server::runtime(1);
     let server = rt.block_on(ChatServer::start([]));
     let b = Bench::new(bin());
-    let report = |args: Value| Reply::tool_calls(&[("x", "final_report", &args.to_string())]);
+    let report = |args: Value| Reply::calls(&[("x", "final_report", args)]);
     for (path, who) in [
         ("policy", "desk"),
         ("advisor", "scout"),

@@ -65,18 +65,6 @@ fn kinds(run: &RunState) -> Vec<K> {
     run.trace().items.iter().map(|i| i.kind).collect()
 }
 
-fn calls(calls: &[(&str, &str, Value)]) -> Reply {
-    let args: Vec<(String, String, String)> = calls
-        .iter()
-        .map(|(id, name, a)| (id.to_string(), name.to_string(), a.to_string()))
-        .collect();
-    let refs: Vec<(&str, &str, &str)> = args
-        .iter()
-        .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
-        .collect();
-    Reply::tool_calls(&refs)
-}
-
 /// Proves: the agent tool's call is answered by its own session (its first request's
 /// prompt rendered from the arguments, `final_report` with `result` its only function);
 /// the reply's other calls are answered in the same step as the agent tool's first model
@@ -89,17 +77,17 @@ fn calls(calls: &[(&str, &str, Value)]) -> Reply {
 fn an_agent_tool_answers_its_callers_call_with_its_final_report() {
     let rt = rt();
     let server = rt.block_on(ChatServer::start([
-        calls(&[
+        Reply::calls(&[
             ("c1", "fixed", json!({})),
             ("c2", "researcher", json!({"query": "tides"})),
             ("c3", "fixed", json!({})),
         ]),
-        calls(&[(
+        Reply::calls(&[(
             "r1",
             "final_report",
             json!({"result": {"facts": ["the moon"]}}),
         )]),
-        calls(&[("c4", "final_report", json!({"answer": "the moon"}))]),
+        Reply::calls(&[("c4", "final_report", json!({"answer": "the moon"}))]),
     ]));
     let researcher = json!({"instructions": "You research.",
                             "prompt": "Research {{ input.query }}.", "max_turns": 2});
@@ -215,11 +203,11 @@ fn an_agent_tool_answers_its_callers_call_with_its_final_report() {
 fn an_agent_tools_text_is_its_result_and_its_failure_is_told_to_the_caller() {
     let rt = rt();
     let server = rt.block_on(ChatServer::start([
-        calls(&[("c1", "researcher", json!({"query": "tides"}))]),
+        Reply::calls(&[("c1", "researcher", json!({"query": "tides"}))]),
         Reply::text("It is the moon."),
-        calls(&[("c2", "researcher", json!({"query": "waves"}))]),
-        calls(&[("r1", "nonsense", json!({}))]),
-        calls(&[("c3", "final_report", json!({"answer": "the moon"}))]),
+        Reply::calls(&[("c2", "researcher", json!({"query": "waves"}))]),
+        Reply::calls(&[("r1", "nonsense", json!({}))]),
+        Reply::calls(&[("c3", "final_report", json!({"answer": "the moon"}))]),
     ]));
     let run = run(
         &rt,
@@ -271,9 +259,9 @@ fn an_agent_tools_text_is_its_result_and_its_failure_is_told_to_the_caller() {
 fn an_agent_tools_calls_count_against_the_budgets() {
     let rt = rt();
     let server = rt.block_on(ChatServer::start([
-        calls(&[("c1", "researcher", json!({"query": "tides"}))]),
+        Reply::calls(&[("c1", "researcher", json!({"query": "tides"}))]),
         Reply::tool_calls(&[("x", "nonsense", "{}")]),
-        calls(&[("r1", "final_report", json!({"result": "never asked"}))]),
+        Reply::calls(&[("r1", "final_report", json!({"result": "never asked"}))]),
     ]));
     let mut d = doc(
         &server.base_url(),

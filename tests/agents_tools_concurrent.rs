@@ -14,14 +14,6 @@ use pactgraph::runtime::{RunState, RunStatus, TraceKind as K};
 use serde_json::{Value, json};
 use support::runtime::{builder, graph};
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
-
 /// Root dispatches agent `agent` (writes `answer`), which may call `fixed` (a `set`
 /// tool) and two agent tools, `alpha` (which may call `fixed` itself) and `beta`, each
 /// taking `{"q"}`; their prompts hold the words the server routes their requests by.
@@ -55,18 +47,6 @@ fn doc(base_url: &str) -> Value {
     })
 }
 
-fn calls(calls: &[(&str, &str, Value)]) -> Reply {
-    let args: Vec<(String, String, String)> = calls
-        .iter()
-        .map(|(id, name, a)| (id.to_string(), name.to_string(), a.to_string()))
-        .collect();
-    let refs: Vec<(&str, &str, &str)> = args
-        .iter()
-        .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
-        .collect();
-    Reply::tool_calls(&refs)
-}
-
 fn run(rt: &tokio::runtime::Runtime, doc: Value) -> RunState {
     let ex = builder(graph(doc)).build().expect("the executor builds");
     let mut state = ex.start(json!({})).expect("a valid input");
@@ -89,26 +69,26 @@ const HOLD: Duration = Duration::from_secs(10);
 /// their place in the reply.
 #[test]
 fn two_agent_tools_of_one_reply_run_at_once_and_answer_in_its_order() {
-    let rt = rt();
+    let rt = chat_server::runtime(2);
     let server = rt.block_on(ChatServer::start([
-        calls(&[
+        Reply::calls(&[
             ("a1", "alpha", json!({"q": "x"})),
             ("f1", "fixed", json!({})),
             ("b1", "beta", json!({"q": "y"})),
         ]),
-        calls(&[("e", "final_report", json!({"answer": "both"}))]),
+        Reply::calls(&[("e", "final_report", json!({"answer": "both"}))]),
     ]));
     server.route(
         "Alpha task",
-        calls(&[("af", "fixed", json!({}))]).hold_until(3, HOLD),
+        Reply::calls(&[("af", "fixed", json!({}))]).hold_until(3, HOLD),
     );
     server.route(
         "Alpha task",
-        calls(&[("ae", "final_report", json!({"result": "A"}))]),
+        Reply::calls(&[("ae", "final_report", json!({"result": "A"}))]),
     );
     server.route(
         "Beta task",
-        calls(&[("be", "final_report", json!({"result": "B"}))]).hold_until(3, HOLD),
+        Reply::calls(&[("be", "final_report", json!({"result": "B"}))]).hold_until(3, HOLD),
     );
     let run = run(&rt, doc(&server.base_url()));
     assert_eq!(run.status(), RunStatus::Completed, "{:?}", run.message());
@@ -176,18 +156,18 @@ fn two_agent_tools_of_one_reply_run_at_once_and_answer_in_its_order() {
 /// status; the other agent tool's result still arrives and the caller completes.
 #[test]
 fn an_agent_tool_failing_beside_another_is_its_callers_error() {
-    let rt = rt();
+    let rt = chat_server::runtime(2);
     let server = rt.block_on(ChatServer::start([
-        calls(&[
+        Reply::calls(&[
             ("a1", "alpha", json!({"q": "x"})),
             ("b1", "beta", json!({"q": "y"})),
         ]),
-        calls(&[("e", "final_report", json!({"answer": "half"}))]),
+        Reply::calls(&[("e", "final_report", json!({"answer": "half"}))]),
     ]));
     server.route("Alpha task", Reply::error(401, "bad key"));
     server.route(
         "Beta task",
-        calls(&[("be", "final_report", json!({"result": "B"}))]),
+        Reply::calls(&[("be", "final_report", json!({"result": "B"}))]),
     );
     let run = run(&rt, doc(&server.base_url()));
     assert_eq!(run.status(), RunStatus::Completed, "{:?}", run.message());

@@ -108,7 +108,28 @@ pub fn usage_chunk(usage: Value) -> Value {
            "model": "scripted", "choices": [], "usage": usage})
 }
 
+/// A multi-threaded tokio runtime with `workers` threads, for a test that runs the
+/// server (and an executor) on it.
+pub fn runtime(workers: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
 impl Reply {
+    /// A reply calling tools `(id, name, arguments)`, the arguments given as JSON.
+    pub fn calls(calls: &[(&str, &str, Value)]) -> Reply {
+        let args: Vec<String> = calls.iter().map(|(_, _, a)| a.to_string()).collect();
+        let refs: Vec<(&str, &str, &str)> = calls
+            .iter()
+            .zip(&args)
+            .map(|((id, name, _), a)| (*id, *name, a.as_str()))
+            .collect();
+        Reply::tool_calls(&refs)
+    }
+
     /// HTTP `status` with a JSON body.
     pub fn json(status: u16, body: Value) -> Reply {
         Reply::raw(status, "application/json", &body.to_string())
@@ -378,6 +399,15 @@ impl ChatServer {
     /// Every request so far, in arrival order.
     pub fn requests(&self) -> Vec<Request> {
         self.state.requests.lock().expect("requests lock").clone()
+    }
+
+    /// The bodies of the requests holding `needle`, in arrival order.
+    pub fn requests_with(&self, needle: &str) -> Vec<Value> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.raw_body.contains(needle))
+            .map(|r| r.body)
+            .collect()
     }
 
     /// Waits (at most `limit`) until `n` requests have arrived; whether they did.
