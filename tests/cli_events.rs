@@ -234,11 +234,27 @@ fn a_store_written_before_events_loads_and_numbers_from_one() {
 }
 
 /// Proves a store of format 5 (events bound as `{"seq", "event"}` objects, migration 5's
-/// view and trigger) still loads and goes on: opening it applies migration 6, the
+/// view and trigger) still loads and goes on: opening it applies migrations 6 and 7, the
 /// history written before is kept, and the run resumed there continues it, numbered on
 /// without a gap, each event's text byte for byte what the live stream printed.
 #[test]
 fn a_store_of_format_5_migrates_and_keeps_its_history() {
+    store_of_an_older_format_migrates(5, include_str!("../migrations/sqlite/0005_events.sql"));
+}
+
+/// Proves a store of format 6 (events bound as a JSON array of their texts, migration
+/// 6's view and trigger) still loads and goes on: opening it applies migration 7 (the
+/// events bound as one blob with their spans, ADR 0049), the history written before is
+/// kept byte for byte, and the resumed run continues it without a gap.
+#[test]
+fn a_store_of_format_6_migrates_and_keeps_its_history() {
+    store_of_an_older_format_migrates(6, include_str!("../migrations/sqlite/0006_event_texts.sql"));
+}
+
+/// A paused run written, its store taken back to format `format` (the checkpoint view
+/// and trigger of `migration`, the later migrations not applied), then watched, resumed
+/// and watched again by this pactgraph, which migrates the store to its own format.
+fn store_of_an_older_format_migrates(format: u32, migration: &str) {
     let b = Bench::new(BIN);
     let wf = asker(&b);
     let r = b.run(&[
@@ -251,16 +267,15 @@ fn a_store_of_format_5_migrates_and_keeps_its_history() {
     ]);
     assert_eq!(r.code, 4, "{}", r.err);
     let streamed: Vec<String> = r.out.lines().map(str::to_string).collect();
-    // Back to format 5: migration 5's view and trigger, migration 6 not applied.
-    let v5 = include_str!("../migrations/sqlite/0005_events.sql");
-    let view_and_trigger = &v5[v5.find("CREATE VIEW").unwrap()..];
+    // Back to the older format: its view and trigger, the later migrations not applied.
+    let view_and_trigger = &migration[migration.find("CREATE VIEW").unwrap()..];
     let db = b.dir.join("store.db");
     let script = format!(
         "import sqlite3; c = sqlite3.connect({:?}); \
          c.execute('DROP TRIGGER checkpoint_events_in_insert'); \
          c.execute('DROP VIEW checkpoint_events_in'); c.executescript({:?}); \
-         c.execute('DELETE FROM _sqlx_migrations WHERE version = 6'); \
-         c.execute('PRAGMA user_version = 5'); c.commit()",
+         c.execute('DELETE FROM _sqlx_migrations WHERE version > {format}'); \
+         c.execute('PRAGMA user_version = {format}'); c.commit()",
         db.display().to_string(),
         view_and_trigger
     );
@@ -299,7 +314,10 @@ fn a_store_of_format_5_migrates_and_keeps_its_history() {
         ])
         .output()
         .unwrap();
-    assert_eq!(String::from_utf8_lossy(&version.stdout).trim(), "6");
+    assert_eq!(
+        String::from_utf8_lossy(&version.stdout).trim(),
+        pactgraph::store::STORE_FORMAT.to_string()
+    );
 }
 
 /// Waits up to `limit` for `child` to exit: its code, or `None` while it still runs.

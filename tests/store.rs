@@ -308,6 +308,43 @@ fn storage_grows_with_what_steps_write_not_with_state_size() {
     }
 }
 
+/// Proves the snapshot rule weighs deltas without their trace items (ADR 0049): a run of
+/// 1,000 pure steps at effects (batches of 256) over a 20 KB slice no step
+/// writes, whose deltas are nearly all trace, keeps the snapshot of its first checkpoint
+/// and is not snapshotted again while its trace grows (before format 7 a snapshot, the
+/// whole trace rewritten, fell at almost every batch); a load replays every delta after
+/// it and gives the run exactly as driven.
+#[test]
+fn trace_growth_alone_takes_no_snapshot() {
+    for backend in backends() {
+        rt().block_on(async {
+            let held = open(backend).await;
+            let store = held.store.clone();
+            let big: Vec<String> = (0..1500).map(|i| format!("item-{i:06}")).collect();
+            let (ex, record) = setup(ticker(1000, "t"), json!({"big": big}));
+            let id = record.run_id;
+            store
+                .create(&record, &CreateOptions::default())
+                .await
+                .unwrap();
+            // Batches of 256 steps, never cut by time (a loaded machine would cut many).
+            let options = DriveOptions::default().batch(256, Duration::from_secs(600));
+            let run = drive(&ex, &store, id, "a", &options).await.unwrap();
+            assert_eq!(run.steps(), 1000);
+            let use_ = store.storage(id).await.unwrap();
+            let info = store.info(id).await.unwrap();
+            assert!(info.seq >= 4, "batches of 256 steps: {info:?}");
+            // One snapshot, at the first checkpoint at most: every later checkpoint is a
+            // step row, its trace items replayed on load.
+            assert_eq!(use_.snapshots, 1, "{use_:?}");
+            assert!(use_.snapshot_seq <= 1, "{use_:?}");
+            assert_eq!(use_.steps, info.seq - use_.snapshot_seq, "{use_:?}");
+            assert!(use_.step_bytes > use_.snapshot_bytes, "{use_:?}");
+            assert_eq!(store.load(id).await.unwrap().record.run, run);
+        });
+    }
+}
+
 /// Proves listing (newest first, filters, expired hidden unless asked), finding (full
 /// id, unique prefix, ambiguous prefix naming its candidates, names unique among
 /// unexpired runs) and pruning (counts, dry runs, documents no run uses go too).

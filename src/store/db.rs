@@ -5,7 +5,7 @@
 //!
 //! Statements are written once with `$N` placeholders (sqlx binds them by number on
 //! SQLite too) and bound with a few typed values (text, 64-bit integers, booleans: the
-//! types every column has on both databases).
+//! types every column has on both databases; and bytes, a checkpoint's event texts).
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -23,6 +23,8 @@ pub enum Arg<'a> {
     Int(Option<i64>),
     /// A boolean.
     Bool(bool),
+    /// Bytes (SQLite's `BLOB`, PostgreSQL's `BYTEA`).
+    Bytes(&'a [u8]),
 }
 
 impl<'a> From<&'a str> for Arg<'a> {
@@ -63,6 +65,11 @@ impl From<i64> for Arg<'_> {
 impl From<Option<i64>> for Arg<'_> {
     fn from(v: Option<i64>) -> Self {
         Arg::Int(v)
+    }
+}
+impl<'a> From<&'a [u8]> for Arg<'a> {
+    fn from(v: &'a [u8]) -> Self {
+        Arg::Bytes(v)
     }
 }
 impl From<bool> for Arg<'_> {
@@ -184,6 +191,7 @@ where
     Option<&'q str>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     bool: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    &'q [u8]: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
     let mut q = sqlx::query::<DB>(sql.text);
     for arg in &sql.args {
@@ -191,6 +199,7 @@ where
             Arg::Text(t) => q.bind(t.as_deref()),
             Arg::Int(i) => q.bind(*i),
             Arg::Bool(b) => q.bind(*b),
+            Arg::Bytes(b) => q.bind(*b),
         };
     }
     q

@@ -50,9 +50,10 @@ macro_rules! events_channel {
 pub(crate) const EVENTS_CHANNEL: &str = events_channel!();
 
 /// SQLite's: its one writer takes the write lock at once; a checkpoint is one insert into
-/// the `checkpoint_events_in` view (migration 0006), whose `INSTEAD OF` trigger inserts
+/// the `checkpoint_events_in` view (migration 0007), whose `INSTEAD OF` trigger inserts
 /// into `checkpoint_in` (migration 0003: its trigger does the fence and the writes), then
-/// the events; it returns the run row as it left it.
+/// the events, cut from the blob of their texts at the spans bound with it (format 7,
+/// ADR 0049); it returns the run row as it left it.
 pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
     let returning: Vec<String> = INFO
         .split(',')
@@ -63,8 +64,9 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
         checkpoint: format!(
             "INSERT INTO checkpoint_events_in (run_id, seq, steps, status, \
              termination_reason, now_ms, owner, running, next_key, next_attempt, digest, \
-             document, delta, snapshot, events, first_event) VALUES ($1, $2, $3, $4, $5, \
-             COALESCE($6, {SQLITE_NOW}), $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
+             document, delta, snapshot, events, first_event, event_spans) VALUES ($1, $2, \
+             $3, $4, $5, COALESCE($6, {SQLITE_NOW}), $7, $8, $9, $10, $11, $12, $13, $14, \
+             $15, $16, $17) \
              RETURNING {}",
             returning.join(", ")
         ),
@@ -95,7 +97,8 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
     // (dropped by migration 6): a PL/pgSQL call runs its four statements one by one.
     // Followers of the run listening on its schema's events channel are told when it
     // commits (its payload the run id; NOTIFY is sent at commit, so never for a refused
-    // checkpoint).
+    // checkpoint). The events come as one blob of their texts and where each is in it
+    // (format 7, ADR 0049: offset times 2^32 plus length), each cut out and kept as it is.
     checkpoint: format!(
         "WITH up AS (UPDATE runs SET seq = $2, steps = $3, status = $4, \
            termination_reason = $5, updated_ms = COALESCE($6::BIGINT, {POSTGRES_NOW}), \
@@ -117,8 +120,11 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
          dt AS (DELETE FROM steps WHERE run_id = $1 AND seq < $2 \
            AND $14::TEXT IS NOT NULL AND EXISTS (SELECT 1 FROM up)), \
          ev AS (INSERT INTO events (run_id, seq, event) \
-           SELECT $1, $16 + e.n - 1, e.event FROM up, \
-             json_array_elements_text($15::json) WITH ORDINALITY AS e(event, n)), \
+           SELECT $1, $16 + e.n - 1, convert_from(substring($15::BYTEA \
+             FROM CAST((e.span >> 32) + 1 AS INT) FOR CAST(e.span & 4294967295 AS INT)), \
+             'UTF8') \
+           FROM up, (SELECT CAST(t AS BIGINT) AS span, n \
+             FROM json_array_elements_text($17::json) WITH ORDINALITY AS a(t, n)) e), \
          nt AS (SELECT pg_notify({}, $1) FROM up) \
          SELECT up.* FROM up, nt",
         events_channel!()

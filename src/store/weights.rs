@@ -5,8 +5,16 @@
 //! and at a run's first checkpoint in this process). It replaces the run's previous
 //! snapshot and the step rows it covers. So loading replays at most a quarter of the
 //! snapshot's bytes in deltas, and the snapshots a run writes over its life weigh about
-//! five times its deltas at most: a snapshot that grows with the trace is written at
+//! five times its deltas at most: a snapshot that grows with the state is written at
 //! geometrically spaced steps, not every N steps (which costs quadratic time and space).
+//!
+//! Both are weighed without their trace items (ADR 0049): the trace is append-only, each
+//! item is read once by a load whether it comes from the snapshot or from a delta after
+//! it, so trace items replayed cost a load nothing a snapshot would save. Weighing them
+//! (format 6 and before) fired a snapshot at almost every batch of pure steps, each
+//! rewriting the whole trace: quadratic in the trace's length. A run loaded in this
+//! process is weighed as stored, trace included, until its next snapshot (an estimate
+//! on the safe side: it brings that snapshot forward).
 //!
 //! Complexity: O(1) per checkpoint to decide (a hash map entry per run being written).
 
@@ -15,7 +23,8 @@ use std::sync::Mutex;
 
 use crate::runtime::{RunId, RunState, RunStatus};
 
-/// How much a run's latest snapshot and the deltas after it weigh (bytes of JSON).
+/// How much a run's latest snapshot and the deltas after it weigh (bytes of JSON, their
+/// trace items aside).
 #[derive(Debug, Clone, Copy)]
 struct Weight {
     snapshot: usize,
@@ -60,8 +69,8 @@ impl Weights {
 
 impl Weights {
     /// Whether checkpoint `seq` of run `id` (with a snapshot at least every
-    /// `snapshot_every` checkpoints when set), leaving `run` and a delta of `delta_bytes`,
-    /// carries a snapshot.
+    /// `snapshot_every` checkpoints when set), leaving `run` and a delta weighing
+    /// `delta_bytes` (its trace items aside), carries a snapshot.
     pub(crate) fn wants_snapshot(
         &self,
         snapshot_every: Option<u64>,
@@ -84,8 +93,8 @@ impl Weights {
         })
     }
 
-    /// Records checkpoint of `delta_bytes` (and a snapshot of `snapshot` bytes if one)
-    /// for run `id`, which is still `running` or not.
+    /// Records a checkpoint of `delta_bytes` (and a snapshot of `snapshot` bytes if one),
+    /// both without their trace items, for run `id`, which is still `running` or not.
     pub(crate) fn weigh(
         &self,
         id: RunId,

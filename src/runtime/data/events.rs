@@ -135,6 +135,14 @@ impl RunEvent {
     /// (the kind is serialized once, straight to text, not through a [`Value`]): what the
     /// store keeps of every event, so a `step` event's trace item costs one serialization.
     pub fn to_json_string(&self) -> String {
+        let mut out = Vec::new();
+        self.write_json(&mut out);
+        String::from_utf8(out).expect("serde_json writes UTF-8")
+    }
+
+    /// Appends its JSON text ([`RunEvent::to_json_string`]'s bytes) to `out`: a
+    /// checkpoint writes all its events into one buffer this way (format 7, ADR 0049).
+    pub fn write_json(&self, out: &mut Vec<u8>) {
         let kind = serde_json::to_vec(&self.kind).expect("an event is plain data");
         // An internally tagged enum writes its tag first: `{"event":"NAME"` then `}` or
         // `,` and the kind's fields.
@@ -145,7 +153,7 @@ impl RunEvent {
             "a kind's JSON starts with its tag"
         );
         let rest = kind.get(head..).unwrap_or(b"}");
-        let mut out = Vec::with_capacity(kind.len() + 80);
+        out.reserve(kind.len() + 80);
         out.extend_from_slice(br#"{"seq":"#);
         out.extend_from_slice(self.seq.to_string().as_bytes());
         out.extend_from_slice(br#","run_id":""#);
@@ -162,7 +170,6 @@ impl RunEvent {
         } else {
             out.extend_from_slice(rest);
         }
-        String::from_utf8(out).expect("serde_json writes UTF-8")
     }
 }
 

@@ -29,6 +29,11 @@ static MIGRATIONS: &[Step] = &[
         "event texts",
         include_str!("../../../migrations/postgres/0006_event_texts.sql"),
     ),
+    (
+        7,
+        "event blob",
+        include_str!("../../../migrations/postgres/0007_event_blob.sql"),
+    ),
 ];
 
 /// `url` with its password, if any, replaced by `***` (URLs are printed in errors).

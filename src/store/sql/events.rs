@@ -33,25 +33,47 @@ pub(super) async fn write_events<E: Exec>(
     Ok(())
 }
 
-/// `events` (numbered on by one) as the JSON array of their texts a one-statement
-/// checkpoint binds (format 6: the store keeps each string as it is, numbering them from
-/// the first event's `seq`), written in one pass.
-pub(super) fn events_json(events: &[RunEvent]) -> String {
+/// `events` (numbered on by one) as a one-statement checkpoint binds them (format 7,
+/// ADR 0049): their JSON texts one after the other in one blob, and the JSON array of
+/// where each is in it (its byte offset times 2^32 plus its length: one integer an
+/// event, which the database splits with a shift and a mask). The database cuts each
+/// event out of the blob and keeps it as it is: no text is escaped here or unescaped by
+/// the database (format 6 bound a JSON array of strings, escaped and then unescaped by
+/// `json_each`).
+///
+/// Refused (naming the size) when the texts pass [`MAX_EVENT_BYTES`], over what either
+/// database keeps in one value.
+pub(super) fn events_blob(events: &[RunEvent]) -> Result<(Vec<u8>, String), String> {
     debug_assert!(
         events.windows(2).all(|w| w[1].seq == w[0].seq + 1),
         "a checkpoint's events are numbered on by one"
     );
-    let mut out = Vec::with_capacity(events.len() * 512);
-    out.push(b'[');
+    let mut texts = Vec::with_capacity(events.len() * 512);
+    let mut spans = String::with_capacity(events.len() * 16 + 2);
+    spans.push('[');
     for (i, e) in events.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
+        let start = texts.len();
+        e.write_json(&mut texts);
+        if texts.len() > MAX_EVENT_BYTES {
+            return Err(format!(
+                "its events weigh over {MAX_EVENT_BYTES} bytes (event {}), more than the \
+                 store keeps in one checkpoint",
+                e.seq
+            ));
         }
-        serde_json::to_writer(&mut out, &e.to_json_string()).expect("a string is plain data");
+        if i > 0 {
+            spans.push(',');
+        }
+        // Both under 2^30: the span is exact.
+        spans.push_str(&(((start as u64) << 32) | (texts.len() - start) as u64).to_string());
     }
-    out.push(b']');
-    String::from_utf8(out).expect("serde_json writes UTF-8")
+    spans.push(']');
+    Ok((texts, spans))
 }
+
+/// The most bytes a checkpoint's event texts weigh together: 1 GB, SQLite's and
+/// PostgreSQL's limit for one value.
+pub(super) const MAX_EVENT_BYTES: usize = 1 << 30;
 
 /// The `seq` of run `key`'s last kept event (0 before any), read on `on`.
 pub(super) async fn last_seq_on<E: Exec>(on: &mut E, key: &str) -> Result<u64, sqlx::Error>

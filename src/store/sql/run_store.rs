@@ -4,13 +4,14 @@
 use std::time::Duration;
 
 use super::Store;
-use super::events::events_json;
+use super::events::events_blob;
 use crate::runtime::{
     EventStamp, RunEvent, RunId, RunRecord, TerminationReason, transition_events,
 };
 use crate::store::clock::Clock;
 use crate::store::db::{Backend, is_refusal, sql};
 use crate::store::rows::{INFO, info_from_row, to_i64};
+use crate::store::trace_weight::to_json_and_trace_bytes;
 use crate::store::{
     Checkpoint, CreateOptions, DependencySpec, Lease, PruneFilter, RunFilter, RunInfo, RunStore,
     StoreError, StoredRun, StoredStatus, Wakeups, attempt_key, duration_ms, owner_gone,
@@ -292,11 +293,17 @@ impl<B: Backend> Store<B> {
         let now = self.now();
         let running = run.is_running();
         let next_key = attempt_key(run);
-        let delta = serde_json::to_string(delta).expect("a delta is plain data");
+        // Weighed without their trace items (ADR 0049): a load reads the trace once,
+        // from the snapshot or from the deltas after it, so only the rest of a delta is
+        // replayed on top of a snapshot.
+        let (delta, delta_trace) = to_json_and_trace_bytes(delta);
+        let delta_weight = delta.len() - delta_trace;
         let status = StoredStatus::of(run.status());
         let snapshot = self
-            .wants_snapshot(id, seq, run, delta.len())
-            .then(|| serde_json::to_string(run).expect("a run state is plain data"));
+            .wants_snapshot(id, seq, run, delta_weight)
+            .then(|| to_json_and_trace_bytes(run));
+        let snapshot_weight = snapshot.as_ref().map(|(text, trace)| text.len() - trace);
+        let snapshot = snapshot.map(|(text, _)| text);
         let document = document.map(|(doc, digest)| {
             let text = serde_json::to_string(doc).expect("a document is plain data");
             (text, digest)
@@ -314,7 +321,8 @@ impl<B: Backend> Store<B> {
         let events = transition_events(run, trace_from, Some(seq), stamp);
         // Numbered on by one from the first (`transition_events` makes them so).
         let first_event = events.first().map_or(stamp.first_seq, |e| e.seq);
-        let events_json = events_json(&events);
+        let (event_texts, event_spans) = events_blob(&events)
+            .map_err(|reason| StoreError::CannotContinue { run_id: id, reason })?;
         // One statement (SQLite's `checkpoint_in` trigger, PostgreSQL's data-modifying
         // `WITH`): fenced, atomic, one round trip, the events with it; the run row as it
         // is after it comes back.
@@ -333,8 +341,9 @@ impl<B: Backend> Store<B> {
             .bind(document.as_ref().map(|(text, _)| text.as_str()))
             .bind(&delta)
             .bind(snapshot.as_deref())
-            .bind(events_json.as_str())
+            .bind(event_texts.as_slice())
             .bind(to_i64(first_event))
+            .bind(event_spans.as_str())
             // Every row read, not the first: SQLite commits the statement's implicit
             // transaction when it runs to its end, and only then says a commit failed
             // (a full disk); a statement dropped after its first row lost that error.
@@ -359,7 +368,7 @@ impl<B: Backend> Store<B> {
             }
         };
         self.weights
-            .weigh(id, running, delta.len(), snapshot.as_ref().map(String::len));
+            .weigh(id, running, delta_weight, snapshot_weight);
         if !running {
             // Runs waiting on this one may be runnable now.
             self.notify_runnable().await;

@@ -49,6 +49,11 @@ static MIGRATIONS: &[Step] = &[
         "event texts",
         include_str!("../../../migrations/sqlite/0006_event_texts.sql"),
     ),
+    (
+        7,
+        "event blob",
+        include_str!("../../../migrations/sqlite/0007_event_blob.sql"),
+    ),
 ];
 
 impl SqliteStore {
