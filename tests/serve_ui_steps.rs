@@ -1,7 +1,7 @@
 //! The run page's steps in a real headless Chromium (as `tests/serve_ui.rs`): the trace
 //! shows each node run's input and writes (collapsed, pretty-printed, a large value cut
-//! with a button to see it whole), and the resume button continues an interrupted run
-//! from its page until it completes.
+//! with a button to see it whole), also after an answer and inside a subgraph, and the
+//! resume button continues an interrupted run from its page until it completes.
 //!
 //! Skipped with a message when chromium or chromedriver is missing, unless `CI` is set.
 //! `PACTGRAPH_SCREENSHOTS=1` writes the pages to `docs/images/serve-*.png`.
@@ -13,7 +13,7 @@ mod serve_ui_support;
 mod support;
 
 use serde_json::{Value, json};
-use serve_support::{CHAIN, POLISH_PY, Server};
+use serve_support::{ANSWERED, CHAIN, POLISH_PY, Server, run_answered};
 use serve_ui_support::{Browser, Step};
 use support::cli::{Bench, ticker_json};
 
@@ -90,6 +90,51 @@ fn the_trace_shows_each_steps_input_and_writes() {
             ensure!(whole == json!([30_000, {"text": "first words"}, true]), "shown whole: {whole}");
             br.js(&format!("{row}.querySelector('td.input details').open = true; return true")).await?;
             br.for_docs("trace-values").await?;
+            Ok(())
+        }
+        .await;
+        browser.finish(result).await;
+    });
+}
+
+/// Proves a step after an answer shows its input: the run asked, was answered through
+/// the API, and completed; on its page the row of `note` (dispatched after the resume)
+/// names `clarification` as its input and, opened, shows the answer given; the row of
+/// `brush`, inside subgraph `paint`, shows the `colour` its frame was given. Neither row
+/// falls back to the slice names alone (what a node run whose input is unknown shows).
+#[test]
+fn a_step_after_an_answer_shows_its_input() {
+    let b = Bench::new(BIN);
+    b.file("answered.json", ANSWERED);
+    let s = Server::start(&b, "serve", &["--workers", "1", "--poll", "20ms"]);
+    let id = run_answered(&s);
+    let base = format!("http://{}", s.addr);
+
+    runtime().block_on(async {
+        let Some(browser) = Browser::start("answered_values").await else {
+            return;
+        };
+        let result: Step<()> = async {
+            let br = &browser;
+            br.open(&format!("{base}/runs/{id}")).await?;
+            let row = |node: &str| format!("[...document.querySelectorAll('#trace tbody tr[data-kind=dispatch]')].find((r) => r.children[4].innerText === '{node}')");
+            br.until("the trace's node runs", &format!("return ({}) !== undefined", row("brush"))).await?;
+            let note = row("note");
+            let summary = br.js(&format!("return {note}.querySelector('td.input summary').innerText")).await?;
+            ensure!(summary == json!("clarification"), "note's input: {summary}");
+            br.find("#trace tbody tr[data-kind=dispatch] td.input summary").await?.click().await.map_err(|e| e.to_string())?;
+            let text = br.js(&format!("return {note}.querySelector('td.input pre').textContent")).await?;
+            let text = text.as_str().unwrap_or_default();
+            let parsed: Value = serde_json::from_str(text).map_err(|e| format!("{e}: {text}"))?;
+            ensure!(
+                parsed == json!({"clarification": {"question": "which colour?", "answer": "the blue one"}}),
+                "note's input: {parsed}"
+            );
+            let brush = row("brush");
+            let shown = br
+                .js(&format!("const r = {brush}; return [r.querySelector('td.input summary')?.innerText, JSON.parse(r.querySelector('td.input pre').textContent), r.querySelector('td.input span.muted') === null]"))
+                .await?;
+            ensure!(shown == json!(["colour", {"colour": "blue"}, true]), "brush's input: {shown}");
             Ok(())
         }
         .await;

@@ -1,14 +1,16 @@
 //! The trace with each step's values over real HTTP (`GET /api/runs/{id}/trace?values=true`,
 //! ADR 0043), on both stores: each node run's writes come from its kept `step` event,
 //! its input is rebuilt from the run's input (`run_started`) and the writes before it,
-//! through the node's `reads`; the same values are in `runs watch`'s events.
+//! through the node's `reads`; the same values are in `runs watch`'s events. After an
+//! answer, inside a subgraph and after its return the input is known too (ADR 0048), and
+//! the same on SQLite and PostgreSQL.
 #![cfg(feature = "store")]
 
 mod serve_support;
 mod support;
 
 use serde_json::{Value, json};
-use serve_support::{CHAIN, POLISH_PY, Server};
+use serve_support::{ANSWERED, CHAIN, POLISH_PY, Server, run_answered};
 use support::cli::Bench;
 
 const BIN: &str = env!("CARGO_BIN_EXE_pactgraph");
@@ -108,4 +110,53 @@ fn the_trace_holds_each_node_runs_input_and_writes() {
             [&draft["values"]["writes"], &polish["values"]["writes"]]
         );
     }
+}
+
+/// Proves the input is rebuilt past what is not a node's output, over HTTP on each store:
+/// `note`, dispatched after the answer, read the `clarification` the resume wrote;
+/// `brush`, inside subgraph `paint` (depth 1), read `colour` from its frame (the call's
+/// mapped input); `finish`, after the return, read `out` (the return's mapped output) and
+/// the answer. No node run says `input_unknown`, and the values are byte-identical on
+/// SQLite and PostgreSQL.
+#[test]
+fn the_input_is_known_after_an_answer_inside_a_subgraph_and_after_its_return() {
+    let mut seen: Vec<String> = Vec::new();
+    for b in Bench::each(BIN.as_ref()) {
+        b.file("answered.json", ANSWERED);
+        let s = Server::start(&b, "serve", &["--workers", "1", "--poll", "20ms"]);
+        let id = run_answered(&s);
+        let trace = s.get(&format!("/api/runs/{id}/trace?values=true")).json();
+        let runs = node_runs(&trace);
+        let asked = json!({"question": "which colour?", "answer": "the blue one"});
+        let got: Vec<(&Value, &Value, &Value)> = runs
+            .iter()
+            .map(|i| (&i["target"], &i["depth"], &i["values"]))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    &json!("note"),
+                    &json!(0),
+                    &json!({"input": {"clarification": asked}, "writes": {"colour": "blue"}})
+                ),
+                (
+                    &json!("brush"),
+                    &json!(1),
+                    &json!({"input": {"colour": "blue"}, "writes": {"out": "a blue wall"}})
+                ),
+                (
+                    &json!("finish"),
+                    &json!(0),
+                    &json!({"input": {"out": "a blue wall", "clarification": asked},
+                            "writes": {"done": true}})
+                ),
+            ],
+            "{trace}"
+        );
+        assert!(!trace.to_string().contains("input_unknown"), "{trace}");
+        let values: Vec<&Value> = runs.iter().map(|i| &i["values"]).collect();
+        seen.push(serde_json::to_string(&values).unwrap());
+    }
+    assert!(seen.windows(2).all(|w| w[0] == w[1]), "{seen:?}");
 }

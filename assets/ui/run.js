@@ -73,15 +73,18 @@ function valueCell(kind, value, names, unknown) {
     h('summary', {}, slices.length ? slices.join(', ') : '(nothing)'), pre, more);
 }
 
+/** The trace kinds that record a node run reading its input (`values.input`). */
+const NODE_RUNS = ['dispatch', 'handoff', 'advisor', 'team_turn'];
+
 function traceTable(trace, doc) {
   if (!trace.length) return h('p', { class: 'muted' }, 'No step yet.');
   const nodes = doc?.nodes ?? {};
   return h('table', { class: 'trace' },
-    h('caption', {}, 'Each item of the decision trace; a node run shows the slices it read (its input, as they were before it ran) and what it wrote. Open one to see its value.'),
+    h('caption', {}, 'Each item of the decision trace; a node run (a dispatch, handoff, advisor or team turn, at any depth) shows the slices it read (its input, as they were when it ran: after any answer, call or join before it) and what it wrote. Open one to see its value.'),
     h('thead', {}, h('tr', {}, ['#', 'Step', 'Kind', 'From', 'To', 'Input', 'Writes', 'Why', 'Time']
       .map((t) => h('th', { scope: 'col' }, t)))),
     h('tbody', {}, trace.map((item, i) => {
-      const node = nodes[item.kind === 'dispatch' || item.kind === 'handoff' ? item.target : null];
+      const node = nodes[NODE_RUNS.includes(item.kind) ? item.target : null];
       const values = item.values ?? {};
       return h('tr', { 'data-kind': item.kind, 'data-index': i },
         h('td', { class: 'num' }, i),

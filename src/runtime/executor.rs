@@ -14,7 +14,7 @@ use super::data::{
     Clock, Control, DecisionTrace, Pending, RunEvents, RunId, RunOutcome, RunState, RunStatus,
     TraceKind, Usage, now_ms,
 };
-use super::effects::{Effect, EffectOutput, Performer};
+use super::effects::{CancelWatch, Effect, EffectOutput, Performer};
 use super::machine::{Planner, Step, commit_step, item};
 use super::plan::{Plan, check};
 use crate::contracts::{CLARIFICATION_SLICE, SYSTEM_SLICE};
@@ -114,8 +114,9 @@ impl ResumeError {
 pub struct Executor {
     pub(super) plan: Arc<Plan>,
     /// Cancels the runs this executor drives (per executor value, see
-    /// [`Executor::with_cancellation`]).
-    pub(super) cancel: CancellationToken,
+    /// [`Executor::with_cancellation`]): the token, watched so that the check before
+    /// every step reads a flag instead of locking it (ADR 0051).
+    pub(super) cancel: Arc<CancelWatch>,
     /// Where the runs' events are published (see [`Executor::with_events`]).
     pub(super) events: Option<RunEvents>,
 }
@@ -132,7 +133,7 @@ impl Executor {
     pub(crate) fn from_plan(plan: Plan, cancel: CancellationToken) -> Self {
         Self {
             plan: Arc::new(plan),
-            cancel,
+            cancel: Arc::new(CancelWatch::new(&cancel)),
             events: None,
         }
     }
@@ -151,7 +152,7 @@ impl Executor {
 
     /// The token that cancels this executor's runs.
     pub fn cancellation_token(&self) -> CancellationToken {
-        self.cancel.clone()
+        self.cancel.token().clone()
     }
 
     /// This executor with another cancellation token: the same compiled workflow and
@@ -171,7 +172,7 @@ impl Executor {
     pub fn with_cancellation(&self, token: CancellationToken) -> Executor {
         Self {
             plan: Arc::clone(&self.plan),
-            cancel: token,
+            cancel: Arc::new(CancelWatch::new(&token)),
             events: self.events.clone(),
         }
     }
@@ -195,7 +196,7 @@ impl Executor {
     pub fn with_events(&self, events: RunEvents) -> Executor {
         Self {
             plan: Arc::clone(&self.plan),
-            cancel: self.cancel.clone(),
+            cancel: Arc::clone(&self.cancel),
             events: Some(events),
         }
     }
@@ -386,14 +387,11 @@ impl Executor {
         // The span costs a few hundred instructions a step even with no subscriber (more
         // when a dependency turns on tracing's `log` bridge): take it only when wanted.
         if !tracing::enabled!(target: "pactgraph", tracing::Level::INFO) {
-            let step = self.begin_step(run);
-            if step.is_ready() {
-                // Nothing to perform: planned and committed on the stack, the step never
-                // copied into this future's state.
-                return self.commit_step(run, step);
-            }
-            // Boxed so the common step without effects keeps a small future.
-            return Box::pin(self.finish_step(run, step)).await;
+            return match self.step_at_once(run) {
+                Ok(status) => status,
+                // Boxed so the common step without effects keeps a small future.
+                Err(step) => Box::pin(self.finish_step(run, *step)).await,
+            };
         }
         let first = run.trace.len();
         let span = tracing::info_span!(
@@ -429,6 +427,22 @@ impl Executor {
             span.record("termination_reason", r.as_str());
         }
         run.status()
+    }
+
+    /// Plans a step of `run` and, when it waits on no effect, commits it at once: the
+    /// common step is planned and committed in this function's frame, never stored in
+    /// [`Executor::step`]'s future nor copied out of it (a local of an `async fn` that is
+    /// moved before an await still gets a place in the future, and the step was copied
+    /// into it and back, 328 bytes each way: ADR 0051). A step that waits on an effect
+    /// is handed back, boxed, to be performed.
+    #[inline(never)]
+    fn step_at_once(&self, run: &mut RunState) -> Result<RunStatus, Box<Step<'_>>> {
+        let step = self.begin_step(run);
+        if step.is_ready() {
+            Ok(self.commit_step(run, step))
+        } else {
+            Err(Box::new(step))
+        }
     }
 
     /// Performs the effects `step` waits on, feeding each output back, and commits it.
@@ -506,7 +520,7 @@ impl Executor {
         Performer {
             base_dir: &self.plan.base_dir,
             clock: self.plan.clock,
-            cancel: &self.cancel,
+            cancel: self.cancel.token(),
             events: self.events.as_ref(),
         }
         .perform(effect)

@@ -4,6 +4,7 @@
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use super::effects::CancelWatch;
 use super::machine::{Planner, commit_step};
 use super::{Clock, Executor, RunState, RunStatus, TerminationReason, TraceKind};
 use crate::contracts::WorkflowDocument;
@@ -41,7 +42,7 @@ fn one_step(
         plan: &ex.plan,
         now_ms,
     };
-    let step = planner.begin(&run, cancel);
+    let step = planner.begin(&run, &CancelWatch::new(cancel));
     assert!(
         step.is_ready(),
         "a rule decision and a `set` node wait on nothing"

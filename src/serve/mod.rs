@@ -31,6 +31,7 @@ use crate::store::StoredRun;
 pub use error::ApiError;
 pub use resume::{ResumeRefused, plan_resume};
 pub use server::{ServeError, ServeOptions, ServeSummary, serve};
+pub use trace_values::trace_with_values;
 
 /// Builds the executor of a stored run (its document, its base folder, a clock): what
 /// the server's workers and the runs resumed through the API are driven with.

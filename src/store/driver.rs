@@ -213,6 +213,8 @@ impl<S: RunStore> Driver<'_, S> {
                 info = self
                     .checkpoint(Checkpoint::new(seq + 1, &delta, &run))
                     .await?;
+                // Its events carried the answer: not again with the next checkpoint's.
+                run.events_made();
                 seq += 1;
             }
             Continue::Reopen(document) => {
@@ -230,6 +232,8 @@ impl<S: RunStore> Driver<'_, S> {
                 info = self.checkpoint(cp).await?;
                 seq += 1;
                 run = reopened;
+                // Loaded from the store: its events record values from here too.
+                run.record_values();
             }
         }
         // The attempt the store keeps is for the first step after the last commit; at

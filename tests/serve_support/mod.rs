@@ -408,3 +408,54 @@ req = json.load(sys.stdin)
 s = req["input"]
 print(json.dumps({"out": {"task": s["task"], "from": s["draft"]["text"], "n": 2}}))
 "#;
+
+/// The root asks which colour; once answered, `note` (reading the answer) writes
+/// `colour`, the subgraph `paint` (its node `brush` reading `colour` in its frame) writes
+/// `out`, and the terminal `finish` reads `out` and the answer: node runs after a resume,
+/// inside a subgraph and after its return.
+#[allow(dead_code)]
+pub const ANSWERED: &str = r#"{"workflow": "answered",
+ "slices": {"clarification": {}, "colour": {}, "out": {}, "done": {}},
+ "entry": "root",
+ "supervisors": {
+   "root": {"allow": ["note", "paint", "finish"],
+     "default": {"ask_clarification": {"question": "which colour?"}}},
+   "painter": {"allow": ["brush"], "default": {"stop_local": {}}}},
+ "subgraphs": {"paint": {"entrypoint": "painter", "supervisors": ["painter"],
+   "reads": ["colour"], "writes": ["out"],
+   "triggers": [{"priority": 2, "when": {"all": [{"path": "/colour", "exists": true},
+                                                 {"path": "/out", "exists": false}]}}]}},
+ "nodes": {
+   "note": {"supervisor": "root", "reads": ["clarification"], "writes": ["colour"],
+     "triggers": [{"priority": 3, "when": {"all": [{"path": "/clarification", "exists": true},
+                                                   {"path": "/colour", "exists": false}]}}],
+     "run": {"set": {"colour": "blue"}}},
+   "brush": {"supervisor": "painter", "reads": ["colour"], "writes": ["out"],
+     "triggers": [{"priority": 1, "when": {"path": "/out", "exists": false}}],
+     "run": {"set": {"out": "a blue wall"}}},
+   "finish": {"supervisor": "root", "reads": ["out", "clarification"], "writes": ["done"],
+     "terminal": true,
+     "triggers": [{"priority": 4, "when": {"path": "/out", "exists": true}}],
+     "run": {"set": {"done": true}}}}}"#;
+
+/// Starts an `answered` run (ANSWERED) through the API, answers its question with
+/// "the blue one" once it pauses, and waits until it completed: its id.
+#[allow(dead_code)]
+pub fn run_answered(s: &Server) -> String {
+    let r = s.call(
+        "POST",
+        "/api/runs",
+        Some(&serde_json::json!({"workflow": "answered", "input": {}})),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    let id = r.json()["run_id"].as_str().expect("run_id").to_string();
+    s.wait_status(&id, "awaiting_input");
+    let r = s.call(
+        "POST",
+        &format!("/api/runs/{id}/resume"),
+        Some(&serde_json::json!({"answer": "the blue one"})),
+    );
+    assert!(r.status < 300, "{}", r.text());
+    s.wait_status(&id, "completed");
+    id
+}

@@ -132,6 +132,7 @@ mod tests {
             state: &mut parent,
             changes: &mut changes,
             level: 0,
+            values: true,
         };
         commit(&mut writer, &obj(json!({"a": 10, "c": 30})), &names);
         assert_eq!(parent, obj(json!({"a": 10, "b": 2, "c": 3})));

@@ -8,9 +8,11 @@
 //!
 //! [`RunState::track_changes`]: super::RunState::track_changes
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::slices::State;
+use crate::contracts::SYSTEM_SLICE;
 
 /// Which slices were written since the log was last taken: `(level, key)`, level 0 being
 /// the root state and level `n` the state of the `n`th open frame (outermost first).
@@ -33,6 +35,65 @@ pub(crate) struct StepValues {
     pub(crate) input: Option<Value>,
     /// `(trace index of the node run's item, the object of slices it wrote)`, in order.
     pub(crate) writes: Vec<(usize, Value)>,
+    /// The slice changes outside node outputs (a resume's answer, a subgraph's frame and
+    /// what its return writes, a join's advice, a team's summary, a router's `$message`),
+    /// in the order they were made; the first `stamped` carry their `at`.
+    pub(crate) changes: Vec<SliceChange>,
+    /// How many of `changes` carry their final `at` (see [`Changes::stamp`]).
+    pub(crate) stamped: usize,
+}
+
+/// One change of a run's slices outside a node's output, as a `step` event carries it
+/// (docs/spec/events.md): `{"change": "set", "at", "level", "slice", "value"}` (one slice
+/// replaced whole) or `{"change": "frame", "at", "level", "state"}` (a subgraph's frame
+/// opened at `level` with `state`, its child state). `at` is the trace index of the first
+/// item recorded by a later step: the change was made by the step (or resume) before it,
+/// after every node run of that step had read its input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "change", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
+pub enum SliceChange {
+    /// A slice of level `level` (0 the root, `n` the `n`th open frame) replaced whole.
+    Set {
+        /// The first trace index the change is seen from.
+        at: usize,
+        /// The level written.
+        level: usize,
+        /// The slice.
+        slice: String,
+        /// Its new value.
+        value: Value,
+    },
+    /// A subgraph's frame opened (a call or a clarification) at `level`.
+    Frame {
+        /// The first trace index the change is seen from.
+        at: usize,
+        /// The frame's level (its depth).
+        level: usize,
+        /// Its child state as it opened.
+        state: State,
+    },
+}
+
+impl SliceChange {
+    /// The first trace index the change is seen from.
+    pub fn at(&self) -> usize {
+        match self {
+            Self::Set { at, .. } | Self::Frame { at, .. } => *at,
+        }
+    }
+
+    fn stamp(&mut self, to: usize) {
+        match self {
+            Self::Set { at, .. } | Self::Frame { at, .. } => *at = to,
+        }
+    }
+
+    /// The same change, seen from trace index `at`.
+    pub(crate) fn seen_from(mut self, at: usize) -> Self {
+        self.stamp(at);
+        self
+    }
 }
 
 impl PartialEq for Changes {
@@ -61,7 +122,7 @@ impl Changes {
         if self.values.is_none() {
             self.values = Some(Box::new(StepValues {
                 input: input(),
-                writes: Vec::new(),
+                ..StepValues::default()
             }));
         }
     }
@@ -88,12 +149,51 @@ impl Changes {
         if let Some(v) = &mut self.values {
             v.input = None;
             v.writes.clear();
+            v.changes.clear();
+            v.stamped = 0;
         }
     }
 
-    fn record(&mut self, level: usize, key: &str) {
+    /// Gives the changes made since the last stamp their `at`: `trace_len`, the index of
+    /// the next item, called before a step commits anything (so every change a step
+    /// makes is seen from the items after it). One branch while not recording.
+    #[inline(always)]
+    pub(crate) fn stamp(&mut self, trace_len: usize) {
+        if let Some(v) = &mut self.values
+            && v.stamped < v.changes.len()
+        {
+            for c in &mut v.changes[v.stamped..] {
+                c.stamp(trace_len);
+            }
+            v.stamped = v.changes.len();
+        }
+    }
+
+    /// Records that a subgraph's frame opened at `level` with `state` (a clone, only
+    /// while recording values).
+    pub(crate) fn opened_frame(&mut self, level: usize, state: &State) {
+        if let Some(v) = &mut self.values {
+            v.changes.push(SliceChange::Frame {
+                at: 0,
+                level,
+                state: state.clone(),
+            });
+        }
+    }
+
+    fn record(&mut self, level: usize, key: &str, value: Option<&Value>) {
         if self.on {
             self.written.push((level, key.to_string()));
+        }
+        if let (Some(v), Some(value)) = (&mut self.values, value)
+            && key != SYSTEM_SLICE
+        {
+            v.changes.push(SliceChange::Set {
+                at: 0,
+                level,
+                slice: key.to_string(),
+                value: value.clone(),
+            });
         }
     }
 }
@@ -105,6 +205,9 @@ pub(crate) struct SliceWriter<'a> {
     pub(super) state: &'a mut State,
     pub(super) changes: &'a mut Changes,
     pub(super) level: usize,
+    /// False for a node's output, which its `step` event carries as `writes`: its
+    /// values are not recorded again as changes.
+    pub(super) values: bool,
 }
 
 impl SliceWriter<'_> {
@@ -115,8 +218,18 @@ impl SliceWriter<'_> {
 
     /// Replaces slice `key` whole (a new key is appended, an existing one keeps its place).
     pub(crate) fn insert(&mut self, key: String, value: Value) {
-        self.changes.record(self.level, &key);
+        let recorded = self.values.then_some(&value);
+        self.changes.record(self.level, &key, recorded);
         self.state.insert(key, value);
+    }
+
+    /// The same writer for a node's output: its keys go to the change log, its values
+    /// are not recorded as changes (the node's `step` event carries them as `writes`).
+    pub(crate) fn node_output(self) -> Self {
+        Self {
+            values: false,
+            ..self
+        }
     }
 }
 
@@ -133,6 +246,7 @@ mod tests {
             state: &mut state,
             changes: &mut changes,
             level: 0,
+            values: true,
         }
         .insert("a".into(), json!(1));
         assert!(changes.take().is_empty(), "off: nothing recorded");
@@ -141,6 +255,7 @@ mod tests {
             state: &mut state,
             changes: &mut changes,
             level: 2,
+            values: true,
         };
         w.insert("b".into(), json!(2));
         w.insert("a".into(), json!(3));

@@ -9,6 +9,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
+use super::changes::SliceChange;
 use super::run_id::RunId;
 use super::run_state::RunState;
 use super::status::{RunStatus, TerminationReason};
@@ -46,6 +47,11 @@ pub enum EventKind {
         /// when the run was driven by a store or published on a bus from its start.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         input: Option<Value>,
+        /// True when the run's `step` events carry `changes` (every slice change outside
+        /// node outputs) from the start: its steps' inputs can be rebuilt everywhere.
+        /// Absent for runs whose events predate it.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        changes: bool,
     },
     /// One trace item was committed.
     Step {
@@ -57,6 +63,12 @@ pub enum EventKind {
         /// run's events record values (a store's driver, an executor with an event bus).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         writes: Option<Value>,
+        /// The slice changes outside node outputs that the transition made around this
+        /// item (a resume's answer, a subgraph's frame and its return's writes, a join, a
+        /// team's summary, a router's `$message`), each with the trace index it is seen
+        /// from; absent when there are none.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        changes: Vec<SliceChange>,
     },
     /// A chunk of a model's streamed answer (text or tool arguments); never kept.
     ModelDelta {
@@ -248,9 +260,11 @@ pub fn transition_events(
     let mut kinds = Vec::with_capacity(items.len() + 3);
     let values = run.step_values();
     if stamp.first_seq <= 1 {
+        let input = values.and_then(|v| v.input.clone());
         kinds.push(EventKind::RunStarted {
             workflow: run.workflow.clone(),
-            input: values.and_then(|v| v.input.clone()),
+            changes: input.is_some(),
+            input,
         });
     }
     // Node writes by trace index, in index order: walked once beside the items.
@@ -259,16 +273,35 @@ pub fn transition_events(
         .unwrap_or_default()
         .iter()
         .peekable();
+    // Other slice changes, in the order made: each on the event of the item before the
+    // one it is seen from (a change not yet stamped is seen from the next item), or on
+    // the transition's first item.
+    let (changes, stamped) = values.map_or((&[][..], 0), |v| (v.changes.as_slice(), v.stamped));
+    let mut changes = changes.iter().enumerate().peekable();
+    let last = (trace_from + items.len()).saturating_sub(1);
+    let end = run.trace.items.len();
     for (i, item) in items.iter().enumerate() {
         let index = trace_from + i;
         while writes.next_if(|(at, _)| *at < index).is_some() {}
         let wrote = writes
             .next_if(|(at, _)| *at == index)
             .map(|(_, w)| w.clone());
+        let mut here = Vec::new();
+        while let Some((n, c)) = changes.next_if(|(n, c)| {
+            let at = if *n < stamped { c.at() } else { end };
+            at <= index + 1 || index == last
+        }) {
+            here.push(if n < stamped {
+                c.clone()
+            } else {
+                c.clone().seen_from(end)
+            });
+        }
         kinds.push(EventKind::Step {
             index,
             item: item.clone(),
             writes: wrote,
+            changes: here,
         });
     }
     match run.status() {

@@ -223,6 +223,7 @@ impl RunState {
             state,
             changes: &mut self.changes,
             level,
+            values: true,
         }
     }
 
@@ -232,6 +233,7 @@ impl RunState {
             state: &mut self.state,
             changes: &mut self.changes,
             level: 0,
+            values: true,
         }
     }
 
@@ -294,6 +296,22 @@ impl RunState {
                 )
             })
         });
+    }
+
+    /// Opens a subgraph's frame (a call or a clarification) on top of the stack, recording
+    /// it for the `step` events while values are recorded.
+    pub(crate) fn push_frame(&mut self, frame: Frame) {
+        let level = self.stack.len() + 1;
+        self.changes.opened_frame(level, &frame.state);
+        self.stack.push(frame);
+    }
+
+    /// Marks where the slice changes made so far are seen from: the next trace item.
+    /// Called before a step commits (docs/spec/events.md, `changes`).
+    #[inline(always)]
+    pub(crate) fn values_seen_from_here(&mut self) {
+        let len = self.trace.items.len();
+        self.changes.stamp(len);
     }
 
     /// The events of the transitions up to now are made: what they carried is forgotten.

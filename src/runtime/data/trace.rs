@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::call_items::{CallRecord, ModelCallItem, ToolCallItem};
+use super::candidates::Candidates;
 use super::output::{Usage, WALL_MS};
 use super::status::TerminationReason;
 
@@ -148,7 +149,7 @@ pub struct TraceItem {
     /// Why: the winning rule, the original choice of a fallback, an error message.
     pub reason: Option<Arc<str>>,
     /// Rule-based supervisors: the candidates whose triggers matched, best first.
-    pub candidates: Arc<[Arc<str>]>,
+    pub candidates: Candidates,
     /// Milliseconds since the Unix epoch when recorded (0 when timing is stripped).
     pub at_ms: u64,
     /// How long the step took, in microseconds (0 for instantaneous items).
@@ -183,7 +184,7 @@ impl TraceItem {
             source: None,
             target: None,
             reason: None,
-            candidates: Arc::default(),
+            candidates: Candidates::none(),
             at_ms: 0,
             duration_us: 0,
             detail: None,
@@ -314,7 +315,7 @@ struct ItemOut<'a> {
     reason: &'a Option<Arc<str>>,
     termination_reason: Option<TerminationReason>,
     #[serde(skip_serializing_if = "no_candidates")]
-    candidates: &'a Arc<[Arc<str>]>,
+    candidates: &'a Candidates,
     at_ms: u64,
     duration_us: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -352,7 +353,7 @@ struct ItemIn {
     termination_reason: Option<TerminationReason>,
     /// Rule-based supervisors: the candidates whose triggers matched, best first.
     #[serde(default)]
-    candidates: Arc<[Arc<str>]>,
+    candidates: Candidates,
     /// Milliseconds since the Unix epoch when recorded (0 when timing is stripped).
     #[serde(default)]
     at_ms: u64,
@@ -448,7 +449,7 @@ impl JsonSchema for TraceItem {
 #[path = "trace_tests.rs"]
 mod layout;
 
-fn no_candidates(c: &Arc<[Arc<str>]>) -> bool {
+fn no_candidates(c: &Candidates) -> bool {
     c.is_empty()
 }
 

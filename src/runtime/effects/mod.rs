@@ -4,6 +4,7 @@
 //! programs (`exec`). Above plain data; below the plan (which holds the handlers) and the
 //! state machine. Nothing here touches a run.
 
+mod cancel_watch;
 mod effect;
 pub(crate) mod exec;
 mod guarded;
@@ -17,6 +18,7 @@ pub use handlers::{
     sync_node, sync_policy,
 };
 
+pub(crate) use cancel_watch::CancelWatch;
 pub(crate) use effect::{
     Call, CallIds, Member, MemberCall, ModelCall, ModelReply, Produced, Report, ReportStatus,
     ToolInvocation, node_stdin,

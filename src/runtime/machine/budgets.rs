@@ -1,11 +1,10 @@
 //! Budgets and guards, checked before every step.
 
-use tokio_util::sync::CancellationToken;
-
 use crate::contracts::Budgets;
 use crate::runtime::data::{
     COST_USD, INPUT_TOKENS, MAX_TRACE_DEPTH, OUTPUT_TOKENS, RunState, TerminationReason,
 };
+use crate::runtime::effects::CancelWatch;
 
 /// A guard tripped: the run stops with this reason and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,7 +23,7 @@ impl GuardStop {
 pub(crate) fn check_clock(
     run: &RunState,
     budgets: &Budgets,
-    cancel: &CancellationToken,
+    cancel: &CancelWatch,
     now_ms: u64,
 ) -> Result<(), GuardStop> {
     if cancel.is_cancelled() {

@@ -77,7 +77,7 @@ impl Tx<'_> {
             CLARIFICATION_SLICE.to_string(),
             json!({"question": Value::String(question), "from": &*caller}),
         );
-        self.run.stack.push(Frame {
+        self.run.push_frame(Frame {
             subgraph_id: Arc::clone(&sg.id),
             depth: self.run.depth() + 1,
             entry_step: self.run.steps,

@@ -14,8 +14,8 @@ use super::step::{
 use crate::contracts::lookup::{SCAN_MAX, same};
 use crate::contracts::{SYSTEM_SLICE, StopGlobal, StopLocal};
 use crate::runtime::data::{
-    Chain, ChainTrigger, Control, Frame, Pending, RunState, RunStatus, TerminationReason,
-    TraceItem, TraceKind, Usage, commit, pick, trace_depth,
+    Candidates, Chain, ChainTrigger, Control, Frame, Pending, RunState, RunStatus,
+    TerminationReason, TraceItem, TraceKind, Usage, commit, pick, trace_depth,
 };
 use crate::runtime::effects::Fault;
 use crate::runtime::plan::{NodePlan, NodeRun, Plan, SubgraphPlan, check};
@@ -63,7 +63,7 @@ impl Tx<'_> {
             target: None,
             reason: None,
             termination_reason: None,
-            candidates: Arc::default(),
+            candidates: Candidates::none(),
             at_ms: self.at_ms,
             duration_us: 0,
             detail: None,
@@ -79,7 +79,10 @@ impl Tx<'_> {
         it
     }
 
-    /// Applies a planned step.
+    /// Applies a planned step. Inlined into the executor's step (with the node run of
+    /// the common step) so that the planned step is read where planning left it, not
+    /// copied from frame to frame (ADR 0051).
+    #[inline(always)]
     pub(crate) fn commit(mut self, planned: Planned<'_>) {
         let Planned {
             level,
@@ -104,7 +107,7 @@ impl Tx<'_> {
                 let who = Arc::clone(&sup);
                 self.fault(&who, "the policy of supervisor", fault, Some(sup));
             }
-            Then::Node(ns) => self.run_node(level, ns),
+            Then::Node(ns) => self.run_node_inline(level, ns),
             Then::Fork(fs) => self.fork(fs),
             Then::Team(ts) => self.team(level, ts),
             Then::Session(ss) => self.session(level, ss),
@@ -144,6 +147,13 @@ impl Tx<'_> {
     /// Runs a planned node: counts the step, checks every write, applies them in one go
     /// and moves control on.
     pub(crate) fn run_node(&mut self, level: Level<'_>, ns: NodeStep<'_>) {
+        self.run_node_inline(level, ns);
+    }
+
+    /// [`Tx::run_node`], inlined where it is called: in [`Tx::commit`], so the common
+    /// step's node is not copied into another frame.
+    #[inline(always)]
+    fn run_node_inline(&mut self, level: Level<'_>, ns: NodeStep<'_>) {
         let NodeStep {
             np,
             dispatcher,
@@ -269,12 +279,24 @@ impl Tx<'_> {
                 self.end_level(level, dispatcher, stop, TerminationReason::Terminal);
             }
             After::Return => {
+                // A loop's step: control is already back with its dispatcher (the same
+                // shared id), so it is left as it is and the id moves into the item
+                // instead of being counted again and the old one dropped (ADR 0051).
+                let unchanged = matches!(
+                    &self.run.control,
+                    Control::Running(Pending::Decide { supervisor })
+                        if Arc::ptr_eq(supervisor, &dispatcher)
+                );
                 let it = self.record(TraceKind::Return, Some(Arc::clone(&dispatcher)));
                 it.source = Some(Arc::clone(&np.id));
-                it.target = Some(Arc::clone(&dispatcher));
-                self.run.control = Control::Running(Pending::Decide {
-                    supervisor: dispatcher,
-                });
+                if unchanged {
+                    it.target = Some(dispatcher);
+                } else {
+                    it.target = Some(Arc::clone(&dispatcher));
+                    self.run.control = Control::Running(Pending::Decide {
+                        supervisor: dispatcher,
+                    });
+                }
             }
         }
     }
@@ -293,7 +315,8 @@ impl Tx<'_> {
     /// already in place is not copied again.
     #[inline(always)]
     pub(crate) fn apply_writes(&mut self, writes: Cow<'_, Value>) {
-        let mut state = self.run.level_state_mut();
+        // The node's `step` event carries them (`note_writes`).
+        let mut state = self.run.level_state_mut().node_output();
         match writes {
             Cow::Owned(Value::Object(w)) => {
                 for (slice, value) in w {
@@ -403,7 +426,7 @@ impl Tx<'_> {
                 format!("the input of subgraph `{id}` does not match its input_schema: {msg}");
             return self.fail(TerminationReason::SubgraphInputInvalid, msg, Some(caller));
         }
-        self.run.stack.push(Frame {
+        self.run.push_frame(Frame {
             subgraph_id: Arc::clone(&sg.id),
             depth: self.run.depth() + 1,
             entry_step: self.run.steps,

@@ -4,8 +4,6 @@
 
 use std::sync::Arc;
 
-use tokio_util::sync::CancellationToken;
-
 use super::agent::{Routed, feed_own, feed_seats, resolve_session};
 use super::budgets::check_clock;
 use super::commit::Tx;
@@ -17,8 +15,8 @@ use super::step::{
     ready,
 };
 use crate::contracts::{RoutingDecision, SupervisorOutput};
-use crate::runtime::data::{Chain, Clock, Pending, RunState, RunStatus, TraceKind};
-use crate::runtime::effects::{EffectOutput, Fault, Produced};
+use crate::runtime::data::{Candidates, Chain, Clock, Pending, RunState, RunStatus, TraceKind};
+use crate::runtime::effects::{CancelWatch, EffectOutput, Fault, Produced};
 use crate::runtime::plan::{Plan, PolicyRun};
 
 impl<'e> Planner<'e> {
@@ -26,8 +24,10 @@ impl<'e> Planner<'e> {
     /// [`Planner::now_ms`]) and `cancel`, decides (rule-based supervisors decide here; a
     /// policy becomes an effect), gates the node it leads to (budgets, visits, input
     /// schema) and describes its handler or program call as an effect. A run that is not
-    /// running gives a step that commits nothing.
-    pub(crate) fn begin(self, run: &RunState, cancel: &CancellationToken) -> Step<'e> {
+    /// running gives a step that commits nothing. Inlined, so the step is planned in
+    /// its caller's frame rather than copied out of this one.
+    #[inline(always)]
+    pub(crate) fn begin(self, run: &RunState, cancel: &CancelWatch) -> Step<'e> {
         let budgets = self.plan.graph.budgets();
         let mut step = Step {
             stage: Stage::Idle,
@@ -65,7 +65,7 @@ impl<'e> Planner<'e> {
                         supervisor: Arc::clone(&sp.id),
                         target: choice_label(&out).into(),
                         reason: decision_reason(&out).map(Into::into),
-                        candidates: Arc::default(),
+                        candidates: Candidates::none(),
                         duration_us: output.duration_us,
                     };
                     let action = resolve(out, &sp.contract, self.plan.graph.registry());
@@ -310,7 +310,7 @@ impl<'e> Planner<'e> {
                         supervisor: Arc::clone(&sp.id),
                         target: choice_label(&output).into(),
                         reason: Some(reason.into()),
-                        candidates: Arc::default(),
+                        candidates: Candidates::none(),
                         duration_us,
                     };
                     let action = resolve(output, &sp.contract, plan.graph.registry());
@@ -388,12 +388,14 @@ impl<'e> Planner<'e> {
 /// Commits a step to the run it was planned on: records its trace items and applies its
 /// outcome. Returns the status after it. A step still waiting on an effect, or planned on
 /// a run that has moved since (or on another run), commits nothing.
-#[inline]
+#[inline(always)]
 pub(crate) fn commit_step(plan: &Plan, run: &mut RunState, step: Step<'_>) -> RunStatus {
     if step.base != (run.steps, run.trace.len()) {
         return run.status();
     }
     if let Stage::Ready(planned) = step.stage {
+        // Every slice change made before this step is seen from its first item on.
+        run.values_seen_from_here();
         Tx {
             plan,
             run,

@@ -24,7 +24,7 @@ use super::budgets::GuardStop;
 use crate::contracts::{Advisors, RetryPolicy, StopGlobal, StopLocal, Team};
 use crate::model::ChatMessage;
 use crate::runtime::data::{
-    AdvisingRun, Chain, ChainTrigger, HttpAttempt, NodeOutput, Owed, RunState, TeamRun,
+    AdvisingRun, Candidates, Chain, ChainTrigger, HttpAttempt, NodeOutput, Owed, RunState, TeamRun,
     TerminationReason, ToolCallStatus, ToolCaller, TraceItem, TraceKind, Usage,
 };
 use crate::runtime::effects::{Call, Effect, Fault, ModelReply, Report};
@@ -147,7 +147,7 @@ pub(crate) struct Decided {
     pub(crate) supervisor: Arc<str>,
     pub(crate) target: Arc<str>,
     pub(crate) reason: Option<Arc<str>>,
-    pub(crate) candidates: Arc<[Arc<str>]>,
+    pub(crate) candidates: Candidates,
     pub(crate) duration_us: u64,
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::contracts::compiled_condition::CompiledCondition;
 use crate::contracts::{RoutingDecision, SupervisorContract};
 use crate::graph::{Registry, Resolved};
-use crate::runtime::data::State;
+use crate::runtime::data::{Candidates, State};
 
 /// The reason recorded when the trigger `trigger` of `id` wins.
 fn rule_reason(id: &str, trigger: usize, priority: i64) -> String {
@@ -52,7 +52,7 @@ pub(crate) struct RuleEntry {
     /// The reason recorded when trigger `k` wins, built once.
     reasons: Vec<Arc<str>>,
     /// The candidate list when this entry is the only match.
-    alone: Arc<[Arc<str>]>,
+    alone: Candidates,
 }
 
 /// A rule-based supervisor compiled for the executor: among `allow` entries whose
@@ -85,7 +85,7 @@ impl RuleEntry {
 #[derive(Debug)]
 pub(crate) struct RuleVerdict<'a> {
     pub(crate) winner: Option<&'a RuleEntry>,
-    pub(crate) candidates: Arc<[Arc<str>]>,
+    pub(crate) candidates: Candidates,
     pub(crate) reason: Arc<str>,
 }
 
@@ -109,7 +109,7 @@ impl RuleTable {
                         .enumerate()
                         .map(|(k, t)| Arc::from(rule_reason(&id, k, t.priority)))
                         .collect(),
-                    alone: Arc::from([Arc::clone(&id)]),
+                    alone: vec![Arc::clone(&id)].into(),
                     triggers: triggers
                         .iter()
                         .map(|t| (t.priority, CompiledCondition::new(&t.when)))
@@ -155,13 +155,13 @@ impl RuleTable {
         let Some((_, i, ti)) = best else {
             return RuleVerdict {
                 winner: None,
-                candidates: Arc::default(),
+                candidates: Candidates::none(),
                 reason: Arc::clone(&self.default_reason),
             };
         };
         let winner = &self.entries[i];
         let candidates = if count == 1 {
-            Arc::clone(&winner.alone)
+            winner.alone.clone()
         } else {
             let mut matched: Vec<(i64, usize, usize)> = self
                 .entries
