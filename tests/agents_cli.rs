@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use chat_server::{ChatServer, Reply};
 use serde_json::{Value, json};
-use support::cli::{Bench, signal};
+use support::cli::{Bench, all_files, signal};
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_pactgraph")
@@ -75,17 +75,6 @@ fn side(b: &Bench) -> Vec<String> {
         .lines()
         .map(str::to_string)
         .collect()
-}
-
-/// Every file under `dir` as text (lossy), for looking for the key.
-fn all_files(dir: &std::path::Path) -> String {
-    let mut text = String::new();
-    for entry in std::fs::read_dir(dir).expect("the folder").flatten() {
-        if let Ok(bytes) = std::fs::read(entry.path()) {
-            text.push_str(&String::from_utf8_lossy(&bytes));
-        }
-    }
-    text
 }
 
 /// Proves: SIGKILL of `pactgraph run` while the server holds the second turn, then

@@ -7,11 +7,9 @@
 mod chat_server;
 mod support;
 
-use std::time::Duration;
-
 use chat_server::{ChatServer, Reply};
 use serde_json::json;
-use support::cli::{Bench, signal};
+use support::cli::Bench;
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_pactgraph")
@@ -32,7 +30,7 @@ print(json.dumps({"ok": True}))
 
 /// What the tool program wrote: one `STEP ATTEMPT` line per run.
 fn side(b: &Bench) -> String {
-    std::fs::read_to_string(b.dir.join("side.txt")).unwrap_or_default()
+    b.side_text()
 }
 
 /// A runtime for the scripted server.
@@ -54,19 +52,27 @@ fn run_killed_in_program(
     name: &str,
     first: Vec<Reply>,
 ) {
+    run_killed_in_programs(b, server, (workflow, name), first, 1);
+}
+
+/// As [`run_killed_in_program`], killing once `starts` tool programs have started.
+fn run_killed_in_programs(
+    b: &Bench,
+    server: &ChatServer,
+    (workflow, name): (&str, &str),
+    first: Vec<Reply>,
+    starts: usize,
+) {
     for r in first {
         server.push(r);
     }
     b.file("slow.py", SLOW_PY);
     b.file("slow", "60");
     let wf = b.file("wf.json", workflow);
-    let mut child = b.spawn(&["run", wf.to_str().expect("utf-8"), "--name", name], "run");
-    assert!(
-        b.wait_until(Duration::from_secs(30), || !side(b).is_empty()),
-        "the tool program starts"
-    );
-    signal(&child, "KILL");
-    child.wait().expect("the process ends");
+    let args = ["run", wf.to_str().expect("utf-8"), "--name", name];
+    b.kill_when(&args, "the tool programs start", || {
+        side(b).lines().count() >= starts
+    });
     b.remove("slow");
 }
 
@@ -281,5 +287,108 @@ fn an_agent_tool_killed_mid_session_resumes_without_repeating_a_committed_call()
             "{}",
             messages.out
         );
+    }
+}
+
+/// Agent `agent` calls agent tools `alpha` and `beta` (prompts with the words the server
+/// routes their requests by), each of which calls tool `work` (slow.py).
+fn two_tools_workflow(base_url: &str) -> String {
+    let params = json!({"type": "object", "properties": {"q": {"type": "string"}},
+                        "required": ["q"]});
+    json!({
+        "workflow": "agent-tools-crash",
+        "slices": {"answer": {"schema": {"type": "string"}}},
+        "models": {"default": {"base_url": base_url, "model": "m",
+                               "api_key_env": "PACTGRAPH_TEST_NO_KEY", "max_retries": 0}},
+        "entry": "root",
+        "supervisors": {"root": {"allow": ["agent"],
+                                 "default": {"stop_global": {"reason": "done"}}}},
+        "nodes": {
+            "agent": {"supervisor": "root", "writes": ["answer"],
+                      "run": {"agent": {"prompt": "go", "tools": ["alpha", "beta"]}},
+                      "triggers": [{"priority": 1, "when": {"path": "/answer", "exists": false}}]},
+            "alpha": {"supervisor": "root",
+                      "run": {"agent": {"prompt": "Alpha task {{ input.q }}", "tools": ["work"]}},
+                      "tool": {"description": "Alpha.", "parameters": params.clone()}},
+            "beta": {"supervisor": "root",
+                     "run": {"agent": {"prompt": "Beta task {{ input.q }}", "tools": ["work"]}},
+                     "tool": {"description": "Beta.", "parameters": params}},
+            "work": {"supervisor": "root",
+                     "run": {"exec": {"argv": ["python3", "slow.py"]}},
+                     "tool": {"description": "Works.",
+                              "parameters": {"type": "object", "properties": {}}}}
+        }
+    })
+    .to_string()
+}
+
+/// Proves: SIGKILL while two agent tools of one reply are both mid-session (each one's
+/// tool program running, in the same step), then `runs resume`: both programs run
+/// again (steps 3 and 4, attempt 2), and the server saw every committed model call
+/// exactly once: the caller's first, each agent tool's two, the caller's second; both
+/// results reach the caller in its reply's order, and it completes.
+#[test]
+fn two_agent_tools_killed_mid_session_resume_without_repeating_a_committed_call() {
+    let rt = server_rt();
+    let server = rt.block_on(ChatServer::start([]));
+    let seen = |from: usize, needle: &str| {
+        server.requests()[from..]
+            .iter()
+            .filter(|r| r.raw_body.contains(needle))
+            .count()
+    };
+    for b in Bench::each(bin().as_ref()) {
+        let before = server.requests().len();
+        let first = vec![Reply::tool_calls(&[
+            ("a", "alpha", r#"{"q": "x"}"#),
+            ("c", "beta", r#"{"q": "y"}"#),
+        ])];
+        server.route("Alpha task", Reply::tool_calls(&[("aw", "work", "{}")]));
+        server.route("Beta task", Reply::tool_calls(&[("bw", "work", "{}")]));
+        let wf = two_tools_workflow(&server.base_url());
+        run_killed_in_programs(&b, &server, (&wf, "two"), first, 2);
+        assert_eq!(server.requests().len() - before, 3, "before the kill");
+        server.route(
+            "Alpha task",
+            Reply::tool_calls(&[("ae", "final_report", r#"{"result": "A"}"#)]),
+        );
+        server.route(
+            "Beta task",
+            Reply::tool_calls(&[("be", "final_report", r#"{"result": "B"}"#)]),
+        );
+        server.push(Reply::tool_calls(&[(
+            "e",
+            "final_report",
+            r#"{"answer": "both"}"#,
+        )]));
+        let r = b.run(&["runs", "resume", "two", "--quiet"]);
+        assert_eq!(r.code, 0, "{}", r.err);
+        let mut ran: Vec<String> = side(&b).lines().map(str::to_string).collect();
+        ran.sort();
+        assert_eq!(
+            ran,
+            ["3 1", "3 2", "4 1", "4 2"],
+            "both programs in flight ran again, attempt 2"
+        );
+        let requests = &server.requests()[before..];
+        assert_eq!(requests.len(), 6, "no committed model call was made again");
+        assert_eq!(
+            seen(before, "Alpha task"),
+            2,
+            "alpha's two turns, once each"
+        );
+        assert_eq!(seen(before, "Beta task"), 2, "beta's two turns, once each");
+        let back = &requests[5].body["messages"];
+        assert_eq!(
+            back[2],
+            json!({"role": "tool", "content": r#"{"result":"A"}"#, "tool_call_id": "a"})
+        );
+        assert_eq!(
+            back[3],
+            json!({"role": "tool", "content": r#"{"result":"B"}"#, "tool_call_id": "c"})
+        );
+        let shown = b.show("two");
+        assert_eq!(shown["run"]["status"], "completed");
+        assert_eq!(shown["state"]["answer"], "both");
     }
 }

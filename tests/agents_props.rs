@@ -227,6 +227,8 @@ enum Nested {
     CallHelper,
     CallHelperBadArgs,
     CallBoth,
+    /// Two agent tool calls and a tool node call in one reply (run at once, ADR 0046).
+    CallTwoHelpers,
     Text,
     Error(u16),
 }
@@ -241,6 +243,11 @@ fn nested_reply(n: &Nested) -> Reply {
             ("a", "lookup", r#"{"id": 1}"#),
             ("h", "helper", r#"{"q": "y"}"#),
         ]),
+        Nested::CallTwoHelpers => Reply::tool_calls(&[
+            ("h1", "helper", r#"{"q": "a"}"#),
+            ("a", "lookup", r#"{"id": 1}"#),
+            ("h2", "helper", r#"{"q": "b"}"#),
+        ]),
         Nested::Text => Reply::text("just words"),
         Nested::Error(s) => Reply::error(*s, "scripted failure"),
     }
@@ -253,6 +260,7 @@ fn nested() -> impl Strategy<Value = Nested> {
         2 => Just(Nested::CallHelper),
         1 => Just(Nested::CallHelperBadArgs),
         1 => Just(Nested::CallBoth),
+        1 => Just(Nested::CallTwoHelpers),
         1 => Just(Nested::Text),
         1 => prop_oneof![Just(400u16), Just(500)].prop_map(Nested::Error),
     ]
@@ -264,7 +272,10 @@ proptest! {
     /// Property: any script of replies to an agent that may call an agent tool (which
     /// may call it again: it lists itself) ends the run in a defined status, never a
     /// panic; every session stays within its `max_turns`; every agent tool session
-    /// answers a call its caller made, and every call of a finished caller is answered.
+    /// answers a call its caller made, and every call of a finished caller is answered,
+    /// exactly once; a reply's agent tools run at once, in any order of arrival (the
+    /// script is served in the order requests come); a model call that failed for good
+    /// records its HTTP attempts.
     #[test]
     fn any_script_with_an_agent_tool_ends_in_a_defined_status(
         script in prop::collection::vec(nested(), 0..10),
@@ -337,9 +348,18 @@ proptest! {
                     if t.name == "final_report" {
                         continue;
                     }
-                    let answered = root[at..].iter().any(|r| r.tool_call_id.as_deref() == Some(&t.id));
-                    prop_assert!(answered, "call {} answered", t.id);
+                    let answers = root[at + 1..]
+                        .iter()
+                        .take_while(|r| r.role != pactgraph::model::Role::Assistant)
+                        .filter(|r| r.tool_call_id.as_deref() == Some(&t.id))
+                        .count();
+                    prop_assert_eq!(answers, 1, "call {} answered once", &t.id);
                 }
+            }
+        }
+        for it in &run.trace().items {
+            if let Some(call) = it.model_call().filter(|c| c.error.is_some()) {
+                prop_assert!(!call.failed_attempts.is_empty(), "a failed call's attempts: {call:?}");
             }
         }
         prop_assert!(!run.is_running());

@@ -65,39 +65,29 @@ fn kinds(run: &RunState) -> Vec<K> {
     run.trace().items.iter().map(|i| i.kind).collect()
 }
 
-fn calls(calls: &[(&str, &str, Value)]) -> Reply {
-    let args: Vec<(String, String, String)> = calls
-        .iter()
-        .map(|(id, name, a)| (id.to_string(), name.to_string(), a.to_string()))
-        .collect();
-    let refs: Vec<(&str, &str, &str)> = args
-        .iter()
-        .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
-        .collect();
-    Reply::tool_calls(&refs)
-}
-
 /// Proves: the agent tool's call is answered by its own session (its first request's
-/// prompt rendered from the arguments, `final_report` with `result` its only function),
-/// between the reply's other calls, which keep the model's order; the caller's next
-/// request holds the three results in order, the agent tool's being its `final_report`
-/// arguments; its model call is a step (source the tool) and its answer a `tool_call`
-/// item of the caller carrying its usage; its session records the call it answered.
+/// prompt rendered from the arguments, `final_report` with `result` its only function);
+/// the reply's other calls are answered in the same step as the agent tool's first model
+/// call (ADR 0046: not held back behind it), so the agent tool's answer is stored after
+/// them, yet the caller's next request holds the three results in the reply's order, the
+/// agent tool's being its `final_report` arguments; its model call is a step (source the
+/// tool) and its answer a `tool_call` item of the caller carrying its usage and its place
+/// in the reply; its session records the call it answered.
 #[test]
 fn an_agent_tool_answers_its_callers_call_with_its_final_report() {
     let rt = rt();
     let server = rt.block_on(ChatServer::start([
-        calls(&[
+        Reply::calls(&[
             ("c1", "fixed", json!({})),
             ("c2", "researcher", json!({"query": "tides"})),
             ("c3", "fixed", json!({})),
         ]),
-        calls(&[(
+        Reply::calls(&[(
             "r1",
             "final_report",
             json!({"result": {"facts": ["the moon"]}}),
         )]),
-        calls(&[("c4", "final_report", json!({"answer": "the moon"}))]),
+        Reply::calls(&[("c4", "final_report", json!({"answer": "the moon"}))]),
     ]));
     let researcher = json!({"instructions": "You research.",
                             "prompt": "Research {{ input.query }}.", "max_turns": 2});
@@ -110,8 +100,8 @@ fn an_agent_tool_answers_its_callers_call_with_its_final_report() {
             K::Decision,
             K::ModelCall,
             K::ToolCall,
-            K::ModelCall,
             K::ToolCall,
+            K::ModelCall,
             K::ToolCall,
             K::ModelCall,
             K::Dispatch,
@@ -121,36 +111,41 @@ fn an_agent_tool_answers_its_callers_call_with_its_final_report() {
         ]
     );
     let items = &run.trace().items;
-    assert_eq!(items[3].source.as_deref(), Some("researcher"));
-    let reason = items[3].reason.as_deref().unwrap_or_default();
+    assert_eq!(
+        (items[2].step, items[3].step, items[4].step),
+        (2, 3, 4),
+        "the `set` calls and the agent tool's first call are the steps of one commit"
+    );
+    assert_eq!(items[4].source.as_deref(), Some("researcher"));
+    let reason = items[4].reason.as_deref().unwrap_or_default();
     assert!(
         reason.ends_with(", for tool call c2 of session 0"),
         "the caller is recorded: {reason}"
     );
-    assert_eq!(items[4].source.as_deref(), Some("agent"));
-    assert_eq!(items[4].target.as_deref(), Some("researcher"));
-    assert_eq!(items[4].reason.as_deref(), Some("call c2: ok"));
+    assert_eq!(items[5].source.as_deref(), Some("agent"));
+    assert_eq!(items[5].target.as_deref(), Some("researcher"));
+    assert_eq!(items[5].reason.as_deref(), Some("call c2: ok"));
     assert!(
-        items[4].usage().is_some(),
+        items[5].usage().is_some(),
         "the agent tool's usage, for its caller"
     );
-    assert_eq!(items[5].reason.as_deref(), Some("call c3: ok"));
+    assert_eq!(items[3].reason.as_deref(), Some("call c3: ok"));
     let place = |i: usize| {
         let t = items[i].tool_call().expect("the call's fields");
         (&*t.caller, &*t.tool, t.index, t.status.as_str())
     };
     assert_eq!(place(2), ("agent", "fixed", 0, "ok"));
     assert_eq!(
-        place(4),
+        place(5),
         ("agent", "researcher", 1, "ok"),
         "its place in the reply"
     );
     assert_eq!(
-        place(5),
+        place(3),
         ("agent", "fixed", 2, "ok"),
-        "after the agent tool's"
+        "its place in the reply, though answered before the agent tool's"
     );
-    let asked = items[3].model_call().expect("the call's fields");
+    let asked = items[4].model_call().expect("the call's fields");
     assert_eq!((&*asked.node, asked.turn), ("researcher", 1));
     assert_eq!(run.steps(), 5, "three model calls and two `set` tool calls");
     let requests = server.requests();
@@ -181,6 +176,15 @@ fn an_agent_tool_answers_its_callers_call_with_its_final_report() {
     assert_eq!(back[4]["tool_call_id"], "c3");
     let sessions = run.sessions();
     assert_eq!(sessions.len(), 2);
+    let stored: Vec<Option<&str>> = sessions[0].messages[2..5]
+        .iter()
+        .map(|m| m.tool_call_id.as_deref())
+        .collect();
+    assert_eq!(
+        stored,
+        [Some("c1"), Some("c3"), Some("c2")],
+        "stored as answered"
+    );
     assert_eq!(&*sessions[1].node, "researcher");
     assert_eq!(
         sessions[1].caller,
@@ -199,11 +203,11 @@ fn an_agent_tool_answers_its_callers_call_with_its_final_report() {
 fn an_agent_tools_text_is_its_result_and_its_failure_is_told_to_the_caller() {
     let rt = rt();
     let server = rt.block_on(ChatServer::start([
-        calls(&[("c1", "researcher", json!({"query": "tides"}))]),
+        Reply::calls(&[("c1", "researcher", json!({"query": "tides"}))]),
         Reply::text("It is the moon."),
-        calls(&[("c2", "researcher", json!({"query": "waves"}))]),
-        calls(&[("r1", "nonsense", json!({}))]),
-        calls(&[("c3", "final_report", json!({"answer": "the moon"}))]),
+        Reply::calls(&[("c2", "researcher", json!({"query": "waves"}))]),
+        Reply::calls(&[("r1", "nonsense", json!({}))]),
+        Reply::calls(&[("c3", "final_report", json!({"answer": "the moon"}))]),
     ]));
     let run = run(
         &rt,
@@ -255,9 +259,9 @@ fn an_agent_tools_text_is_its_result_and_its_failure_is_told_to_the_caller() {
 fn an_agent_tools_calls_count_against_the_budgets() {
     let rt = rt();
     let server = rt.block_on(ChatServer::start([
-        calls(&[("c1", "researcher", json!({"query": "tides"}))]),
+        Reply::calls(&[("c1", "researcher", json!({"query": "tides"}))]),
         Reply::tool_calls(&[("x", "nonsense", "{}")]),
-        calls(&[("r1", "final_report", json!({"result": "never asked"}))]),
+        Reply::calls(&[("r1", "final_report", json!({"result": "never asked"}))]),
     ]));
     let mut d = doc(
         &server.base_url(),

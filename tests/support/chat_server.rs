@@ -68,6 +68,10 @@ pub struct Reply {
     pub body: Body,
     /// A wait before answering (the client closing meanwhile is recorded).
     pub delay: Duration,
+    /// Held until the server has received this many requests (all told), waiting at
+    /// most this long; past it the reply is HTTP 500 `chat_server: held alone` instead
+    /// (see [`Reply::hold_until`]).
+    pub hold: Option<(usize, Duration)>,
 }
 
 /// The usage object of the scripted completions: 11 prompt and 7 completion tokens.
@@ -104,7 +108,28 @@ pub fn usage_chunk(usage: Value) -> Value {
            "model": "scripted", "choices": [], "usage": usage})
 }
 
+/// A multi-threaded tokio runtime with `workers` threads, for a test that runs the
+/// server (and an executor) on it.
+pub fn runtime(workers: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
 impl Reply {
+    /// A reply calling tools `(id, name, arguments)`, the arguments given as JSON.
+    pub fn calls(calls: &[(&str, &str, Value)]) -> Reply {
+        let args: Vec<String> = calls.iter().map(|(_, _, a)| a.to_string()).collect();
+        let refs: Vec<(&str, &str, &str)> = calls
+            .iter()
+            .zip(&args)
+            .map(|((id, name, _), a)| (*id, *name, a.as_str()))
+            .collect();
+        Reply::tool_calls(&refs)
+    }
+
     /// HTTP `status` with a JSON body.
     pub fn json(status: u16, body: Value) -> Reply {
         Reply::raw(status, "application/json", &body.to_string())
@@ -120,6 +145,7 @@ impl Reply {
                 text: text.into(),
             },
             delay: Duration::ZERO,
+            hold: None,
         }
     }
 
@@ -180,6 +206,7 @@ impl Reply {
                 complete: true,
             },
             delay: Duration::ZERO,
+            hold: None,
         }
     }
 
@@ -221,6 +248,7 @@ impl Reply {
             headers: Vec::new(),
             body: Body::Hang,
             delay: Duration::ZERO,
+            hold: None,
         }
     }
 
@@ -235,6 +263,16 @@ impl Reply {
     /// Adds a response header.
     pub fn header(mut self, name: &str, value: &str) -> Reply {
         self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Holds the reply until the server has received `requests` requests in all (this
+    /// one counted), waiting at most `limit`: a test proving that calls are concurrent
+    /// holds the first until the second arrives. When the wait runs out (the calls were
+    /// made one after the other) the answer is HTTP 500 `chat_server: held alone`, so
+    /// the test fails on its result, never hangs.
+    pub fn hold_until(mut self, requests: usize, limit: Duration) -> Reply {
+        self.hold = Some((requests, limit));
         self
     }
 
@@ -363,6 +401,15 @@ impl ChatServer {
         self.state.requests.lock().expect("requests lock").clone()
     }
 
+    /// The bodies of the requests holding `needle`, in arrival order.
+    pub fn requests_with(&self, needle: &str) -> Vec<Value> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.raw_body.contains(needle))
+            .map(|r| r.body)
+            .collect()
+    }
+
     /// Waits (at most `limit`) until `n` requests have arrived; whether they did.
     pub async fn wait_requests(&self, n: usize, limit: Duration) -> bool {
         let until = Instant::now() + limit;
@@ -429,8 +476,26 @@ async fn serve(mut stream: TcpStream, state: Arc<State>) {
         requests.len() - 1
     };
     state.changed.notify_waiters();
-    let reply =
+    let mut reply =
         reply.unwrap_or_else(|| Reply::error(400, "chat_server: the script has no reply left"));
+    if let Some((n, limit)) = reply.hold.take() {
+        let until = Instant::now() + limit;
+        let arrived = loop {
+            let notified = state.changed.notified();
+            if state.requests.lock().expect("requests lock").len() >= n {
+                break true;
+            }
+            if tokio::time::timeout_at(until.into(), notified)
+                .await
+                .is_err()
+            {
+                break state.requests.lock().expect("requests lock").len() >= n;
+            }
+        };
+        if !arrived {
+            reply = Reply::error(500, "chat_server: held alone");
+        }
+    }
     let closed = answer(&mut stream, reply).await;
     if closed {
         state.closed.lock().expect("closed lock").push(index);

@@ -250,6 +250,21 @@ impl Bench {
             .to_string()
     }
 
+    /// Runs the binary with `args` in the background (tag `run`), waits (up to 30 s)
+    /// until `ready` holds (`what`: what it waits for, said if it never comes), then
+    /// kills it with SIGKILL and waits for its end: the crash a resume test starts from.
+    pub fn kill_when(&self, args: &[&str], what: &str, ready: impl FnMut() -> bool) {
+        let mut child = self.spawn(args, "run");
+        assert!(self.wait_until(Duration::from_secs(30), ready), "{what}");
+        signal(&child, "KILL");
+        child.wait().expect("the process ends");
+    }
+
+    /// The side file as written (`side.txt`, empty when there is none).
+    pub fn side_text(&self) -> String {
+        std::fs::read_to_string(self.dir.join("side.txt")).unwrap_or_default()
+    }
+
     /// Waits (up to `limit`) until `f` holds.
     pub fn wait_until(&self, limit: Duration, mut f: impl FnMut() -> bool) -> bool {
         let start = Instant::now();
@@ -289,6 +304,18 @@ pub fn process_gone(pid: u32) -> bool {
 }
 
 /// Sends SIGKILL or SIGTERM to `child` (through `kill`, the test has no libc).
+/// Every file directly in `dir`, as text run together: what a test searches for a
+/// secret that must not be stored.
+pub fn all_files(dir: &Path) -> String {
+    let mut text = String::new();
+    for entry in std::fs::read_dir(dir).expect("the folder").flatten() {
+        if let Ok(bytes) = std::fs::read(entry.path()) {
+            text.push_str(&String::from_utf8_lossy(&bytes));
+        }
+    }
+    text
+}
+
 pub fn signal(child: &Child, name: &str) {
     let ok = Command::new("kill")
         .args([format!("-{name}"), child.id().to_string()])

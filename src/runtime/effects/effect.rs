@@ -118,6 +118,15 @@ pub(crate) struct ModelReply {
     pub(crate) failed_attempts: Vec<crate::runtime::data::HttpAttempt>,
 }
 
+/// A model call that failed for good, as the session reads it.
+#[derive(Debug)]
+pub(crate) struct ModelFailure {
+    /// What went wrong: the model, the HTTP status and the server's message.
+    pub(crate) message: String,
+    /// Every HTTP attempt of the call, in order.
+    pub(crate) attempts: Vec<crate::runtime::data::HttpAttempt>,
+}
+
 /// What one tool node run gave.
 #[derive(Debug)]
 pub(crate) struct ToolRan {
@@ -261,6 +270,9 @@ pub(crate) enum Produced {
     Reports(Vec<Report>),
     /// A model's reply.
     Reply(Box<ModelReply>),
+    /// A model call that failed for good (after its retries): the error (naming the
+    /// model and the HTTP status, never the key) and its HTTP attempts.
+    ModelFailed(Box<ModelFailure>),
     /// Tool node runs, in the reply's order.
     ToolResults(Vec<ToolRan>),
 }

@@ -217,6 +217,11 @@ impl Performer<'_> {
             match call {
                 Call::Model(m) => self.call_model(limit, *m).await,
                 Call::Tools(calls) => Ok(Produced::ToolResults(self.call_tools(calls).await)),
+                // A session's tool calls with agent tools among them (ADR 0046): its own
+                // calls and the agent tools' sessions' calls, at once.
+                Call::Fork(members) => Ok(Produced::Reports(
+                    Box::pin(self.join_members(members)).await,
+                )),
                 _ => Err(Fault::Failed(
                     "was given a call that is not a session's".into(),
                 )),

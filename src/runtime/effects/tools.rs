@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::effect::{ModelCall, ModelReply, Produced, ToolInvocation, ToolRan};
+use super::effect::{ModelCall, ModelFailure, ModelReply, Produced, ToolInvocation, ToolRan};
 use super::guarded::Fault;
 use super::perform::Performer;
 #[cfg(feature = "agents")]
@@ -77,7 +77,11 @@ impl Performer<'_> {
                     usage: reply.usage,
                 }))),
                 Err(_) if self.cancel.is_cancelled() => Err(Fault::Cancelled),
-                Err(e) => Err(Fault::Permanent(e.to_string())),
+                // Failed for good: the error and its attempts, for the `model_call` item.
+                Err(e) => Ok(Produced::ModelFailed(Box::new(ModelFailure {
+                    message: e.to_string(),
+                    attempts: e.attempts().iter().map(failed_attempt).collect(),
+                }))),
             },
         }
     }

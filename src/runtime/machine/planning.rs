@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::agent::{Routed, feed_seats, resolve_session};
+use super::agent::{Routed, feed_own, feed_seats, resolve_session};
 use super::budgets::check_clock;
 use super::commit::Tx;
 use super::decide::Callee;
@@ -75,6 +75,7 @@ impl<'e> Planner<'e> {
                     Produced::Node(_)
                     | Produced::Reports(_)
                     | Produced::Reply(_)
+                    | Produced::ModelFailed(_)
                     | Produced::ToolResults(_),
                 ) => {
                     let fault =
@@ -98,6 +99,7 @@ impl<'e> Planner<'e> {
                             Produced::Decision(_)
                             | Produced::Reports(_)
                             | Produced::Reply(_)
+                            | Produced::ModelFailed(_)
                             | Produced::ToolResults(_),
                         ) => Err(Fault::Failed(
                             "was given something other than its writes".into(),
@@ -179,7 +181,20 @@ impl<'e> Planner<'e> {
                 ..
             } => {
                 if let Then::Session(ss) = &mut planned.then {
-                    resolve_session(&mut ss.work, output);
+                    match ss.agent_tools.as_mut() {
+                        // A fork of agent tools: the session's own tool calls first (when
+                        // it makes some), then the seats.
+                        Some(tools) => {
+                            if let Ok(Produced::Reports(mut r)) = output.result {
+                                if tools.own_calls && !r.is_empty() {
+                                    let own = r.remove(0);
+                                    feed_own(&mut ss.work, own, output.attempt);
+                                }
+                                feed_seats(r, &mut tools.seats, output.attempt);
+                            }
+                        }
+                        None => resolve_session(&mut ss.work, output),
+                    }
                 }
                 step.stage = Stage::Ready(planned);
             }

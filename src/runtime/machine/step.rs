@@ -24,7 +24,7 @@ use super::budgets::GuardStop;
 use crate::contracts::{Advisors, RetryPolicy, StopGlobal, StopLocal, Team};
 use crate::model::ChatMessage;
 use crate::runtime::data::{
-    AdvisingRun, Candidates, Chain, ChainTrigger, NodeOutput, Owed, RunState, TeamRun,
+    AdvisingRun, Candidates, Chain, ChainTrigger, HttpAttempt, NodeOutput, Owed, RunState, TeamRun,
     TerminationReason, ToolCallStatus, ToolCaller, TraceItem, TraceKind, Usage,
 };
 use crate::runtime::effects::{Call, Effect, Fault, ModelReply, Report};
@@ -253,6 +253,12 @@ pub(crate) struct SeatStep<'e> {
     /// Its tool calls passed the member's time limit (what to say): it fails `timeout`
     /// once they are recorded.
     pub(crate) timed_out: Option<String>,
+    /// For an agent tool's session (ADR 0046): the tool call it answers (`None` for an
+    /// advisor's, a team member's or a lead's).
+    pub(crate) caller: Option<ToolCaller>,
+    /// The agent tools its last reply called, under way beside its own tool calls (ADR
+    /// 0046): its member's call is then a fork of them all.
+    pub(crate) agent_tools: Option<Box<AgentTools<'e>>>,
 }
 
 /// An agent session's step, planned: whose session it is (kept for the step that ends
@@ -273,7 +279,23 @@ pub(crate) struct SessionStep<'e> {
     /// continuing the entrypoint's session after a clarification): `max_turns` counts the
     /// calls after them.
     pub(crate) earlier: u32,
+    /// The session's own tool calls answered in this step (a [`SessionWork::Tools`]), or
+    /// its model call.
     pub(crate) work: SessionWork,
+    /// The agent tools its last reply called, under way (ADR 0046): `None` when the step
+    /// answers no agent tool's call.
+    pub(crate) agent_tools: Option<Box<AgentTools<'e>>>,
+}
+
+/// The agent tools under way below a session whose last reply called them (ADR 0046):
+/// every session of the tree advanced by one call in one fork effect, as a fork of
+/// sessions is (ADR 0040), the session's own tool node calls with them.
+pub(crate) struct AgentTools<'e> {
+    /// Whether the fork's first member runs the session's own tool node calls.
+    pub(crate) own_calls: bool,
+    /// One seat per session of the tree making a call in this step (a model call or its
+    /// last reply's tool node calls), in the order of the fork's members after the first.
+    pub(crate) seats: Vec<SeatStep<'e>>,
 }
 
 /// Whose session a [`SessionStep`] belongs to.
@@ -282,10 +304,6 @@ pub(crate) enum SessionOwner<'e> {
     Node(NodeVisit<'e>),
     /// A supervisor policy's decision: its `route` is the decision.
     Policy(&'e SupervisorPlan),
-    /// An agent called as a tool: its exit is the result of its caller's tool call.
-    /// What is pending stays its outermost caller's session, which the next step plans
-    /// from again.
-    Tool(ToolCaller),
 }
 
 /// An agent node's visit: what its ending needs (its item, its chain, where control
@@ -306,7 +324,6 @@ impl SessionStep<'_> {
         match self.owner {
             SessionOwner::Node(_) => "agent node",
             SessionOwner::Policy(_) => "the agent policy of supervisor",
-            SessionOwner::Tool(_) => "agent tool",
         }
     }
 
@@ -324,6 +341,9 @@ pub(crate) enum SessionWork {
         result: Option<Result<ModelReply, Fault>>,
         attempt: u32,
         duration_us: u64,
+        /// When the call failed for good: its HTTP attempts, each failed (status, error,
+        /// duration, wait), for its `model_call` item.
+        failed: Vec<HttpAttempt>,
     },
     /// The tool calls of the last reply, one outcome each in the reply's order: those
     /// answered while planning (a mistake, a `set` tool) and those run by the effect.

@@ -36,11 +36,13 @@ impl Tx<'_> {
         if let SessionOwner::Node(v) = &ss.owner {
             self.chain = v.chain.clone();
         }
+        if ss.agent_tools.is_some() {
+            // A reply's agent tools under way (ADR 0046): its session is committed.
+            let index = ss.session.unwrap_or(u32::MAX);
+            return self.agent_tools(ss, index);
+        }
         let work = std::mem::replace(&mut ss.work, SessionWork::Failed(String::new()));
         if let SessionWork::Failed(msg) = work {
-            if let SessionOwner::Tool(_) = ss.owner {
-                return self.tool_answered(&ss, ss.session, Err(msg));
-            }
             let id = Arc::clone(&ss.id);
             return self.session_failed(&ss, TerminationReason::NodeFailed, msg, (&id, 0), None);
         }
@@ -60,7 +62,7 @@ impl Tx<'_> {
                     SessionOwner::Node(v) => self.run.visits.get(&*v.np.id).copied(),
                     // A policy's sessions are its decisions, an agent tool's its calls:
                     // this is the next one.
-                    SessionOwner::Policy(_) | SessionOwner::Tool(_) => {
+                    SessionOwner::Policy(_) => {
                         let n = self.run.sessions.iter().filter(|s| s.node == ss.id).count();
                         u32::try_from(n).ok()
                     }
@@ -71,10 +73,7 @@ impl Tx<'_> {
                     model: ss.agent.model.clone(),
                     step: self.run.steps,
                     messages: std::mem::take(&mut ss.opening),
-                    caller: match &ss.owner {
-                        SessionOwner::Tool(c) => Some(c.clone()),
-                        _ => None,
-                    },
+                    caller: None,
                 });
                 u32::try_from(self.run.sessions.len() - 1).unwrap_or(u32::MAX)
             }
@@ -85,12 +84,15 @@ impl Tx<'_> {
                 result,
                 attempt,
                 duration_us,
+                failed,
             } => {
-                let result = result.unwrap_or_else(|| {
-                    Err(Fault::Failed(
-                        "was committed before its reply arrived".into(),
-                    ))
-                });
+                let result = result
+                    .unwrap_or_else(|| {
+                        Err(Fault::Failed(
+                            "was committed before its reply arrived".into(),
+                        ))
+                    })
+                    .map_err(|fault| (fault, failed));
                 self.model_turn(level, ss, index, (turn, attempt, duration_us), result);
             }
             SessionWork::Tools(outcomes) => self.tool_results(ss, index, outcomes),
@@ -106,13 +108,13 @@ impl Tx<'_> {
         ss: Box<SessionStep<'_>>,
         index: u32,
         (turn, attempt, duration_us): (u32, u32, u64),
-        result: Result<ModelReply, Fault>,
+        result: Result<ModelReply, (Fault, Vec<HttpAttempt>)>,
     ) {
         let id = Arc::clone(&ss.id);
         let sup = Arc::clone(&ss.dispatcher);
         let reply = match result {
             Ok(reply) => reply,
-            Err(fault) => {
+            Err((fault, failed_attempts)) => {
                 let msg = fault.describe().1.to_string();
                 self.run.steps += 1;
                 let model: Arc<str> = ss.agent.model.as_str().into();
@@ -126,15 +128,11 @@ impl Tx<'_> {
                     model,
                     turn,
                     attempt,
-                    failed_attempts: Vec::new(),
+                    failed_attempts,
                     finish_reason: None,
                     usage_known: false,
                     error: Some(msg.clone()),
                 })));
-                if let SessionOwner::Tool(_) = ss.owner {
-                    let msg = format!("model `{}`: {msg}", ss.agent.model);
-                    return self.tool_answered(&ss, Some(index), Err(msg));
-                }
                 let (total_us, usage) = self.session_totals(index);
                 let msg = format!("{} `{id}` (model `{}`): {msg}", ss.what(), ss.agent.model);
                 return self.session_failed(
@@ -156,19 +154,12 @@ impl Tx<'_> {
         self.run.usage_total.add_all(&usage);
         self.run.steps += 1;
         let usage_known = usage.get(USAGE_UNKNOWN).is_none();
-        let mut reason = model_call_reason(
+        let reason = model_call_reason(
             (turn, attempt),
             &failed_attempts,
             finish_reason.as_deref(),
             usage_known,
         );
-        if let SessionOwner::Tool(c) = &ss.owner {
-            // The caller: which call of which session this agent tool answers.
-            reason.push_str(&format!(
-                ", for tool call {} of session {}",
-                c.call, c.session
-            ));
-        }
         let model: Arc<str> = ss.agent.model.as_str().into();
         let it = self.record(TraceKind::ModelCall, Some(Arc::clone(&sup)));
         it.source = Some(Arc::clone(&id));
@@ -219,10 +210,6 @@ impl Tx<'_> {
                 }
                 // The decision is planned in the next step, from the committed reply.
                 SessionOwner::Policy(_) => self.go_on(&ss, index),
-                SessionOwner::Tool(_) => {
-                    let content = serde_json::Value::Object(output.writes).to_string();
-                    self.tool_answered(&ss, Some(index), Ok(content));
-                }
             },
             Verdict::Calls | Verdict::Text if last => {
                 let (total_us, usage) = self.session_totals(index);
@@ -232,9 +219,6 @@ impl Tx<'_> {
                     turn.saturating_sub(ss.earlier),
                     ss.agent.exit().def.name
                 );
-                if let SessionOwner::Tool(_) = ss.owner {
-                    return self.tool_answered(&ss, Some(index), Err(msg));
-                }
                 self.session_failed(
                     &ss,
                     TerminationReason::AgentNoExit,
@@ -282,12 +266,9 @@ impl Tx<'_> {
         }
     }
 
-    /// Session `index` goes on: its next call is pending (an agent tool's is planned
-    /// from its outermost caller's session, which stays pending).
+    /// Session `index` goes on: its next call is pending.
     fn go_on(&mut self, ss: &SessionStep<'_>, index: u32) {
-        if let Some(pending) = pending_session(ss, index) {
-            self.run.control = Control::Running(pending);
-        }
+        self.run.control = Control::Running(pending_session(ss, index));
     }
 
     /// Appends messages to session `index`.

@@ -9,8 +9,8 @@
 //!   arguments, as plain functions;
 //! - `policy.rs`: a supervisor's policy agent: its session begun, and its `route` read
 //!   as the decision;
-//! - `tool.rs`: an agent called as a tool: its session planned under its caller's, and
-//!   its exit answering the caller's call;
+//! - `tool.rs`: agents called as tools: a reply's agent tools' sessions advanced together
+//!   as a fork of sessions (ADR 0046), each exit answering its caller's call;
 //! - `resolve.rs`: an effect's output (a reply, tool results) fed to the step's work;
 //! - `seats.rs`: forks of sessions (ADR 0040): several sessions advanced together, one
 //!   call each per step, as members of one fork effect (agent advisors, team members and leads);
@@ -32,4 +32,4 @@ mod tool;
 pub(crate) use policy::Routed;
 pub(crate) use reply::error_content;
 pub(crate) use resolve::resolve_session;
-pub(crate) use seats::{SeatEnd, feed_seats, mid_turn};
+pub(crate) use seats::{SeatEnd, feed_own, feed_seats, mid_turn};

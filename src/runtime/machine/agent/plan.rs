@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::reply::{arguments_of, error_content, exit_output};
 use super::templates::opening;
 use crate::model::{ChatMessage, Role as ChatRole, ToolCall, ToolChoice};
-use crate::runtime::data::{Pending, Role, RunState, Session, ToolCallStatus, ToolCaller, Writes};
+use crate::runtime::data::{Pending, Role, RunState, Session, ToolCallStatus, Writes};
 use crate::runtime::effects::{Call, CallIds, Effect, EffectKind, ModelCall, ToolInvocation};
 use crate::runtime::machine::budgets::check_node;
 use crate::runtime::machine::calls::{NodeCall, node_call};
@@ -19,8 +19,8 @@ use crate::runtime::machine::step::{
     Awaiting, Level, NodeStep, NodeVisit, Planned, SessionOwner, SessionStep, SessionWork, Stage,
     Step, Then, ToolOutcome, ready,
 };
-use crate::runtime::plan::NodeRun;
 use crate::runtime::plan::agent::AgentPlan;
+use crate::runtime::plan::{NodePlan, NodeRun};
 
 impl<'e> Planner<'e> {
     /// Begins the session of agent node `ns.np` (its gates passed): the opening messages
@@ -85,6 +85,7 @@ impl<'e> Planner<'e> {
                     result: None,
                     attempt: 1,
                     duration_us: 0,
+                    failed: Vec::new(),
                 };
                 (ss, Some(effect))
             }
@@ -180,16 +181,12 @@ impl<'e> Planner<'e> {
             return ready(step, level, None, Then::Mismatch(msg, sup));
         };
         let effect = match unanswered(conversation) {
-            Some((reply, answered)) => {
-                let work = self.tool_work(run, ss.agent, &reply.tool_calls[answered..], run.steps);
-                if let Some(called) = work.agent {
-                    // An agent tool's call comes first: its session's step.
-                    let caller = ToolCaller {
-                        session: index,
-                        turn: conversation.turns(),
-                        call: called.call_id.clone(),
-                    };
-                    return self.agent_tool_step(run, level, &ss.dispatcher, caller, called, step);
+            Some((_, calls)) => {
+                let work = self.tool_work(run, ss.agent, &calls, run.steps);
+                if !work.agents.is_empty() {
+                    // Agent tools answer some calls: their sessions run with the others.
+                    let turn = conversation.turns();
+                    return self.agent_tools_step(run, level, (ss, index, turn), work, step);
                 }
                 ss.work = SessionWork::Tools(work.outcomes);
                 let calls = work.invocations;
@@ -210,6 +207,7 @@ impl<'e> Planner<'e> {
                     result: None,
                     attempt: 1,
                     duration_us: 0,
+                    failed: Vec::new(),
                 };
                 let messages = conversation.messages.clone();
                 Some(self.model_effect(run, &ss, messages, turn))
@@ -221,46 +219,24 @@ impl<'e> Planner<'e> {
     /// What a session under way in a fork (ADR 0040) does next, as the `offset`-th step
     /// of this one: the tool calls of its last reply when they are unanswered, else its
     /// next model call (the first exit forced on its last turn). Gives the work, the call
-    /// to make (`None` when every tool call was answered while planning) and the steps it
-    /// counts. An agent tool is not called from a fork: that call is answered as a
-    /// mistake.
+    /// to make (`None` when every tool call was answered while planning), the steps it
+    /// counts, and the agent tools its reply called (their sessions answer them, ADR
+    /// 0046).
     pub(crate) fn session_next(
         &self,
         run: &RunState,
         (id, agent): (&Arc<str>, &'e AgentPlan),
         conversation: &Session,
         offset: u32,
-    ) -> (SessionWork, Option<Call>, u32) {
+    ) -> (SessionWork, Option<Call>, u32, Vec<AgentCall<'e>>) {
         let step = run.steps.saturating_add(offset);
         match unanswered(conversation) {
-            Some((reply, answered)) => {
-                let calls = &reply.tool_calls[answered..];
-                let mut work = self.tool_work(run, agent, calls, step);
-                if work.agent.is_some()
-                    && let Some(call) = calls.first()
-                {
-                    let error = format!(
-                        "tool `{}` is an agent, which an advisor or a team member cannot call",
-                        call.name
-                    );
-                    work.outcomes.insert(
-                        0,
-                        ToolOutcome {
-                            call_id: call.id.clone(),
-                            tool: call.name.as_str().into(),
-                            status: ToolCallStatus::Invalid,
-                            content: Some(error_content(&error)),
-                            error: Some(error),
-                            usage: None,
-                            duration_us: 0,
-                            cancelled: false,
-                        },
-                    );
-                }
+            Some((_, calls)) => {
+                let work = self.tool_work(run, agent, &calls, step);
                 let n = u32::try_from(work.outcomes.len()).unwrap_or(u32::MAX);
                 let invocations = work.invocations;
                 let call = (!invocations.is_empty()).then_some(Call::Tools(invocations));
-                (SessionWork::Tools(work.outcomes), call, n)
+                (SessionWork::Tools(work.outcomes), call, n, work.agents)
             }
             None => {
                 let turn = conversation.turns().saturating_add(1);
@@ -269,11 +245,12 @@ impl<'e> Planner<'e> {
                     result: None,
                     attempt: 1,
                     duration_us: 0,
+                    failed: Vec::new(),
                 };
                 let force = turn >= agent.max_turns();
                 let messages = conversation.messages.clone();
                 let call = model_call(run, (id, agent), (messages, turn), force, step);
-                (work, Some(call), 1)
+                (work, Some(call), 1, Vec::new())
             }
         }
     }
@@ -291,6 +268,7 @@ impl<'e> Planner<'e> {
         let tool_choice = ss
             .is_last(turn)
             .then(|| ToolChoice::Function(agent.exit().def.name.clone()));
+        let messages = in_reply_order(messages);
         Effect {
             kind: EffectKind::Model,
             id: Arc::clone(&ss.id),
@@ -316,28 +294,29 @@ impl<'e> Planner<'e> {
         }
     }
 
-    /// The outcome of each of a reply's unanswered tool calls `calls`, in its order,
-    /// with those answered already (a mistake, a tool node that calls nothing, a call
-    /// past `max_steps`), and the calls to run; they stop before the first call of an
-    /// agent tool, which is returned when it comes first (its session runs alone, in
-    /// steps of its own). Call `i` is step `run.steps + i`: every call counts against
-    /// `max_steps` before it starts, so the calls with no step left are `skipped`, not run
-    /// (ADR 0042; the run then stops at its next step with `max_steps_exceeded`).
-    fn tool_work(
+    /// The outcome of each of a reply's unanswered tool calls `calls` but agent tools'
+    /// (in its order): those answered already (a mistake, a tool node that calls nothing,
+    /// a call past `max_steps`) and the calls to run; and the agent tools' calls, whose
+    /// sessions answer them (ADR 0046). The `i`-th outcome is step `base + i`: every call
+    /// counts against `max_steps` before it starts, so the calls with no step left are
+    /// `skipped`, not run (ADR 0042; the run then stops at its next step with
+    /// `max_steps_exceeded`).
+    pub(super) fn tool_work(
         &self,
         run: &RunState,
         agent: &AgentPlan,
-        calls: &[ToolCall],
+        calls: &[&ToolCall],
         base: u32,
     ) -> ToolWork<'e> {
         let max_steps = self.plan.graph.budgets().max_steps;
-        let room = usize::try_from(max_steps.saturating_sub(run.steps)).unwrap_or(usize::MAX);
+        let room = usize::try_from(max_steps.saturating_sub(base)).unwrap_or(usize::MAX);
         let mut work = ToolWork {
             outcomes: Vec::with_capacity(calls.len()),
             invocations: Vec::new(),
-            agent: None,
+            agents: Vec::new(),
         };
-        for (index, call) in calls.iter().enumerate() {
+        for call in calls {
+            let index = work.outcomes.len();
             let mut outcome = ToolOutcome {
                 call_id: call.id.clone(),
                 tool: call.name.as_str().into(),
@@ -363,10 +342,8 @@ impl<'e> Planner<'e> {
                 Ok(Answer::Run(invocation)) => work.invocations.push(invocation),
                 Ok(Answer::Now(content)) => outcome.content = Some(content),
                 Ok(Answer::Agent(called)) => {
-                    if work.outcomes.is_empty() {
-                        work.agent = Some(called);
-                    }
-                    break;
+                    work.agents.push(called);
+                    continue;
                 }
                 Err(error) => {
                     if outcome.status == ToolCallStatus::Ok {
@@ -434,6 +411,7 @@ impl<'e> Planner<'e> {
             })),
             Some(NodeCall::Session(agent, arguments)) => Ok(Answer::Agent(AgentCall {
                 id: Arc::clone(&tp.id),
+                np: tp,
                 agent,
                 call_id: call.id.clone(),
                 arguments,
@@ -458,17 +436,20 @@ enum Answer<'e> {
 }
 
 /// What a reply's unanswered tool calls need (see [`Planner::tool_work`]).
-struct ToolWork<'e> {
-    outcomes: Vec<ToolOutcome>,
-    invocations: Vec<ToolInvocation>,
-    /// The first unanswered call, when it is an agent tool's.
-    agent: Option<AgentCall<'e>>,
+pub(super) struct ToolWork<'e> {
+    /// One per call answered in this step (every call but agent tools'), in order.
+    pub(super) outcomes: Vec<ToolOutcome>,
+    /// The tool node calls to run.
+    pub(super) invocations: Vec<ToolInvocation>,
+    /// The agent tools' calls, in the reply's order.
+    pub(super) agents: Vec<AgentCall<'e>>,
 }
 
 /// A call of an agent tool, its arguments checked.
 pub(crate) struct AgentCall<'e> {
     /// The tool node.
     pub(crate) id: Arc<str>,
+    pub(crate) np: &'e NodePlan,
     pub(crate) agent: &'e AgentPlan,
     pub(crate) call_id: String,
     /// Its input: what its templates see.
@@ -493,6 +474,7 @@ pub(crate) fn new_session<'e>(
         opening: Vec::new(),
         earlier,
         work: SessionWork::Failed(String::new()),
+        agent_tools: None,
     })
 }
 
@@ -518,10 +500,10 @@ pub(crate) fn session_stage<'e>(
     }
 }
 
-/// What is pending after a session's step that did not end it: its next call. `None`
-/// for an agent tool's: its outermost caller's session stays pending.
-pub(crate) fn pending_session(ss: &SessionStep<'_>, session: u32) -> Option<Pending> {
-    Some(match &ss.owner {
+/// What is pending after a session's step that did not end it: its next call (an agent
+/// tool's session is planned from its caller's, which stays pending).
+pub(crate) fn pending_session(ss: &SessionStep<'_>, session: u32) -> Pending {
+    match &ss.owner {
         SessionOwner::Node(v) => Pending::Session {
             node: Arc::clone(&v.np.id),
             dispatcher: Arc::clone(&ss.dispatcher),
@@ -536,8 +518,7 @@ pub(crate) fn pending_session(ss: &SessionStep<'_>, session: u32) -> Option<Pend
             session,
             earlier: ss.earlier,
         },
-        SessionOwner::Tool(_) => return None,
-    })
+    }
 }
 
 /// Model call `turn` of a session of `agent` (node `id`), sending `messages`, as step
@@ -551,6 +532,7 @@ pub(crate) fn model_call(
     step: u32,
 ) -> Call {
     let tool_choice = force.then(|| ToolChoice::Function(agent.exit().def.name.clone()));
+    let messages = in_reply_order(messages);
     Call::Model(Box::new(ModelCall {
         model: agent.model.as_str().into(),
         node: Arc::clone(id),
@@ -568,9 +550,11 @@ pub(crate) fn model_call(
     }))
 }
 
-/// The tool calls of `conversation`'s last reply not answered yet, and how many are:
-/// `None` when its last reply made no call or every call is answered.
-pub(crate) fn unanswered(conversation: &Session) -> Option<(&ChatMessage, usize)> {
+/// The tool calls of `conversation`'s last reply not answered yet, in its order: `None`
+/// when its last reply made no call or every call is answered. A call is answered by a
+/// `tool` message with its id; agent tools answer when their sessions end, so the
+/// answers may be stored in another order than the calls' (ADR 0046).
+pub(crate) fn unanswered(conversation: &Session) -> Option<(&ChatMessage, Vec<&ToolCall>)> {
     let at = conversation
         .messages
         .iter()
@@ -580,5 +564,45 @@ pub(crate) fn unanswered(conversation: &Session) -> Option<(&ChatMessage, usize)
     if after.iter().any(|m| m.role != ChatRole::Tool) {
         return None;
     }
-    (after.len() < reply.tool_calls.len()).then_some((reply, after.len()))
+    let answered = |id: &str| after.iter().any(|m| m.tool_call_id.as_deref() == Some(id));
+    let calls: Vec<&ToolCall> = reply
+        .tool_calls
+        .iter()
+        .filter(|c| !answered(&c.id))
+        .collect();
+    (!calls.is_empty()).then_some((reply, calls))
+}
+
+/// The place of call `call_id` among the tool calls of `conversation`'s last reply (0
+/// when it is not there).
+pub(crate) fn call_place(conversation: &Session, call_id: &str) -> usize {
+    conversation
+        .messages
+        .iter()
+        .rfind(|m| m.role == ChatRole::Assistant)
+        .and_then(|reply| reply.tool_calls.iter().position(|c| c.id == call_id))
+        .unwrap_or(0)
+}
+
+/// `messages` as a request sends them: the `tool` messages after the last reply in the
+/// order of its calls (an agent tool's answer may be stored after a later call's, ADR
+/// 0046), so the model always reads its results in the order it asked.
+pub(crate) fn in_reply_order(mut messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
+    let Some(at) = messages.iter().rposition(|m| m.role == ChatRole::Assistant) else {
+        return messages;
+    };
+    let (head, tail) = messages.split_at_mut(at + 1);
+    let reply = &head[at];
+    if tail.iter().all(|m| m.role == ChatRole::Tool) {
+        let place = |m: &ChatMessage| {
+            reply
+                .tool_calls
+                .iter()
+                .position(|c| Some(c.id.as_str()) == m.tool_call_id.as_deref())
+                .unwrap_or(usize::MAX)
+        };
+        // A stable sort: answers to unknown ids keep their order, at the end.
+        tail.sort_by_key(place);
+    }
+    messages
 }

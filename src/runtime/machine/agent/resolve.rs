@@ -13,12 +13,17 @@ pub(crate) fn resolve_session(work: &mut SessionWork, output: EffectOutput) {
             result,
             attempt,
             duration_us,
+            failed,
             ..
         } => {
             *attempt = output.attempt;
             *duration_us = output.duration_us;
             *result = Some(match output.result {
                 Ok(Produced::Reply(reply)) => Ok(*reply),
+                Ok(Produced::ModelFailed(f)) => {
+                    *failed = f.attempts;
+                    Err(Fault::Permanent(f.message))
+                }
                 Ok(_) => Err(Fault::Failed(
                     "was given something other than a model's reply".into(),
                 )),

@@ -9,8 +9,8 @@ use super::commit::{USAGE_UNKNOWN, call_usage, model_call_reason};
 use super::reply::{Verdict, ask_for_exit, judge};
 use crate::model::ChatMessage;
 use crate::runtime::data::{
-    CallRecord, ModelCallItem, NodeOutput, TerminationReason, ToolCallItem, ToolCallStatus,
-    TraceKind,
+    CallRecord, HttpAttempt, ModelCallItem, NodeOutput, TerminationReason, ToolCallItem,
+    ToolCallStatus, ToolCaller, TraceKind,
 };
 use crate::runtime::effects::{Fault, ModelReply};
 use crate::runtime::machine::commit::{Tx, attach_usage};
@@ -36,19 +36,20 @@ impl Tx<'_> {
     /// `index` of node `node` (for supervisor `sup`): one step, its `model_call` item and
     /// its usage; appends the reply to the conversation and reads it (a text reply that
     /// is no exit is answered with a request for the exit tool). `last`: the session
-    /// fails `agent_no_exit` without an exit in this reply.
+    /// fails `agent_no_exit` without an exit in this reply. `caller`: the tool call an
+    /// agent tool's session answers (named in the item's reason).
     pub(crate) fn model_committed(
         &mut self,
         (sup, node): (&Arc<str>, &Arc<str>),
-        agent: &AgentPlan,
+        (agent, caller): (&AgentPlan, Option<&ToolCaller>),
         index: u32,
         ((turn, attempt, duration_us), last): ((u32, u32, u64), bool),
-        result: Result<ModelReply, Fault>,
+        result: Result<ModelReply, (Fault, Vec<HttpAttempt>)>,
     ) -> TurnEnd {
         let model: Arc<str> = agent.model.as_str().into();
         let reply = match result {
             Ok(reply) => reply,
-            Err(fault) => {
+            Err((fault, failed_attempts)) => {
                 let msg = fault.describe().1.to_string();
                 self.run.steps += 1;
                 let it = self.record(TraceKind::ModelCall, Some(Arc::clone(sup)));
@@ -61,7 +62,7 @@ impl Tx<'_> {
                     model,
                     turn,
                     attempt,
-                    failed_attempts: Vec::new(),
+                    failed_attempts,
                     finish_reason: None,
                     usage_known: false,
                     error: Some(msg.clone()),
@@ -80,12 +81,19 @@ impl Tx<'_> {
         self.run.usage_total.add_all(&usage);
         self.run.steps += 1;
         let usage_known = usage.get(USAGE_UNKNOWN).is_none();
-        let reason = model_call_reason(
+        let mut reason = model_call_reason(
             (turn, attempt),
             &failed_attempts,
             finish_reason.as_deref(),
             usage_known,
         );
+        if let Some(c) = caller {
+            // Which call of which session this agent tool answers.
+            reason.push_str(&format!(
+                ", for tool call {} of session {}",
+                c.call, c.session
+            ));
+        }
         let it = self.record(TraceKind::ModelCall, Some(Arc::clone(sup)));
         it.source = Some(Arc::clone(node));
         it.target = Some(Arc::clone(&model));
@@ -135,14 +143,14 @@ impl Tx<'_> {
         if outcomes.iter().any(|o| o.cancelled) {
             return false;
         }
-        let first = self
-            .run
-            .sessions
-            .get(index as usize)
-            .and_then(super::plan::unanswered)
-            .map_or(0, |(_, answered)| answered);
         let mut messages = Vec::with_capacity(outcomes.len());
-        for (at, o) in outcomes.into_iter().enumerate() {
+        for o in outcomes {
+            // Its place in the reply (agent tools' answers may come later, ADR 0046).
+            let at = self
+                .run
+                .sessions
+                .get(index as usize)
+                .map_or(0, |s| super::plan::call_place(s, &o.call_id));
             if o.status != ToolCallStatus::Skipped {
                 self.run.steps += 1;
             }
@@ -157,7 +165,7 @@ impl Tx<'_> {
                 caller: Arc::clone(node),
                 tool: Arc::clone(&o.tool),
                 call_id: o.call_id.clone(),
-                index: u32::try_from(first + at).unwrap_or(u32::MAX),
+                index: u32::try_from(at).unwrap_or(u32::MAX),
                 status: o.status,
                 error: o.error,
             };

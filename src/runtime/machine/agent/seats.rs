@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::plan::model_call;
+use super::plan::{model_call, unanswered};
 use super::resolve::resolve_session;
 use super::seat_commit::TurnEnd;
 use super::templates::opening;
@@ -33,6 +33,22 @@ impl<'e> Planner<'e> {
         agent: &'e AgentPlan,
         view: Writes,
     ) -> (SeatStep<'e>, Option<Call>) {
+        let opened = opening(&np.id, agent, view, None);
+        self.seat_open(run, (position, offset), np, agent, opened)
+    }
+
+    /// Begins a session of agent `np` in a fork (at `position` among its members) with
+    /// `opened` (its opening messages, or why a template failed), its first model call
+    /// being step `run.steps + offset`: the seat and that call (`None` when the opening
+    /// failed: the seat then fails).
+    pub(crate) fn seat_open(
+        &self,
+        run: &RunState,
+        (position, offset): (usize, u32),
+        np: &'e NodePlan,
+        agent: &'e AgentPlan,
+        opened: Result<Vec<ChatMessage>, String>,
+    ) -> (SeatStep<'e>, Option<Call>) {
         let mut seat = SeatStep {
             position,
             np,
@@ -43,8 +59,10 @@ impl<'e> Planner<'e> {
             calls: false,
             own_turns: true,
             timed_out: None,
+            caller: None,
+            agent_tools: None,
         };
-        match opening(&np.id, agent, view, None) {
+        match opened {
             Ok(messages) => {
                 let step = run.steps.saturating_add(offset);
                 let force = agent.max_turns() <= 1;
@@ -55,6 +73,7 @@ impl<'e> Planner<'e> {
                     result: None,
                     attempt: 1,
                     duration_us: 0,
+                    failed: Vec::new(),
                 };
                 seat.calls = true;
                 (seat, Some(call))
@@ -84,8 +103,9 @@ impl<'e> Planner<'e> {
                 np.id
             ));
         };
-        let (work, call, steps) = self.session_next(run, (&np.id, agent), conversation, offset);
-        let seat = SeatStep {
+        let (work, call, steps, agents) =
+            self.session_next(run, (&np.id, agent), conversation, offset);
+        let mut seat = SeatStep {
             position,
             np,
             agent,
@@ -95,8 +115,18 @@ impl<'e> Planner<'e> {
             calls: call.is_some(),
             own_turns: true,
             timed_out: None,
+            caller: None,
+            agent_tools: None,
         };
-        Ok((seat, call, steps))
+        if agents.is_empty() {
+            return Ok((seat, call, steps));
+        }
+        // Agent tools called: the seat's call is a fork of its own calls and theirs.
+        let turn = conversation.turns();
+        let from = offset.saturating_add(steps);
+        let (call, taken) =
+            self.seat_agent_tools(run, (&mut seat, session, turn), call, agents, from);
+        Ok((seat, call, steps.saturating_add(taken)))
     }
 
     /// A team turn of member or lead `np` (at `position`, its model call being step
@@ -126,6 +156,8 @@ impl<'e> Planner<'e> {
             calls: false,
             own_turns: false,
             timed_out: None,
+            caller: None,
+            agent_tools: None,
         };
         let (mut messages, turn) = match session.and_then(|s| run.sessions.get(s as usize)) {
             Some(conversation) => (conversation.messages.clone(), conversation.turns()),
@@ -162,6 +194,7 @@ impl<'e> Planner<'e> {
             result: None,
             attempt: 1,
             duration_us: 0,
+            failed: Vec::new(),
         };
         seat.calls = true;
         (seat, Some(call))
@@ -209,8 +242,7 @@ impl<'e> Planner<'e> {
 pub(crate) fn mid_turn(run: &RunState, session: u32) -> bool {
     run.sessions
         .get(session as usize)
-        .and_then(|s| s.messages.last())
-        .is_some_and(|m| m.role == ChatRole::Assistant && !m.tool_calls.is_empty())
+        .is_some_and(|s| unanswered(s).is_some())
 }
 
 /// Feeds what a seat's call produced (a reply, tool results, or the fault) to its work.
@@ -222,6 +254,18 @@ pub(crate) fn resolve_seat(
     duration_us: u64,
     attempt: u32,
 ) {
+    let produced = match (seat.agent_tools.as_mut(), produced) {
+        (Some(tools), Ok(Produced::Reports(mut reports))) => {
+            // Its own tool calls (when it makes some), then its agent tools' (ADR 0046).
+            if tools.own_calls && !reports.is_empty() {
+                let own = reports.remove(0);
+                feed_own(&mut seat.work, own, attempt);
+            }
+            feed_seats(reports, &mut tools.seats, attempt);
+            return;
+        }
+        (_, produced) => produced,
+    };
     if let (SessionWork::Tools(outcomes), Err(Fault::Timeout(msg))) = (&mut seat.work, &produced) {
         for o in outcomes.iter_mut().filter(|o| o.content.is_none()) {
             let error = format!("tool `{}` was stopped: the advisor {msg}", o.tool);
@@ -238,6 +282,19 @@ pub(crate) fn resolve_seat(
         attempt,
     };
     resolve_session(&mut seat.work, output);
+}
+
+/// Feeds the report of a fork's member that ran a session's own tool calls (its reply's
+/// tool node calls beside its agent tools, ADR 0046) to their work.
+pub(crate) fn feed_own(work: &mut SessionWork, mut report: Report, attempt: u32) {
+    if let Some(result) = report.produced.take() {
+        let output = EffectOutput {
+            result,
+            duration_us: report.duration_us,
+            attempt,
+        };
+        resolve_session(work, output);
+    }
 }
 
 /// Feeds a fork's reports to the seats waiting on them (those making a call, in
@@ -260,6 +317,27 @@ pub(crate) fn feed_seats(
         }
     }
     plain
+}
+
+/// Whether the run was cancelled while seat `seat`'s call (or an agent tool's under
+/// it) ran.
+pub(crate) fn seat_cancelled(seat: &SeatStep<'_>) -> bool {
+    let own = match &seat.work {
+        SessionWork::Model { result, .. } => matches!(result, Some(Err(Fault::Cancelled))),
+        SessionWork::Tools(o) => o.iter().any(|o| o.cancelled),
+        SessionWork::Failed(_) => false,
+    };
+    own || seat
+        .agent_tools
+        .as_ref()
+        .is_some_and(|t| t.seats.iter().any(seat_cancelled))
+}
+
+/// Why agent tools' seats stopped their commit: a call passed its time limit (what to
+/// say), or the run was cancelled while they ran.
+pub(crate) enum ToolsStop {
+    Timeout(String),
+    Cancelled,
 }
 
 /// How a seat's call leaves its member.
@@ -328,8 +406,12 @@ impl Tx<'_> {
     /// (a step and an item each, the messages appended, the usage counted).
     pub(crate) fn seat(&mut self, sup: &Arc<str>, mut seat: SeatStep<'_>) -> SeatEnd {
         let node = Arc::clone(&seat.np.id);
+        if seat_cancelled(&seat) {
+            return SeatEnd::Cancelled;
+        }
+        let agent_tools = seat.agent_tools.take();
         let work = std::mem::replace(&mut seat.work, SessionWork::Failed(String::new()));
-        let timeout = match &work {
+        let mut timeout = match &work {
             SessionWork::Failed(message) => {
                 // Its opening failed: the step planned for its first call is counted.
                 self.run.steps += 1;
@@ -359,14 +441,22 @@ impl Tx<'_> {
                 i
             }
             None => {
-                let visit = self.run.visits.get(&*node).copied().unwrap_or(0) + 1;
+                let visit = match &seat.caller {
+                    // An agent tool's sessions are its calls: this is the next one.
+                    Some(_) => {
+                        let n = self.run.sessions.iter().filter(|s| s.node == node).count();
+                        u32::try_from(n).unwrap_or(u32::MAX)
+                    }
+                    None => self.run.visits.get(&*node).copied().unwrap_or(0),
+                }
+                .saturating_add(1);
                 self.run.sessions.push(Session {
                     node: Arc::clone(&node),
                     visit,
                     model: seat.agent.model.clone(),
                     step: self.run.steps,
                     messages: std::mem::take(&mut seat.opening),
-                    caller: None,
+                    caller: seat.caller.clone(),
                 });
                 u32::try_from(self.run.sessions.len() - 1).unwrap_or(u32::MAX)
             }
@@ -377,18 +467,31 @@ impl Tx<'_> {
                 result,
                 attempt,
                 duration_us,
+                failed,
             } => {
-                let result = result.unwrap_or_else(|| {
-                    Err(Fault::Failed(
-                        "was committed before its reply arrived".into(),
-                    ))
-                });
+                let result = result
+                    .unwrap_or_else(|| {
+                        Err(Fault::Failed(
+                            "was committed before its reply arrived".into(),
+                        ))
+                    })
+                    .map_err(|fault| (fault, failed));
                 let last = seat.own_turns && turn >= seat.agent.max_turns();
                 let call = ((turn, attempt, duration_us), last);
-                self.model_committed((sup, &node), seat.agent, index, call, result)
+                let agent = (seat.agent, seat.caller.as_ref());
+                self.model_committed((sup, &node), agent, index, call, result)
             }
             SessionWork::Tools(outcomes) => {
                 self.tools_committed((sup, &node), index, outcomes);
+                let below = agent_tools.map_or(Ok(()), |t| self.tool_seats_committed(sup, t.seats));
+                match below {
+                    Ok(()) => {}
+                    Err(ToolsStop::Cancelled) => return SeatEnd::Cancelled,
+                    Err(ToolsStop::Timeout(msg)) => {
+                        seat.timed_out.get_or_insert(msg);
+                        timeout = true;
+                    }
+                }
                 match seat.timed_out.take() {
                     Some(msg) => TurnEnd::Failed(
                         TerminationReason::NodeFailed,
