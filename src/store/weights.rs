@@ -8,13 +8,18 @@
 //! five times its deltas at most: a snapshot that grows with the state is written at
 //! geometrically spaced steps, not every N steps (which costs quadratic time and space).
 //!
-//! Both are weighed without their trace items (ADR 0049): the trace is append-only, each
-//! item is read once by a load whether it comes from the snapshot or from a delta after
-//! it, so trace items replayed cost a load nothing a snapshot would save. Weighing them
-//! (format 6 and before) fired a snapshot at almost every batch of pure steps, each
-//! rewriting the whole trace: quadratic in the trace's length. A run loaded in this
-//! process is weighed as stored, trace included, until its next snapshot (an estimate
-//! on the safe side: it brings that snapshot forward).
+//! The deltas are weighed without their trace items (ADR 0049): the trace is
+//! append-only, each item is read once by a load whether it comes from the snapshot or
+//! from a delta after it, so trace items replayed cost a load nothing a snapshot would
+//! save. Weighing them (format 6 and before) fired a snapshot at almost every batch of
+//! pure steps, each rewriting the whole trace: quadratic in the trace's length. The
+//! snapshot is weighed whole, trace included, since that is what writing the next one
+//! costs: weighed without its trace, the snapshot of a small state fell due every few
+//! checkpoints under `--checkpoints steps`, each rewriting the whole trace (quadratic
+//! again). So a run writes snapshots of about four times its deltas' bytes (trace aside)
+//! at most, and trace growth alone writes none. A run loaded in this process is weighed
+//! as stored, trace included, until its next snapshot (an estimate on the safe side: it
+//! brings that snapshot forward).
 //!
 //! Complexity: O(1) per checkpoint to decide (a hash map entry per run being written).
 
@@ -23,8 +28,8 @@ use std::sync::Mutex;
 
 use crate::runtime::{RunId, RunState, RunStatus};
 
-/// How much a run's latest snapshot and the deltas after it weigh (bytes of JSON, their
-/// trace items aside).
+/// How much a run's latest snapshot (bytes of JSON, whole) and the deltas after it (their
+/// trace items aside) weigh.
 #[derive(Debug, Clone, Copy)]
 struct Weight {
     snapshot: usize,
@@ -93,8 +98,8 @@ impl Weights {
         })
     }
 
-    /// Records a checkpoint of `delta_bytes` (and a snapshot of `snapshot` bytes if one),
-    /// both without their trace items, for run `id`, which is still `running` or not.
+    /// Records a checkpoint of `delta_bytes` (its trace items aside) and a snapshot of
+    /// `snapshot` bytes (whole) if one, for run `id`, which is still `running` or not.
     pub(crate) fn weigh(
         &self,
         id: RunId,

@@ -302,8 +302,11 @@ impl<B: Backend> Store<B> {
         let snapshot = self
             .wants_snapshot(id, seq, run, delta_weight)
             .then(|| to_json_and_trace_bytes(run));
-        let snapshot_weight = snapshot.as_ref().map(|(text, trace)| text.len() - trace);
+        // A snapshot is weighed whole, trace included: what writing the next one costs
+        // (ADR 0049). Weighed without its trace, a small state's snapshot fell due at
+        // almost every checkpoint and each rewrote the whole trace.
         let snapshot = snapshot.map(|(text, _)| text);
+        let snapshot_weight = snapshot.as_ref().map(String::len);
         let document = document.map(|(doc, digest)| {
             let text = serde_json::to_string(doc).expect("a document is plain data");
             (text, digest)
