@@ -98,15 +98,17 @@ impl Weights {
         })
     }
 
-    /// Records a checkpoint of `delta_bytes` (its trace items aside) and a snapshot of
-    /// `snapshot` bytes (whole) if one, for run `id`, which is still `running` or not.
+    /// Records a checkpoint of `delta_bytes` (its trace items aside) and its snapshot's
+    /// text if it carried one (weighed whole), for run `id`, which is still `running` or
+    /// not.
     pub(crate) fn weigh(
         &self,
         id: RunId,
         running: bool,
         delta_bytes: usize,
-        snapshot: Option<usize>,
+        snapshot: Option<&str>,
     ) {
+        let snapshot = snapshot.map(str::len);
         self.with(|map| {
             if !running {
                 map.remove(&id);

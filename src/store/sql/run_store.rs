@@ -302,11 +302,8 @@ impl<B: Backend> Store<B> {
         let snapshot = self
             .wants_snapshot(id, seq, run, delta_weight)
             .then(|| to_json_and_trace_bytes(run));
-        // A snapshot is weighed whole, trace included: what writing the next one costs
-        // (ADR 0049). Weighed without its trace, a small state's snapshot fell due at
-        // almost every checkpoint and each rewrote the whole trace.
+        // A snapshot is weighed whole, trace included (`Weights::weigh`, ADR 0049).
         let snapshot = snapshot.map(|(text, _)| text);
-        let snapshot_weight = snapshot.as_ref().map(String::len);
         let document = document.map(|(doc, digest)| {
             let text = serde_json::to_string(doc).expect("a document is plain data");
             (text, digest)
@@ -375,7 +372,7 @@ impl<B: Backend> Store<B> {
             }
         };
         self.weights
-            .weigh(id, running, delta_weight, snapshot_weight);
+            .weigh(id, running, delta_weight, snapshot.as_deref());
         // Not running any more, runs waiting on this one may be runnable now: the
         // checkpoint statement told the listening workers (`Dialect::checkpoint`).
         info_from_row(&row, now)
