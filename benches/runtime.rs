@@ -4,7 +4,7 @@
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use pactgraph::GraphBuilder;
 use pactgraph::contracts::WorkflowDocument;
-use pactgraph::runtime::{Executor, ExecutorBuilder, NodeInput};
+use pactgraph::runtime::{Executor, ExecutorBuilder, NodeInput, RunEvents};
 use pactgraph::validator::ValidGraph;
 use serde_json::{Map, Value, json};
 
@@ -221,5 +221,54 @@ fn policy_run(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench, policy_run);
+/// A whole run of 2,000 `set` steps with no event subscriber, with one whose buffer never
+/// fills, and with one that never reads (buffer 16, full from the first steps): a stalled
+/// subscriber must cost no more than a roomy one (brief 11: a slow subscriber never slows
+/// the run; drops are counted instead).
+fn run_events(c: &mut Criterion) {
+    const STEPS: u32 = 2_000;
+    let ex = executor(json!({
+        "workflow": "ticker",
+        "slices": {"n": {}},
+        "budgets": {"max_steps": STEPS},
+        "entry": "root",
+        "supervisors": {"root": {"allow": ["tick"], "default": {"stop_global": {}}}},
+        "nodes": {"tick": {"supervisor": "root", "reads": ["n"], "writes": ["n"],
+            "triggers": [{"priority": 1, "when": true}],
+            "run": {"set": {"n": 1}}}}
+    }));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let mut group = c.benchmark_group("run_events");
+    for (label, buffer) in [
+        ("none", None),
+        ("roomy", Some(1_000_000)),
+        ("stalled_16", Some(16)),
+    ] {
+        group.bench_function(label, |b| {
+            b.iter_batched(
+                || {
+                    let Some(buffer) = buffer else {
+                        return (ex.clone(), None);
+                    };
+                    let events = RunEvents::new();
+                    let sub = events.subscribe(buffer);
+                    (ex.with_events(events), Some(sub))
+                },
+                |(ex, sub)| {
+                    let run = ex.start(json!({})).expect("starts");
+                    let outcome = rt.block_on(ex.run(run));
+                    assert_eq!(outcome.steps, STEPS);
+                    drop(sub);
+                },
+                BatchSize::SmallInput,
+            );
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, policy_run, run_events);
 criterion_main!(benches);

@@ -5,10 +5,10 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pactgraph::runtime::{
-    EventKind, Executor, RunEvent, RunEvents, RunId, RunRecord, RunStatus, Subscription,
+    EventKind, RunEvent, RunEvents, RunId, RunRecord, RunStatus, Subscription,
 };
 use pactgraph::store::{CreateOptions, DriveOptions, RunStore, StoredStatus, drive, drive_with};
 use proptest::prelude::*;
@@ -114,49 +114,23 @@ fn outcome_id(events: &[RunEvent]) -> RunId {
     events[0].run_id
 }
 
-/// Proves a subscriber that never reads does not slow a run: a 2,000-step run with one
-/// whose buffer (16) is full from the first steps on takes no longer than with one whose
-/// buffer never fills (both pay the publishing; a stalled reader adds nothing); the
-/// buffer holds the 16 newest events and the first one delivered says how many were
-/// dropped. The cost of publishing itself (against no subscriber) is printed.
+/// Proves a subscriber that never reads cannot hold a run back: a 2,000-step run with one
+/// whose buffer (16) is full from the first steps on runs to its end (publishing never
+/// waits for a reader: a blocking publish would hang here), the buffer holds the 16
+/// newest events and the first one delivered says how many were dropped. What such a
+/// subscriber costs in time is measured by `cargo bench --bench runtime -- run_events`,
+/// not here (performance is checked by benchmarks, not timed tests).
 #[test]
 fn a_subscriber_that_never_reads_does_not_slow_a_run() {
     const STEPS: u32 = 2_000;
     let ex = builder(graph(ticker(STEPS))).build().unwrap();
     let rt = rt();
-    let time = |ex: &Executor| {
-        let run = ex.start(json!({})).unwrap();
-        let start = Instant::now();
-        let outcome = rt.block_on(ex.run(run));
-        assert_eq!(outcome.steps, STEPS);
-        start.elapsed()
-    };
-    let (mut none, mut roomy, mut stalled) = (Duration::MAX, Duration::MAX, Duration::MAX);
-    let mut last_sub = None;
-    // Interleaved, best of five each: the machine is shared.
-    for _ in 0..5 {
-        none = none.min(time(&ex));
-        let events = RunEvents::new();
-        let _kept = events.subscribe(1_000_000);
-        roomy = roomy.min(time(&ex.with_events(events)));
-        let events = RunEvents::new();
-        let sub = events.subscribe(16);
-        stalled = stalled.min(time(&ex.with_events(events)));
-        last_sub = Some(sub);
-    }
-    let per_step = |d: Duration| d.as_nanos() as f64 / f64::from(STEPS) / 1000.0;
-    eprintln!(
-        "2,000 steps, µs/step (best of 5): {:.2} without a subscriber, {:.2} with one whose \
-         buffer never fills, {:.2} with one that never reads (buffer 16, full)",
-        per_step(none),
-        per_step(roomy),
-        per_step(stalled)
-    );
-    assert!(
-        stalled < roomy + roomy / 2 + Duration::from_millis(10),
-        "{stalled:?} with a stalled subscriber against {roomy:?} with a roomy one"
-    );
-    let mut sub = last_sub.unwrap();
+    let events = RunEvents::new();
+    let mut sub = events.subscribe(16);
+    let ex = ex.with_events(events);
+    let run = ex.start(json!({})).unwrap();
+    let outcome = rt.block_on(ex.run(run));
+    assert_eq!(outcome.steps, STEPS);
     assert_eq!(sub.buffered(), 16);
     let got = drain(&mut sub);
     let last = got.last().unwrap();
