@@ -43,14 +43,32 @@ fn advised(members: usize, base_url: &str) -> Executor {
                "advisors": {"members": ids, "slice": "advice"},
                "triggers": [{"priority": 1, "when": {"path": "/out", "exists": false}}]}),
     );
+    executor(
+        "agent-advisors",
+        json!({"request": {}, "advice": {}, "out": {}}),
+        "primary",
+        nodes,
+        base_url,
+    )
+}
+
+/// The bench workflow `workflow`: `slices`, one supervisor `boss` allowed `allowed`, `nodes`,
+/// and one model `default` at `base_url` (no key, no retries).
+fn executor(
+    workflow: &str,
+    slices: serde_json::Value,
+    allowed: &str,
+    nodes: serde_json::Map<String, serde_json::Value>,
+    base_url: &str,
+) -> Executor {
     let doc = WorkflowDocument::from_value(json!({
-        "workflow": "agent-advisors",
-        "slices": {"request": {}, "advice": {}, "out": {}},
+        "workflow": workflow,
+        "slices": slices,
         "models": {"default": {"base_url": base_url, "model": "m",
                                "api_key_env": "PACTGRAPH_BENCH_NO_KEY", "max_retries": 0}},
         "budgets": {"max_steps": 100},
         "entry": "boss",
-        "supervisors": {"boss": {"allow": ["primary"], "default": {"stop_global": {}}}},
+        "supervisors": {"boss": {"allow": [allowed], "default": {"stop_global": {}}}},
         "nodes": nodes
     }))
     .expect("valid");
@@ -60,12 +78,17 @@ fn advised(members: usize, base_url: &str) -> Executor {
         .expect("builds")
 }
 
-fn agent_advisors(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
+/// The runtime both benches drive their executor on (two workers, as the machine's cores).
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .expect("a tokio runtime");
+        .expect("a tokio runtime")
+}
+
+fn agent_advisors(c: &mut Criterion) {
+    let rt = runtime();
     let server = rt.block_on(ChatServer::start([]));
     let members = 8;
     let ex = advised(members, &server.base_url());
@@ -115,29 +138,11 @@ fn with_agent_tools(tools: usize, base_url: &str) -> Executor {
                "run": {"agent": {"prompt": "go", "tools": ids}},
                "triggers": [{"priority": 1, "when": {"path": "/out", "exists": false}}]}),
     );
-    let doc = WorkflowDocument::from_value(json!({
-        "workflow": "agent-tools",
-        "slices": {"out": {}},
-        "models": {"default": {"base_url": base_url, "model": "m",
-                               "api_key_env": "PACTGRAPH_BENCH_NO_KEY", "max_retries": 0}},
-        "budgets": {"max_steps": 100},
-        "entry": "boss",
-        "supervisors": {"boss": {"allow": ["agent"], "default": {"stop_global": {}}}},
-        "nodes": nodes
-    }))
-    .expect("valid");
-    let graph = GraphBuilder::from_document(doc).build().expect("resolves");
-    Executor::builder(ValidGraph::new(graph).expect("the bench workflow is valid"))
-        .build()
-        .expect("builds")
+    executor("agent-tools", json!({"out": {}}), "agent", nodes, base_url)
 }
 
 fn agent_tools(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let rt = runtime();
     let server = rt.block_on(ChatServer::start([]));
     let tools = 4;
     let ex = with_agent_tools(tools, &server.base_url());
