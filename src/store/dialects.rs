@@ -87,19 +87,26 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
 });
 
 /// PostgreSQL's checkpoint statement, of a checkpoint carrying a snapshot or not (binds as
-/// [`Dialect::checkpoint`]'s; the one without a snapshot ignores `$14`, the one with it
-/// `$13`). Two statements rather than one whose clauses test `$14`: the server plans a
-/// prepared statement's generic plan once, but only when it does not look dearer than
-/// the plans made for the values bound, and with clauses that only those values switch
-/// off (a snapshot's deletes) it always looked dearer, so every execution was planned
-/// again, about as much server time as executing it (ADR 0050).
+/// [`Dialect::checkpoint`]'s; the one without a snapshot ignores `$11`, `$12` and `$14`,
+/// the one with it `$13`). Two statements rather than one whose clauses test `$14`: the
+/// server plans a prepared statement's generic plan once, but only when it does not look
+/// dearer than the plans made for the values bound, and with clauses that only those
+/// values switch off (a snapshot's deletes) it always looked dearer, so every execution
+/// was planned again, about as much server time as executing it (ADR 0050).
+///
+/// The one without a snapshot is what every checkpoint of `--checkpoints steps` runs, so
+/// it does the least (ADR 0054): no document clause (a checkpoint carrying a document
+/// always carries a snapshot: `Store::checkpoint_once`), the run row's digest left as it
+/// is, and a step row with no foreign key to check (format 9).
 fn postgres_checkpoint(snapshot: bool) -> String {
-    // With a snapshot it replaces the run's snapshot and the step rows before it;
-    // without, a step row.
-    let (snapshot_seq, writes) = if snapshot {
+    // With a snapshot (and maybe a new document) it replaces the run's snapshot and the
+    // step rows before it; without, a step row.
+    let (sets, writes) = if snapshot {
         (
-            "snapshot_seq = $2, ",
-            "sn AS (INSERT INTO snapshots (run_id, seq, run_state) SELECT $1, $2, $14 \
+            "digest = COALESCE($11, digest), snapshot_seq = $2, ",
+            "doc AS (INSERT INTO documents (digest, document) SELECT $11, $12 FROM up \
+               WHERE $12::TEXT IS NOT NULL ON CONFLICT (digest) DO NOTHING), \
+             sn AS (INSERT INTO snapshots (run_id, seq, run_state) SELECT $1, $2, $14 \
                FROM up), \
              ds AS (DELETE FROM snapshots WHERE run_id = $1 AND seq < $2 \
                AND EXISTS (SELECT 1 FROM up)), \
@@ -119,13 +126,11 @@ fn postgres_checkpoint(snapshot: bool) -> String {
     format!(
         "WITH up AS (UPDATE runs SET seq = $2, steps = $3, status = $4, \
            termination_reason = $5, updated_ms = COALESCE($6::BIGINT, {POSTGRES_NOW}), \
-           digest = COALESCE($11, digest), {snapshot_seq}\
+           {sets}\
            attempt_key = CASE WHEN $8 THEN $9 ELSE attempt_key END, \
            attempt = CASE WHEN $8 THEN $10 ELSE attempt END \
          WHERE id = $1 AND seq = $2 - 1 AND owner = $7 \
            AND lease_expires_ms > COALESCE($6::BIGINT, {POSTGRES_NOW}) RETURNING {INFO}), \
-         doc AS (INSERT INTO documents (digest, document) SELECT $11, $12 FROM up \
-           WHERE $12::TEXT IS NOT NULL ON CONFLICT (digest) DO NOTHING), \
          {writes}, \
          ev AS (INSERT INTO events (run_id, seq, event) \
            SELECT $1, $16 + e.n - 1, convert_from(substring($15::BYTEA \

@@ -54,6 +54,11 @@ static MIGRATIONS: &[Step] = &[
         "event blob",
         include_str!("../../../migrations/sqlite/0007_event_blob.sql"),
     ),
+    (
+        9,
+        "format nine",
+        include_str!("../../../migrations/sqlite/0009_format_nine.sql"),
+    ),
 ];
 
 impl SqliteStore {
