@@ -260,3 +260,82 @@ fn snapshots_are_compressed_with_lz4_where_the_server_has_it() {
         store.close().await;
     });
 }
+
+/// Proves the checkpoint's notifications (the answer's `told` and `woke` columns): a
+/// committed checkpoint wakes the run's followers (`event_wakeups`); one that leaves the
+/// run running wakes no worker, one that ends it wakes the workers (`wakeups`: runs
+/// depending on it may be runnable); a refused checkpoint wakes nobody. Real
+/// `LISTEN`/`NOTIFY`; the waits for silence are 700 ms, for a word 10 s.
+#[test]
+fn a_checkpoint_tells_followers_and_at_the_end_workers() {
+    if pg_url().is_none() {
+        eprintln!("PG_URL is not set: skipped");
+        return;
+    }
+    let schema = Schema::new();
+    rt().block_on(async {
+        let store = PgStore::open(&schema.url).await.expect("opens");
+        // One step, then the guard stops the run at the second.
+        let g = graph(ticker(1));
+        let document = g.to_document();
+        let ex = builder(g).build().expect("builds");
+        let mut run = ex.start(json!({})).expect("starts");
+        let record = RunRecord::new(document, run.clone());
+        let id = record.run_id;
+        store
+            .create(&record, &CreateOptions::default())
+            .await
+            .expect("creates");
+        store.claim(id, "a", LEASE).await.expect("claims");
+        let followers = store.event_wakeups(id).await.expect("listens for events");
+        let workers = store.wakeups().await.expect("listens for runnable runs");
+        let silent = Duration::from_millis(700);
+        let said = Duration::from_secs(10);
+
+        let before = Before::of(&run);
+        ex.step(&mut run).await;
+        assert!(run.is_running());
+        let delta = StepDelta::between(&before, &run);
+        // Refused (not the holder): nobody is told.
+        assert!(
+            store
+                .checkpoint(id, "b", Checkpoint::new(1, &delta, &run))
+                .await
+                .is_err()
+        );
+        assert!(
+            tokio::time::timeout(silent, followers.next())
+                .await
+                .is_err(),
+            "a refused checkpoint woke the run's followers"
+        );
+        // Committed, still running: the followers, not the workers.
+        store
+            .checkpoint(id, "a", Checkpoint::new(1, &delta, &run))
+            .await
+            .expect("checkpoints");
+        tokio::time::timeout(said, followers.next())
+            .await
+            .expect("the followers are told of the checkpoint");
+        assert!(
+            tokio::time::timeout(silent, workers.next()).await.is_err(),
+            "a checkpoint of a running run woke the workers"
+        );
+        // The run ends: both.
+        let before = Before::of(&run);
+        ex.step(&mut run).await;
+        assert_eq!(run.status(), RunStatus::Stopped);
+        let delta = StepDelta::between(&before, &run);
+        store
+            .checkpoint(id, "a", Checkpoint::new(2, &delta, &run))
+            .await
+            .expect("checkpoints the end");
+        tokio::time::timeout(said, followers.next())
+            .await
+            .expect("the followers are told of the end");
+        tokio::time::timeout(said, workers.next())
+            .await
+            .expect("the workers are told the run stopped running");
+        store.close().await;
+    });
+}
