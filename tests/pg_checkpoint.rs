@@ -10,7 +10,7 @@ mod support;
 
 use std::time::Duration;
 
-use pactgraph::runtime::{RunId, RunRecord, RunStatus};
+use pactgraph::runtime::{Executor, RunId, RunRecord, RunState, RunStatus};
 use pactgraph::store::{
     Before, Checkpoint, Checkpoints, CreateOptions, DriveOptions, PgStore, PruneFilter, RunStore,
     StepDelta, StoreError, StoredStatus, drive,
@@ -34,6 +34,51 @@ fn ticker(max_steps: u32) -> serde_json::Value {
             "triggers": [{"priority": 1, "when": true}],
             "run": {"set": {"n": 1}}}}
     })
+}
+
+/// The executor of a ticker of `max_steps` and a new run of it, created in `store`.
+async fn created(store: &PgStore, max_steps: u32) -> (Executor, RunRecord) {
+    let g = graph(ticker(max_steps));
+    let document = g.to_document();
+    let ex = builder(g).build().expect("builds");
+    let record = RunRecord::new(document, ex.start(json!({})).expect("starts"));
+    store
+        .create(&record, &CreateOptions::default())
+        .await
+        .expect("creates");
+    (ex, record)
+}
+
+/// Drives run `id` checkpointing every step, at most `checkpoints` times when given.
+async fn drive_steps(
+    ex: &Executor,
+    store: &PgStore,
+    id: RunId,
+    checkpoints: Option<u64>,
+) -> RunState {
+    let options = DriveOptions::default().checkpoints(Checkpoints::Steps);
+    let options = match checkpoints {
+        Some(n) => options.max_checkpoints(n),
+        None => options,
+    };
+    drive(ex, store, id, "w", &options).await.expect("drives")
+}
+
+/// Asserts that `a` and `b` are the same run state, byte for byte as JSON.
+fn assert_same_run(a: &RunState, b: &RunState) {
+    assert_eq!(
+        serde_json::to_value(a).expect("serializes"),
+        serde_json::to_value(b).expect("serializes")
+    );
+}
+
+/// A schema of this test's own on `PG_URL`'s server, or `None` (said) without one.
+fn schema() -> Option<Schema> {
+    if pg_url().is_none() {
+        eprintln!("PG_URL is not set: skipped");
+        return None;
+    }
+    Some(Schema::new())
 }
 
 /// The step rows and snapshots run `id` has in the store's schema.
@@ -76,23 +121,11 @@ async fn last_written(url: &str, id: RunId) -> i64 {
 /// that the run's first checkpoint carries).
 #[test]
 fn a_checkpoint_writes_a_step_row_only_for_the_run_it_fences() {
-    if pg_url().is_none() {
-        eprintln!("PG_URL is not set: skipped");
-        return;
-    }
-    let schema = Schema::new();
+    let Some(schema) = schema() else { return };
     rt().block_on(async {
         let store = PgStore::open(&schema.url).await.expect("opens");
-        let g = graph(ticker(10));
-        let document = g.to_document();
-        let ex = builder(g).build().expect("builds");
-        let mut run = ex.start(json!({})).expect("starts");
-        let record = RunRecord::new(document, run.clone());
-        let id = record.run_id;
-        store
-            .create(&record, &CreateOptions::default())
-            .await
-            .expect("creates");
+        let (ex, record) = created(&store, 10).await;
+        let (id, mut run) = (record.run_id, record.run);
         store.claim(id, "a", LEASE).await.expect("claims");
         let before = Before::of(&run);
         ex.step(&mut run).await;
@@ -140,11 +173,7 @@ fn a_checkpoint_writes_a_step_row_only_for_the_run_it_fences() {
 /// it loads as before.
 #[test]
 fn a_pruned_run_takes_its_step_rows_and_snapshots_along() {
-    if pg_url().is_none() {
-        eprintln!("PG_URL is not set: skipped");
-        return;
-    }
-    let schema = Schema::new();
+    let Some(schema) = schema() else { return };
     rt().block_on(async {
         // A snapshot every 4 checkpoints: both tables have rows of each run.
         let store = PgStore::open_with(
@@ -153,26 +182,12 @@ fn a_pruned_run_takes_its_step_rows_and_snapshots_along() {
         )
         .await
         .expect("opens");
-        let g = graph(ticker(10));
-        let document = g.to_document();
-        let ex = builder(g).build().expect("builds");
         // Two runs: one driven to its end (`stopped` by `max_steps`), the other for six
         // checkpoints and let go (`interrupted`), so a prune of stopped runs takes one.
         let mut ids = Vec::new();
         for checkpoints in [None, Some(6)] {
-            let record = RunRecord::new(document.clone(), ex.start(json!({})).expect("starts"));
-            store
-                .create(&record, &CreateOptions::default())
-                .await
-                .expect("creates");
-            let options = DriveOptions::default().checkpoints(Checkpoints::Steps);
-            let options = match checkpoints {
-                Some(n) => options.max_checkpoints(n),
-                None => options,
-            };
-            let run = drive(&ex, &store, record.run_id, "w", &options)
-                .await
-                .expect("drives");
+            let (ex, record) = created(&store, 10).await;
+            let run = drive_steps(&ex, &store, record.run_id, checkpoints).await;
             assert_eq!(run.status() == RunStatus::Stopped, checkpoints.is_none());
             ids.push(record.run_id);
         }
@@ -193,10 +208,7 @@ fn a_pruned_run_takes_its_step_rows_and_snapshots_along() {
         assert_eq!(rows_of(&schema.url, doomed).await, (0, 0));
         assert_eq!(rows_of(&schema.url, kept).await, kept_rows);
         let again = store.load(kept).await.expect("still loads");
-        assert_eq!(
-            serde_json::to_value(&again.record.run).expect("serializes"),
-            serde_json::to_value(&kept_run.record.run).expect("serializes")
-        );
+        assert_same_run(&again.record.run, &kept_run.record.run);
         assert_eq!(again.record.seq, kept_run.record.seq);
         store.close().await;
     });
@@ -208,11 +220,7 @@ fn a_pruned_run_takes_its_step_rows_and_snapshots_along() {
 /// it ended.
 #[test]
 fn snapshots_are_compressed_with_lz4_where_the_server_has_it() {
-    if pg_url().is_none() {
-        eprintln!("PG_URL is not set: skipped");
-        return;
-    }
-    let schema = Schema::new();
+    let Some(schema) = schema() else { return };
     rt().block_on(async {
         let store = PgStore::open_with(
             &schema.url,
@@ -240,23 +248,10 @@ fn snapshots_are_compressed_with_lz4_where_the_server_has_it() {
         .expect("reads the column's compression");
         assert_eq!(method == "l", offered, "compression {method:?}");
 
-        let g = graph(ticker(300));
-        let document = g.to_document();
-        let ex = builder(g).build().expect("builds");
-        let record = RunRecord::new(document, ex.start(json!({})).expect("starts"));
-        store
-            .create(&record, &CreateOptions::default())
-            .await
-            .expect("creates");
-        let options = DriveOptions::default().checkpoints(Checkpoints::Steps);
-        let run = drive(&ex, &store, record.run_id, "w", &options)
-            .await
-            .expect("drives");
+        let (ex, record) = created(&store, 300).await;
+        let run = drive_steps(&ex, &store, record.run_id, None).await;
         let loaded = store.load(record.run_id).await.expect("loads");
-        assert_eq!(
-            serde_json::to_value(&loaded.record.run).expect("serializes"),
-            serde_json::to_value(&run).expect("serializes")
-        );
+        assert_same_run(&loaded.record.run, &run);
         store.close().await;
     });
 }
@@ -268,24 +263,12 @@ fn snapshots_are_compressed_with_lz4_where_the_server_has_it() {
 /// `LISTEN`/`NOTIFY`; the waits for silence are 700 ms, for a word 10 s.
 #[test]
 fn a_checkpoint_tells_followers_and_at_the_end_workers() {
-    if pg_url().is_none() {
-        eprintln!("PG_URL is not set: skipped");
-        return;
-    }
-    let schema = Schema::new();
+    let Some(schema) = schema() else { return };
     rt().block_on(async {
         let store = PgStore::open(&schema.url).await.expect("opens");
         // One step, then the guard stops the run at the second.
-        let g = graph(ticker(1));
-        let document = g.to_document();
-        let ex = builder(g).build().expect("builds");
-        let mut run = ex.start(json!({})).expect("starts");
-        let record = RunRecord::new(document, run.clone());
-        let id = record.run_id;
-        store
-            .create(&record, &CreateOptions::default())
-            .await
-            .expect("creates");
+        let (ex, record) = created(&store, 1).await;
+        let (id, mut run) = (record.run_id, record.run);
         store.claim(id, "a", LEASE).await.expect("claims");
         let followers = store.event_wakeups(id).await.expect("listens for events");
         let workers = store.wakeups().await.expect("listens for runnable runs");
