@@ -20,6 +20,12 @@
 //!   the kept events came in order, each once (`seq` 1, 2, 3, ... with no gap). The
 //!   iteration then checks that every client saw the same events, as many as ids (every
 //!   event a kept one, none missed), and more of them than the loop's 1,000 steps.
+//!   The clients stand for browsers on other machines: their CPU on this one is not the
+//!   product's cost, so each client thread runs at the lowest priority (niceness 19, on
+//!   Linux; [`watch`]), below the worker being timed (the process's priority) and the
+//!   server's serving threads (`--serve-nice`, 10 by default; ADR 0052). What is timed is
+//!   then what the product decides: whether the server's fan-out, at its niceness, takes
+//!   the cores from a run.
 //!
 //! Run one group at a time, short: `cargo bench --bench serve -- sse --measurement-time
 //! 3`. Figures in docs/performance.md.
@@ -31,6 +37,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
+use pactgraph::serve::priority::{NICEST, lower_current_thread};
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_pactgraph");
@@ -255,8 +262,14 @@ struct Seen {
 
 /// A watcher of run `id`, as cheap as a real SSE client can be (see the module docs):
 /// reads lines into one buffer, counts `data:` lines, parses `id:` lines and panics unless
-/// they go 1, 2, 3, ... Reads until the server ends the stream.
+/// they go 1, 2, 3, ... Reads until the server ends the stream. Its thread runs at
+/// niceness 19 (a browser elsewhere: see the module docs); where it cannot (not Linux),
+/// it says so once and reads at the bench's priority.
 fn watch(addr: &str, id: &str) -> Seen {
+    if let Err(e) = lower_current_thread(NICEST) {
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| eprintln!("sse watchers at the bench's priority: {e}"));
+    }
     let mut s = TcpStream::connect(addr).expect("connects");
     write!(
         s,
