@@ -29,9 +29,9 @@
 //!   default; ADR 0052). What is timed is then what the product decides: whether the
 //!   server's fan-out, at its niceness, takes the cores from a run.
 //!
-//! `PACTGRAPH_SSE_NICE=0` starts the server with `--serve-nice 0` (its serving threads at
-//! the runs' priority, as before ADR 0052), the clients unchanged: the product's half of
-//! the comparison.
+//! `PACTGRAPH_SSE_NICE=N` starts the server with `--serve-nice N` (default 10); 0 serves
+//! at the runs' priority, as before ADR 0052, the clients unchanged: the product's half
+//! of the comparison.
 //!
 //! Run one group at a time, short: `cargo bench --bench serve -- sse --measurement-time
 //! 3`. Figures in docs/performance.md.
@@ -85,10 +85,13 @@ struct Server {
     addr: String,
 }
 
-/// False when `PACTGRAPH_SSE_NICE=0` asks for a server serving at the runs' priority (the
-/// module docs).
-fn niced() -> bool {
-    std::env::var("PACTGRAPH_SSE_NICE").map_or(true, |v| v.trim() != "0")
+/// The server's `--serve-nice`: `PACTGRAPH_SSE_NICE` (0 to 19) when set, else the
+/// server's default of 10 (the module docs).
+fn serve_nice() -> String {
+    std::env::var("PACTGRAPH_SSE_NICE")
+        .ok()
+        .filter(|v| v.trim().parse::<u8>().is_ok_and(|n| n <= 19))
+        .map_or_else(|| "10".to_string(), |v| v.trim().to_string())
 }
 
 impl Server {
@@ -104,7 +107,7 @@ impl Server {
             .arg(format!("sqlite:{}", dir.join("store.db").display()))
             .args(["--workers", &workers.to_string(), "--poll", "20ms"])
             .args(["--max-streams", "1000"])
-            .args(["--serve-nice", if niced() { "10" } else { "0" }])
+            .args(["--serve-nice", &serve_nice()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
