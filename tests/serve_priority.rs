@@ -10,7 +10,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::json;
-use serve_support::{Server, sse};
+use serve_support::{Server, sse_run};
 use support::cli::{Bench, ticker_json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_pactgraph");
@@ -139,13 +139,7 @@ fn serving_threads_are_niced_and_runs_keep_the_process_priority() {
                 "{threads:?}"
             );
         }
-        let read = sse(
-            &s.addr,
-            &format!("/api/runs/{id}/events"),
-            &[],
-            Duration::from_secs(60),
-            |_| false,
-        );
+        let read = sse_run(&s.addr, &id);
         let seqs: Vec<u64> = read
             .events
             .iter()
