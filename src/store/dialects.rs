@@ -64,7 +64,7 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
     let checkpoint = format!(
         "INSERT INTO checkpoint_events_in (run_id, seq, steps, status, \
          termination_reason, now_ms, owner, running, next_key, next_attempt, digest, \
-         document, delta, snapshot, events, first_event, event_spans) VALUES ($1, $2, \
+         document, delta, snapshot, events, first_event, last_event) VALUES ($1, $2, \
          $3, $4, $5, COALESCE($6, {SQLITE_NOW}), $7, $8, $9, $10, $11, $12, $13, $14, \
          $15, $16, $17) \
          RETURNING {}",
@@ -127,12 +127,8 @@ fn postgres_checkpoint(snapshot: bool) -> String {
          doc AS (INSERT INTO documents (digest, document) SELECT $11, $12 FROM up \
            WHERE $12::TEXT IS NOT NULL ON CONFLICT (digest) DO NOTHING), \
          {writes}, \
-         ev AS (INSERT INTO events (run_id, seq, event) \
-           SELECT $1, $16 + e.n - 1, convert_from(substring($15::BYTEA \
-             FROM CAST((e.span >> 32) + 1 AS INT) FOR CAST(e.span & 4294967295 AS INT)), \
-             'UTF8') \
-           FROM up, (SELECT CAST(t AS BIGINT) AS span, n \
-             FROM json_array_elements_text($17::json) WITH ORDINALITY AS a(t, n)) e), \
+         ev AS (INSERT INTO event_chunks (run_id, first_seq, last_seq, events) \
+           SELECT $1, $16, $17, $15::TEXT FROM up WHERE $17::BIGINT >= $16::BIGINT), \
          nt AS (SELECT pg_notify({}, $1), \
            (SELECT pg_notify({}, '') WHERE NOT $8::BOOLEAN) FROM up) \
          SELECT up.* FROM up, nt",

@@ -52,7 +52,7 @@ pub(crate) const INFO: &str = "id, name, workflow, digest, status, termination_r
 /// The store format this pactgraph writes: the number of its SQLite migrations (also kept
 /// in `PRAGMA user_version`), and the version of the newest PostgreSQL migration, which
 /// makes the same schema. A database with a higher one is refused, untouched.
-pub const STORE_FORMAT: i64 = 7;
+pub const STORE_FORMAT: i64 = 8;
 
 pub(crate) fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::Store;
-use super::events::events_blob;
+use super::events::events_chunk;
 use crate::runtime::{
     EventStamp, RunEvent, RunId, RunRecord, TerminationReason, transition_events,
 };
@@ -319,9 +319,11 @@ impl<B: Backend> Store<B> {
             },
         };
         let events = transition_events(run, trace_from, Some(seq), stamp);
-        // Numbered on by one from the first (`transition_events` makes them so).
+        // Numbered on by one from the first (`transition_events` makes them so): one
+        // chunk (format 8, ADR 0053), none when there is no event (last below first).
         let first_event = events.first().map_or(stamp.first_seq, |e| e.seq);
-        let (event_texts, event_spans) = events_blob(&events)
+        let last_event = events.last().map_or(0, |e| e.seq);
+        let event_texts = events_chunk(&events)
             .map_err(|reason| StoreError::CannotContinue { run_id: id, reason })?;
         // One statement (SQLite's `checkpoint_in` trigger, PostgreSQL's data-modifying
         // `WITH`): fenced, atomic, one round trip, the events with it; the run row as it
@@ -345,9 +347,9 @@ impl<B: Backend> Store<B> {
             .bind(document.as_ref().map(|(text, _)| text.as_str()))
             .bind(&delta)
             .bind(snapshot.as_deref())
-            .bind(event_texts.as_slice())
+            .bind(event_texts.as_str())
             .bind(to_i64(first_event))
-            .bind(event_spans.as_str())
+            .bind(to_i64(last_event))
             // Every row read, not the first: SQLite commits the statement's implicit
             // transaction when it runs to its end, and only then says a commit failed
             // (a full disk); a statement dropped after its first row lost that error.
