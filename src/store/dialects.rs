@@ -127,8 +127,8 @@ fn postgres_checkpoint(snapshot: bool) -> String {
          doc AS (INSERT INTO documents (digest, document) SELECT $11, $12 FROM up \
            WHERE $12::TEXT IS NOT NULL ON CONFLICT (digest) DO NOTHING), \
          {writes}, \
-         ev AS (INSERT INTO event_chunks (run_id, first_seq, last_seq, events) \
-           SELECT $1, $16, $17, $15::TEXT FROM up WHERE $17::BIGINT >= $16::BIGINT), \
+         ev AS (INSERT INTO event_chunks (run_id, first_seq, last_seq, seq, events) \
+           SELECT $1, $16, $17, $2, $15::TEXT FROM up WHERE $17::BIGINT >= $16::BIGINT), \
          nt AS (SELECT pg_notify({}, $1), \
            (SELECT pg_notify({}, '') WHERE NOT $8::BOOLEAN) FROM up) \
          SELECT up.* FROM up, nt",

@@ -37,6 +37,7 @@ mod postgres;
 mod rows;
 mod sql;
 mod sqlite;
+mod trace_once;
 mod trace_weight;
 mod wakeups;
 mod weights;

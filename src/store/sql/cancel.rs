@@ -87,7 +87,7 @@ impl<B: Backend> Store<B> {
             at_ms: now,
         };
         let events = transition_events(&run, trace_from, Some(seq), stamp);
-        write_events(&mut tx, id, &events).await?;
+        write_events(&mut tx, (id, seq), &events).await?;
         tx.commit().await.map_err(&db)?;
         drop(c);
         // Runs waiting on this one may be runnable now.

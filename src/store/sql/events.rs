@@ -7,10 +7,11 @@ use crate::store::StoreError;
 use crate::store::db::{Backend, Exec, sql};
 use crate::store::rows::{Cols, to_i64, to_u64};
 
-/// Writes `events` (numbered on by one, all of run `id`) on `on` as one chunk.
+/// Writes `events` (numbered on by one, all of run `id`, made by checkpoint `seq`) on
+/// `on` as one chunk.
 pub(super) async fn write_events<E: Exec>(
     on: &mut E,
-    id: RunId,
+    (id, seq): (RunId, u64),
     events: &[RunEvent],
 ) -> Result<(), StoreError> {
     let (Some(first), Some(last)) = (events.first(), events.last()) else {
@@ -18,11 +19,13 @@ pub(super) async fn write_events<E: Exec>(
     };
     let texts =
         events_chunk(events).map_err(|reason| StoreError::CannotContinue { run_id: id, reason })?;
-    sql("INSERT INTO event_chunks (run_id, first_seq, last_seq, events) VALUES ($1, $2, $3, $4)")
-        .bind(id.to_string())
-        .bind(to_i64(first.seq))
-        .bind(to_i64(last.seq))
-        .bind(texts)
+    sql("INSERT INTO event_chunks (run_id, first_seq, last_seq, seq, events) \
+         VALUES ($1, $2, $3, $4, $5)")
+    .bind(id.to_string())
+    .bind(to_i64(first.seq))
+    .bind(to_i64(last.seq))
+    .bind(to_i64(seq))
+    .bind(texts)
         .execute(on)
         .await
         .map_err(StoreError::db("writing events", Some(id)))?;

@@ -11,6 +11,7 @@ use crate::runtime::{
 use crate::store::clock::Clock;
 use crate::store::db::{Backend, is_refusal, sql};
 use crate::store::rows::{INFO, info_from_row, to_i64};
+use crate::store::trace_once::StoredDelta;
 use crate::store::trace_weight::to_json_and_trace_bytes;
 use crate::store::{
     Checkpoint, CreateOptions, DependencySpec, Lease, PruneFilter, RunFilter, RunInfo, RunStore,
@@ -296,7 +297,20 @@ impl<B: Backend> Store<B> {
         // Weighed without their trace items (ADR 0049): a load reads the trace once,
         // from the snapshot or from the deltas after it, so only the rest of a delta is
         // replayed on top of a snapshot.
-        let (delta, delta_trace) = to_json_and_trace_bytes(delta);
+        // Stored without its trace items, which its `step` events carry (format 8, ADR
+        // 0053): the trace is kept once.
+        if run.trace.len() != trace_from + delta.trace.len() {
+            return Err(StoreError::CannotContinue {
+                run_id: id,
+                reason: format!(
+                    "checkpoint {seq}: its delta appends {} trace items at {trace_from}, the \
+                     run's trace holds {}",
+                    delta.trace.len(),
+                    run.trace.len()
+                ),
+            });
+        }
+        let (delta, delta_trace) = to_json_and_trace_bytes(&StoredDelta::of(delta));
         let delta_weight = delta.len() - delta_trace;
         let status = StoredStatus::of(run.status());
         let snapshot = self
