@@ -356,7 +356,9 @@ async fn count_snapshot_writes(backend: Backend, url: &str) {
     match backend {
         Backend::Sqlite => {
             use sqlx::Connection;
-            let mut c = sqlx::SqliteConnection::connect(url).await.expect("connects");
+            let mut c = sqlx::SqliteConnection::connect(url)
+                .await
+                .expect("connects");
             sqlx::raw_sql(
                 "CREATE TABLE snapshot_writes (n INTEGER NOT NULL, bytes INTEGER NOT NULL); \
                  INSERT INTO snapshot_writes VALUES (0, 0); \
@@ -387,7 +389,9 @@ async fn snapshot_writes(backend: Backend, url: &str) -> (i64, i64) {
     let q = "SELECT n, bytes FROM snapshot_writes";
     match backend {
         Backend::Sqlite => {
-            let mut c = sqlx::SqliteConnection::connect(url).await.expect("connects");
+            let mut c = sqlx::SqliteConnection::connect(url)
+                .await
+                .expect("connects");
             sqlx::query_as(q).fetch_one(&mut c).await.expect("reads")
         }
         Backend::Postgres => {
@@ -424,11 +428,17 @@ fn snapshots_under_checkpoints_steps_stay_geometric() {
             let run = drive(&ex, &store, id, "a", &options).await.unwrap();
             assert_eq!(run.steps(), STEPS);
             let info = store.info(id).await.unwrap();
-            assert!(info.seq >= u64::from(STEPS), "a checkpoint a step: {info:?}");
+            assert!(
+                info.seq >= u64::from(STEPS),
+                "a checkpoint a step: {info:?}"
+            );
             let (written, bytes) = snapshot_writes(backend, &held.url).await;
             let last = store.storage(id).await.unwrap().snapshot_bytes;
             eprintln!("{backend}: {written} snapshots, {bytes} bytes, the last {last} bytes");
-            assert!(written <= 40, "{written} snapshots over {STEPS} checkpoints");
+            assert!(
+                written <= 40,
+                "{written} snapshots over {STEPS} checkpoints"
+            );
             assert!(
                 u64::try_from(bytes).unwrap() <= 8 * last,
                 "snapshots of {bytes} bytes written, the last weighs {last}"

@@ -6,8 +6,7 @@ use std::process::ExitCode;
 
 use pactgraph::runtime::{Executor, RunEvents, RunRecord, document_dir};
 use pactgraph::store::{
-    AnyStore, Continue, CreateOptions, Dependencies, OnDepFailure, RunStore, StoreError,
-    StoredRun,
+    AnyStore, Continue, CreateOptions, Dependencies, OnDepFailure, RunStore, StoreError, StoredRun,
 };
 use pactgraph::validator::{Severity, ValidGraph, Validator, check_file};
 use serde_json::{Value, json};

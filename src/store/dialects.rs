@@ -50,10 +50,10 @@ macro_rules! events_channel {
 pub(crate) const EVENTS_CHANNEL: &str = events_channel!();
 
 /// SQLite's: its one writer takes the write lock at once; a checkpoint is one insert into
-/// the `checkpoint_events_in` view (migration 0007), whose `INSTEAD OF` trigger inserts
+/// the `checkpoint_events_in` view (migration 0008), whose `INSTEAD OF` trigger inserts
 /// into `checkpoint_in` (migration 0003: its trigger does the fence and the writes), then
-/// the events, cut from the blob of their texts at the spans bound with it (format 7,
-/// ADR 0049); it returns the run row as it left it.
+/// the events as one chunk row, their texts one a line (format 8, ADR 0053); it returns
+/// the run row as it left it.
 pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
     let returning: Vec<String> = INFO
         .split(',')
@@ -154,8 +154,8 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
     // checkpoint), and when the run stops running (`$8` false: ended, waiting, paused)
     // workers are told on the runnable channel that runs depending on it may be runnable,
     // in the same round trip rather than one more statement after it (ADR 0050). The
-    // events come as one blob of their texts and where each is in it (format 7, ADR 0049:
-    // offset times 2^32 plus length), each cut out and kept as it is.
+    // events come as one chunk, their texts one a line, kept as one row (format 8, ADR
+    // 0053: no row nor foreign-key check per event).
     checkpoint: postgres_checkpoint(false),
     checkpoint_snapshot: postgres_checkpoint(true),
     now_ms: POSTGRES_NOW,

@@ -94,9 +94,7 @@ pub async fn drive_created<S: RunStore>(
     options: &DriveOptions,
     how: Continue,
 ) -> Result<RunState, StoreError> {
-    let lease = store
-        .claim(created.info.id, owner, options.lease)
-        .await?;
+    let lease = store.claim(created.info.id, owner, options.lease).await?;
     drive_claimed(executor, store, Some(created), &lease, options, how).await
 }
 

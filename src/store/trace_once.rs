@@ -145,3 +145,102 @@ fn is_step(line: &str) -> bool {
         .position(|w| w == KEY)
         .is_some_and(|at| bytes[at + KEY.len()..].starts_with(br#"step""#))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::{EventKind, RunEvent, RunId, TraceKind};
+
+    /// A delta of a running run appending `items` trace items at 4.
+    fn delta(items: u32) -> StepDelta {
+        let trace: Vec<TraceItem> = (0..items)
+            .map(|i| {
+                let mut item = TraceItem::new(TraceKind::Dispatch, 5 + i, 0);
+                item.target = Some(format!("node-{i}").into());
+                item
+            })
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "root": {"set": {"n": 1}},
+            "frames_kept": 0,
+            "steps": 5 + items,
+            "trace_from": 4,
+            "trace": trace,
+            "control": {"status": "running"}
+        }))
+        .expect("a delta")
+    }
+
+    /// The chunk a checkpoint keeps for `delta`: its `step` events then a `checkpoint`.
+    fn chunk(delta: &StepDelta) -> String {
+        let run_id = RunId::new();
+        let mut kinds: Vec<EventKind> = delta
+            .trace
+            .iter()
+            .enumerate()
+            .map(|(i, item)| EventKind::Step {
+                index: delta.trace_from + i,
+                item: item.clone(),
+                writes: Some(serde_json::json!({"n": 1})),
+                changes: Vec::new(),
+            })
+            .collect();
+        kinds.push(EventKind::Checkpoint {
+            checkpoint: 3,
+            steps: delta.steps,
+            trace_len: delta.trace_from + delta.trace.len(),
+        });
+        let lines: Vec<String> = kinds
+            .into_iter()
+            .enumerate()
+            .map(|(i, kind)| {
+                RunEvent {
+                    seq: 20 + i as u64,
+                    run_id,
+                    at_ms: 1,
+                    kind,
+                    dropped: 0,
+                }
+                .to_json_string()
+            })
+            .collect();
+        lines.join("\n")
+    }
+
+    /// Proves a delta is stored without its trace items (as `StepDelta`'s own
+    /// serialization of the delta with an empty trace and the count writes it), and that
+    /// its checkpoint's `step` events give them back exactly.
+    #[test]
+    fn a_delta_stored_without_its_trace_gets_it_back_from_its_events() {
+        let original = delta(3);
+        let text = serde_json::to_string(&StoredDelta::of(&original)).expect("serializes");
+        let mut stored: StepDelta = serde_json::from_str(&text).expect("reads back");
+        assert!(stored.trace.is_empty(), "{text}");
+        assert_eq!(stored.trace_in_events, Some(3));
+        assert_eq!(text, serde_json::to_string(&stored).expect("serializes"));
+        put_back_trace(&mut stored, Some(&chunk(&original))).expect("puts back");
+        assert_eq!(stored, original);
+        // A delta written before format 8 carries its items: left as it is.
+        let mut old = original.clone();
+        put_back_trace(&mut old, None).expect("nothing to put back");
+        assert_eq!(old, original);
+    }
+
+    /// Proves a stored delta whose events are missing, or do not carry the items it counts
+    /// (fewer, or at other indexes), is refused, saying why.
+    #[test]
+    fn missing_or_mismatched_events_are_refused() {
+        let original = delta(2);
+        let text = serde_json::to_string(&StoredDelta::of(&original)).expect("serializes");
+        let stored: StepDelta = serde_json::from_str(&text).expect("reads back");
+        let err = put_back_trace(&mut stored.clone(), None).unwrap_err();
+        assert!(err.contains("missing"), "{err}");
+        let fewer = chunk(&delta(1));
+        let err = put_back_trace(&mut stored.clone(), Some(&fewer)).unwrap_err();
+        assert!(err.contains("carry 1 trace items"), "{err}");
+        let mut shifted = original.clone();
+        shifted.trace_from = 9;
+        let err = put_back_trace(&mut stored.clone(), Some(&chunk(&shifted))).unwrap_err();
+        assert!(err.contains("trace item 9"), "{err}");
+    }
+}

@@ -19,16 +19,18 @@ pub(super) async fn write_events<E: Exec>(
     };
     let texts =
         events_chunk(events).map_err(|reason| StoreError::CannotContinue { run_id: id, reason })?;
-    sql("INSERT INTO event_chunks (run_id, first_seq, last_seq, seq, events) \
-         VALUES ($1, $2, $3, $4, $5)")
+    sql(
+        "INSERT INTO event_chunks (run_id, first_seq, last_seq, seq, events) \
+         VALUES ($1, $2, $3, $4, $5)",
+    )
     .bind(id.to_string())
     .bind(to_i64(first.seq))
     .bind(to_i64(last.seq))
     .bind(to_i64(seq))
     .bind(texts)
-        .execute(on)
-        .await
-        .map_err(StoreError::db("writing events", Some(id)))?;
+    .execute(on)
+    .await
+    .map_err(StoreError::db("writing events", Some(id)))?;
     Ok(())
 }
 
@@ -66,7 +68,12 @@ pub(super) fn events_chunk(events: &[RunEvent]) -> Result<String, String> {
 /// The events of chunk `texts` (events `first` on, one JSON text a line) after `after`:
 /// each event's `seq` and text. `None` when the chunk does not hold as many lines as
 /// `last` says.
-pub(super) fn cut_chunk(texts: &str, first: u64, last: u64, after: u64) -> Option<Vec<(u64, &str)>> {
+pub(super) fn cut_chunk(
+    texts: &str,
+    first: u64,
+    last: u64,
+    after: u64,
+) -> Option<Vec<(u64, &str)>> {
     let lines = texts.split('\n');
     let mut cut = Vec::new();
     let mut seq = first;
