@@ -450,7 +450,8 @@ fn snapshots_under_checkpoints_steps_stay_geometric() {
 
 /// Proves listing (newest first, filters, expired hidden unless asked), finding (full
 /// id, unique prefix, ambiguous prefix naming its candidates, names unique among
-/// unexpired runs) and pruning (counts, dry runs, documents no run uses go too).
+/// unexpired runs) and pruning (counts, dry runs, documents no run uses go too, and a
+/// pruned run's events).
 #[test]
 fn list_find_and_prune() {
     for backend in backends() {
@@ -624,6 +625,27 @@ fn list_find_and_prune() {
                     .unwrap()
                     .is_empty()
             );
+            // A pruned run's events go with it (on PostgreSQL its event chunks have no
+            // foreign key: prune deletes them itself, format 8).
+            let (ex, record) = setup(ticker(5, "t"), json!({}));
+            let e = record.run_id;
+            store
+                .create(&record, &CreateOptions::default())
+                .await
+                .unwrap();
+            drive(&ex, &store, e, "a", &DriveOptions::default())
+                .await
+                .unwrap();
+            assert!(store.last_event_seq(e).await.unwrap() > 5);
+            assert_eq!(
+                store
+                    .prune(&PruneFilter::default().status(StoredStatus::Stopped))
+                    .await
+                    .unwrap(),
+                1
+            );
+            assert_eq!(store.last_event_seq(e).await.unwrap(), 0);
+            assert!(store.events(e, 0, 100).await.unwrap().is_empty());
         });
     }
 }
