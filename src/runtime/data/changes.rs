@@ -105,12 +105,14 @@ impl PartialEq for Changes {
 
 impl Changes {
     /// Starts a new log (dropping what the last one held).
+    #[cfg(feature = "store")]
     pub(crate) fn start(&mut self) {
         self.on = true;
         self.written.clear();
     }
 
     /// Ends the log, giving what it recorded, in write order.
+    #[cfg(feature = "store")]
     pub(crate) fn take(&mut self) -> Vec<(usize, String)> {
         self.on = false;
         std::mem::take(&mut self.written)
