@@ -181,7 +181,7 @@ mod tests {
             .map(|(i, item)| EventKind::Step {
                 index: delta.trace_from + i,
                 item: item.clone(),
-                writes: Some(serde_json::json!({"n": 1})),
+                writes: Some(std::sync::Arc::new(serde_json::json!({"n": 1}))),
                 changes: Vec::new(),
             })
             .collect();

@@ -4,6 +4,8 @@
 //! transition of a run makes, the one function both the live stream and the store's
 //! history are built with (so the two carry the same events under the same `seq`).
 
+use std::sync::Arc;
+
 use serde::de::Error as _;
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -62,7 +64,7 @@ pub enum EventKind {
         /// For a node run: the object of slices it wrote (each replaced whole), when the
         /// run's events record values (a store's driver, an executor with an event bus).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        writes: Option<Value>,
+        writes: Option<Arc<Value>>,
         /// The slice changes outside node outputs that the transition made around this
         /// item (a resume's answer, a subgraph's frame and its return's writes, a join, a
         /// team's summary, a router's `$message`), each with the trace index it is seen
@@ -382,7 +384,7 @@ mod tests {
             EventKind::Step {
                 index: 7,
                 item,
-                writes: Some(json!({"n": 1, "s": "\u{1F600}"})),
+                writes: Some(Arc::new(json!({"n": 1, "s": "\u{1F600}"}))),
                 changes: Vec::new(),
             },
             EventKind::Checkpoint {
