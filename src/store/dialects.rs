@@ -50,10 +50,10 @@ macro_rules! events_channel {
 pub(crate) const EVENTS_CHANNEL: &str = events_channel!();
 
 /// SQLite's: its one writer takes the write lock at once; a checkpoint is one insert into
-/// the `checkpoint_events_in` view (migration 0007), whose `INSTEAD OF` trigger inserts
+/// the `checkpoint_events_in` view (migration 0008), whose `INSTEAD OF` trigger inserts
 /// into `checkpoint_in` (migration 0003: its trigger does the fence and the writes), then
-/// the events, cut from the blob of their texts at the spans bound with it (format 7,
-/// ADR 0049); it returns the run row as it left it.
+/// the events as one chunk row, their texts one a line (format 8, ADR 0053); it returns
+/// the run row as it left it.
 pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
     let returning: Vec<String> = INFO
         .split(',')
@@ -64,7 +64,7 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
     let checkpoint = format!(
         "INSERT INTO checkpoint_events_in (run_id, seq, steps, status, \
          termination_reason, now_ms, owner, running, next_key, next_attempt, digest, \
-         document, delta, snapshot, events, first_event, event_spans) VALUES ($1, $2, \
+         document, delta, snapshot, events, first_event, last_event) VALUES ($1, $2, \
          $3, $4, $5, COALESCE($6, {SQLITE_NOW}), $7, $8, $9, $10, $11, $12, $13, $14, \
          $15, $16, $17) \
          RETURNING {}",
@@ -135,12 +135,8 @@ fn postgres_checkpoint(snapshot: bool) -> String {
          WHERE id = $1 AND seq = $2 - 1 AND owner = $7 \
            AND lease_expires_ms > COALESCE($6::BIGINT, {POSTGRES_NOW}) RETURNING {INFO}), \
          {writes}, \
-         ev AS (INSERT INTO events (run_id, seq, event) \
-           SELECT $1, $16 + e.n - 1, convert_from(substring($15::BYTEA \
-             FROM CAST((e.span >> 32) + 1 AS INT) FOR CAST(e.span & 4294967295 AS INT)), \
-             'UTF8') \
-           FROM up, (SELECT CAST(t AS BIGINT) AS span, n \
-             FROM json_array_elements_text($17::json) WITH ORDINALITY AS a(t, n)) e) \
+         ev AS (INSERT INTO event_chunks (run_id, first_seq, last_seq, seq, events) \
+           SELECT $1, $16, $17, $2, $15::TEXT FROM up WHERE $17::BIGINT >= $16::BIGINT) \
          SELECT up.*, pg_notify({}, $1) AS told, \
            CASE WHEN $8::BOOLEAN THEN NULL ELSE pg_notify({}, '') END AS woke FROM up",
         events_channel!(),
@@ -156,10 +152,10 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
     // step against any other writer); every other clause reads `up`, so a refused fence
     // writes nothing and returns no row. A snapshot replaces the run's snapshot and the
     // step rows before it; the events come in the same statement. The clauses see the
-    // database as it was before the statement, and the foreign keys left (the run's
-    // document, the events' run) are checked at its end (a new document is inserted by
-    // the same statement that points the run at it; step rows and snapshots have none
-    // from format 9, ADR 0054: they are only ever inserted `FROM up`).
+    // database as it was before the statement, and the one foreign key left (the run's
+    // document) is checked at its end (a new document is inserted by the same statement
+    // that points the run at it; event chunks have none from format 8, step rows and
+    // snapshots none from format 9, ADR 0054: they are only ever inserted `FROM up`).
     // One planned statement, not migration 0004's `pactgraph_checkpoint` function
     // (dropped by migration 6): a PL/pgSQL call runs its four statements one by one.
     // Followers of the run listening on its schema's events channel are told when it
@@ -168,8 +164,8 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
     // workers are told on the runnable channel that runs depending on it may be runnable,
     // in the same round trip rather than one more statement after it (ADR 0050), by the
     // answer's `told` and `woke` columns (`pg_notify` returns nothing to read). The
-    // events come as one blob of their texts and where each is in it (format 7, ADR 0049:
-    // offset times 2^32 plus length), each cut out and kept as it is.
+    // events come as one chunk, their texts one a line, kept as one row (format 8, ADR
+    // 0053: no row nor foreign-key check per event).
     checkpoint: postgres_checkpoint(false),
     checkpoint_snapshot: postgres_checkpoint(true),
     now_ms: POSTGRES_NOW,

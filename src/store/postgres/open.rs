@@ -40,6 +40,11 @@ static MIGRATIONS: &[Step] = &[
         include_str!("../../../migrations/postgres/0007_event_blob.sql"),
     ),
     (
+        8,
+        "event chunks",
+        include_str!("../../../migrations/postgres/0008_event_chunks.sql"),
+    ),
+    (
         9,
         "step rows unchecked",
         include_str!("../../../migrations/postgres/0009_step_rows_unchecked.sql"),

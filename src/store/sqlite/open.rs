@@ -55,6 +55,11 @@ static MIGRATIONS: &[Step] = &[
         include_str!("../../../migrations/sqlite/0007_event_blob.sql"),
     ),
     (
+        8,
+        "event chunks",
+        include_str!("../../../migrations/sqlite/0008_event_chunks.sql"),
+    ),
+    (
         9,
         "format nine",
         include_str!("../../../migrations/sqlite/0009_format_nine.sql"),
