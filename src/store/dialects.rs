@@ -87,19 +87,29 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
 });
 
 /// PostgreSQL's checkpoint statement, of a checkpoint carrying a snapshot or not (binds as
-/// [`Dialect::checkpoint`]'s; the one without a snapshot ignores `$14`, the one with it
-/// `$13`). Two statements rather than one whose clauses test `$14`: the server plans a
-/// prepared statement's generic plan once, but only when it does not look dearer than
-/// the plans made for the values bound, and with clauses that only those values switch
-/// off (a snapshot's deletes) it always looked dearer, so every execution was planned
-/// again, about as much server time as executing it (ADR 0050).
+/// [`Dialect::checkpoint`]'s; the one without a snapshot ignores `$11`, `$12` and `$14`,
+/// the one with it `$13`). Two statements rather than one whose clauses test `$14`: the
+/// server plans a prepared statement's generic plan once, but only when it does not look
+/// dearer than the plans made for the values bound, and with clauses that only those
+/// values switch off (a snapshot's deletes) it always looked dearer, so every execution
+/// was planned again, about as much server time as executing it (ADR 0050).
+///
+/// The one without a snapshot is what every checkpoint of `--checkpoints steps` runs, so
+/// it does the least (ADR 0054): no document clause (a checkpoint carrying a document
+/// always carries a snapshot: `Store::checkpoint_once`), the run row's digest left as it
+/// is, and a step row with no foreign key to check (format 9). The notifications are
+/// columns of the answer, called once for the one row `up` returns (none when refused),
+/// rather than a clause of their own joined to it: one scan and one join fewer to start
+/// at every execution.
 fn postgres_checkpoint(snapshot: bool) -> String {
-    // With a snapshot it replaces the run's snapshot and the step rows before it;
-    // without, a step row.
-    let (snapshot_seq, writes) = if snapshot {
+    // With a snapshot (and maybe a new document) it replaces the run's snapshot and the
+    // step rows before it; without, a step row.
+    let (sets, writes) = if snapshot {
         (
-            "snapshot_seq = $2, ",
-            "sn AS (INSERT INTO snapshots (run_id, seq, run_state) SELECT $1, $2, $14 \
+            "digest = COALESCE($11, digest), snapshot_seq = $2, ",
+            "doc AS (INSERT INTO documents (digest, document) SELECT $11, $12 FROM up \
+               WHERE $12::TEXT IS NOT NULL ON CONFLICT (digest) DO NOTHING), \
+             sn AS (INSERT INTO snapshots (run_id, seq, run_state) SELECT $1, $2, $14 \
                FROM up), \
              ds AS (DELETE FROM snapshots WHERE run_id = $1 AND seq < $2 \
                AND EXISTS (SELECT 1 FROM up)), \
@@ -119,19 +129,16 @@ fn postgres_checkpoint(snapshot: bool) -> String {
     format!(
         "WITH up AS (UPDATE runs SET seq = $2, steps = $3, status = $4, \
            termination_reason = $5, updated_ms = COALESCE($6::BIGINT, {POSTGRES_NOW}), \
-           digest = COALESCE($11, digest), {snapshot_seq}\
+           {sets}\
            attempt_key = CASE WHEN $8 THEN $9 ELSE attempt_key END, \
            attempt = CASE WHEN $8 THEN $10 ELSE attempt END \
          WHERE id = $1 AND seq = $2 - 1 AND owner = $7 \
            AND lease_expires_ms > COALESCE($6::BIGINT, {POSTGRES_NOW}) RETURNING {INFO}), \
-         doc AS (INSERT INTO documents (digest, document) SELECT $11, $12 FROM up \
-           WHERE $12::TEXT IS NOT NULL ON CONFLICT (digest) DO NOTHING), \
          {writes}, \
          ev AS (INSERT INTO event_chunks (run_id, first_seq, last_seq, seq, events) \
-           SELECT $1, $16, $17, $2, $15::TEXT FROM up WHERE $17::BIGINT >= $16::BIGINT), \
-         nt AS (SELECT pg_notify({}, $1), \
-           (SELECT pg_notify({}, '') WHERE NOT $8::BOOLEAN) FROM up) \
-         SELECT up.* FROM up, nt",
+           SELECT $1, $16, $17, $2, $15::TEXT FROM up WHERE $17::BIGINT >= $16::BIGINT) \
+         SELECT up.*, pg_notify({}, $1) AS told, \
+           CASE WHEN $8::BOOLEAN THEN NULL ELSE pg_notify({}, '') END AS woke FROM up",
         events_channel!(),
         runnable_channel!()
     )
@@ -145,15 +152,18 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
     // step against any other writer); every other clause reads `up`, so a refused fence
     // writes nothing and returns no row. A snapshot replaces the run's snapshot and the
     // step rows before it; the events come in the same statement. The clauses see the
-    // database as it was before the statement, and the foreign keys are checked at its
-    // end (a new document is inserted by the same statement that points the run at it).
+    // database as it was before the statement, and the one foreign key left (the run's
+    // document) is checked at its end (a new document is inserted by the same statement
+    // that points the run at it; event chunks have none from format 8, step rows and
+    // snapshots none from format 9, ADR 0054: they are only ever inserted `FROM up`).
     // One planned statement, not migration 0004's `pactgraph_checkpoint` function
     // (dropped by migration 6): a PL/pgSQL call runs its four statements one by one.
     // Followers of the run listening on its schema's events channel are told when it
     // commits (its payload the run id; NOTIFY is sent at commit, so never for a refused
     // checkpoint), and when the run stops running (`$8` false: ended, waiting, paused)
     // workers are told on the runnable channel that runs depending on it may be runnable,
-    // in the same round trip rather than one more statement after it (ADR 0050). The
+    // in the same round trip rather than one more statement after it (ADR 0050), by the
+    // answer's `told` and `woke` columns (`pg_notify` returns nothing to read). The
     // events come as one chunk, their texts one a line, kept as one row (format 8, ADR
     // 0053: no row nor foreign-key check per event).
     checkpoint: postgres_checkpoint(false),

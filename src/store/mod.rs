@@ -371,11 +371,13 @@ pub struct Checkpoint<'a> {
     pub seq: u64,
     /// What the transition changed.
     pub delta: &'a StepDelta,
-    /// The run after it (written whole only when a snapshot is due).
+    /// The run after it (written whole only when a snapshot is due, or with a new
+    /// document).
     pub run: &'a RunState,
     /// The attempt the run's next step makes (1 unless set; kept only while running).
     pub next_attempt: u32,
-    /// A new document for the run (its budgets changed by a resume), with its digest.
+    /// A new document for the run (its budgets changed by a resume), with its digest. The
+    /// checkpoint then carries a snapshot of the run.
     pub document: Option<(&'a WorkflowDocument, &'a str)>,
     /// Where the transition's events start (docs/spec/events.md): a driver that publishes
     /// them gives it; without one the store numbers them on from the run's last kept

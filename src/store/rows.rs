@@ -50,10 +50,11 @@ pub(crate) const INFO: &str = "id, name, workflow, digest, status, termination_r
                     created_ms, updated_ms, expires_ms, owner, lease_expires_ms, \
                     attempt_key, attempt, cancel_requested";
 
-/// The store format this pactgraph writes: the number of its SQLite migrations (also kept
-/// in `PRAGMA user_version`), and the version of the newest PostgreSQL migration, which
-/// makes the same schema. A database with a higher one is refused, untouched.
-pub const STORE_FORMAT: i64 = 8;
+/// The store format this pactgraph writes: the version of its newest SQLite migration
+/// (also kept in `PRAGMA user_version`), and of the newest PostgreSQL migration, which
+/// makes the same schema (format 9 changes PostgreSQL's alone: SQLite's migration 9 only
+/// marks it, ADR 0054). A database with a higher one is refused, untouched.
+pub const STORE_FORMAT: i64 = 9;
 
 pub(crate) fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)

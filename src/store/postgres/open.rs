@@ -16,7 +16,8 @@ use crate::store::format::{Step, migrator, open_error, refuse_newer};
 use crate::store::sql::Store;
 use crate::store::{Durability, StoreError, dialects};
 
-/// The embedded migrations: the whole schema of format 4 at once, then the events table.
+/// The embedded migrations: the whole schema of format 4 at once, then the events table,
+/// then the checkpoint's changes (format 9: step rows without a foreign key, ADR 0054).
 static MIGRATIONS: &[Step] = &[
     (
         4,
@@ -42,6 +43,11 @@ static MIGRATIONS: &[Step] = &[
         8,
         "event chunks",
         include_str!("../../../migrations/postgres/0008_event_chunks.sql"),
+    ),
+    (
+        9,
+        "step rows unchecked",
+        include_str!("../../../migrations/postgres/0009_step_rows_unchecked.sql"),
     ),
 ];
 

@@ -313,8 +313,9 @@ impl<B: Backend> Store<B> {
         let (delta, delta_trace) = to_json_and_trace_bytes(&StoredDelta::of(delta));
         let delta_weight = delta.len() - delta_trace;
         let status = StoredStatus::of(run.status());
-        let snapshot = self
-            .wants_snapshot(id, seq, run, delta_weight)
+        // A new document always comes with a snapshot: PostgreSQL's statement without one
+        // writes no document (ADR 0054). Only a reopened run brings one, and it is running.
+        let snapshot = (document.is_some() || self.wants_snapshot(id, seq, run, delta_weight))
             .then(|| to_json_and_trace_bytes(run));
         // A snapshot is weighed whole, trace included (`Weights::weigh`, ADR 0049).
         let snapshot = snapshot.map(|(text, _)| text);

@@ -59,6 +59,11 @@ static MIGRATIONS: &[Step] = &[
         "event chunks",
         include_str!("../../../migrations/sqlite/0008_event_chunks.sql"),
     ),
+    (
+        9,
+        "format nine",
+        include_str!("../../../migrations/sqlite/0009_format_nine.sql"),
+    ),
 ];
 
 impl SqliteStore {
