@@ -76,10 +76,10 @@ fn a_run_without_a_store_publishes_every_trace_item_in_order() {
             _ => None,
         })
         .collect();
-    assert_eq!(items.len(), outcome.trace.items.len());
+    assert_eq!(items.len(), outcome.trace.to_items().len());
     for (i, (index, item)) in items.iter().enumerate() {
         assert_eq!(*index, i);
-        assert_eq!(item, &outcome.trace.items[i]);
+        assert_eq!(item, &outcome.trace.to_items()[i]);
     }
     let last = got.last().unwrap();
     assert_eq!(
@@ -269,15 +269,7 @@ fn history_equals_the_live_stream_across_a_pause_on_both_stores() {
             assert_eq!(store.events(id, mid, 1000).await.unwrap(), second);
             assert_eq!(store.events(id, mid, 2).await.unwrap(), second[..2]);
             // Every step item of the trace is in the history once, at its index.
-            let trace = store
-                .load(id)
-                .await
-                .unwrap()
-                .record
-                .run
-                .trace()
-                .items
-                .clone();
+            let trace = store.load(id).await.unwrap().record.run.trace().to_items();
             let stepped: Vec<_> = history
                 .iter()
                 .filter_map(|e| match &e.kind {
@@ -350,7 +342,7 @@ proptest! {
         prop_assert!(live.last().unwrap().kind.is_end());
         let mem_steps: Vec<_> = live.iter().filter(|e| e.kind.name() == "step").cloned()
             .map(|e| e.kind).collect();
-        prop_assert_eq!(mem_steps.len(), mem.trace.items.len());
+        prop_assert_eq!(mem_steps.len(), mem.trace.to_items().len());
 
         for backend in backends() {
             let (document, initial) = (document.clone(), initial.clone());

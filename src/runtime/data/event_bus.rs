@@ -184,7 +184,7 @@ impl RunEvents {
         let mut state = self.bus.lock();
         state.runs.entry(run.run_id).or_insert(Cursor {
             last_seq: 0,
-            trace_published: run.trace.items.len(),
+            trace_published: run.trace.len(),
         });
     }
 
@@ -206,7 +206,7 @@ impl RunEvents {
                 run.run_id,
                 Cursor {
                     last_seq: last.seq,
-                    trace_published: run.trace.items.len(),
+                    trace_published: run.trace.len(),
                 },
             );
         }

@@ -2,6 +2,7 @@
 //! points of the state machine ([`Planner::begin`], [`Planner::resolve`], [`commit_step`]),
 //! which the executor calls with the time it read and its cancellation token.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::agent::{Routed, feed_own, feed_seats, resolve_session};
@@ -62,10 +63,10 @@ impl<'e> Planner<'e> {
             } => match output.result {
                 Ok(Produced::Decision(out)) => {
                     let decided = Decided {
-                        supervisor: Arc::clone(&sp.id),
-                        target: choice_label(&out).into(),
-                        reason: decision_reason(&out).map(Into::into),
-                        candidates: Candidates::none(),
+                        supervisor: &sp.id,
+                        target: Cow::Owned(choice_label(&out).into()),
+                        reason: decision_reason(&out).map(|r| Cow::Owned(r.into())),
+                        candidates: Cow::Owned(Candidates::none()),
                         duration_us: output.duration_us,
                     };
                     let action = resolve(out, &sp.contract, self.plan.graph.registry());
@@ -225,11 +226,11 @@ impl<'e> Planner<'e> {
                         let fresh = table.reads_system.then(|| self.plan.policy_view(run));
                         let verdict = table.decide(fresh.as_ref().unwrap_or(run.level_state()));
                         let decided = Decided {
-                            supervisor: Arc::clone(&sp.id),
-                            target: Arc::clone(
+                            supervisor: &sp.id,
+                            target: Cow::Borrowed(
                                 verdict.winner.map_or(&table.default_label, |e| &e.id),
                             ),
-                            reason: Some(verdict.reason),
+                            reason: Some(Cow::Borrowed(verdict.reason)),
                             candidates: verdict.candidates,
                             duration_us: 0,
                         };
@@ -307,10 +308,10 @@ impl<'e> Planner<'e> {
                         duration_us,
                     } = routed;
                     let decided = Decided {
-                        supervisor: Arc::clone(&sp.id),
-                        target: choice_label(&output).into(),
-                        reason: Some(reason.into()),
-                        candidates: Candidates::none(),
+                        supervisor: &sp.id,
+                        target: Cow::Owned(choice_label(&output).into()),
+                        reason: Some(Cow::Owned(reason.into())),
+                        candidates: Cow::Owned(Candidates::none()),
                         duration_us,
                     };
                     let action = resolve(output, &sp.contract, plan.graph.registry());
