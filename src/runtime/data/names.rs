@@ -27,23 +27,45 @@ pub struct ListName(NonZeroU32);
 
 /// Slots of the by-address cache: a loop step names a handful of the plan's ids, each
 /// found here in a few instructions.
-const RECENT: usize = 16;
+const RECENT: usize = 64;
+
+/// The most other allocations of known texts a table keeps (see `Names::aliases`).
+const MAX_ALIASES: usize = 1024;
 
 /// The name table of one trace: every text its items name, once each, and the
 /// candidate lists they hold.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Names {
     texts: Vec<Arc<str>>,
     by_text: foldhash::HashMap<Arc<str>, Name>,
-    /// Allocation address -> name, for the allocations in `texts` (so an address here is
-    /// never reused while the table lives).
+    /// Allocation address -> name, for the allocations in `texts` and `aliases` (so an
+    /// address here is never reused while the table lives).
     by_addr: foldhash::HashMap<usize, Name>,
+    /// Other allocations of known texts, kept so that they too are found by address (a
+    /// plan holds some ids twice: a rule entry's and its node's). At most
+    /// [`MAX_ALIASES`]; past that, further ones are found by text.
+    aliases: Vec<Arc<str>>,
     /// A direct-mapped cache in front of `by_addr`: (address, name).
     recent: [(usize, Option<Name>); RECENT],
     lists: Vec<Candidates>,
     /// List allocation address -> list, for the lists in `lists`.
     lists_by_addr: foldhash::HashMap<usize, ListName>,
     recent_list: (usize, Option<ListName>),
+}
+
+impl Default for Names {
+    fn default() -> Self {
+        Self {
+            texts: Vec::new(),
+            by_text: Default::default(),
+            by_addr: Default::default(),
+            aliases: Vec::new(),
+            recent: [(0, None); RECENT],
+            lists: Vec::new(),
+            lists_by_addr: Default::default(),
+            recent_list: (0, None),
+        }
+    }
 }
 
 impl std::fmt::Debug for Names {
@@ -59,8 +81,11 @@ fn addr_of(text: &Arc<str>) -> usize {
     Arc::as_ptr(text).cast::<u8>() as usize
 }
 
+/// The cache slot of an address: Fibonacci hashing (allocations a few bytes apart land
+/// in unrelated slots).
+#[inline(always)]
 fn slot_of(addr: usize) -> usize {
-    (addr >> 4) % RECENT
+    (addr as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) as usize >> (usize::BITS - 6)
 }
 
 fn index(n: NonZeroU32) -> usize {
@@ -108,7 +133,7 @@ impl Names {
     /// The name of a shared text: found by its allocation's address when the table holds
     /// that allocation (a plan's id: no hashing of the text, no reference count), else by
     /// its text, else added.
-    #[inline]
+    #[inline(always)]
     pub fn intern_arc(&mut self, text: &Arc<str>) -> Name {
         let addr = addr_of(text);
         let (at, name) = self.recent[slot_of(addr)];
@@ -127,7 +152,13 @@ impl Names {
             return name;
         }
         if let Some(&name) = self.by_text.get(&**text) {
-            // Another allocation of a known text: not kept, so not cached by address.
+            // Another allocation of a known text: kept (up to a bound) so that it is found
+            // by address next time.
+            if self.aliases.len() < MAX_ALIASES {
+                self.aliases.push(Arc::clone(text));
+                self.by_addr.insert(addr, name);
+                self.recent[slot_of(addr)] = (addr, Some(name));
+            }
             return name;
         }
         let name = self.push(Arc::clone(text));
@@ -162,7 +193,7 @@ impl Names {
     /// The interned form of a candidate list (`None` for an empty one): a shared list is
     /// found by its allocation's address, so a rule table's lone winner's list is held
     /// once however many decisions name it.
-    #[inline]
+    #[inline(always)]
     pub fn intern_list(&mut self, list: &Candidates) -> Option<ListName> {
         let addr = list.addr()?;
         if let (at, Some(name)) = self.recent_list
@@ -198,7 +229,7 @@ impl IntoName for Name {
 }
 
 impl IntoName for &Arc<str> {
-    #[inline]
+    #[inline(always)]
     fn into_name(self, names: &mut Names) -> Option<Name> {
         Some(names.intern_arc(self))
     }
@@ -229,7 +260,7 @@ impl IntoName for String {
 }
 
 impl IntoName for std::borrow::Cow<'_, Arc<str>> {
-    #[inline]
+    #[inline(always)]
     fn into_name(self, names: &mut Names) -> Option<Name> {
         Some(names.intern_arc(&self))
     }
@@ -239,14 +270,14 @@ impl<'a, T> IntoName for &'a Option<T>
 where
     &'a T: IntoName,
 {
-    #[inline]
+    #[inline(always)]
     fn into_name(self, names: &mut Names) -> Option<Name> {
         self.as_ref().and_then(|t| t.into_name(names))
     }
 }
 
 impl<T: IntoName> IntoName for Option<T> {
-    #[inline]
+    #[inline(always)]
     fn into_name(self, names: &mut Names) -> Option<Name> {
         self.and_then(|t| t.into_name(names))
     }

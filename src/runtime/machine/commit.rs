@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 use super::budgets::{GuardStop, check_call};
 use super::step::{
-    After, Level, NodeResult, NodeStep, Planned, RoutedCall, StageExtra, Then, next_stage,
+    After, Decided, Level, NodeResult, NodeStep, Planned, RoutedCall, StageExtra, Then, next_stage,
 };
 use crate::contracts::lookup::{SCAN_MAX, same};
 use crate::contracts::{SYSTEM_SLICE, StopGlobal, StopLocal};
@@ -89,12 +89,25 @@ impl Tx<'_> {
             fallback,
             then,
         } = planned;
-        if let Some(d) = decision {
-            let mut it = self.record(TraceKind::Decision, d.supervisor);
-            it.set_target(d.target);
-            it.set_reason(d.reason);
-            it.set_candidates(&d.candidates);
-            it.duration_us = d.duration_us;
+        match decision {
+            Some(Decided::Rules {
+                supervisor,
+                target,
+                reason,
+                candidates,
+            }) => {
+                let mut it = self.record(TraceKind::Decision, supervisor);
+                it.set_target(target);
+                it.set_reason(reason);
+                it.set_candidates(&candidates);
+            }
+            Some(Decided::Policy(d)) => {
+                let mut it = self.record(TraceKind::Decision, d.supervisor);
+                it.set_target(&d.target);
+                it.set_reason(&d.reason);
+                it.duration_us = d.duration_us;
+            }
+            None => {}
         }
         if let Some(it) = fallback {
             self.run.trace.push(*it);

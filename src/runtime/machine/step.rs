@@ -148,11 +148,24 @@ pub(crate) struct Planned<'e> {
 /// What the plan holds is borrowed from it (the supervisor's id, a rule's target, reason
 /// and lone-winner list), so noting a rule decision changes no reference count: the
 /// trace interns the ids by address (ADR 0055).
-pub(crate) struct Decided<'e> {
+pub(crate) enum Decided<'e> {
+    /// A rule table's verdict: all but a several-way candidate list is the plan's.
+    Rules {
+        supervisor: &'e Arc<str>,
+        target: &'e Arc<str>,
+        reason: &'e Arc<str>,
+        candidates: Cow<'e, Candidates>,
+    },
+    /// A policy's decision (a handler, a program or an agent): boxed, so that the rule
+    /// decision of a loop step stays small as the step moves.
+    Policy(Box<PolicyDecided<'e>>),
+}
+
+/// A policy's decision, as [`Decided::Policy`] holds it.
+pub(crate) struct PolicyDecided<'e> {
     pub(crate) supervisor: &'e Arc<str>,
-    pub(crate) target: Cow<'e, Arc<str>>,
-    pub(crate) reason: Option<Cow<'e, Arc<str>>>,
-    pub(crate) candidates: Cow<'e, Candidates>,
+    pub(crate) target: Arc<str>,
+    pub(crate) reason: Option<Arc<str>>,
     pub(crate) duration_us: u64,
 }
 
