@@ -145,6 +145,46 @@ fn a_subscriber_that_never_reads_does_not_slow_a_run() {
     assert_eq!(check_numbered(&got, total - 15), total);
 }
 
+/// Proves that a bus with nobody subscribed counts a step's events without building them
+/// and the numbering goes on without a gap: run A's steps taken with no subscriber are
+/// numbered all the same, so a subscriber joining mid-run sees A's next events numbered
+/// exactly as a run watched from its start (the same workflow, stepped beside it on a bus
+/// with a subscriber throughout), up to `run_ended`.
+#[test]
+fn events_nobody_hears_are_counted_and_numbering_goes_on() {
+    const STEPS: u32 = 12;
+    let rt = rt();
+    let ex = builder(graph(ticker(STEPS))).build().unwrap();
+    let quiet = RunEvents::new();
+    let ex_quiet = ex.with_events(quiet.clone());
+    let watched = RunEvents::new();
+    let mut all = watched.subscribe(1_000);
+    let ex_watched = ex.with_events(watched);
+    let mut a = ex_quiet.start(json!({})).unwrap();
+    let mut b = ex_watched.start(json!({})).unwrap();
+    for _ in 0..5 {
+        rt.block_on(ex_quiet.step(&mut a));
+        rt.block_on(ex_watched.step(&mut b));
+    }
+    let mut late = quiet.subscribe(1_000);
+    let heard_before = drain(&mut all).last().unwrap().seq;
+    assert_eq!(
+        quiet.last_seq(a.run_id()),
+        Some(heard_before),
+        "counted while unheard"
+    );
+    while a.is_running() {
+        rt.block_on(ex_quiet.step(&mut a));
+        rt.block_on(ex_watched.step(&mut b));
+    }
+    let got = drain(&mut late);
+    let want = drain(&mut all);
+    assert!(!got.is_empty() && got.last().unwrap().kind.is_end());
+    assert_eq!(got.first().unwrap().seq, heard_before + 1);
+    let seqs = |v: &[RunEvent]| v.iter().map(|e| (e.seq, e.kind.name())).collect::<Vec<_>>();
+    assert_eq!(seqs(&got), seqs(&want));
+}
+
 /// Proves the drop order: a full buffer drops `model_delta`s (the incoming one, else the
 /// oldest buffered) before any kept event, and reports the count on the next delivered
 /// event; a delta carries the seq of the run's last kept event.

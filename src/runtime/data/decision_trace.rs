@@ -84,7 +84,7 @@ impl<'a> ItemRef<'a> {
 
     /// The item as plain data (its ids as shared strings).
     pub fn to_item(&self) -> TraceItem {
-        let arc = |n: Option<Name>| n.map(|n| Arc::from(self.names.get(n)));
+        let arc = |n: Option<Name>| n.map(|n| Arc::clone(self.names.shared(n)));
         TraceItem {
             step: self.item.step,
             depth: self.item.depth,

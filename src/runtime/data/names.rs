@@ -112,6 +112,12 @@ impl Names {
         &self.texts[index(name.0)]
     }
 
+    /// The shared text of `name` (what [`ItemRef::to_item`](super::ItemRef::to_item)
+    /// copies: a count, not an allocation).
+    pub(crate) fn shared(&self, name: Name) -> &Arc<str> {
+        &self.texts[index(name.0)]
+    }
+
     /// The candidate list `list`.
     ///
     /// # Panics
