@@ -206,7 +206,7 @@ fn a_store_written_before_events_loads_and_numbers_from_one() {
     // Back to format 4: no events table nor view, migrations 5 and 6 not applied.
     let db = b.dir.join("store.db");
     let script = format!(
-        "import sqlite3; c = sqlite3.connect({:?}); c.execute('DROP VIEW checkpoint_events_in'); c.execute('DROP TABLE events'); \
+        "import sqlite3; c = sqlite3.connect({:?}); c.execute('DROP VIEW checkpoint_events_in'); c.execute('DROP TABLE event_chunks'); \
          c.execute('DELETE FROM _sqlx_migrations WHERE version >= 5'); \
          c.execute('PRAGMA user_version = 4'); c.commit()",
         db.display().to_string()
@@ -234,7 +234,7 @@ fn a_store_written_before_events_loads_and_numbers_from_one() {
 }
 
 /// Proves a store of format 5 (events bound as `{"seq", "event"}` objects, migration 5's
-/// view and trigger) still loads and goes on: opening it applies migrations 6 and 7, the
+/// view and trigger) still loads and goes on: opening it applies migrations 6 to 8, the
 /// history written before is kept, and the run resumed there continues it, numbered on
 /// without a gap, each event's text byte for byte what the live stream printed.
 #[test]
@@ -249,6 +249,16 @@ fn a_store_of_format_5_migrates_and_keeps_its_history() {
 #[test]
 fn a_store_of_format_6_migrates_and_keeps_its_history() {
     store_of_an_older_format_migrates(6, include_str!("../migrations/sqlite/0006_event_texts.sql"));
+}
+
+/// Proves a store of format 7 (a row per event, bound as one blob with their spans,
+/// migration 7's view and trigger, ADR 0049) still loads and goes on: opening it applies
+/// migration 8 (each kept event becomes a chunk of one, ADR 0053), the history written
+/// before is kept byte for byte, and the resumed run continues it without a gap in
+/// chunks of its checkpoints.
+#[test]
+fn a_store_of_format_7_migrates_and_keeps_its_history() {
+    store_of_an_older_format_migrates(7, include_str!("../migrations/sqlite/0007_event_blob.sql"));
 }
 
 /// A paused run written, its store taken back to format `format` (the checkpoint view
@@ -267,16 +277,26 @@ fn store_of_an_older_format_migrates(format: u32, migration: &str) {
     ]);
     assert_eq!(r.code, 4, "{}", r.err);
     let streamed: Vec<String> = r.out.lines().map(str::to_string).collect();
-    // Back to the older format: its view and trigger, the later migrations not applied.
+    // Back to the older format: a row per event (migration 5's table, each chunk's lines
+    // cut apart), its view and trigger, the later migrations not applied.
     let view_and_trigger = &migration[migration.find("CREATE VIEW").unwrap()..];
+    let events_table = include_str!("../migrations/sqlite/0005_events.sql");
+    let events_table = &events_table[events_table.find("CREATE TABLE").unwrap()..];
+    let events_table = &events_table[..events_table.find(';').unwrap() + 1];
     let db = b.dir.join("store.db");
     let script = format!(
         "import sqlite3; c = sqlite3.connect({:?}); \
+         rows = c.execute('SELECT run_id, first_seq, events FROM event_chunks').fetchall(); \
          c.execute('DROP TRIGGER checkpoint_events_in_insert'); \
-         c.execute('DROP VIEW checkpoint_events_in'); c.executescript({:?}); \
+         c.execute('DROP VIEW checkpoint_events_in'); c.execute('DROP TABLE event_chunks'); \
+         c.executescript({:?}); \
+         [c.execute('INSERT INTO events (run_id, seq, event) VALUES (?, ?, ?)', (r, f + i, t)) \
+          for (r, f, ts) in rows for (i, t) in enumerate(ts.split(chr(10)))]; \
+         c.executescript({:?}); \
          c.execute('DELETE FROM _sqlx_migrations WHERE version > {format}'); \
          c.execute('PRAGMA user_version = {format}'); c.commit()",
         db.display().to_string(),
+        events_table,
         view_and_trigger
     );
     let ok = std::process::Command::new("python3")

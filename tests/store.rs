@@ -16,7 +16,7 @@ use pactgraph::store::{
 };
 use serde_json::{Value, json};
 use support::runtime::{builder, graph, rt};
-use support::stores::{backends, open, open_clocked};
+use support::stores::{Backend, admin, backends, open, open_clocked};
 
 const LEASE: Duration = Duration::from_secs(60);
 
@@ -310,10 +310,12 @@ fn storage_grows_with_what_steps_write_not_with_state_size() {
 
 /// Proves the snapshot rule weighs deltas without their trace items (ADR 0049): a run of
 /// 1,000 pure steps at effects (batches of 256) over a 20 KB slice no step
-/// writes, whose deltas are nearly all trace, keeps the snapshot of its first checkpoint
-/// and is not snapshotted again while its trace grows (before format 7 a snapshot, the
-/// whole trace rewritten, fell at almost every batch); a load replays every delta after
-/// it and gives the run exactly as driven.
+/// writes, whose steps add little but trace, keeps the snapshot it was created with (or
+/// of its first checkpoint) and is not snapshotted again while its trace grows (before
+/// format 7 a snapshot, the whole trace rewritten, fell at almost every batch); its
+/// deltas hold no trace item (format 8 keeps them once, in the `step` events); a load
+/// replays every delta after it, its trace items put back from the events, and gives the
+/// run exactly as driven.
 #[test]
 fn trace_growth_alone_takes_no_snapshot() {
     for backend in backends() {
@@ -339,7 +341,108 @@ fn trace_growth_alone_takes_no_snapshot() {
             assert_eq!(use_.snapshots, 1, "{use_:?}");
             assert!(use_.snapshot_seq <= 1, "{use_:?}");
             assert_eq!(use_.steps, info.seq - use_.snapshot_seq, "{use_:?}");
-            assert!(use_.step_bytes > use_.snapshot_bytes, "{use_:?}");
+            // The trace items are kept once, in the `step` events (format 8, ADR 0053):
+            // 1,000 steps of deltas weigh well under the 20 KB snapshot.
+            assert!(use_.step_bytes < use_.snapshot_bytes / 4, "{use_:?}");
+            assert_eq!(store.load(id).await.unwrap().record.run, run);
+        });
+    }
+}
+
+/// Counts the snapshots written to the store at `url` (on `backend`) from now on: a
+/// trigger on the `snapshots` table adds each insert and its bytes to a row of
+/// `snapshot_writes` (read by [`snapshot_writes`]).
+async fn count_snapshot_writes(backend: Backend, url: &str) {
+    match backend {
+        Backend::Sqlite => {
+            use sqlx::Connection;
+            let mut c = sqlx::SqliteConnection::connect(url)
+                .await
+                .expect("connects");
+            sqlx::raw_sql(
+                "CREATE TABLE snapshot_writes (n INTEGER NOT NULL, bytes INTEGER NOT NULL); \
+                 INSERT INTO snapshot_writes VALUES (0, 0); \
+                 CREATE TRIGGER snapshot_written AFTER INSERT ON snapshots BEGIN \
+                   UPDATE snapshot_writes SET n = n + 1, bytes = bytes + length(NEW.run_state); \
+                 END;",
+            )
+            .execute(&mut c)
+            .await
+            .expect("adds the counting trigger");
+        }
+        Backend::Postgres => admin(
+            url,
+            "CREATE TABLE snapshot_writes (n BIGINT NOT NULL, bytes BIGINT NOT NULL); \
+             INSERT INTO snapshot_writes VALUES (0, 0); \
+             CREATE FUNCTION snapshot_written() RETURNS trigger LANGUAGE plpgsql AS $$ \
+               BEGIN UPDATE snapshot_writes SET n = n + 1, \
+                 bytes = bytes + length(NEW.run_state); RETURN NULL; END $$; \
+             CREATE TRIGGER snapshot_written AFTER INSERT ON snapshots \
+               FOR EACH ROW EXECUTE FUNCTION snapshot_written();",
+        ),
+    }
+}
+
+/// The snapshots written since [`count_snapshot_writes`]: how many, and their bytes.
+async fn snapshot_writes(backend: Backend, url: &str) -> (i64, i64) {
+    use sqlx::Connection;
+    let q = "SELECT n, bytes FROM snapshot_writes";
+    match backend {
+        Backend::Sqlite => {
+            let mut c = sqlx::SqliteConnection::connect(url)
+                .await
+                .expect("connects");
+            sqlx::query_as(q).fetch_one(&mut c).await.expect("reads")
+        }
+        Backend::Postgres => {
+            let mut c = sqlx::PgConnection::connect(url).await.expect("connects");
+            sqlx::query_as(q).fetch_one(&mut c).await.expect("reads")
+        }
+    }
+}
+
+/// Proves the snapshot rule stays geometric under `--checkpoints steps` (ADR 0020, 0049,
+/// 0053), without a clock: a run of 1,500 pure steps, each its own checkpoint, over a
+/// small state whose snapshot grows with the trace, writes few snapshots and few bytes
+/// of them, counted by a trigger on the real `snapshots` table. Snapshots at
+/// geometrically spaced checkpoints (each due when the deltas since the last weigh a
+/// quarter of it) weigh together a small multiple of the last one; a rule gone
+/// quadratic (ADR 0049's regression: a small state's snapshot due every few
+/// checkpoints, each rewriting the whole trace) writes hundreds of snapshots and dozens
+/// of times the last one's bytes, and fails both bounds.
+#[test]
+fn snapshots_under_checkpoints_steps_stay_geometric() {
+    const STEPS: u32 = 1500;
+    for backend in backends() {
+        rt().block_on(async {
+            let held = open(backend).await;
+            let store = held.store.clone();
+            count_snapshot_writes(backend, &held.url).await;
+            let (ex, record) = setup(ticker(STEPS, "g"), json!({}));
+            let id = record.run_id;
+            store
+                .create(&record, &CreateOptions::default())
+                .await
+                .unwrap();
+            let options = DriveOptions::default().checkpoints(Checkpoints::Steps);
+            let run = drive(&ex, &store, id, "a", &options).await.unwrap();
+            assert_eq!(run.steps(), STEPS);
+            let info = store.info(id).await.unwrap();
+            assert!(
+                info.seq >= u64::from(STEPS),
+                "a checkpoint a step: {info:?}"
+            );
+            let (written, bytes) = snapshot_writes(backend, &held.url).await;
+            let last = store.storage(id).await.unwrap().snapshot_bytes;
+            eprintln!("{backend}: {written} snapshots, {bytes} bytes, the last {last} bytes");
+            assert!(
+                written <= 40,
+                "{written} snapshots over {STEPS} checkpoints"
+            );
+            assert!(
+                u64::try_from(bytes).unwrap() <= 8 * last,
+                "snapshots of {bytes} bytes written, the last weighs {last}"
+            );
             assert_eq!(store.load(id).await.unwrap().record.run, run);
         });
     }
@@ -347,7 +450,8 @@ fn trace_growth_alone_takes_no_snapshot() {
 
 /// Proves listing (newest first, filters, expired hidden unless asked), finding (full
 /// id, unique prefix, ambiguous prefix naming its candidates, names unique among
-/// unexpired runs) and pruning (counts, dry runs, documents no run uses go too).
+/// unexpired runs) and pruning (counts, dry runs, documents no run uses go too, and a
+/// pruned run's events).
 #[test]
 fn list_find_and_prune() {
     for backend in backends() {
@@ -521,6 +625,27 @@ fn list_find_and_prune() {
                     .unwrap()
                     .is_empty()
             );
+            // A pruned run's events go with it (on PostgreSQL its event chunks have no
+            // foreign key: prune deletes them itself, format 8).
+            let (ex, record) = setup(ticker(5, "t"), json!({}));
+            let e = record.run_id;
+            store
+                .create(&record, &CreateOptions::default())
+                .await
+                .unwrap();
+            drive(&ex, &store, e, "a", &DriveOptions::default())
+                .await
+                .unwrap();
+            assert!(store.last_event_seq(e).await.unwrap() > 5);
+            assert_eq!(
+                store
+                    .prune(&PruneFilter::default().status(StoredStatus::Stopped))
+                    .await
+                    .unwrap(),
+                1
+            );
+            assert_eq!(store.last_event_seq(e).await.unwrap(), 0);
+            assert!(store.events(e, 0, 100).await.unwrap().is_empty());
         });
     }
 }

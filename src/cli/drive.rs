@@ -7,8 +7,8 @@ use std::process::ExitCode;
 
 use pactgraph::runtime::{Clock, Executor, Pending, RunId, RunRecord, RunState};
 use pactgraph::store::{
-    AnyStore, Checkpoints, Continue, DriveOptions, RunInfo, RunStore, StoreError, drive_with,
-    local_owner,
+    AnyStore, Checkpoints, Continue, DriveOptions, RunInfo, RunStore, StoreError, StoredRun,
+    drive_created, drive_with, local_owner,
 };
 use pactgraph::validator::ValidGraph;
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -22,6 +22,9 @@ use crate::store;
 pub enum Target<'a> {
     /// Stored run `id` in `store`, its steps committed as the third field says.
     Stored(&'a AnyStore, RunId, Checkpoints),
+    /// A run this process has just created in `store` (as the create returned it): driven
+    /// without loading it back, its steps committed as the third field says.
+    Created(&'a AnyStore, Box<StoredRun>, Checkpoints),
     /// A saved run kept in memory; nothing is stored.
     Memory(Box<RunRecord>),
 }
@@ -44,8 +47,18 @@ pub async fn continue_run(
                 store,
                 id,
                 checkpoints,
+                created: None,
             };
-            drive_stored(executor, &stored, how, outputs, default_state_out).await
+            drive_stored(executor, stored, how, outputs, default_state_out).await
+        }
+        Target::Created(store, created, checkpoints) => {
+            let stored = Stored {
+                store,
+                id: created.info.id,
+                checkpoints,
+                created: Some(created),
+            };
+            drive_stored(executor, stored, how, outputs, default_state_out).await
         }
         Target::Memory(record) => {
             let mut record = *record;
@@ -76,12 +89,13 @@ pub async fn continue_run(
     }
 }
 
-/// A stored run to drive: where, which, and when its steps are committed.
-#[derive(Clone, Copy)]
+/// A stored run to drive: where, which, when its steps are committed, and the run as
+/// this process created it (then not loaded again).
 struct Stored<'a> {
     store: &'a AnyStore,
     id: RunId,
     checkpoints: Checkpoints,
+    created: Option<Box<StoredRun>>,
 }
 
 /// SIGINT and SIGTERM, registered before the run starts.
@@ -156,7 +170,7 @@ async fn drive_plain(
 /// run `interrupted` and exits 130.
 async fn drive_stored(
     executor: &Executor,
-    stored: &Stored<'_>,
+    stored: Stored<'_>,
     how: Continue,
     outputs: &Outputs,
     default_state_out: Option<&Path>,
@@ -170,7 +184,8 @@ async fn drive_stored(
         store,
         id,
         checkpoints,
-    } = *stored;
+        created,
+    } = stored;
     let mut options = DriveOptions::default().checkpoints(checkpoints);
     let progress = !outputs.quiet && std::io::stderr().is_terminal();
     if progress {
@@ -182,7 +197,12 @@ async fn drive_stored(
     // a later resume recomputes them).
     let interrupt = CancellationToken::new();
     options = options.interrupt_on(interrupt.clone());
-    let drive = drive_with(executor, store, id, &owner, &options, how);
+    let drive = async {
+        match created {
+            Some(created) => drive_created(executor, store, *created, &owner, &options, how).await,
+            None => drive_with(executor, store, id, &owner, &options, how).await,
+        }
+    };
     tokio::pin!(drive);
     let result = tokio::select! {
         r = &mut drive => Ok(r),

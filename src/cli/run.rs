@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use pactgraph::runtime::{Executor, RunEvents, RunRecord, document_dir};
 use pactgraph::store::{
-    AnyStore, Continue, CreateOptions, Dependencies, OnDepFailure, RunStore, StoreError,
+    AnyStore, Continue, CreateOptions, Dependencies, OnDepFailure, RunStore, StoreError, StoredRun,
 };
 use pactgraph::validator::{Severity, ValidGraph, Validator, check_file};
 use serde_json::{Value, json};
@@ -212,7 +212,9 @@ pub fn run(args: RunArgs) -> ExitCode {
             let _ = write_json(Ok(std::io::stdout().lock()), &printed, "\n");
             return ExitCode::SUCCESS;
         }
-        let target = Target::Stored(&store, record.run_id, args.checkpoints.get());
+        // Handed over as created: loading it back would parse the snapshot just written.
+        let created = StoredRun::created(info, record);
+        let target = Target::Created(&store, Box::new(created), args.checkpoints.get());
         continue_run(&executor, target, Continue::AsStored, &outputs, None).await
     });
     // Every return above: the printer (if any) ends before the runtime does.

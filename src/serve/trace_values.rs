@@ -289,7 +289,7 @@ mod tests {
                 EventKind::Step {
                     index: 0,
                     item: items[0].clone(),
-                    writes: Some(json!({"a": 1})),
+                    writes: Some(std::sync::Arc::new(json!({"a": 1}))),
                     changes: vec![],
                 },
             ),
@@ -307,7 +307,7 @@ mod tests {
                 EventKind::Step {
                     index: 2,
                     item: items[2].clone(),
-                    writes: Some(json!({"a": 2})),
+                    writes: Some(std::sync::Arc::new(json!({"a": 2}))),
                     changes: vec![],
                 },
             ),
@@ -354,7 +354,7 @@ mod tests {
                 EventKind::Step {
                     index: 2,
                     item: items[2].clone(),
-                    writes: Some(json!({"a": 9})),
+                    writes: Some(std::sync::Arc::new(json!({"a": 9}))),
                     changes: vec![failed],
                 },
             ),

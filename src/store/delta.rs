@@ -335,6 +335,10 @@ pub struct StepDelta {
     /// Trace items appended.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trace: Vec<TraceItem>,
+    /// As stored (format 8, ADR 0053): the trace items appended, this many, are kept only
+    /// in the checkpoint's `step` events, not in `trace` (a load puts them back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_in_events: Option<usize>,
     /// The control after the transition.
     pub control: ControlDelta,
     /// The uncommitted frames, when they changed.
@@ -498,6 +502,7 @@ impl StepDelta {
             entries: MapDelta::counters(&before.entries, &after.entries),
             trace_from,
             trace: after.trace.items_from(trace_from),
+            trace_in_events: None,
             control: ControlDelta {
                 status,
                 termination_reason,

@@ -50,10 +50,10 @@ macro_rules! events_channel {
 pub(crate) const EVENTS_CHANNEL: &str = events_channel!();
 
 /// SQLite's: its one writer takes the write lock at once; a checkpoint is one insert into
-/// the `checkpoint_events_in` view (migration 0007), whose `INSTEAD OF` trigger inserts
+/// the `checkpoint_events_in` view (migration 0008), whose `INSTEAD OF` trigger inserts
 /// into `checkpoint_in` (migration 0003: its trigger does the fence and the writes), then
-/// the events, cut from the blob of their texts at the spans bound with it (format 7,
-/// ADR 0049); it returns the run row as it left it.
+/// the events as one chunk row, their texts one a line (format 8, ADR 0053); it returns
+/// the run row as it left it.
 pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
     let returning: Vec<String> = INFO
         .split(',')
@@ -64,7 +64,7 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
     let checkpoint = format!(
         "INSERT INTO checkpoint_events_in (run_id, seq, steps, status, \
          termination_reason, now_ms, owner, running, next_key, next_attempt, digest, \
-         document, delta, snapshot, events, first_event, event_spans) VALUES ($1, $2, \
+         document, delta, snapshot, events, first_event, last_event) VALUES ($1, $2, \
          $3, $4, $5, COALESCE($6, {SQLITE_NOW}), $7, $8, $9, $10, $11, $12, $13, $14, \
          $15, $16, $17) \
          RETURNING {}",
@@ -127,12 +127,8 @@ fn postgres_checkpoint(snapshot: bool) -> String {
          doc AS (INSERT INTO documents (digest, document) SELECT $11, $12 FROM up \
            WHERE $12::TEXT IS NOT NULL ON CONFLICT (digest) DO NOTHING), \
          {writes}, \
-         ev AS (INSERT INTO events (run_id, seq, event) \
-           SELECT $1, $16 + e.n - 1, convert_from(substring($15::BYTEA \
-             FROM CAST((e.span >> 32) + 1 AS INT) FOR CAST(e.span & 4294967295 AS INT)), \
-             'UTF8') \
-           FROM up, (SELECT CAST(t AS BIGINT) AS span, n \
-             FROM json_array_elements_text($17::json) WITH ORDINALITY AS a(t, n)) e), \
+         ev AS (INSERT INTO event_chunks (run_id, first_seq, last_seq, seq, events) \
+           SELECT $1, $16, $17, $2, $15::TEXT FROM up WHERE $17::BIGINT >= $16::BIGINT), \
          nt AS (SELECT pg_notify({}, $1), \
            (SELECT pg_notify({}, '') WHERE NOT $8::BOOLEAN) FROM up) \
          SELECT up.* FROM up, nt",
@@ -158,8 +154,8 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
     // checkpoint), and when the run stops running (`$8` false: ended, waiting, paused)
     // workers are told on the runnable channel that runs depending on it may be runnable,
     // in the same round trip rather than one more statement after it (ADR 0050). The
-    // events come as one blob of their texts and where each is in it (format 7, ADR 0049:
-    // offset times 2^32 plus length), each cut out and kept as it is.
+    // events come as one chunk, their texts one a line, kept as one row (format 8, ADR
+    // 0053: no row nor foreign-key check per event).
     checkpoint: postgres_checkpoint(false),
     checkpoint_snapshot: postgres_checkpoint(true),
     now_ms: POSTGRES_NOW,

@@ -80,6 +80,24 @@ pub async fn drive_with<S: RunStore>(
     drive_claimed(executor, store, None, &lease, options, how).await
 }
 
+/// [`drive_with`] of run `created`, which this process just stored with
+/// [`RunStore::create`] (its row as the create returned it, its record as given): the run
+/// is claimed but not loaded again, its state handed over as it is in memory (what a load
+/// would rebuild from the snapshot the create wrote, byte for byte). `pactgraph run` drives
+/// the run it creates this way: a load would parse back the snapshot (the whole input)
+/// it has just written.
+pub async fn drive_created<S: RunStore>(
+    executor: &Executor,
+    store: &S,
+    created: StoredRun,
+    owner: &str,
+    options: &DriveOptions,
+    how: Continue,
+) -> Result<RunState, StoreError> {
+    let lease = store.claim(created.info.id, owner, options.lease).await?;
+    drive_claimed(executor, store, Some(created), &lease, options, how).await
+}
+
 /// [`drive_with`] on a run `lease` already holds, loaded as `loaded` when given (a
 /// worker claims and loads a run to build its executor: the drive does neither again).
 pub(crate) async fn drive_claimed<S: RunStore>(

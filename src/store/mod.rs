@@ -37,6 +37,7 @@ mod postgres;
 mod rows;
 mod sql;
 mod sqlite;
+mod trace_once;
 mod trace_weight;
 mod wakeups;
 mod weights;
@@ -51,7 +52,7 @@ pub use deps::{
     settle_dependents,
 };
 pub use drive_options::DriveOptions;
-pub use driver::{Continue, drive, drive_with};
+pub use driver::{Continue, drive, drive_created, drive_with};
 pub use error::StoreError;
 pub use follow::Follower;
 pub(crate) use owner::local_owner_pattern;
@@ -218,6 +219,14 @@ pub struct StoredRun {
     pub info: RunInfo,
     /// The record, the run state rebuilt from the latest snapshot and later deltas.
     pub record: RunRecord,
+}
+
+impl StoredRun {
+    /// Run `record` as [`RunStore::create`] stored it, its row `info` as the create
+    /// returned it: what a load of it would give (for [`drive_created`]).
+    pub fn created(info: RunInfo, record: RunRecord) -> Self {
+        Self { info, record }
+    }
 }
 
 /// How a run is created.

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use sqlx::Row;
 
+use super::trace_once::put_back_trace;
 use super::{RunInfo, StepDelta, StoreError, StoredStatus, owner_gone};
 use crate::contracts::SYSTEM_SLICE;
 use crate::runtime::{RunId, RunState, RunStatus, TerminationReason, TraceItem, TraceKind};
@@ -52,7 +53,7 @@ pub(crate) const INFO: &str = "id, name, workflow, digest, status, termination_r
 /// The store format this pactgraph writes: the number of its SQLite migrations (also kept
 /// in `PRAGMA user_version`), and the version of the newest PostgreSQL migration, which
 /// makes the same schema. A database with a higher one is refused, untouched.
-pub const STORE_FORMAT: i64 = 7;
+pub const STORE_FORMAT: i64 = 8;
 
 pub(crate) fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
@@ -152,14 +153,16 @@ pub(crate) fn delta_from_row(
 }
 
 /// Applies step rows `rows` (checkpoints `snap_seq + 1 ..= at`, in order) to `run`, the
-/// state of snapshot `snap_seq`; returns the bytes of deltas replayed. A missing or
-/// unreadable step is `Corrupt`, naming it.
+/// state of snapshot `snap_seq`, each delta's trace items put back from its checkpoint's
+/// events (`chunks`: each checkpoint's number and event texts, in order; format 8, ADR
+/// 0053); returns the bytes of deltas replayed. A missing or unreadable step is
+/// `Corrupt`, naming it.
 pub(crate) fn replay(
     id: RunId,
     run: &mut RunState,
     rows: &[impl Cols],
-    snap_seq: u64,
-    at: u64,
+    chunks: &[(u64, String)],
+    (snap_seq, at): (u64, u64),
 ) -> Result<usize, StoreError> {
     let corrupt = |what: String, reason: String| StoreError::Corrupt {
         run_id: id,
@@ -169,8 +172,10 @@ pub(crate) fn replay(
     let mut expected = snap_seq + 1;
     let mut bytes = 0;
     for row in rows {
-        let (seq, delta, size) = delta_from_row(id, row)?;
+        let (seq, mut delta, size) = delta_from_row(id, row)?;
         bytes += size;
+        put_back_trace(&mut delta, chunk_of(chunks, seq))
+            .map_err(|e| corrupt(format!("step {seq}"), e))?;
         if seq != expected {
             return Err(corrupt(
                 format!("step {expected}"),
@@ -189,6 +194,15 @@ pub(crate) fn replay(
         ));
     }
     Ok(bytes)
+}
+
+/// The event texts checkpoint `seq` kept, in `chunks` (each checkpoint's number and
+/// texts, in order).
+pub(crate) fn chunk_of(chunks: &[(u64, String)], seq: u64) -> Option<&str> {
+    chunks
+        .binary_search_by_key(&seq, |(s, _)| *s)
+        .ok()
+        .map(|i| chunks[i].1.as_str())
 }
 
 /// Stops `run` as cancelled: a `guard_stop` trace item, open frames reported as

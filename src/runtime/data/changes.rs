@@ -8,6 +8,8 @@
 //!
 //! [`RunState::track_changes`]: super::RunState::track_changes
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -33,8 +35,9 @@ pub(crate) struct StepValues {
     /// The root slices before the run's first step (`system` left out), when recorded
     /// from it.
     pub(crate) input: Option<Value>,
-    /// `(trace index of the node run's item, the object of slices it wrote)`, in order.
-    pub(crate) writes: Vec<(usize, Value)>,
+    /// `(trace index of the node run's item, the object of slices it wrote)`, in order:
+    /// shared with the `step` events made of them, not copied into each (ADR 0053).
+    pub(crate) writes: Vec<(usize, Arc<Value>)>,
     /// The slice changes outside node outputs (a resume's answer, a subgraph's frame and
     /// what its return writes, a join's advice, a team's summary, a router's `$message`),
     /// in the order they were made; the first `stamped` carry their `at`.
@@ -105,12 +108,14 @@ impl PartialEq for Changes {
 
 impl Changes {
     /// Starts a new log (dropping what the last one held).
+    #[cfg(feature = "store")]
     pub(crate) fn start(&mut self) {
         self.on = true;
         self.written.clear();
     }
 
     /// Ends the log, giving what it recorded, in write order.
+    #[cfg(feature = "store")]
     pub(crate) fn take(&mut self) -> Vec<(usize, String)> {
         self.on = false;
         std::mem::take(&mut self.written)
@@ -135,7 +140,7 @@ impl Changes {
     /// Records that the node run whose trace item will be at `index` wrote `writes`.
     pub(crate) fn wrote(&mut self, index: usize, writes: Value) {
         if let Some(v) = &mut self.values {
-            v.writes.push((index, writes));
+            v.writes.push((index, Arc::new(writes)));
         }
     }
 

@@ -273,6 +273,7 @@ impl RunState {
 
     /// Starts recording which slices the following transitions write (see
     /// `store::Before::tracking`), dropping an earlier log.
+    #[cfg(feature = "store")]
     pub(crate) fn track_changes(&mut self) {
         self.changes.start();
     }

@@ -70,6 +70,13 @@ pub(crate) enum Call {
 /// A model call: the client, the request and the call's ids (its attempt is what a
 /// driver sets; the client's own HTTP retries are inside one attempt).
 #[derive(Clone)]
+#[cfg_attr(
+    not(feature = "agents"),
+    expect(
+        dead_code,
+        reason = "without `agents` no model call is made, only planned"
+    )
+)]
 pub(crate) struct ModelCall {
     /// The model key (for messages).
     pub(crate) model: Arc<str>,
@@ -261,6 +268,10 @@ pub struct EffectOutput {
 // would allocate on every node step.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
+#[cfg_attr(
+    not(feature = "agents"),
+    expect(dead_code, reason = "without `agents` no model replies (or fails)")
+)]
 pub(crate) enum Produced {
     /// A node's output, its envelope read (see [`super::output`]).
     Node(NodeOutput),

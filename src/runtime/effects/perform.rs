@@ -22,6 +22,10 @@ use crate::runtime::data::{Clock, NodeOutput, Role, RunEvents, accept_as, elapse
 /// programs run in, the clock its durations come from, the token that cancels it, and
 /// where a streamed model reply's pieces are published. Made per effect, copied freely.
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(
+    not(feature = "agents"),
+    expect(dead_code, reason = "without `agents` no model reply is streamed")
+)]
 pub(crate) struct Performer<'a> {
     pub(crate) base_dir: &'a Path,
     pub(crate) clock: Clock,

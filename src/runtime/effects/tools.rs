@@ -2,10 +2,13 @@
 //! effect's time limit and the run's cancellation, which aborts the request in flight),
 //! and the tool calls of one reply, run at once and returned in the reply's order.
 
+#[cfg(feature = "agents")]
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::effect::{ModelCall, ModelFailure, ModelReply, Produced, ToolInvocation, ToolRan};
+use super::effect::{ModelCall, Produced, ToolInvocation, ToolRan};
+#[cfg(feature = "agents")]
+use super::effect::{ModelFailure, ModelReply};
 use super::guarded::Fault;
 use super::perform::Performer;
 #[cfg(feature = "agents")]

@@ -38,6 +38,11 @@ static MIGRATIONS: &[Step] = &[
         "event blob",
         include_str!("../../../migrations/postgres/0007_event_blob.sql"),
     ),
+    (
+        8,
+        "event chunks",
+        include_str!("../../../migrations/postgres/0008_event_chunks.sql"),
+    ),
 ];
 
 /// `url` with its password, if any, replaced by `***` (URLs are printed in errors).

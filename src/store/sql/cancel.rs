@@ -87,7 +87,7 @@ impl<B: Backend> Store<B> {
             at_ms: now,
         };
         let events = transition_events(&run, trace_from, Some(seq), stamp);
-        write_events(&mut tx, &key, &events).await.map_err(&db)?;
+        write_events(&mut tx, (id, seq), &events).await?;
         tx.commit().await.map_err(&db)?;
         drop(c);
         // Runs waiting on this one may be runnable now.
@@ -129,14 +129,24 @@ impl<B: Backend> Store<B> {
         );
         let mut deleted = 0u64;
         for (id, gone) in &doomed {
-            // Steps and snapshots go with the run (ON DELETE CASCADE).
-            deleted += sql(&delete)
+            // Steps and snapshots go with the run (ON DELETE CASCADE), and on SQLite its
+            // event chunks; on PostgreSQL the chunks have no foreign key (format 8, ADR
+            // 0053): deleted here, once the run is.
+            let gone_now = sql(&delete)
                 .bind(id.to_string())
                 .bind(self.bound_now())
                 .bind(gone.as_deref())
                 .execute(&mut tx)
                 .await
                 .map_err(StoreError::db("prune", Some(*id)))?;
+            if gone_now > 0 {
+                sql("DELETE FROM event_chunks WHERE run_id = $1")
+                    .bind(id.to_string())
+                    .execute(&mut tx)
+                    .await
+                    .map_err(StoreError::db("prune", Some(*id)))?;
+            }
+            deleted += gone_now;
         }
         // PostgreSQL: creates hold this lock shared until they commit, so every run whose
         // document is kept is seen by the delete below (the prune/create race).

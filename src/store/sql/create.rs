@@ -122,6 +122,12 @@ impl<B: Backend> Store<B> {
         tx.commit().await.map_err(&db)?;
         // The connection goes back before the next statement takes one.
         drop(c);
+        // Weighed as a load of it would weigh it (the snapshot just written, nothing to
+        // replay): a drive handed the run as created (`drive_created`) snapshots when a
+        // load's would, not at its first checkpoint.
+        if record.run.is_running() {
+            self.weights.loaded(id, run_state.len(), 0);
+        }
         match options.dependencies {
             // Its dependencies changed the row the insert returned (`waiting`).
             Some(_) => self.info(id).await,

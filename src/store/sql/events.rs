@@ -7,52 +7,51 @@ use crate::store::StoreError;
 use crate::store::db::{Backend, Exec, sql};
 use crate::store::rows::{Cols, to_i64, to_u64};
 
-/// Rows one insert statement writes at most (3 binds each: well under SQLite's limit).
-const ROWS_PER_INSERT: usize = 200;
-
-/// Writes `events` (all of run `key`) on `on`, one statement per 200.
+/// Writes `events` (numbered on by one, all of run `id`, made by checkpoint `seq`) on
+/// `on` as one chunk.
 pub(super) async fn write_events<E: Exec>(
     on: &mut E,
-    key: &str,
+    (id, seq): (RunId, u64),
     events: &[RunEvent],
-) -> Result<(), sqlx::Error> {
-    for chunk in events.chunks(ROWS_PER_INSERT) {
-        let values: Vec<String> = (0..chunk.len())
-            .map(|i| format!("(${}, ${}, ${})", 3 * i + 1, 3 * i + 2, 3 * i + 3))
-            .collect();
-        let statement = format!(
-            "INSERT INTO events (run_id, seq, event) VALUES {}",
-            values.join(", ")
-        );
-        let mut q = sql(&statement);
-        for e in chunk {
-            q = q.bind(key).bind(to_i64(e.seq)).bind(e.to_json_string());
-        }
-        q.execute(on).await?;
-    }
+) -> Result<(), StoreError> {
+    let (Some(first), Some(last)) = (events.first(), events.last()) else {
+        return Ok(());
+    };
+    let texts =
+        events_chunk(events).map_err(|reason| StoreError::CannotContinue { run_id: id, reason })?;
+    sql(
+        "INSERT INTO event_chunks (run_id, first_seq, last_seq, seq, events) \
+         VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(id.to_string())
+    .bind(to_i64(first.seq))
+    .bind(to_i64(last.seq))
+    .bind(to_i64(seq))
+    .bind(texts)
+    .execute(on)
+    .await
+    .map_err(StoreError::db("writing events", Some(id)))?;
     Ok(())
 }
 
-/// `events` (numbered on by one) as a one-statement checkpoint binds them (format 7,
-/// ADR 0049): their JSON texts one after the other in one blob, and the JSON array of
-/// where each is in it (its byte offset times 2^32 plus its length: one integer an
-/// event, which the database splits with a shift and a mask). The database cuts each
-/// event out of the blob and keeps it as it is: no text is escaped here or unescaped by
-/// the database (format 6 bound a JSON array of strings, escaped and then unescaped by
-/// `json_each`).
+/// `events` (numbered on by one) as one chunk (format 8, ADR 0053): their JSON texts one
+/// after the other, each ended by a line break but the last (a compact JSON text holds
+/// none), written straight into one buffer. The database keeps the chunk as it is, one
+/// row for the checkpoint's events; readers cut out the events they need
+/// ([`cut_chunk`]).
 ///
 /// Refused (naming the size) when the texts pass [`MAX_EVENT_BYTES`], over what either
 /// database keeps in one value.
-pub(super) fn events_blob(events: &[RunEvent]) -> Result<(Vec<u8>, String), String> {
+pub(super) fn events_chunk(events: &[RunEvent]) -> Result<String, String> {
     debug_assert!(
         events.windows(2).all(|w| w[1].seq == w[0].seq + 1),
         "a checkpoint's events are numbered on by one"
     );
     let mut texts = Vec::with_capacity(events.len() * 512);
-    let mut spans = String::with_capacity(events.len() * 16 + 2);
-    spans.push('[');
     for (i, e) in events.iter().enumerate() {
-        let start = texts.len();
+        if i > 0 {
+            texts.push(b'\n');
+        }
         e.write_json(&mut texts);
         if texts.len() > MAX_EVENT_BYTES {
             return Err(format!(
@@ -61,14 +60,33 @@ pub(super) fn events_blob(events: &[RunEvent]) -> Result<(Vec<u8>, String), Stri
                 e.seq
             ));
         }
-        if i > 0 {
-            spans.push(',');
-        }
-        // Both under 2^30: the span is exact.
-        spans.push_str(&(((start as u64) << 32) | (texts.len() - start) as u64).to_string());
     }
-    spans.push(']');
-    Ok((texts, spans))
+    // serde_json writes UTF-8; checked rather than assumed (a linear pass).
+    String::from_utf8(texts).map_err(|e| format!("its events are not UTF-8: {e}"))
+}
+
+/// The events of chunk `texts` (events `first` on, one JSON text a line) after `after`:
+/// each event's `seq` and text. `None` when the chunk does not hold as many lines as
+/// `last` says.
+pub(super) fn cut_chunk(
+    texts: &str,
+    first: u64,
+    last: u64,
+    after: u64,
+) -> Option<Vec<(u64, &str)>> {
+    let lines = texts.split('\n');
+    let mut cut = Vec::new();
+    let mut seq = first;
+    for line in lines {
+        if seq > last {
+            return None;
+        }
+        if seq > after {
+            cut.push((seq, line));
+        }
+        seq += 1;
+    }
+    (seq == last + 1).then_some(cut)
 }
 
 /// The most bytes a checkpoint's event texts weigh together: 1 GB, SQLite's and
@@ -80,15 +98,26 @@ pub(super) async fn last_seq_on<E: Exec>(on: &mut E, key: &str) -> Result<u64, s
 where
     E::Row: Cols,
 {
-    let row = sql("SELECT COALESCE(MAX(seq), 0) AS last FROM events WHERE run_id = $1")
-        .bind(key)
-        .fetch_one(on)
-        .await?;
+    // Chunks follow each other: the last by `first_seq` (the key) ends the run's events.
+    let row = sql(
+        "SELECT COALESCE((SELECT last_seq FROM event_chunks WHERE run_id = $1 \
+         ORDER BY first_seq DESC LIMIT 1), 0) AS last",
+    )
+    .bind(key)
+    .fetch_one(on)
+    .await?;
     Ok(to_u64(row.int("last")?))
 }
 
+/// The chunks of run `$1` that hold events after `$2`: from the one holding event `$2` + 1
+/// (found through the key, not by reading every chunk of the run) on.
+const CHUNKS_AFTER: &str = "FROM event_chunks WHERE run_id = $1 AND last_seq > $2 \
+     AND first_seq >= COALESCE((SELECT MAX(first_seq) FROM event_chunks \
+       WHERE run_id = $1 AND first_seq <= $2 + 1), 0)";
+
 impl<B: Backend> Store<B> {
-    /// Run `id`'s kept events after `after`, at most `limit`, in `seq` order.
+    /// Run `id`'s kept events after `after`, at most `limit`, in `seq` order: cut out of
+    /// the chunks that hold them (their bounds read first, then only the chunks needed).
     pub(super) async fn read_events(
         &self,
         id: RunId,
@@ -96,26 +125,69 @@ impl<B: Backend> Store<B> {
         limit: usize,
     ) -> Result<Vec<RunEvent>, StoreError> {
         let db = StoreError::db("events", Some(id));
-        let rows = sql(
-            "SELECT seq, event FROM events WHERE run_id = $1 AND seq > $2 \
-             ORDER BY seq LIMIT $3",
-        )
-        .bind(id.to_string())
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let key = id.to_string();
+        let mut c = self.db.read().await?;
+        // Each chunk holds at least one event after `after`: `limit` chunks are enough.
+        let bounds = sql(&format!(
+            "SELECT first_seq, last_seq {CHUNKS_AFTER} ORDER BY first_seq LIMIT $3"
+        ))
+        .bind(&key)
         .bind(to_i64(after))
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .fetch_all(&mut self.db.read().await?)
+        .fetch_all(&mut c)
         .await
         .map_err(&db)?;
-        rows.iter()
-            .map(|row| {
-                let text = row.text("event").map_err(&db)?;
-                serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
+        let mut count = 0u64;
+        let mut upto = None;
+        for row in &bounds {
+            let first = to_u64(row.int("first_seq").map_err(&db)?);
+            let last = to_u64(row.int("last_seq").map_err(&db)?);
+            count += last - first.max(after + 1) + 1;
+            upto = Some(first);
+            if count >= limit as u64 {
+                break;
+            }
+        }
+        let Some(upto) = upto else {
+            return Ok(Vec::new());
+        };
+        let rows = sql(&format!(
+            "SELECT first_seq, last_seq, events {CHUNKS_AFTER} AND first_seq <= $3 \
+             ORDER BY first_seq"
+        ))
+        .bind(&key)
+        .bind(to_i64(after))
+        .bind(to_i64(upto))
+        .fetch_all(&mut c)
+        .await
+        .map_err(&db)?;
+        drop(c);
+        let mut events = Vec::with_capacity(limit.min(count as usize));
+        for row in &rows {
+            let first = to_u64(row.int("first_seq").map_err(&db)?);
+            let last = to_u64(row.int("last_seq").map_err(&db)?);
+            let texts = row.text("events").map_err(&db)?;
+            let cut = cut_chunk(&texts, first, last, after).ok_or_else(|| StoreError::Corrupt {
+                run_id: id,
+                what: format!("events {first} to {last}"),
+                reason: "the chunk does not hold one event a line".into(),
+            })?;
+            for (seq, text) in cut {
+                if events.len() == limit {
+                    return Ok(events);
+                }
+                let event = serde_json::from_str(text).map_err(|e| StoreError::Corrupt {
                     run_id: id,
-                    what: format!("event {}", row.int("seq").unwrap_or(0)),
+                    what: format!("event {seq}"),
                     reason: e.to_string(),
-                })
-            })
-            .collect()
+                })?;
+                events.push(event);
+            }
+        }
+        Ok(events)
     }
 
     /// The `seq` of run `id`'s last kept event (0 before any).

@@ -16,12 +16,15 @@ const DOCUMENT: i64 = 1;
 const SNAPSHOT: i64 = 2;
 /// See [`ROW`].
 const STEP: i64 = 3;
+/// See [`ROW`]: the event chunks of the step rows' checkpoints (their trace items).
+const CHUNK: i64 = 4;
 
 /// The load statement (`$1` the run's id, `$2` the checkpoint to load up to, `NULL` for
 /// its last; `int` the dialect's integer cast): the run's row first (its [`INFO`]
 /// columns, `format`, `workflow_file`, `base_dir`, `snapshot_seq` and `at`, the
-/// checkpoint loaded), then the document, the latest snapshot at or before `at`, and the
-/// step rows after it up to `at`, in order. The rows after the first carry their number
+/// checkpoint loaded), then the document, the latest snapshot at or before `at`, the
+/// step rows after it up to `at`, in order, and the event chunks of those checkpoints
+/// (their trace items, format 8), in order. The rows after the first carry their number
 /// in `seq` and their text in `delta` (the document, the snapshot's run state, a step's
 /// delta), every other column `NULL`. One statement reads one snapshot of the database
 /// on both backends, as the read transaction of four statements it replaces did.
@@ -51,7 +54,7 @@ fn load_sql(int: &str) -> String {
          s AS (SELECT seq, run_state FROM snapshots \
            WHERE run_id = $1 AND seq <= (SELECT at FROM r) ORDER BY seq DESC LIMIT 1) \
          SELECT CAST({ROW} AS BIGINT) AS part, {INFO}, format, workflow_file, base_dir, \
-           snapshot_seq, at, NULL AS delta FROM r{}{}{} \
+           snapshot_seq, at, NULL AS delta FROM r{}{}{}{} \
          ORDER BY part, seq",
         body(
             DOCUMENT,
@@ -66,6 +69,13 @@ fn load_sql(int: &str) -> String {
             "st.delta",
             "steps st WHERE st.run_id = $1 AND st.seq > (SELECT seq FROM s) \
              AND st.seq <= (SELECT at FROM r)"
+        ),
+        body(
+            CHUNK,
+            "ec.seq",
+            "ec.events",
+            "event_chunks ec WHERE ec.run_id = $1 AND ec.seq > (SELECT seq FROM s) \
+             AND ec.seq <= (SELECT at FROM r)"
         ),
     )
 }
@@ -125,7 +135,17 @@ impl<B: Backend> Store<B> {
         let snap_text = snap.text("delta").map_err(&db)?;
         let mut run: RunState = serde_json::from_str(&snap_text)
             .map_err(|e| corrupt(format!("snapshot {snap_seq}"), e.to_string()))?;
-        let replay = replay(id, &mut run, &rows[3..], snap_seq, at)?;
+        // The step rows, then the event chunks of their checkpoints (the trace items).
+        let rest = &rows[3..];
+        let steps = rest.partition_point(|r| matches!(r.int("part"), Ok(STEP)));
+        let chunks = rest[steps..]
+            .iter()
+            .map(|r| {
+                let seq = to_u64(r.int("seq").map_err(&db)?);
+                Ok((seq, r.text("delta").map_err(&db)?))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let replay = replay(id, &mut run, &rest[..steps], &chunks, (snap_seq, at))?;
         if upto.is_none() && run.is_running() {
             self.weights.loaded(id, snap_text.len(), replay);
         }

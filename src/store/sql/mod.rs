@@ -24,7 +24,8 @@ mod run_store;
 use super::clock::Clock;
 use super::db::{Backend, Dialect, sql};
 use super::delta::StepDelta;
-use super::rows::{Cols, delta_from_row, to_i64, to_u64};
+use super::rows::{Cols, chunk_of, delta_from_row, to_i64, to_u64};
+use super::trace_once::put_back_trace;
 use super::weights::Weights;
 use super::{RunStore, StoreError};
 use crate::runtime::{RunId, RunState};
@@ -168,13 +169,37 @@ impl<B: Backend> Store<B> {
     /// rows kept are those from the run's snapshot on (a snapshot replaces the rows it
     /// covers).
     pub async fn deltas(&self, id: RunId) -> Result<Vec<(u64, StepDelta)>, StoreError> {
+        let db = StoreError::db("reading steps", Some(id));
+        let mut c = self.db.read().await?;
         let rows = sql("SELECT seq, delta FROM steps WHERE run_id = $1 ORDER BY seq")
             .bind(id.to_string())
-            .fetch_all(&mut self.db.read().await?)
+            .fetch_all(&mut c)
             .await
-            .map_err(StoreError::db("reading steps", Some(id)))?;
+            .map_err(&db)?;
+        // Their trace items, kept in their checkpoints' events (format 8, ADR 0053).
+        let chunks = sql("SELECT seq, events FROM event_chunks WHERE run_id = $1 \
+             AND seq >= (SELECT MIN(seq) FROM steps WHERE run_id = $1) ORDER BY seq")
+        .bind(id.to_string())
+        .fetch_all(&mut c)
+        .await
+        .map_err(&db)?
+        .iter()
+        .map(|r| Ok((to_u64(r.int("seq")?), r.text("events")?)))
+        .collect::<Result<Vec<_>, sqlx::Error>>()
+        .map_err(&db)?;
+        drop(c);
         rows.iter()
-            .map(|r| delta_from_row(id, r).map(|(seq, delta, _)| (seq, delta)))
+            .map(|r| {
+                let (seq, mut delta, _) = delta_from_row(id, r)?;
+                put_back_trace(&mut delta, chunk_of(&chunks, seq)).map_err(|reason| {
+                    StoreError::Corrupt {
+                        run_id: id,
+                        what: format!("step {seq}"),
+                        reason,
+                    }
+                })?;
+                Ok((seq, delta))
+            })
             .collect()
     }
 

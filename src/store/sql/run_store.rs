@@ -4,13 +4,14 @@
 use std::time::Duration;
 
 use super::Store;
-use super::events::events_blob;
+use super::events::events_chunk;
 use crate::runtime::{
     EventStamp, RunEvent, RunId, RunRecord, TerminationReason, transition_events,
 };
 use crate::store::clock::Clock;
 use crate::store::db::{Backend, is_refusal, sql};
 use crate::store::rows::{INFO, info_from_row, to_i64};
+use crate::store::trace_once::StoredDelta;
 use crate::store::trace_weight::to_json_and_trace_bytes;
 use crate::store::{
     Checkpoint, CreateOptions, DependencySpec, Lease, PruneFilter, RunFilter, RunInfo, RunStore,
@@ -296,7 +297,20 @@ impl<B: Backend> Store<B> {
         // Weighed without their trace items (ADR 0049): a load reads the trace once,
         // from the snapshot or from the deltas after it, so only the rest of a delta is
         // replayed on top of a snapshot.
-        let (delta, delta_trace) = to_json_and_trace_bytes(delta);
+        // Stored without its trace items, which its `step` events carry (format 8, ADR
+        // 0053): the trace is kept once.
+        if run.trace.len() != trace_from + delta.trace.len() {
+            return Err(StoreError::CannotContinue {
+                run_id: id,
+                reason: format!(
+                    "checkpoint {seq}: its delta appends {} trace items at {trace_from}, the \
+                     run's trace holds {}",
+                    delta.trace.len(),
+                    run.trace.len()
+                ),
+            });
+        }
+        let (delta, delta_trace) = to_json_and_trace_bytes(&StoredDelta::of(delta));
         let delta_weight = delta.len() - delta_trace;
         let status = StoredStatus::of(run.status());
         let snapshot = self
@@ -319,9 +333,11 @@ impl<B: Backend> Store<B> {
             },
         };
         let events = transition_events(run, trace_from, Some(seq), stamp);
-        // Numbered on by one from the first (`transition_events` makes them so).
+        // Numbered on by one from the first (`transition_events` makes them so): one
+        // chunk (format 8, ADR 0053), none when there is no event (last below first).
         let first_event = events.first().map_or(stamp.first_seq, |e| e.seq);
-        let (event_texts, event_spans) = events_blob(&events)
+        let last_event = events.last().map_or(0, |e| e.seq);
+        let event_texts = events_chunk(&events)
             .map_err(|reason| StoreError::CannotContinue { run_id: id, reason })?;
         // One statement (SQLite's `checkpoint_in` trigger, PostgreSQL's data-modifying
         // `WITH`): fenced, atomic, one round trip, the events with it; the run row as it
@@ -345,9 +361,9 @@ impl<B: Backend> Store<B> {
             .bind(document.as_ref().map(|(text, _)| text.as_str()))
             .bind(&delta)
             .bind(snapshot.as_deref())
-            .bind(event_texts.as_slice())
+            .bind(event_texts.as_str())
             .bind(to_i64(first_event))
-            .bind(event_spans.as_str())
+            .bind(to_i64(last_event))
             // Every row read, not the first: SQLite commits the statement's implicit
             // transaction when it runs to its end, and only then says a commit failed
             // (a full disk); a statement dropped after its first row lost that error.

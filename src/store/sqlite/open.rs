@@ -54,6 +54,11 @@ static MIGRATIONS: &[Step] = &[
         "event blob",
         include_str!("../../../migrations/sqlite/0007_event_blob.sql"),
     ),
+    (
+        8,
+        "event chunks",
+        include_str!("../../../migrations/sqlite/0008_event_chunks.sql"),
+    ),
 ];
 
 impl SqliteStore {
