@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use chat_server::{ChatServer, Reply};
 use serde_json::json;
-use serve_support::{Server, sse};
+use serve_support::{Server, sse, sse_run};
 use support::cli::Bench;
 
 const BIN: &str = env!("CARGO_BIN_EXE_pactgraph");
@@ -55,13 +55,7 @@ fn the_events_route_streams_model_deltas_live() {
     let r = s.call("POST", "/api/runs", Some(&json!({"workflow": "streamer"})));
     assert_eq!(r.status, 201, "{}", r.text());
     let id = r.json()["run_id"].as_str().expect("an id").to_string();
-    let read = sse(
-        &s.addr,
-        &format!("/api/runs/{id}/events"),
-        &[],
-        Duration::from_secs(60),
-        |_| false,
-    );
+    let read = sse_run(&s.addr, &id);
     assert_eq!(read.status, 200);
     assert!(read.ended, "the stream ends with the run");
     let mut last_kept = 0;

@@ -9,7 +9,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::json;
-use serve_support::{Server, SseRead, sse};
+use serve_support::{Server, SseRead, sse, sse_run};
 use support::cli::{Bench, ticker_json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_pactgraph");
@@ -37,13 +37,7 @@ fn events_stream_history_then_live_and_resume_from_last_event_id() {
         );
         assert_eq!(r.status, 201, "{}", r.text());
         let id = r.json()["run_id"].as_str().unwrap().to_string();
-        let read = sse(
-            &s.addr,
-            &format!("/api/runs/{id}/events"),
-            &[],
-            Duration::from_secs(60),
-            |_| false,
-        );
+        let read = sse_run(&s.addr, &id);
         assert_eq!(read.status, 200);
         assert!(read.ended, "the stream ends with the run");
         let n = read.events.len() as u64;

@@ -16,7 +16,7 @@ use super::auth::Auth;
 use super::catalog::Catalog;
 use super::feed::Feeds;
 use super::metrics::Metrics;
-use super::state::AppState;
+use super::state::{AppState, RunSide};
 use crate::runtime::RunEvents;
 use crate::store::{AnyStore, StoreError, WorkEvent, WorkerOptions, work};
 
@@ -44,6 +44,10 @@ pub struct ServeOptions {
     pub event_poll: Duration,
     /// How often an idle event stream sends a keep-alive comment.
     pub keep_alive: Duration,
+    /// Where the runs driven here (the embedded workers', those resumed through the API)
+    /// go: their own runtime and store, at the process's priority while the serving
+    /// threads are niced (ADR 0052). `None`: the runtime `serve` is called on, its store.
+    pub runs: Option<RunSide>,
 }
 
 impl Default for ServeOptions {
@@ -59,6 +63,7 @@ impl Default for ServeOptions {
             max_streams: 256,
             event_poll: Duration::from_millis(50),
             keep_alive: Duration::from_secs(15),
+            runs: None,
         }
     }
 }
@@ -109,6 +114,11 @@ impl ServeOptions {
         self.keep_alive = every;
         self
     }
+    /// Runs driven on `side` (its runtime and store), not beside the serving.
+    pub fn runs_on(mut self, side: RunSide) -> Self {
+        self.runs = Some(side);
+        self
+    }
     /// Bodies of at most `bytes`.
     pub fn max_body(mut self, bytes: u64) -> Self {
         self.max_body = bytes;
@@ -129,6 +139,10 @@ pub enum ServeError {
     /// The embedded worker's store failed.
     #[error("the worker: {0}")]
     Store(#[from] StoreError),
+    /// The embedded worker's task ended without its summary (it panicked, or its runtime
+    /// was shut down first).
+    #[error("the worker stopped unexpectedly: {0}")]
+    WorkerLost(String),
 }
 
 /// What the server did before it stopped.
@@ -178,6 +192,10 @@ pub async fn serve(
         keep_alive: options.keep_alive,
         feeds: Arc::new(Feeds::new(events.clone(), lags)),
         events: events.clone(),
+        runs: options.runs.clone().unwrap_or_else(|| RunSide {
+            handle: tokio::runtime::Handle::current(),
+            store: store.clone(),
+        }),
     });
     let app = router(Arc::clone(&state), cors);
     let trigger = stop.clone();
@@ -191,10 +209,28 @@ pub async fn serve(
             .with_graceful_shutdown(async move { server_stop.cancelled().await })
             .await
     };
-    let worker = async {
-        if options.workers == 0 {
-            return Ok(ServeSummary::default());
-        }
+    let worker = drive_queued(Arc::clone(&state), options.clone(), executor_for, stop);
+    let (served, worked) = tokio::join!(server, worker);
+    // The runs resumed through the API: each interrupts itself on the stop.
+    state.tasks.close();
+    state.tasks.wait().await;
+    served?;
+    worked
+}
+
+/// The embedded worker (`options.workers` runs at once; none when 0), spawned on the
+/// run side's runtime with its store, until `stop`: what it did.
+async fn drive_queued(
+    state: super::state::Shared,
+    options: ServeOptions,
+    executor_for: ExecutorFor,
+    stop: CancellationToken,
+) -> Result<ServeSummary, ServeError> {
+    if options.workers == 0 {
+        return Ok(ServeSummary::default());
+    }
+    let side = state.runs.clone();
+    let worker = async move {
         let worker_options = WorkerOptions::default()
             .concurrency(options.workers)
             .lease(options.lease)
@@ -239,13 +275,12 @@ pub async fn serve(
                 tracing::info!(target: "pactgraph::serve", "run {id} interrupted (resumable)");
             }
         };
-        let for_worker = Arc::clone(&executor_for);
         let events = state.events.clone();
         let summary = work(
-            &store,
+            &side.store,
             &worker_options,
             // Published live to the event streams (model deltas among them).
-            move |s| for_worker(s).map(|e| e.with_events(events.clone())),
+            move |s| executor_for(s).map(|e| e.with_events(events.clone())),
             report,
             stop.cancelled(),
         )
@@ -255,10 +290,8 @@ pub async fn serve(
             interrupted: summary.interrupted,
         })
     };
-    let (served, worked) = tokio::join!(server, worker);
-    // The runs resumed through the API: each interrupts itself on the stop.
-    state.tasks.close();
-    state.tasks.wait().await;
-    served?;
-    worked
+    side.handle
+        .spawn(worker)
+        .await
+        .map_err(|e| ServeError::WorkerLost(e.to_string()))?
 }

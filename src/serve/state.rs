@@ -47,6 +47,19 @@ pub struct AppState {
     /// the feeds take the next kept event from it without waiting for their poll, and
     /// the model deltas.
     pub events: RunEvents,
+    /// Where the runs driven here go (their runtime and store: ADR 0052).
+    pub runs: RunSide,
+}
+
+/// The side of a server that runs: a Tokio runtime (its handle) whose threads keep the
+/// process's priority, and the store the runs commit through, opened on that runtime so
+/// that the threads it starts (SQLite's connection threads) do too.
+#[derive(Debug, Clone)]
+pub struct RunSide {
+    /// Where the runs are spawned.
+    pub handle: tokio::runtime::Handle,
+    /// The store they commit through (the same run store as the server's).
+    pub store: AnyStore,
 }
 
 /// Shared state.

@@ -25,7 +25,7 @@ pub struct DriveOptions {
     pub dependency_poll: Duration,
     /// Called with the dependencies not final yet each time a `waiting` run looks.
     pub on_wait: Option<fn(&[RunInfo])>,
-    /// Refuse ([`StoreError::WrongStatus`]) a run found ended when claimed, instead of
+    /// Refuse ([`StoreError::WrongStatus`](crate::store::StoreError::WrongStatus)) a run found ended when claimed, instead of
     /// returning it as it is: a worker that listed it runnable, then was paused while
     /// another worker ended it, must not report a second end.
     pub live_only: bool,

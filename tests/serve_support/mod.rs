@@ -294,6 +294,18 @@ pub struct SseRead {
     pub ended: bool,
 }
 
+/// Reads run `id`'s whole event stream, from its first event until the server ends it
+/// (60 s at most).
+pub fn sse_run(addr: &str, id: &str) -> SseRead {
+    sse(
+        addr,
+        &format!("/api/runs/{id}/events"),
+        &[],
+        Duration::from_secs(60),
+        |_| false,
+    )
+}
+
 /// Reads `GET path` as an event stream until `enough` holds, the stream ends or
 /// `limit` passes.
 pub fn sse(

@@ -403,15 +403,18 @@ pub async fn resume(
         .into_response())
 }
 
-/// Drives run `id` here (its lease already held by `owner`) until it ends, pauses or
-/// the server stops (then its step in flight is abandoned and the run interrupted).
+/// Drives run `id` here (its lease already held by `owner`) on the server's run side (its
+/// runtime and store, at the process's priority: ADR 0052) until it ends, pauses or the
+/// server stops (then its step in flight is abandoned and the run interrupted).
 fn spawn_drive(state: &Shared, executor: Executor, id: RunId, owner: String, how: Continue) {
     let state = Arc::clone(state);
     let tasks = state.tasks.clone();
-    tasks.spawn(async move {
+    let side = state.runs.clone();
+    let handle = side.handle.clone();
+    let drive = async move {
         let since = crate::store::Clock::system().now_ms();
         let options = DriveOptions::default().lease(state.lease);
-        let drive = sendable::drive(&executor, &state.store, id, &owner, &options, how);
+        let drive = sendable::drive(&executor, &side.store, id, &owner, &options, how);
         tokio::select! {
             result = drive => match result {
                 Ok(run) => {
@@ -421,14 +424,15 @@ fn spawn_drive(state: &Shared, executor: Executor, id: RunId, owner: String, how
                 Err(e) => tracing::warn!(target: "pactgraph::serve", "run {id} could not be run: {e}"),
             },
             () = state.stop.cancelled() => {
-                if let Err(e) = sendable::interrupt(&state.store, id, &owner).await {
+                if let Err(e) = sendable::interrupt(&side.store, id, &owner).await {
                     tracing::warn!(target: "pactgraph::serve", "run {id}: interrupting: {e}");
                 } else {
                     tracing::info!(target: "pactgraph::serve", "run {id} interrupted (resumable)");
                 }
             }
         }
-    });
+    };
+    tasks.spawn_on(drive, &handle);
 }
 
 /// `POST /api/runs/{id}/cancel`: as `runs cancel`: a queued, waiting, paused or
