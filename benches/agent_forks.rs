@@ -108,7 +108,11 @@ fn agent_advisors(c: &mut Criterion) {
             // The fork step only: the 8 model calls and the join.
             |mut run| {
                 rt.block_on(ex.step(&mut run));
-                let joined = run.trace().items.iter().any(|i| i.kind == TraceKind::Join);
+                let joined = run
+                    .trace()
+                    .to_items()
+                    .iter()
+                    .any(|i| i.kind == TraceKind::Join);
                 assert!(joined, "the fork joined in one step: {:?}", run.message());
                 run
             },
@@ -167,7 +171,7 @@ fn agent_tools(c: &mut Criterion) {
                 // Up to the agent's reply calling the tools.
                 while !run
                     .trace()
-                    .items
+                    .to_items()
                     .iter()
                     .any(|i| i.kind == TraceKind::ModelCall)
                 {

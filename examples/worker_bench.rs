@@ -109,8 +109,8 @@ fn main() {
                 }
                 let a_run = store.load(a).await.expect("loads").record.run;
                 let b_run = store.load(b).await.expect("loads").record.run;
-                let a_end = a_run.trace().items.last().expect("items").at_ms;
-                let b_start = b_run.trace().items.first().expect("items").at_ms;
+                let a_end = a_run.trace().to_items().into_iter().last().expect("items").at_ms;
+                let b_start = b_run.trace().to_items().into_iter().next().expect("items").at_ms;
                 gaps.push(b_start.saturating_sub(a_end));
             }
             let _ = stop_tx.send(());

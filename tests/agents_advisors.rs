@@ -163,7 +163,7 @@ fn agent_advisors_run_at_once_and_their_reports_open_the_primarys_prompt() {
         .expect("risk's report is tagged");
     assert!(style_at < risk_at, "{prompt}");
 
-    let kinds: Vec<K> = state.trace().items.iter().map(|i| i.kind).collect();
+    let kinds: Vec<K> = state.trace().to_items().iter().map(|i| i.kind).collect();
     assert_eq!(
         kinds,
         [
@@ -250,12 +250,11 @@ fn an_advisor_that_fails_or_times_out_reports_so_and_the_primary_still_runs() {
     assert!(prompt.contains("Advisor `slow` failed"), "{prompt}");
     let join = state
         .trace()
-        .items
         .iter()
         .find(|i| i.kind == K::Join)
         .expect("a join");
     assert_eq!(
-        join.reason.as_deref(),
+        join.reason(),
         Some("2 report(s): 0 ok, 1 failed, 1 timeout")
     );
 }

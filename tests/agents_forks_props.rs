@@ -73,9 +73,8 @@ fn script(server: &ChatServer, tools: &[usize]) {
 fn observed(run: &RunState) -> Value {
     let trace: Vec<Value> = run
         .trace()
-        .items
         .iter()
-        .map(|i| json!([i.kind, i.step, i.source, i.target, i.reason]))
+        .map(|i| json!([i.kind, i.step, i.source(), i.target(), i.reason()]))
         .collect();
     let sessions: Vec<Value> = run
         .sessions()

@@ -116,7 +116,7 @@ fn an_advisor_agent_calls_an_agent_tool() {
             call: "c".into()
         })
     );
-    let items = &run.trace().items;
+    let items = &run.trace().to_items();
     let answered = items
         .iter()
         .find(|i| i.kind == K::ToolCall && i.target.as_deref() == Some("helper"))

@@ -147,7 +147,7 @@ fn model_and_tool_call_items_carry_their_fields_deterministically() {
         );
         let run = run(&rt, &ex);
         assert_eq!(run.status(), RunStatus::Completed, "{:?}", run.message());
-        let items = &run.trace().items;
+        let items = &run.trace().to_items();
         let model_calls: Vec<_> = items.iter().filter(|i| i.kind == K::ModelCall).collect();
         assert_eq!(model_calls.len(), 2);
         let first = model_calls[0]
@@ -230,7 +230,7 @@ fn a_record_saved_before_the_fields_still_loads() {
     .expect("the fixture");
     assert!(!text.contains("\"model_call\": {"), "written the old way");
     let record = RunRecord::from_json(&text).expect("an old record loads");
-    let items = &record.run.trace().items;
+    let items = &record.run.trace().to_items();
     let calls: Vec<_> = items
         .iter()
         .filter(|i| matches!(i.kind, K::ModelCall | K::ToolCall))
@@ -374,9 +374,8 @@ fn tool_calls_beyond_max_steps_are_skipped_and_the_run_stops() {
     );
     let statuses: Vec<_> = run
         .trace()
-        .items
         .iter()
-        .filter_map(|i| i.tool_call())
+        .filter_map(|i| i.item().tool_call())
         .map(|t| t.status)
         .collect();
     assert_eq!(
@@ -399,7 +398,7 @@ fn tool_calls_beyond_max_steps_are_skipped_and_the_run_stops() {
     );
     assert_eq!(server.requests().len(), 1, "no model call past the budget");
     assert_eq!(
-        run.trace().items.last().map(|i| i.kind),
+        run.trace().to_items().into_iter().last().map(|i| i.kind),
         Some(K::GuardStop),
         "the stop is a guard's"
     );
@@ -477,8 +476,8 @@ proptest! {
         );
         let run = run(&rt, &ex);
         prop_assert!(run.steps() <= max_steps, "{} steps, max_steps {}", run.steps(), max_steps);
-        prop_assert!(run.trace().items.iter().all(|i| i.step <= max_steps));
-        let items = &run.trace().items;
+        prop_assert!(run.trace().to_items().iter().all(|i| i.step <= max_steps));
+        let items = &run.trace().to_items();
         let model_calls = items.iter().filter(|i| i.kind == K::ModelCall).count() as u32;
         let counted_tools = items
             .iter()

@@ -70,7 +70,7 @@ fn run(rt: &tokio::runtime::Runtime, ex: &Executor, input: Value) -> RunState {
 }
 
 fn kinds(run: &RunState) -> Vec<K> {
-    run.trace().items.iter().map(|i| i.kind).collect()
+    run.trace().to_items().iter().map(|i| i.kind).collect()
 }
 
 fn executor(doc: Value) -> Executor {
@@ -115,7 +115,7 @@ fn route_to_an_allow_id_dispatches_it_and_stop_global_ends_the_run() {
             K::End
         ]
     );
-    let items = &run.trace().items;
+    let items = &run.trace().to_items();
     assert_eq!(items[0].source.as_deref(), Some("desk"));
     assert_eq!(items[0].supervisor.as_deref(), Some("desk"));
     assert_eq!(items[0].target.as_deref(), Some("default"));
@@ -168,7 +168,7 @@ fn stop_local_ends_the_level() {
     assert_eq!(run.termination_reason(), Some(R::StopLocal));
     assert_eq!(kinds(&run), [K::ModelCall, K::Decision, K::End]);
     assert_eq!(
-        run.trace().items[2].reason.as_deref(),
+        run.trace().to_items()[2].reason.as_deref(),
         Some("nothing to do")
     );
 }
@@ -354,8 +354,8 @@ fn a_policy_agent_calls_its_tools_before_routing() {
         kinds(&run),
         [K::ModelCall, K::ToolCall, K::ModelCall, K::Decision, K::End]
     );
-    assert_eq!(run.trace().items[1].source.as_deref(), Some("desk"));
-    assert_eq!(run.trace().items[1].target.as_deref(), Some("fixed"));
+    assert_eq!(run.trace().to_items()[1].source.as_deref(), Some("desk"));
+    assert_eq!(run.trace().to_items()[1].target.as_deref(), Some("fixed"));
     let acct = Accounting::from_trace(run.trace());
     let tokens =
         |u: &pactgraph::runtime::Usage| u.get("input_tokens").and_then(serde_json::Number::as_u64);
@@ -469,11 +469,10 @@ fn clarify_continues_the_entrypoints_session_with_the_question() {
     );
     let clarify = run
         .trace()
-        .items
         .iter()
         .position(|i| i.kind == K::Clarify)
         .expect("a clarify item");
-    let after: Vec<K> = run.trace().items[clarify..]
+    let after: Vec<K> = run.trace().to_items()[clarify..]
         .iter()
         .map(|i| i.kind)
         .collect();

@@ -357,7 +357,7 @@ proptest! {
                 }
             }
         }
-        for it in &run.trace().items {
+        for it in &run.trace().to_items() {
             if let Some(call) = it.model_call().filter(|c| c.error.is_some()) {
                 prop_assert!(!call.failed_attempts.is_empty(), "a failed call's attempts: {call:?}");
             }

@@ -86,7 +86,7 @@ fn run(rt: &tokio::runtime::Runtime, ex: &Executor, input: Value) -> RunState {
 }
 
 fn kinds(run: &RunState) -> Vec<K> {
-    run.trace().items.iter().map(|i| i.kind).collect()
+    run.trace().to_items().iter().map(|i| i.kind).collect()
 }
 
 fn report(args: Value) -> Reply {
@@ -114,7 +114,7 @@ fn final_report_ends_the_session_with_the_writes_and_the_request_offers_the_tool
             K::End
         ]
     );
-    let call = &run.trace().items[1];
+    let call = &run.trace().to_items()[1];
     assert_eq!(call.source.as_deref(), Some("agent"));
     assert_eq!(call.target.as_deref(), Some("default"));
     let reason = call.reason.as_deref().unwrap_or_default();
@@ -221,7 +221,7 @@ fn tool_calls_run_concurrently_and_answer_in_the_models_order() {
         tail[2],
         json!({"role": "tool", "content": r#"{"status":"shipped"}"#, "tool_call_id": "call_c"})
     );
-    let tool_item = &run.trace().items[2];
+    let tool_item = &run.trace().to_items()[2];
     assert_eq!(tool_item.source.as_deref(), Some("agent"));
     assert_eq!(tool_item.target.as_deref(), Some("lookup"));
     assert_eq!(tool_item.reason.as_deref(), Some("call call_a: ok"));
@@ -337,8 +337,8 @@ fn a_session_without_a_valid_exit_fails_with_agent_no_exit() {
     );
     assert_eq!(server.requests().len(), 2, "no call past max_turns");
     // The end item stands for the node run: it carries the session's usage.
-    let end = run.trace().items.last().expect("an end item");
-    assert_eq!(end.source.as_deref(), Some("agent"));
+    let end = run.trace().iter().last().expect("an end item");
+    assert_eq!(end.source(), Some("agent"));
     assert_eq!(
         end.usage().and_then(|u| u.get("input_tokens")),
         Some(&22.into())
@@ -412,7 +412,7 @@ fn usage_and_cost_are_accounted_and_unknown_usage_is_counted_as_unknown() {
         "11 * 1000/1e6 + 7 * 2000/1e6 = {cost}"
     );
     assert_eq!(acct.total.get("input_tokens"), Some(&11.into()));
-    let first = &run.trace().items[1];
+    let first = &run.trace().to_items()[1];
     assert!(
         first
             .reason

@@ -171,7 +171,7 @@ fn a_team_of_agents_keeps_one_conversation_each_across_cycles() {
         json!({"status": "cancelled", "turns": 2})
     );
     assert_eq!(team["lead_turns"], 2);
-    let kinds: Vec<K> = state.trace().items.iter().map(|i| i.kind).collect();
+    let kinds: Vec<K> = state.trace().to_items().iter().map(|i| i.kind).collect();
     assert_eq!(
         kinds,
         [

@@ -62,7 +62,7 @@ fn run(rt: &tokio::runtime::Runtime, doc: Value) -> RunState {
 }
 
 fn kinds(run: &RunState) -> Vec<K> {
-    run.trace().items.iter().map(|i| i.kind).collect()
+    run.trace().to_items().iter().map(|i| i.kind).collect()
 }
 
 /// Proves: the agent tool's call is answered by its own session (its first request's
@@ -110,7 +110,7 @@ fn an_agent_tool_answers_its_callers_call_with_its_final_report() {
             K::End
         ]
     );
-    let items = &run.trace().items;
+    let items = &run.trace().to_items();
     assert_eq!(
         (items[2].step, items[3].step, items[4].step),
         (2, 3, 4),
@@ -238,13 +238,11 @@ fn an_agent_tools_text_is_its_result_and_its_failure_is_told_to_the_caller() {
     );
     let item = run
         .trace()
-        .items
         .iter()
         .rfind(|i| i.kind == K::ToolCall)
         .expect("the failed call's item");
     assert!(
-        item.reason
-            .as_deref()
+        item.reason()
             .unwrap_or_default()
             .starts_with("call c2: error"),
         "{:?}",

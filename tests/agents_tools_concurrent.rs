@@ -119,7 +119,7 @@ fn two_agent_tools_of_one_reply_run_at_once_and_answer_in_its_order() {
         .map(|m| m.tool_call_id.as_deref())
         .collect();
     assert_eq!(stored, [Some("f1"), Some("b1"), Some("a1"), None]);
-    let items = &run.trace().items;
+    let items = &run.trace().to_items();
     let kinds: Vec<(K, Option<&str>, u32)> = items
         .iter()
         .map(|i| (i.kind, i.source.as_deref(), i.step))

@@ -76,10 +76,10 @@ fn a_run_without_a_store_publishes_every_trace_item_in_order() {
             _ => None,
         })
         .collect();
-    assert_eq!(items.len(), outcome.trace.items.len());
+    assert_eq!(items.len(), outcome.trace.to_items().len());
     for (i, (index, item)) in items.iter().enumerate() {
         assert_eq!(*index, i);
-        assert_eq!(item, &outcome.trace.items[i]);
+        assert_eq!(item, &outcome.trace.to_items()[i]);
     }
     let last = got.last().unwrap();
     assert_eq!(
@@ -143,6 +143,46 @@ fn a_subscriber_that_never_reads_does_not_slow_a_run() {
     );
     assert!(got[1..].iter().all(|e| e.dropped == 0));
     assert_eq!(check_numbered(&got, total - 15), total);
+}
+
+/// Proves that a bus with nobody subscribed counts a step's events without building them
+/// and the numbering goes on without a gap: run A's steps taken with no subscriber are
+/// numbered all the same, so a subscriber joining mid-run sees A's next events numbered
+/// exactly as a run watched from its start (the same workflow, stepped beside it on a bus
+/// with a subscriber throughout), up to `run_ended`.
+#[test]
+fn events_nobody_hears_are_counted_and_numbering_goes_on() {
+    const STEPS: u32 = 12;
+    let rt = rt();
+    let ex = builder(graph(ticker(STEPS))).build().unwrap();
+    let quiet = RunEvents::new();
+    let ex_quiet = ex.with_events(quiet.clone());
+    let watched = RunEvents::new();
+    let mut all = watched.subscribe(1_000);
+    let ex_watched = ex.with_events(watched);
+    let mut a = ex_quiet.start(json!({})).unwrap();
+    let mut b = ex_watched.start(json!({})).unwrap();
+    for _ in 0..5 {
+        rt.block_on(ex_quiet.step(&mut a));
+        rt.block_on(ex_watched.step(&mut b));
+    }
+    let mut late = quiet.subscribe(1_000);
+    let heard_before = drain(&mut all).last().unwrap().seq;
+    assert_eq!(
+        quiet.last_seq(a.run_id()),
+        Some(heard_before),
+        "counted while unheard"
+    );
+    while a.is_running() {
+        rt.block_on(ex_quiet.step(&mut a));
+        rt.block_on(ex_watched.step(&mut b));
+    }
+    let got = drain(&mut late);
+    let want = drain(&mut all);
+    assert!(!got.is_empty() && got.last().unwrap().kind.is_end());
+    assert_eq!(got.first().unwrap().seq, heard_before + 1);
+    let seqs = |v: &[RunEvent]| v.iter().map(|e| (e.seq, e.kind.name())).collect::<Vec<_>>();
+    assert_eq!(seqs(&got), seqs(&want));
 }
 
 /// Proves the drop order: a full buffer drops `model_delta`s (the incoming one, else the
@@ -269,15 +309,7 @@ fn history_equals_the_live_stream_across_a_pause_on_both_stores() {
             assert_eq!(store.events(id, mid, 1000).await.unwrap(), second);
             assert_eq!(store.events(id, mid, 2).await.unwrap(), second[..2]);
             // Every step item of the trace is in the history once, at its index.
-            let trace = store
-                .load(id)
-                .await
-                .unwrap()
-                .record
-                .run
-                .trace()
-                .items
-                .clone();
+            let trace = store.load(id).await.unwrap().record.run.trace().to_items();
             let stepped: Vec<_> = history
                 .iter()
                 .filter_map(|e| match &e.kind {
@@ -350,7 +382,7 @@ proptest! {
         prop_assert!(live.last().unwrap().kind.is_end());
         let mem_steps: Vec<_> = live.iter().filter(|e| e.kind.name() == "step").cloned()
             .map(|e| e.kind).collect();
-        prop_assert_eq!(mem_steps.len(), mem.trace.items.len());
+        prop_assert_eq!(mem_steps.len(), mem.trace.to_items().len());
 
         for backend in backends() {
             let (document, initial) = (document.clone(), initial.clone());

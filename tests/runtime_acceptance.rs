@@ -51,18 +51,18 @@ fn a_normal_path_calls_the_subgraph_and_maps_its_output() {
 #[test]
 fn c_trace_entries_carry_step_depth_supervisor_choice_and_reason() {
     let o = run(&fashion(), json!({"request": {"topic": "fashion"}}));
+    // Read through the trace's `ItemRef`s: ids as `&str`, borrowed from the trace.
     let decisions: Vec<_> = o
         .trace
-        .items
         .iter()
         .filter(|i| i.kind == K::Decision)
         .map(|i| {
             (
                 i.step,
                 i.depth,
-                i.supervisor.as_deref().unwrap(),
-                i.target.as_deref().unwrap(),
-                i.reason.as_deref().unwrap(),
+                i.supervisor().unwrap(),
+                i.target().unwrap(),
+                i.reason().unwrap(),
             )
         })
         .collect();
@@ -84,21 +84,16 @@ fn c_trace_entries_carry_step_depth_supervisor_choice_and_reason() {
         (2, 0, "stop_global")
     );
     // Items inside the subgraph name it; the root level has none.
-    let call = o
-        .trace
-        .items
-        .iter()
-        .find(|i| i.kind == K::Dispatch)
-        .unwrap();
-    assert_eq!(call.subgraph.as_deref(), Some("fashion"));
-    assert_eq!(o.trace.items[0].subgraph, None);
+    let call = o.trace.iter().find(|i| i.kind == K::Dispatch).unwrap();
+    assert_eq!(call.subgraph(), Some("fashion"));
+    assert_eq!(o.trace.to_items()[0].subgraph, None);
     // The candidates considered are recorded, best first.
     assert_eq!(
-        &*o.trace.items[0].candidates,
+        &*o.trace.to_items()[0].candidates,
         [Arc::from("fashion"), Arc::from("reply")]
     );
     // The last item ends the run with its reason.
-    let last = o.trace.items.last().unwrap();
+    let last = o.trace.to_items().into_iter().last().unwrap();
     assert_eq!(last.termination_reason, Some(R::StopGlobal));
     // The same trace is projected into `system.decision_trace`.
     assert_eq!(
@@ -138,7 +133,7 @@ fn b_max_depth_stops_safely_and_discards_open_frames() {
     assert_eq!(o.uncommitted[0].depth, 1);
     assert_eq!(o.uncommitted[1].depth, 2);
     assert_eq!(user_state(&o), json!({"request": {"q": 1}}));
-    let last = o.trace.items.last().unwrap();
+    let last = o.trace.to_items().into_iter().last().unwrap();
     assert_eq!(last.kind, K::GuardStop);
     assert_eq!(last.depth, 2);
     assert_eq!(last.termination_reason, Some(R::MaxDepthExceeded));
@@ -154,7 +149,7 @@ fn b_cycle_is_detected_by_reentry() {
     assert_eq!(o.steps, 2);
     assert!(
         o.trace
-            .items
+            .to_items()
             .last()
             .unwrap()
             .reason
@@ -182,7 +177,7 @@ fn yaml_workflows_run_the_same_way() {
     assert_eq!(o.status, RunStatus::Completed);
     assert_eq!(o.termination_reason, Some(R::Terminal));
     assert_eq!(o.steps, 3);
-    let kinds: Vec<K> = o.trace.items.iter().map(|i| i.kind).collect();
+    let kinds: Vec<K> = o.trace.to_items().iter().map(|i| i.kind).collect();
     assert_eq!(
         kinds,
         [K::Decision, K::Dispatch, K::Handoff, K::Handoff, K::End]

@@ -234,7 +234,7 @@ fn max_cost_usd_stops_the_run_before_the_step_past_it() {
     assert!(msg.contains("max_cost_usd is 0.75"), "{msg}");
     assert!(msg.contains("spent 0.75 USD"), "{msg}");
     assert!(msg.contains("node `r`"), "{msg}");
-    let last = s.trace().items.last().expect("items");
+    let last = s.trace().to_items().into_iter().last().expect("items");
     assert_eq!(last.kind, K::GuardStop);
     assert_eq!(
         serde_json::to_value(last.termination_reason).expect("data"),

@@ -162,7 +162,7 @@ fn failing_members_become_reports_and_the_primary_still_runs() {
         .collect();
     assert!(order.windows(2).all(|w| w[0] < w[1]), "{tagged}");
     // Trace: decision, fork, five advisor items, join, then the primary's own step.
-    let kinds: Vec<K> = s.trace().items.iter().map(|i| i.kind).collect();
+    let kinds: Vec<K> = s.trace().to_items().iter().map(|i| i.kind).collect();
     assert_eq!(
         kinds[..9],
         [
@@ -179,9 +179,9 @@ fn failing_members_become_reports_and_the_primary_still_runs() {
     );
     // Each member is a step and a visit; the primary is the step after them.
     assert_eq!(s.visits().get("fine"), Some(&1));
-    let dispatch = &s.trace().items[8];
+    let dispatch = &s.trace().to_items()[8];
     assert_eq!(dispatch.step, 6);
-    let member_steps: Vec<u32> = s.trace().items[2..7].iter().map(|i| i.step).collect();
+    let member_steps: Vec<u32> = s.trace().to_items()[2..7].iter().map(|i| i.step).collect();
     assert_eq!(member_steps, [1, 2, 3, 4, 5]);
 }
 
@@ -405,7 +405,7 @@ fn cancelling_during_the_fork_leaves_no_process_behind() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
-    let kinds: Vec<K> = s.trace().items.iter().map(|i| i.kind).collect();
+    let kinds: Vec<K> = s.trace().to_items().iter().map(|i| i.kind).collect();
     assert!(kinds.contains(&K::Join), "the join completed: {kinds:?}");
 }
 

@@ -128,7 +128,6 @@ fn a_step_dropped_at_any_await_leaves_the_run_untouched_and_the_run_ends_the_sam
     );
     let steps = whole
         .trace()
-        .items
         .iter()
         .filter(|i| matches!(i.kind, TraceKind::Decision | TraceKind::Handoff))
         .count();

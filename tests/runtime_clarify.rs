@@ -111,7 +111,7 @@ fn run_state(ex: &Executor) -> RunState {
 }
 
 fn kinds(s: &RunState) -> Vec<K> {
-    s.trace().items.iter().map(|i| i.kind).collect()
+    s.trace().to_items().iter().map(|i| i.kind).collect()
 }
 
 #[test]
@@ -138,13 +138,12 @@ fn a_clarification_after_a_return_updates_the_result_slice_without_an_entry() {
     assert_eq!(s.steps(), 4);
     let clarify = s
         .trace()
-        .items
         .iter()
         .find(|i| i.kind == K::Clarify)
         .expect("a clarify item");
-    assert_eq!(clarify.target.as_deref(), Some("research"));
-    assert_eq!(clarify.source.as_deref(), Some("boss"));
-    assert_eq!(clarify.reason.as_deref(), Some("which source is best?"));
+    assert_eq!(clarify.target(), Some("research"));
+    assert_eq!(clarify.source(), Some("boss"));
+    assert_eq!(clarify.reason(), Some("which source is best?"));
     assert_eq!(clarify.depth, 0);
     let after: Vec<K> = kinds(&s)
         .into_iter()
@@ -188,12 +187,11 @@ fn clarifying_a_subgraph_that_is_not_chat_is_clarify_unavailable() {
     assert_eq!(s.termination_reason(), Some(R::ClarifyUnavailable));
     let fb = s
         .trace()
-        .items
         .iter()
         .find(|i| i.kind == K::Fallback)
         .expect("a fallback item");
     assert_eq!(fb.termination_reason, Some(R::ClarifyUnavailable));
-    let why = fb.reason.as_deref().unwrap_or_default();
+    let why = fb.reason().unwrap_or_default();
     assert!(why.contains("subgraph `research` is not `chat`"), "{why}");
     assert!(!kinds(&s).contains(&K::Clarify));
     // With a fallback node, the run goes on there, as for an allowlist violation.
@@ -208,7 +206,6 @@ fn clarifying_a_subgraph_that_is_not_chat_is_clarify_unavailable() {
     assert!(
         state
             .trace()
-            .items
             .iter()
             .filter(|i| i.kind == K::Fallback)
             .all(|i| i.termination_reason == Some(R::ClarifyUnavailable))
@@ -233,13 +230,11 @@ fn a_subgraph_that_has_not_returned_here_is_clarify_unavailable() {
     assert_eq!(s.termination_reason(), Some(R::ClarifyUnavailable));
     let msg = s
         .trace()
-        .items
         .iter()
         .find(|i| i.kind == K::Fallback)
         .expect("fallback");
     assert!(
-        msg.reason
-            .as_deref()
+        msg.reason()
             .unwrap_or_default()
             .contains("has not returned at this level"),
         "{msg:?}"
@@ -318,11 +313,10 @@ fn kept_children_are_dropped_when_their_calling_level_ends() {
     assert_eq!(s.termination_reason(), Some(R::ClarifyUnavailable));
     let fb = s
         .trace()
-        .items
         .iter()
         .find(|i| i.kind == K::Fallback)
         .expect("fallback");
-    assert_eq!(fb.supervisor.as_deref(), Some("top"));
+    assert_eq!(fb.supervisor(), Some("top"));
     assert!(s.kept().is_empty());
 }
 

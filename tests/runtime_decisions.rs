@@ -54,12 +54,12 @@ fn node_runs_on_its_read_view_and_control_returns_to_the_supervisor() {
     let o = run(&ex, json!({"a": 1, "c": 3}));
     assert_eq!(o.status, RunStatus::Completed);
     assert_eq!(user_state(&o), json!({"a": 1, "c": 3, "b": 42}));
-    let kinds: Vec<K> = o.trace.items.iter().map(|i| i.kind).collect();
+    let kinds: Vec<K> = o.trace.to_items().iter().map(|i| i.kind).collect();
     assert_eq!(
         kinds,
         [K::Decision, K::Dispatch, K::Return, K::Decision, K::End]
     );
-    assert_eq!(o.trace.items[2].source.as_deref(), Some("n"));
+    assert_eq!(o.trace.to_items()[2].source.as_deref(), Some("n"));
 }
 
 #[test]
@@ -75,7 +75,7 @@ fn handoff_chains_run_without_a_decision_then_return_to_the_dispatcher() {
     let p = path(&o);
     assert_eq!(p[1], (K::Dispatch, "root".into(), "m".into()));
     assert_eq!(p[2], (K::Handoff, "root".into(), "m2".into()));
-    assert_eq!(o.trace.items[2].source.as_deref(), Some("m"));
+    assert_eq!(o.trace.to_items()[2].source.as_deref(), Some("m"));
     assert_eq!(p[3], (K::Return, "root".into(), "root".into()));
 }
 
@@ -93,7 +93,7 @@ fn a_terminal_node_ends_the_root_level() {
     assert_eq!(o.termination_reason, Some(R::Terminal));
     assert!(
         o.trace
-            .items
+            .to_items()
             .last()
             .unwrap()
             .reason
@@ -219,12 +219,11 @@ fn an_exitpoint_ends_its_subgraph() {
     assert_eq!(o.termination_reason, Some(R::StopGlobal));
     let ret = o
         .trace
-        .items
         .iter()
-        .find(|i| i.kind == K::Return && i.source.as_deref() == Some("fashion"))
+        .find(|i| i.kind == K::Return && i.source() == Some("fashion"))
         .unwrap();
     assert_eq!(ret.termination_reason, Some(R::Terminal));
-    assert_eq!(ret.reason.as_deref(), Some("exitpoint `trend`"));
+    assert_eq!(ret.reason(), Some("exitpoint `trend`"));
     assert_eq!(
         o.state["answer"],
         json!({"fashion": {"trend": "wide-leg trousers"}})
@@ -245,11 +244,8 @@ fn stop_local_with_an_output_and_should_end() {
     assert_eq!(o.state["answer"], json!({"fashion": "x"}));
     assert_eq!(
         o.trace
-            .items
             .iter()
-            .filter(
-                |i| i.supervisor.as_deref() == Some("domain_supervisor") && i.kind == K::Decision
-            )
+            .filter(|i| i.supervisor() == Some("domain_supervisor") && i.kind == K::Decision)
             .count(),
         1
     );
@@ -283,7 +279,7 @@ fn stop_local_at_the_root_ends_the_run() {
         (o.status, o.termination_reason),
         (RunStatus::Completed, Some(R::StopLocal))
     );
-    assert_eq!(o.trace.items[0].reason.as_deref(), Some("enough"));
+    assert_eq!(o.trace.to_items()[0].reason.as_deref(), Some("enough"));
 }
 
 fn nested() -> Value {
@@ -326,16 +322,12 @@ fn stop_global_from_depth_two_commits_open_frames_in_order() {
     assert_eq!(user_state(&o), json!({"y": "outer", "x": "inner"}));
     let returns: Vec<_> = o
         .trace
-        .items
         .iter()
         .filter(|i| i.kind == K::Return && i.termination_reason == Some(R::StopGlobal))
-        .map(|i| i.source.as_deref().unwrap())
+        .map(|i| i.source().unwrap())
         .collect();
     assert_eq!(returns, ["inner", "outer"]);
-    assert_eq!(
-        o.trace.items.last().unwrap().reason.as_deref(),
-        Some("found it")
-    );
+    assert_eq!(o.trace.last().unwrap().reason(), Some("found it"));
 }
 
 #[test]
@@ -372,13 +364,13 @@ fn ask_clarification_pauses_and_resume_lets_the_same_supervisor_decide_again() {
         o.state["clarification"],
         json!({"question": "which size?", "answer": "M"})
     );
-    let kinds: Vec<K> = o.trace.items.iter().map(|i| i.kind).collect();
+    let kinds: Vec<K> = o.trace.to_items().iter().map(|i| i.kind).collect();
     assert_eq!(
         kinds,
         [K::Decision, K::Pause, K::Resume, K::Decision, K::End]
     );
-    assert_eq!(o.trace.items[3].supervisor.as_deref(), Some("root"));
-    assert_eq!(o.trace.items[3].reason.as_deref(), Some("size M"));
+    assert_eq!(o.trace.to_items()[3].supervisor.as_deref(), Some("root"));
+    assert_eq!(o.trace.to_items()[3].reason.as_deref(), Some("size M"));
 }
 
 #[test]
@@ -425,7 +417,7 @@ fn an_explicit_fallback_runs_the_fallback_node() {
         .unwrap();
     let o = run(&ex, json!({}));
     assert_eq!(o.state["c"], "safe");
-    let fb = &o.trace.items[1];
+    let fb = &o.trace.to_items()[1];
     assert_eq!(fb.kind, K::Fallback);
     assert_eq!(fb.target.as_deref(), Some("safe"));
     assert_eq!(fb.reason.as_deref(), Some("unsure"));
@@ -448,10 +440,10 @@ fn an_allowlist_violation_goes_to_the_fallback_and_keeps_the_original_choice() {
             .unwrap();
         let o = run(&ex, json!({}));
         assert_eq!(o.state["c"], "safe", "{choice:?}");
-        assert_eq!(o.trace.items[0].kind, K::Decision);
-        let original = o.trace.items[0].target.clone().unwrap();
+        assert_eq!(o.trace.to_items()[0].kind, K::Decision);
+        let original = o.trace.to_items()[0].target.clone().unwrap();
         assert!(["forbidden", "n", "nowhere"].contains(&&*original));
-        let fb = &o.trace.items[1];
+        let fb = &o.trace.to_items()[1];
         assert_eq!((fb.kind, fb.target.as_deref()), (K::Fallback, Some("safe")));
         assert_eq!(fb.termination_reason, Some(R::AllowlistViolation));
         assert!(
@@ -489,7 +481,7 @@ fn without_a_fallback_a_violation_is_a_safe_stop_local() {
         (RunStatus::Completed, Some(R::AllowlistViolation))
     );
     assert_eq!(o.steps, 0);
-    assert_eq!(o.trace.items[1].target.as_deref(), Some("stop_local"));
+    assert_eq!(o.trace.to_items()[1].target.as_deref(), Some("stop_local"));
     // In a subgraph the safe stop_local returns to the caller, which decides again.
     let ex = builder(graph(nested()))
         .policy_handler(
@@ -502,12 +494,9 @@ fn without_a_fallback_a_violation_is_a_safe_stop_local() {
         .unwrap();
     let o = run(&ex, json!({}));
     assert_eq!(o.termination_reason, Some(R::StopGlobal));
-    let ret = o.trace.items.iter().find(|i| i.kind == K::Return).unwrap();
+    let ret = o.trace.iter().find(|i| i.kind == K::Return).unwrap();
     assert_eq!(ret.termination_reason, Some(R::AllowlistViolation));
-    assert_eq!(
-        o.trace.items.last().unwrap().reason.as_deref(),
-        Some("after")
-    );
+    assert_eq!(o.trace.last().unwrap().reason(), Some("after"));
 }
 
 #[test]
@@ -537,12 +526,11 @@ fn legacy_strings_work_alongside_typed_decisions() {
     assert_eq!(o.steps, 4, "two entries, two node runs");
     let decisions: Vec<(String, Option<String>)> = o
         .trace
-        .items
         .iter()
         .filter(|i| i.kind == K::Decision)
         .map(|i| {
-            let target = i.target.as_deref().unwrap().to_string();
-            (target, i.reason.as_deref().map(str::to_string))
+            let target = i.target().unwrap().to_string();
+            (target, i.reason().map(str::to_string))
         })
         .collect();
     assert_eq!(decisions[0], ("outer".into(), None));
@@ -593,7 +581,7 @@ fn the_same_input_gives_the_same_trace_apart_from_timing() {
     let a = run(&timed, input.clone());
     let b = run(&timed, input.clone());
     assert!(
-        a.trace.items.iter().all(|i| i.at_ms > 0),
+        a.trace.to_items().iter().all(|i| i.at_ms > 0),
         "system clock stamps items"
     );
     assert_eq!(a.trace.without_timing(), b.trace.without_timing());
@@ -655,10 +643,9 @@ fn rule_triggers_on_system_see_it_fresh() {
     assert_eq!(o.state["out"], "done");
     let decided: Vec<&str> = o
         .trace
-        .items
         .iter()
         .filter(|i| i.kind == K::Decision)
-        .filter_map(|i| i.target.as_deref())
+        .filter_map(|i| i.target())
         .collect();
     assert_eq!(decided, ["work", "work", "work", "done"]);
 }
@@ -703,16 +690,16 @@ fn policies_see_the_recent_trace_items_or_the_whole_trace_on_request() {
     let (o, recent) = seen_by(None);
     let longest = recent.iter().map(Vec::len).max().unwrap();
     assert_eq!(longest, TraceView::DEFAULT_RECENT);
-    assert!(o.trace.items.len() > 2 * TraceView::DEFAULT_RECENT);
+    assert!(o.trace.to_items().len() > 2 * TraceView::DEFAULT_RECENT);
     // The last call saw the newest items: the trace's items before its own decision.
     let last = recent.last().unwrap();
-    let before_last_decision = o.trace.items.len() - 2; // the decision and the end follow
-    let expected: Vec<Value> = o.trace.items
+    let before_last_decision = o.trace.to_items().len() - 2; // the decision and the end follow
+    let expected: Vec<Value> = o.trace.to_items()
         [before_last_decision - TraceView::DEFAULT_RECENT..before_last_decision]
         .iter()
         .map(|i| serde_json::to_value(i).unwrap())
         .collect();
     assert_eq!(last, &expected);
     let (o, full) = seen_by(Some(TraceView::Full));
-    assert_eq!(full.last().unwrap().len(), o.trace.items.len() - 2);
+    assert_eq!(full.last().unwrap().len(), o.trace.to_items().len() - 2);
 }

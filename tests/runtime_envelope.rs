@@ -5,8 +5,8 @@
 mod support;
 
 use pactgraph::runtime::{
-    Chain, ChainTrigger, Executor, HandlerError, NodeInput, NodeOutput, RunState, RunStatus,
-    TerminationReason as R, TraceItem, TraceKind as K, Usage, Writes,
+    Chain, ChainTrigger, Executor, HandlerError, ItemRef, NodeInput, NodeOutput, RunState,
+    RunStatus, TerminationReason as R, TraceKind as K, Usage, Writes,
 };
 use serde_json::{Number, Value, json};
 use support::runtime::{builder, graph, rt, run_with_io, user_state, writes};
@@ -35,12 +35,11 @@ fn two_nodes(run_a: Value, run_b: Value) -> Value {
     })
 }
 
-fn node_item<'a>(s: &'a RunState, node: &str) -> &'a TraceItem {
+fn node_item<'a>(s: &'a RunState, node: &str) -> ItemRef<'a> {
     s.trace()
-        .items
         .iter()
-        .find(|i| i.kind == K::Dispatch && i.target.as_deref() == Some(node))
-        .unwrap_or_else(|| panic!("no dispatch of `{node}` in {:#?}", s.trace().items))
+        .find(|i| i.kind == K::Dispatch && i.target() == Some(node))
+        .unwrap_or_else(|| panic!("no dispatch of `{node}` in {:#?}", s.trace().to_items()))
 }
 
 fn f(x: f64) -> Number {
@@ -147,7 +146,7 @@ fn an_unknown_dollar_key_fails_the_step_and_applies_nothing() {
     );
     assert_eq!(user_state(&s.outcome()), json!({}), "nothing applied");
     assert_eq!(s.steps(), 1, "the step counts");
-    let end = s.trace().items.last().expect("an end item");
+    let end = s.trace().iter().last().expect("an end item");
     assert_eq!(
         (end.kind, end.termination_reason),
         (K::End, Some(R::InvalidOutput))
@@ -203,7 +202,7 @@ fn a_step_refused_after_its_usage_keeps_the_cost_but_not_the_writes() {
     assert_eq!(s.termination_reason(), Some(R::WriteBoundaryViolation));
     assert_eq!(user_state(&s.outcome()), json!({}));
     assert_eq!(s.usage_total().get("output_tokens"), Some(&7.into()));
-    let end = s.trace().items.last().expect("an end item");
+    let end = s.trace().iter().last().expect("an end item");
     assert_eq!(end.kind, K::End);
     assert_eq!(
         end.usage().and_then(|u| u.get("output_tokens")),
@@ -323,15 +322,8 @@ fn every_item_of_a_handoff_chain_carries_its_stage() {
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
     let items: Vec<(K, &str, Option<Chain>)> = s
         .trace()
-        .items
         .iter()
-        .map(|i| {
-            (
-                i.kind,
-                i.target.as_deref().unwrap_or("-"),
-                i.chain().cloned(),
-            )
-        })
+        .map(|i| (i.kind, i.target().unwrap_or("-"), i.chain().cloned()))
         .collect();
     assert_eq!(
         items,
@@ -345,7 +337,7 @@ fn every_item_of_a_handoff_chain_carries_its_stage() {
             (K::End, "completed", None),
         ]
     );
-    let dispatch = serde_json::to_value(&s.trace().items[1]).expect("plain data");
+    let dispatch = serde_json::to_value(&s.trace().to_items()[1]).expect("plain data");
     assert_eq!(
         dispatch["chain"],
         json!({"root": "a", "stage": 0, "trigger": "handoff"})
@@ -363,13 +355,8 @@ fn a_node_without_handoff_is_no_chain() {
     let ex = builder(graph(doc)).build().expect("builds");
     let s = run_state(&ex, json!({}));
     assert_eq!(s.status(), RunStatus::Completed);
-    assert!(s.trace().items.iter().all(|i| i.chain().is_none()));
-    assert!(
-        s.trace()
-            .items
-            .iter()
-            .any(|i| i.target.as_deref() == Some("solo"))
-    );
+    assert!(s.trace().to_items().iter().all(|i| i.chain().is_none()));
+    assert!(s.trace().iter().any(|i| i.target() == Some("solo")));
 }
 
 #[test]
@@ -409,7 +396,7 @@ fn a_stage_whose_input_schema_rejects_its_input_is_invalid_chain_payload() {
     );
     // `a`'s writes were committed in its own step; `b` ran nothing.
     assert_eq!(user_state(&s.outcome()), json!({"draft": {"title": 5}}));
-    let end = s.trace().items.last().expect("an end item");
+    let end = s.trace().iter().last().expect("an end item");
     assert_eq!(
         (end.kind, end.termination_reason, end.chain().cloned()),
         (K::End, Some(R::InvalidChainPayload), stage("a", 1))

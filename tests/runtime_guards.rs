@@ -42,7 +42,7 @@ fn max_steps_exceeded() {
         (RunStatus::Stopped, Some(R::MaxStepsExceeded))
     );
     assert_eq!(o.steps, 5);
-    let last = o.trace.items.last().unwrap();
+    let last = o.trace.to_items().into_iter().last().unwrap();
     assert_eq!((last.kind, last.step), (K::GuardStop, 5));
     assert_eq!(o.state["out"], 1, "committed steps stay");
 }

@@ -65,10 +65,9 @@ fn with_flaky(h: impl pactgraph::runtime::NodeHandler, retry: Value) -> Executor
 
 fn retry_items(s: &RunState) -> Vec<(u32, String)> {
     s.trace()
-        .items
         .iter()
         .filter(|i| i.kind == K::Retry)
-        .map(|i| (i.step, i.reason.as_deref().unwrap_or_default().to_string()))
+        .map(|i| (i.step, i.reason().unwrap_or_default().to_string()))
         .collect()
 }
 
@@ -82,7 +81,7 @@ fn a_handler_that_fails_twice_succeeds_on_the_third_attempt_in_one_step() {
     assert_eq!(*seen.lock().expect("not poisoned"), [1, 2, 3]);
     // Two failed attempts traced, in the node's step, before its dispatch item.
     let retries = retry_items(&s);
-    assert_eq!(retries.len(), 2, "{:#?}", s.trace().items);
+    assert_eq!(retries.len(), 2, "{:#?}", s.trace().to_items());
     assert!(retries.iter().all(|(step, _)| *step == retries[0].0));
     assert_eq!(
         retries[0].1,
@@ -92,7 +91,7 @@ fn a_handler_that_fails_twice_succeeds_on_the_third_attempt_in_one_step() {
         retries[1].1,
         "attempt 2 failed (failed): model unavailable; attempt 3 in 2 ms"
     );
-    let kinds: Vec<K> = s.trace().items.iter().map(|i| i.kind).collect();
+    let kinds: Vec<K> = s.trace().to_items().iter().map(|i| i.kind).collect();
     assert_eq!(
         kinds,
         [

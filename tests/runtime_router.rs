@@ -8,8 +8,8 @@ mod support;
 use std::sync::{Arc, Mutex};
 
 use pactgraph::runtime::{
-    Chain, ChainTrigger, Executor, HandlerError, NodeInput, NodeOutput, Pending, RunState,
-    RunStatus, TerminationReason as R, TraceItem, TraceKind as K,
+    Chain, ChainTrigger, Executor, HandlerError, ItemRef, NodeInput, NodeOutput, Pending, RunState,
+    RunStatus, TerminationReason as R, TraceKind as K,
 };
 use serde_json::{Value, json};
 use support::runtime::{builder, graph, rt, run_with_io, user_state, writes};
@@ -92,11 +92,10 @@ fn scripted(ex: pactgraph::runtime::ExecutorBuilder, outputs: Vec<Value>, seen: 
     .expect("builds")
 }
 
-fn items_of<'a>(s: &'a RunState, node: &str) -> Vec<&'a TraceItem> {
+fn items_of<'a>(s: &'a RunState, node: &str) -> Vec<ItemRef<'a>> {
     s.trace()
-        .items
         .iter()
-        .filter(|i| matches!(i.kind, K::Dispatch | K::Handoff) && i.target.as_deref() == Some(node))
+        .filter(|i| matches!(i.kind, K::Dispatch | K::Handoff) && i.target() == Some(node))
         .collect()
 }
 
@@ -148,13 +147,12 @@ fn an_unknown_destination_then_a_valid_one_retries_once_with_the_error() {
     assert_eq!(runs.len(), 2);
     assert!(
         runs[0]
-            .reason
-            .as_deref()
+            .reason()
             .is_some_and(|r| r.starts_with("invalid route (router run 1): ")),
         "{:?}",
         runs[0].reason
     );
-    assert_eq!(runs[1].reason.as_deref(), Some("$route: b (router run 2)"));
+    assert_eq!(runs[1].reason(), Some("$route: b (router run 2)"));
     assert_eq!(
         runs[1].chain().cloned(),
         chain("r", 0, ChainTrigger::Router)
@@ -162,7 +160,7 @@ fn an_unknown_destination_then_a_valid_one_retries_once_with_the_error() {
     let b = items_of(&s, "b");
     assert_eq!(b.len(), 1);
     assert_eq!(b[0].kind, K::Handoff);
-    assert_eq!(b[0].source.as_deref(), Some("r"));
+    assert_eq!(b[0].source(), Some("r"));
     assert_eq!(b[0].chain().cloned(), chain("r", 1, ChainTrigger::Router));
     assert_eq!(s.steps(), 3);
     assert_eq!(s.visits().get("r"), Some(&2));
@@ -195,7 +193,7 @@ fn a_router_that_never_routes_fails_with_invalid_route_and_applies_nothing() {
     assert_eq!(seen.lock().expect("not poisoned").len(), 3);
     assert_eq!(s.visits().get("r"), Some(&3));
     assert!(items_of(&s, "a").is_empty() && items_of(&s, "b").is_empty());
-    let last = s.trace().items.last().expect("an end item");
+    let last = s.trace().iter().last().expect("an end item");
     assert_eq!(last.termination_reason, Some(R::InvalidRoute));
     // Also the shape of `invalid_route` in the outcome.
     let out = serde_json::to_value(s.outcome()).expect("plain data");
@@ -310,17 +308,16 @@ fn a_destination_subgraph_is_called_with_its_boundary_and_schemas() {
     );
     let call = s
         .trace()
-        .items
         .iter()
         .find(|i| i.kind == K::Call)
         .expect("a call item");
-    assert_eq!(call.supervisor.as_deref(), Some("root"));
-    assert_eq!(call.source.as_deref(), Some("r"));
-    assert_eq!(call.target.as_deref(), Some("sub"));
+    assert_eq!(call.supervisor(), Some("root"));
+    assert_eq!(call.source(), Some("r"));
+    assert_eq!(call.target(), Some("sub"));
     assert_eq!(call.chain().cloned(), chain("r", 1, ChainTrigger::Router));
     assert_eq!(s.entries().get("sub"), Some(&1));
     // After the return the router's supervisor decides again (and stops: `done` exists).
-    let kinds: Vec<K> = s.trace().items.iter().map(|i| i.kind).collect();
+    let kinds: Vec<K> = s.trace().to_items().iter().map(|i| i.kind).collect();
     assert_eq!(
         kinds,
         [
@@ -381,10 +378,9 @@ fn the_routers_own_handoff_runs_after_the_destination_chain() {
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
     let order: Vec<(&str, Option<Chain>)> = s
         .trace()
-        .items
         .iter()
         .filter(|i| matches!(i.kind, K::Dispatch | K::Handoff))
-        .map(|i| (i.target.as_deref().unwrap_or_default(), i.chain().cloned()))
+        .map(|i| (i.target().unwrap_or_default(), i.chain().cloned()))
         .collect();
     assert_eq!(
         order,
@@ -397,14 +393,13 @@ fn the_routers_own_handoff_runs_after_the_destination_chain() {
         ]
     );
     let h = items_of(&s, "h")[0];
-    assert_eq!(h.source.as_deref(), Some("r"));
+    assert_eq!(h.source(), Some("r"));
     assert_eq!(user_state(&s.outcome())["after"], "h ran");
     // `h` returns to `root`, which decides again.
     let after_h = s
         .trace()
-        .items
         .iter()
-        .skip_while(|i| i.target.as_deref() != Some("h"))
+        .skip_while(|i| i.target() != Some("h"))
         .nth(1)
         .expect("an item after h");
     assert_eq!(after_h.kind, K::Return);
@@ -416,9 +411,8 @@ fn the_routers_own_handoff_runs_after_the_destination_chain() {
     assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
     let kinds: Vec<(K, &str)> = s
         .trace()
-        .items
         .iter()
-        .map(|i| (i.kind, i.target.as_deref().unwrap_or_default()))
+        .map(|i| (i.kind, i.target().unwrap_or_default()))
         .filter(|(k, _)| matches!(k, K::Dispatch | K::Handoff | K::Call | K::Return))
         .collect();
     assert_eq!(
@@ -458,9 +452,9 @@ fn may_answer_lets_a_router_end_its_level() {
     assert_eq!(s.termination_reason(), Some(R::Terminal));
     assert_eq!(user_state(&s.outcome()), json!({"pick": "myself"}));
     let r = items_of(&s, "r")[0];
-    assert_eq!(r.reason.as_deref(), Some("answered ($route: null)"));
-    let end = s.trace().items.last().expect("an end item");
-    assert_eq!(end.reason.as_deref(), Some("router `r` answered"));
+    assert_eq!(r.reason(), Some("answered ($route: null)"));
+    let end = s.trace().iter().last().expect("an end item");
+    assert_eq!(end.reason(), Some("router `r` answered"));
     // No `$route` at all is an answer too.
     let g = graph(routed(
         json!({"destinations": ["a"], "may_answer": true}),
@@ -559,14 +553,13 @@ fn nested_routers_pay_their_handoffs_innermost_first() {
         assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
         let ran: Vec<&str> = s
             .trace()
-            .items
             .iter()
             .filter(|i| matches!(i.kind, K::Dispatch | K::Handoff))
-            .filter_map(|i| i.target.as_deref())
+            .filter_map(|i| i.target())
             .collect();
         assert_eq!(ran, expect);
         let h1 = items_of(&s, "h1")[0];
-        assert_eq!(h1.source.as_deref(), Some("r1"));
+        assert_eq!(h1.source(), Some("r1"));
     }
 }
 
@@ -643,7 +636,7 @@ fn the_shipped_router_triage_runs_end_to_end() {
         );
         assert_eq!(state["closed"], true);
         let close = items_of(&s, "close")[0];
-        assert_eq!(close.source.as_deref(), Some("triage"));
+        assert_eq!(close.source(), Some("triage"));
     }
 }
 
@@ -678,10 +671,9 @@ fn a_destination_with_advisors_keeps_the_owed_handoff_and_a_retried_router_skips
     assert_eq!(user_state(&s.outcome())["after"], true);
     let kinds: Vec<(K, &str)> = s
         .trace()
-        .items
         .iter()
         .filter(|i| !matches!(i.kind, K::Decision | K::Advisor | K::End))
-        .map(|i| (i.kind, i.target.as_deref().unwrap_or_default()))
+        .map(|i| (i.kind, i.target().unwrap_or_default()))
         .collect();
     assert_eq!(
         kinds,

@@ -187,13 +187,12 @@ fn a_two_cycle_team_with_an_early_exit_decides() {
     assert_eq!(s.visits().get("chair"), Some(&2));
     let turns: Vec<(String, Option<String>)> = s
         .trace()
-        .items
         .iter()
         .filter(|i| i.kind == K::TeamTurn)
         .map(|i| {
             (
-                i.target.as_deref().unwrap_or_default().to_string(),
-                i.source.as_deref().map(str::to_string),
+                i.target().unwrap_or_default().to_string(),
+                i.source().map(str::to_string),
             )
         })
         .collect();
@@ -206,7 +205,6 @@ fn a_two_cycle_team_with_an_early_exit_decides() {
     );
     assert!(
         s.trace()
-            .items
             .iter()
             .filter(|i| i.kind == K::TeamTurn)
             .all(|i| i.usage().is_some()),
@@ -431,10 +429,9 @@ fn lead_errors_fail_the_run_and_members_may_not_finalize() {
     );
     let turn = s
         .trace()
-        .items
         .iter()
-        .find(|i| i.kind == K::TeamTurn && i.target.as_deref() == Some("m"))
-        .and_then(|i| i.reason.as_deref())
+        .find(|i| i.kind == K::TeamTurn && i.target() == Some("m"))
+        .and_then(|i| i.reason())
         .unwrap_or_default()
         .to_string();
     assert!(

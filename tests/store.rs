@@ -671,7 +671,7 @@ fn cancel_stops_queued_and_paused_runs_only() {
             assert_eq!(run.status(), RunStatus::Stopped);
             assert_eq!(run.termination_reason(), Some(TerminationReason::Cancelled));
             assert_eq!(
-                run.trace().items.last().map(|i| i.kind),
+                run.trace().to_items().into_iter().last().map(|i| i.kind),
                 Some(TraceKind::GuardStop)
             );
             assert!(matches!(
@@ -1012,11 +1012,10 @@ fn retry_attempts_are_stored_before_they_run() {
                 .unwrap();
             let retries = run
                 .trace()
-                .items
                 .iter()
                 .filter(|i| i.kind == TraceKind::Retry)
                 .count();
-            assert_eq!(retries, 2, "{:#?}", run.trace().items);
+            assert_eq!(retries, 2, "{:#?}", run.trace().to_items());
             let first_step: Vec<(u32, u32)> = seen.lock().unwrap()[..3].to_vec();
             assert_eq!(first_step, [(1, 1), (2, 2), (3, 3)]);
         });

@@ -92,9 +92,8 @@ async fn steps_per_checkpoint(store: &AnyStore, id: pactgraph::runtime::RunId) -
 /// The steps at which `tick` (the effect) was dispatched.
 fn tick_steps(run: &RunState) -> Vec<u32> {
     run.trace()
-        .items
         .iter()
-        .filter(|i| i.kind == TraceKind::Dispatch && i.target.as_deref() == Some("tick"))
+        .filter(|i| i.kind == TraceKind::Dispatch && i.target() == Some("tick"))
         .map(|i| i.step)
         .collect()
 }

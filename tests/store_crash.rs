@@ -170,9 +170,9 @@ fn a_run_killed_mid_step_resumes_exactly_from_its_last_commit() {
                 Some(&json!(part.steps())),
                 "one increment per committed step"
             );
-            let prefix = whole.trace().without_timing().items[..part.trace().len()].to_vec();
+            let prefix = whole.trace().without_timing().to_items()[..part.trace().len()].to_vec();
             assert_eq!(
-                part.trace().without_timing().items,
+                part.trace().without_timing().to_items(),
                 prefix,
                 "the trace so far is the uninterrupted one's"
             );

@@ -209,8 +209,8 @@ fn work_drains_chains_with_several_runs_at_once() {
             for pair in ids.chunks(2) {
                 let a = store.load(pair[0]).await.unwrap().record.run;
                 let b = store.load(pair[1]).await.unwrap().record.run;
-                let a_end = a.trace().items.last().expect("A stepped").at_ms;
-                let b_first = b.trace().items.first().expect("B stepped").at_ms;
+                let a_end = a.trace().iter().last().expect("A stepped").at_ms;
+                let b_first = b.trace().iter().next().expect("B stepped").at_ms;
                 assert!(
                     a_end <= b_first,
                     "a dependent steps after its dependency ended ({a_end} > {b_first})"

@@ -196,7 +196,7 @@ proptest! {
             }
             Ok(got)
         })?;
-        let memory = check(&rebuilt(&run.trace().items, &events, &document), &reads)?;
+        let memory = check(&rebuilt(&run.trace().to_items(), &events, &document), &reads)?;
         let answers = answered;
 
         for backend in backends() {
@@ -221,8 +221,8 @@ proptest! {
                 };
                 prop_assert_eq!(answered, answers);
                 let events = store.events(id, 0, usize::MAX).await.unwrap();
-                let items = store.load(id).await.unwrap().record.run.trace().items.clone();
-                prop_assert_eq!(&items, &run.trace().items);
+                let items = store.load(id).await.unwrap().record.run.trace().to_items().clone();
+                prop_assert_eq!(&items, &run.trace().to_items());
                 check(&rebuilt(&items, &events, &document), &reads)
             })?;
             // The same values whichever store kept them, and as in memory.
@@ -257,7 +257,7 @@ fn generated_runs_reach_every_change_the_rebuild_follows() {
             run = ex.resume(run, "yes").unwrap();
         }
         let mut after = Vec::new();
-        for item in &run.trace().items {
+        for item in &run.trace().to_items() {
             let kind = format!("{:?}", item.kind);
             if item.ran_node().is_some() && matches!(kind.as_str(), "Dispatch" | "Handoff") {
                 if item.depth > 0 {

@@ -15,18 +15,16 @@ fn hostile_trace_overlay_parses_back() {
     let g = hostile();
     let mut stop = item(TraceKind::GuardStop, 1, Some("inner}{sup"), None);
     stop.reason = Some("weird \"reason\"\n\\".into());
-    let trace = DecisionTrace {
-        items: vec![
-            item(
-                TraceKind::Call,
-                0,
-                Some("boss \"quoted\" \\ back\\"),
-                Some("sub \"a\"\nline two"),
-            ),
-            stop,
-            item(TraceKind::Dispatch, 2, Some("nobody"), Some("nothing")),
-        ],
-    };
+    let trace = DecisionTrace::from(vec![
+        item(
+            TraceKind::Call,
+            0,
+            Some("boss \"quoted\" \\ back\\"),
+            Some("sub \"a\"\nline two"),
+        ),
+        stop,
+        item(TraceKind::Dispatch, 2, Some("nobody"), Some("nothing")),
+    ]);
     assert_eq!(unmatched_trace_items(&g, &trace), 1);
     let dot = to_dot(&g, &DotOptions::with_trace(&trace));
     check_structure(&g, &dot, 1, 1);
@@ -49,9 +47,7 @@ fn executor_shaped_items_are_not_mismatches() {
     stop.termination_reason = Some(TerminationReason::MaxStepsExceeded);
     let mut end = item(TraceKind::End, 5, None, Some("completed"));
     end.supervisor = Some("domain_supervisor".into());
-    let trace = DecisionTrace {
-        items: vec![decision, fallback, stop, end],
-    };
+    let trace = DecisionTrace::from(vec![decision, fallback, stop, end]);
     assert_eq!(unmatched_trace_items(&g, &trace), 0);
     let dot = to_dot(&g, &DotOptions::with_trace(&trace));
     assert!(dot.contains(r##""fashion_supervisor" -> "stop_1" [style=bold, color="#d62728", fontcolor="#d62728", label="1"]"##), "{dot}");
@@ -129,48 +125,46 @@ mod random_ids {
 #[test]
 fn returns_into_the_same_cluster_have_no_ltail() {
     let g = recursive();
-    let trace = DecisionTrace {
-        items: vec![
-            item(TraceKind::Call, 0, Some("root"), Some("research")),
-            item(
-                TraceKind::Call,
-                1,
-                Some("research_supervisor"),
-                Some("research"),
-            ),
-            item(
-                TraceKind::Return,
-                2,
-                Some("research"),
-                Some("research_supervisor"),
-            ),
-            item(
-                TraceKind::Call,
-                2,
-                Some("research_supervisor"),
-                Some("deeper"),
-            ),
-            item(
-                TraceKind::Call,
-                3,
-                Some("deeper_supervisor"),
-                Some("research"),
-            ),
-            item(
-                TraceKind::Return,
-                4,
-                Some("research"),
-                Some("deeper_supervisor"),
-            ),
-            item(
-                TraceKind::Return,
-                4,
-                Some("deeper"),
-                Some("research_supervisor"),
-            ),
-            item(TraceKind::Return, 4, Some("research"), Some("root")),
-        ],
-    };
+    let trace = DecisionTrace::from(vec![
+        item(TraceKind::Call, 0, Some("root"), Some("research")),
+        item(
+            TraceKind::Call,
+            1,
+            Some("research_supervisor"),
+            Some("research"),
+        ),
+        item(
+            TraceKind::Return,
+            2,
+            Some("research"),
+            Some("research_supervisor"),
+        ),
+        item(
+            TraceKind::Call,
+            2,
+            Some("research_supervisor"),
+            Some("deeper"),
+        ),
+        item(
+            TraceKind::Call,
+            3,
+            Some("deeper_supervisor"),
+            Some("research"),
+        ),
+        item(
+            TraceKind::Return,
+            4,
+            Some("research"),
+            Some("deeper_supervisor"),
+        ),
+        item(
+            TraceKind::Return,
+            4,
+            Some("deeper"),
+            Some("research_supervisor"),
+        ),
+        item(TraceKind::Return, 4, Some("research"), Some("root")),
+    ]);
     assert_eq!(unmatched_trace_items(&g, &trace), 0);
     let dot = to_dot(&g, &DotOptions::with_trace(&trace));
     let line = |from: &str, to: &str| {

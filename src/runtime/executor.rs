@@ -256,13 +256,11 @@ impl Executor {
             steps: 0,
             visits: Default::default(),
             entries: Default::default(),
-            trace: DecisionTrace {
-                items: Vec::with_capacity(
-                    usize::try_from(graph.budgets().max_steps.saturating_mul(3))
-                        .unwrap_or(usize::MAX)
-                        .clamp(8, 4096),
-                ),
-            },
+            trace: DecisionTrace::with_capacity(
+                usize::try_from(graph.budgets().max_steps.saturating_mul(3))
+                    .unwrap_or(usize::MAX)
+                    .clamp(8, 4096),
+            ),
             uncommitted: Vec::new(),
             usage_total: Usage::new(),
             kept: Vec::new(),
@@ -412,15 +410,16 @@ impl Executor {
             span.in_scope(|| self.resolve_step(run, &mut step, output));
         }
         span.in_scope(|| self.commit_step(run, step));
-        if let Some(i) = run.trace.items.get(first) {
-            span.record("supervisor", i.supervisor.as_deref());
-            span.record("subgraph", i.subgraph.as_deref());
+        if let Some(i) = run.trace.get(first) {
+            span.record("supervisor", i.supervisor());
+            span.record("subgraph", i.subgraph());
             span.record("kind", tracing::field::debug(i.kind));
-            span.record("target", i.target.as_deref());
-            span.record("reason", i.reason.as_deref());
+            span.record("target", i.target());
+            span.record("reason", i.reason());
         }
-        if let Some(r) = run.trace.items[first..]
-            .iter()
+        if let Some(r) = run
+            .trace
+            .iter_from(first)
             .rev()
             .find_map(|i| i.termination_reason)
         {

@@ -70,17 +70,17 @@ fn a_system_clock_stamps_the_step_with_the_time_planning_is_given() {
     let ex = with_deadline(Clock::System);
     let run = one_step(&ex, 7_000, 7_250, &CancellationToken::new());
     assert_eq!(run.status(), RunStatus::Completed);
-    let decision = &run.trace.items[0];
+    let decision = run.trace.get(0).expect("a decision");
     assert_eq!(decision.kind, TraceKind::Decision);
     assert!(
-        run.trace.items.iter().all(|i| i.at_ms == 7_250),
+        run.trace.iter().all(|i| i.at_ms == 7_250),
         "every item of the step carries the given time: {:?}",
-        run.trace.items.iter().map(|i| i.at_ms).collect::<Vec<_>>()
+        run.trace.iter().map(|i| i.at_ms).collect::<Vec<_>>()
     );
     // A frozen clock stamps nothing, whatever time planning is given.
     let ex = with_deadline(Clock::Frozen);
     let run = one_step(&ex, 7_000, 7_250, &CancellationToken::new());
-    assert!(run.trace.items.iter().all(|i| i.at_ms == 0));
+    assert!(run.trace.iter().all(|i| i.at_ms == 0));
 }
 
 #[test]
@@ -91,7 +91,7 @@ fn planning_checks_the_token_it_is_given() {
     assert!(!ex.cancellation_token().is_cancelled());
     let run = one_step(&ex, 1_000, 1_000, &token);
     assert_eq!(run.termination_reason(), Some(TerminationReason::Cancelled));
-    let stop = run.trace.items.last().expect("a guard stop item");
+    let stop = run.trace.last().expect("a guard stop item");
     assert_eq!(stop.kind, TraceKind::GuardStop);
-    assert_eq!(stop.supervisor.as_deref(), Some("root"));
+    assert_eq!(stop.supervisor(), Some("root"));
 }

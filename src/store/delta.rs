@@ -501,7 +501,7 @@ impl StepDelta {
             visits: MapDelta::counters(&before.visits, &after.visits),
             entries: MapDelta::counters(&before.entries, &after.entries),
             trace_from,
-            trace: after.trace.items[trace_from..].to_vec(),
+            trace: after.trace.items_from(trace_from),
             trace_in_events: None,
             control: ControlDelta {
                 status,
@@ -560,8 +560,8 @@ impl StepDelta {
         run.steps = self.steps;
         self.visits.apply(&mut run.visits);
         self.entries.apply(&mut run.entries);
-        run.trace.items.truncate(self.trace_from);
-        run.trace.items.extend(self.trace.iter().cloned());
+        run.trace.truncate(self.trace_from);
+        run.trace.extend(self.trace.iter().cloned());
         run.control = control;
         if let Some(u) = &self.uncommitted {
             run.uncommitted.clone_from(u);

@@ -446,7 +446,7 @@ impl<S: RunStore> Driver<'_, S> {
         let last = self.store.last_event_seq(self.id).await?;
         self.event_seq.store(last, Ordering::Relaxed);
         if let Some(bus) = self.executor.events() {
-            bus.continue_after(self.id, last, run.trace.items.len());
+            bus.continue_after(self.id, last, run.trace.len());
         }
         Ok(())
     }

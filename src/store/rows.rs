@@ -233,10 +233,9 @@ pub(crate) fn end_run(
         .map(|p| Arc::clone(p.supervisor()))
         .or_else(|| {
             run.trace
-                .items
                 .iter()
                 .rev()
-                .find_map(|i| i.supervisor.clone())
+                .find_map(|i| i.supervisor().map(Arc::from))
         });
     let mut item = TraceItem::new(TraceKind::GuardStop, run.steps, run.depth());
     item.supervisor = supervisor;

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::contracts::RoutingDecision;
 use crate::graph::{CompiledGraph, EdgeKind};
-use crate::runtime::{ChainTrigger, DecisionTrace, TraceItem, TraceKind};
+use crate::runtime::{ChainTrigger, DecisionTrace, ItemRef, TraceKind};
 
 /// How an edge is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -194,9 +194,9 @@ pub(crate) fn overlay(g: &CompiledGraph, trace: &DecisionTrace) -> Overlay {
     let mut next = 1u32;
     let known = |id: &str| g.index_of(id).is_some();
 
-    for item in &trace.items {
-        let source = item.source.as_deref().or(item.supervisor.as_deref());
-        let target = item.target.as_deref();
+    for item in trace.iter() {
+        let source = item.source().or(item.supervisor());
+        let target = item.target();
         let mark = |o: &mut Overlay, id: Option<&str>| {
             if let Some(id) = id.filter(|id| known(id))
                 && !o.visited.contains(id)
@@ -206,16 +206,16 @@ pub(crate) fn overlay(g: &CompiledGraph, trace: &DecisionTrace) -> Overlay {
         };
         match item.kind {
             TraceKind::Decision | TraceKind::Pause | TraceKind::Resume | TraceKind::End => {
-                mark(&mut o, item.supervisor.as_deref());
+                mark(&mut o, item.supervisor());
             }
             // A failed attempt moves nothing: the node's own item draws the edge. A fork
             // and its join happen at the primary.
             TraceKind::Retry | TraceKind::Fork | TraceKind::Join => mark(&mut o, target),
             // An agent's model call happens at the agent node; a tool call also visits
             // its tool node (neither is a graph edge).
-            TraceKind::ModelCall => mark(&mut o, item.source.as_deref()),
+            TraceKind::ModelCall => mark(&mut o, item.source()),
             TraceKind::ToolCall => {
-                mark(&mut o, item.source.as_deref());
+                mark(&mut o, item.source());
                 mark(&mut o, target);
             }
             // A team's cycle happens at the team node: counted for its cluster's label.
@@ -227,7 +227,7 @@ pub(crate) fn overlay(g: &CompiledGraph, trace: &DecisionTrace) -> Overlay {
             }
             // A turn: its participant's team edge, team node -> member or lead.
             TraceKind::TeamTurn => {
-                let (Some(team), Some(who)) = (item.source.as_deref(), target) else {
+                let (Some(team), Some(who)) = (item.source(), target) else {
                     o.unmatched += 1;
                     continue;
                 };
@@ -247,7 +247,7 @@ pub(crate) fn overlay(g: &CompiledGraph, trace: &DecisionTrace) -> Overlay {
             }
             // An advisor's report: its advice edge, advisor -> primary.
             TraceKind::Advisor => {
-                let (Some(primary), Some(member)) = (item.source.as_deref(), target) else {
+                let (Some(primary), Some(member)) = (item.source(), target) else {
                     o.unmatched += 1;
                     continue;
                 };
@@ -358,7 +358,7 @@ pub(crate) fn overlay(g: &CompiledGraph, trace: &DecisionTrace) -> Overlay {
                 next += 1;
             }
             TraceKind::Fallback => {
-                let s = item.supervisor.as_deref().or(item.source.as_deref());
+                let s = item.supervisor().or(item.source());
                 mark(&mut o, s);
                 let hit = s.zip(target).and_then(|(s, t)| {
                     keys.get(&Key::Edge(s, t, Drawn::Dispatch))
@@ -375,14 +375,14 @@ pub(crate) fn overlay(g: &CompiledGraph, trace: &DecisionTrace) -> Overlay {
             }
             TraceKind::GuardStop => {
                 // The target of a guard stop is the run's status, not a vertex.
-                let at = [item.supervisor.as_deref(), item.source.as_deref()]
+                let at = [item.supervisor(), item.source()]
                     .into_iter()
                     .flatten()
                     .find(|id| known(id));
                 mark(&mut o, at);
                 o.stops.push(StopMark {
                     at: at.map(str::to_string),
-                    reason: stop_reason(item),
+                    reason: stop_reason(&item),
                     step: next,
                 });
                 next += 1;
@@ -392,8 +392,8 @@ pub(crate) fn overlay(g: &CompiledGraph, trace: &DecisionTrace) -> Overlay {
     o
 }
 
-fn stop_reason(item: &TraceItem) -> String {
-    match (&item.termination_reason, &item.reason) {
+fn stop_reason(item: &ItemRef<'_>) -> String {
+    match (&item.termination_reason, item.reason()) {
         (Some(r), _) => r.as_str().to_string(),
         (None, Some(r)) => r.to_string(),
         (None, None) => "guard stop".to_string(),

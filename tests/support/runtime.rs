@@ -72,13 +72,12 @@ pub fn run(ex: &Executor, input: Value) -> RunOutcome {
 /// The trace as `(kind, supervisor, target)` triples.
 pub fn path(o: &RunOutcome) -> Vec<(TraceKind, String, String)> {
     o.trace
-        .items
         .iter()
         .map(|i| {
             (
                 i.kind,
-                i.supervisor.as_deref().unwrap_or_default().to_string(),
-                i.target.as_deref().unwrap_or_default().to_string(),
+                i.supervisor().unwrap_or_default().to_string(),
+                i.target().unwrap_or_default().to_string(),
             )
         })
         .collect()

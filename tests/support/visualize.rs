@@ -135,7 +135,7 @@ pub fn fashion_trace() -> DecisionTrace {
         i.supervisor = Some(s.into());
     }
     items[6].reason = Some("allowlist_violation: chose `shoes`".into());
-    DecisionTrace { items }
+    DecisionTrace::from(items)
 }
 
 /// The recursive workflow recursing until the depth guard stops it.
@@ -143,24 +143,22 @@ pub fn recursive_trace() -> DecisionTrace {
     let mut stop = item(TraceKind::GuardStop, 3, Some("research_supervisor"), None);
     stop.supervisor = Some("research_supervisor".into());
     stop.termination_reason = Some(TerminationReason::MaxDepthExceeded);
-    DecisionTrace {
-        items: vec![
-            item(TraceKind::Call, 0, Some("root"), Some("research")),
-            item(
-                TraceKind::Call,
-                1,
-                Some("research_supervisor"),
-                Some("research"),
-            ),
-            item(
-                TraceKind::Call,
-                2,
-                Some("research_supervisor"),
-                Some("research"),
-            ),
-            stop,
-        ],
-    }
+    DecisionTrace::from(vec![
+        item(TraceKind::Call, 0, Some("root"), Some("research")),
+        item(
+            TraceKind::Call,
+            1,
+            Some("research_supervisor"),
+            Some("research"),
+        ),
+        item(
+            TraceKind::Call,
+            2,
+            Some("research_supervisor"),
+            Some("research"),
+        ),
+        stop,
+    ])
 }
 
 // ---------------------------------------------------------------- parse-back helpers

@@ -5,7 +5,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use clap::ValueEnum;
 use comfy_table::{Table, presets};
-use pactgraph::runtime::{Accounting, COST_USD, INPUT_TOKENS, OUTPUT_TOKENS, RunId, TraceItem};
+use pactgraph::runtime::{Accounting, COST_USD, INPUT_TOKENS, InternedItem, OUTPUT_TOKENS, RunId};
 use pactgraph::store::{RunStore, StoredRun};
 use serde_json::json;
 
@@ -197,19 +197,19 @@ fn show_human(stored: &StoredRun, links: &Links, trace: bool, state: bool) -> St
             "TARGET",
             "REASON",
         ]);
-        for item in &run.trace().items {
+        for item in run.trace().iter() {
             let kind = serde_json::to_value(item.kind)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))
                 .unwrap_or_default();
-            let opt = |v: &Option<std::sync::Arc<str>>| v.as_deref().unwrap_or("-").to_string();
+            let opt = |v: Option<&str>| v.unwrap_or("-").to_string();
             table.add_row([
                 item.step.to_string(),
                 item.depth.to_string(),
                 kind,
-                opt(&item.supervisor),
-                opt(&item.target),
-                call_words(item).unwrap_or_else(|| opt(&item.reason)),
+                opt(item.supervisor()),
+                opt(item.target()),
+                call_words(&item).unwrap_or_else(|| opt(item.reason())),
             ]);
         }
         out.push_str(&format!("\ntrace\n{table}\n"));
@@ -224,7 +224,7 @@ fn show_human(stored: &StoredRun, links: &Links, trace: bool, state: bool) -> St
 /// A `model_call` or `tool_call` item's fields in words, for the trace's REASON column
 /// (`None` for other items, and for call items stored before they had fields: their
 /// `reason` says it).
-fn call_words(item: &TraceItem) -> Option<String> {
+fn call_words(item: &InternedItem) -> Option<String> {
     let took = |us: u64| format!("{:.1} ms", us as f64 / 1000.0);
     if let Some(m) = item.model_call() {
         let mut out = format!("turn {}, attempt {}", m.turn, m.attempt);

@@ -13,13 +13,15 @@
 //! its state) has exactly the accounting of a run never interrupted.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::decision_trace::{DecisionTrace, ItemRef};
 use super::output::{Usage, WALL_MS};
-use super::trace::{DecisionTrace, TraceItem, TraceKind, wall_ms};
+#[cfg(doc)]
+use super::trace::TraceItem;
+use super::trace::{TraceKind, wall_ms};
 
 /// A run's cost, summed from the usage records of its node runs: `{"total", "by_node",
 /// "by_subgraph", "by_owner"}`, each a map of name to sum (`input_tokens`,
@@ -32,7 +34,7 @@ use super::trace::{DecisionTrace, TraceItem, TraceKind, wall_ms};
 /// item.target = Some("draft".into());
 /// item.duration_us = 2_000;
 /// item.set_usage(Some(Usage::new().with("output_tokens", 12)));
-/// let trace = DecisionTrace { items: vec![item] };
+/// let trace = DecisionTrace::from(vec![item]);
 /// let acct = Accounting::from_trace(&trace);
 /// assert_eq!(acct.total.get("output_tokens"), Some(&12.into()));
 /// assert_eq!(acct.by_owner["draft"].get("wall_ms"), Some(&2.into()));
@@ -58,7 +60,7 @@ impl Accounting {
     /// Sums the usage records of `trace`'s node runs. The same trace always gives the
     /// same accounting (maps are ordered by id).
     pub fn from_trace(trace: &DecisionTrace) -> Self {
-        let records = Records::collect(&trace.items);
+        let records = Records::collect(trace);
         let owners = records.owners();
         let mut total = Sum::default();
         let mut by_node = BTreeMap::new();
@@ -134,7 +136,7 @@ pub(crate) enum Rollup<'a> {
     /// A participant working for another node that runs after it at the same level:
     /// owned by whatever owns that node's next run there (an advisor's primary; a team
     /// member's or lead's team node).
-    Serves(&'a Arc<str>),
+    Serves(&'a str),
 }
 
 /// The ownership rule of accounting: which node owns a node run's cost, by the pattern
@@ -151,15 +153,13 @@ pub(crate) enum Rollup<'a> {
 ///
 /// The rules compose: an advisor of a chain stage belongs to its primary, which belongs
 /// to the chain's last stage.
-pub(crate) fn rollup_of(item: &TraceItem) -> Rollup<'_> {
-    match (item.kind, item.source.as_ref(), item.chain()) {
+pub(crate) fn rollup_of<'a>(item: &ItemRef<'a>) -> Rollup<'a> {
+    let chain = item.item().chain().map(|c| (&*c.root, c.stage));
+    match (item.kind, item.source(), chain) {
         (TraceKind::Advisor, Some(primary), _) => Rollup::Serves(primary),
         // A team member's or lead's turn (`source` the team node).
         (TraceKind::TeamTurn, Some(team), _) => Rollup::Serves(team),
-        (_, _, Some(chain)) => Rollup::ChainStage {
-            root: &chain.root,
-            stage: chain.stage,
-        },
+        (_, _, Some((root, stage))) => Rollup::ChainStage { root, stage },
         _ => Rollup::Itself,
     }
 }
@@ -191,18 +191,18 @@ impl<'a> Records<'a> {
     /// Reads every node run's record and links each to its owner: a chain stage to the
     /// next stage of the same chain (same first node, same depth), a participant to the
     /// next run of the node it serves at its depth. Links always point forward.
-    fn collect(items: &'a [TraceItem]) -> Self {
+    fn collect(trace: &'a DecisionTrace) -> Self {
         let mut list: Vec<Record<'a>> = Vec::new();
         let mut chains: HashMap<(&'a str, u16), usize> = HashMap::new();
         let mut serving: HashMap<(&'a str, u16), Vec<usize>> = HashMap::new();
-        for item in items {
+        for item in trace.iter() {
             let Some(node) = item.ran_node() else {
                 continue;
             };
             let idx = list.len();
-            let rollup = rollup_of(item);
+            let rollup = rollup_of(&item);
             if !matches!(rollup, Rollup::Serves(_))
-                && let Some(waiting) = serving.remove(&(&**node, item.depth))
+                && let Some(waiting) = serving.remove(&(node, item.depth))
             {
                 for w in waiting {
                     list[w].owner = Owner::Record(idx);
@@ -227,8 +227,8 @@ impl<'a> Records<'a> {
             };
             list.push(Record {
                 node,
-                subgraph: item.subgraph.as_deref(),
-                usage: item.usage(),
+                subgraph: item.subgraph(),
+                usage: item.item().usage(),
                 wall_us: item.duration_us,
                 owner,
             });

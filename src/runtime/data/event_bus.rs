@@ -13,9 +13,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::Notify;
 
 use super::clock::now_ms;
-use super::events::{EventKind, EventStamp, RunEvent, transition_events};
+use super::events::{EventKind, EventStamp, RunEvent, transition_event_count, transition_events};
 use super::run_id::RunId;
 use super::run_state::RunState;
+use super::status::RunStatus;
 
 /// The capacity [`RunEvents::subscribe`] is usually given: 1024 events.
 pub const DEFAULT_EVENT_BUFFER: usize = 1024;
@@ -184,7 +185,7 @@ impl RunEvents {
         let mut state = self.bus.lock();
         state.runs.entry(run.run_id).or_insert(Cursor {
             last_seq: 0,
-            trace_published: run.trace.items.len(),
+            trace_published: run.trace.len(),
         });
     }
 
@@ -193,6 +194,32 @@ impl RunEvents {
     pub(crate) fn after_step(&self, run: &RunState) {
         let mut state = self.bus.lock();
         let cursor = *state.runs.entry(run.run_id).or_default();
+        state.subs.retain(|s| Arc::strong_count(s) > 1);
+        if state.subs.is_empty() {
+            // Nobody listens: the events are counted, not built, so that a subscriber
+            // joining later sees the run's numbering go on without a gap.
+            let made =
+                transition_event_count(run, cursor.trace_published, None, cursor.last_seq + 1);
+            if made == 0 {
+                return;
+            }
+            // As `transition_events` ends a run: `run_ended` for these.
+            if matches!(
+                run.status(),
+                RunStatus::Completed | RunStatus::Stopped | RunStatus::Failed
+            ) {
+                state.runs.remove(&run.run_id);
+            } else {
+                state.runs.insert(
+                    run.run_id,
+                    Cursor {
+                        last_seq: cursor.last_seq + made,
+                        trace_published: run.trace.len(),
+                    },
+                );
+            }
+            return;
+        }
         let stamp = EventStamp {
             first_seq: cursor.last_seq + 1,
             at_ms: now_ms(),
@@ -206,7 +233,7 @@ impl RunEvents {
                 run.run_id,
                 Cursor {
                     last_seq: last.seq,
-                    trace_published: run.trace.items.len(),
+                    trace_published: run.trace.len(),
                 },
             );
         }

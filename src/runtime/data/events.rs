@@ -256,7 +256,7 @@ pub fn transition_events(
     checkpoint: Option<u64>,
     stamp: EventStamp,
 ) -> Vec<RunEvent> {
-    let items = run.trace.items.get(trace_from..).unwrap_or_default();
+    let items = run.trace.iter_from(trace_from);
     let mut kinds = Vec::with_capacity(items.len() + 3);
     let values = run.step_values();
     if stamp.first_seq <= 1 {
@@ -279,8 +279,8 @@ pub fn transition_events(
     let (changes, stamped) = values.map_or((&[][..], 0), |v| (v.changes.as_slice(), v.stamped));
     let mut changes = changes.iter().enumerate().peekable();
     let last = (trace_from + items.len()).saturating_sub(1);
-    let end = run.trace.items.len();
-    for (i, item) in items.iter().enumerate() {
+    let end = run.trace.len();
+    for (i, item) in items.enumerate() {
         let index = trace_from + i;
         while writes.next_if(|(at, _)| *at < index).is_some() {}
         let wrote = writes
@@ -299,7 +299,7 @@ pub fn transition_events(
         }
         kinds.push(EventKind::Step {
             index,
-            item: item.clone(),
+            item: item.to_item(),
             writes: wrote,
             changes: here,
         });
@@ -322,7 +322,7 @@ pub fn transition_events(
         kinds.push(EventKind::Checkpoint {
             checkpoint,
             steps: run.steps,
-            trace_len: run.trace.items.len(),
+            trace_len: run.trace.len(),
         });
     }
     let first = stamp.first_seq.max(1);
@@ -346,7 +346,7 @@ pub fn transition_event_count(
     checkpoint: Option<u64>,
     first_seq: u64,
 ) -> u64 {
-    let items = run.trace.items.len().saturating_sub(trace_from);
+    let items = run.trace.len().saturating_sub(trace_from);
     let status = !matches!(run.status(), RunStatus::Running);
     u64::try_from(items).unwrap_or(u64::MAX)
         + u64::from(first_seq <= 1)

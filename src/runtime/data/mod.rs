@@ -10,8 +10,10 @@ mod callstack;
 mod candidates;
 pub(crate) mod changes;
 mod clock;
+mod decision_trace;
 mod event_bus;
 mod events;
+mod names;
 mod outcome;
 mod output;
 mod pending;
@@ -31,8 +33,10 @@ pub use callstack::{Frame, KeptChild, Owed, UncommittedFrame};
 pub use candidates::Candidates;
 pub use changes::SliceChange;
 pub use clock::Clock;
+pub use decision_trace::{DecisionTrace, ItemMut, ItemRef};
 pub use event_bus::{DEFAULT_EVENT_BUFFER, DeltaPublisher, RunEvents, Subscription};
 pub use events::{EventKind, EventStamp, RunEvent, transition_event_count, transition_events};
+pub use names::{IntoName, ListName, Name, Names};
 pub use outcome::{RunOutcome, RunSummary};
 pub use output::{
     BROADCAST_KEY, COST_USD, EXIT_KEY, FINAL_KEY, INPUT_TOKENS, MESSAGE_KEY, NodeOutput,
@@ -47,7 +51,7 @@ pub use slices::{State, Writes};
 pub use status::{RunStatus, TerminationReason};
 pub use team_state::{Broadcast, BroadcastKind, MemberProgress, MemberStatus, TeamPhase, TeamRun};
 pub use trace::{
-    Chain, ChainTrigger, DecisionTrace, ItemDetail, MAX_TRACE_DEPTH, TraceItem, TraceKind,
+    Chain, ChainTrigger, InternedItem, ItemDetail, MAX_TRACE_DEPTH, TraceItem, TraceKind,
 };
 
 pub(crate) use callstack::{commit, pick, pick_with_room};

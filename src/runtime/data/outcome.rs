@@ -6,10 +6,10 @@ use serde_json::Value;
 
 use super::accounting::Accounting;
 use super::callstack::UncommittedFrame;
+use super::decision_trace::DecisionTrace;
 use super::projected::ProjectedState;
 use super::slices::{DECISION_TRACE, State};
 use super::status::{RunStatus, TerminationReason};
-use super::trace::DecisionTrace;
 use crate::contracts::SYSTEM_SLICE;
 
 /// How a run ended (or paused): what a caller inspects.

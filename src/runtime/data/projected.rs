@@ -5,8 +5,8 @@ use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use serde_json::{Map, Value};
 
+use super::decision_trace::DecisionTrace;
 use super::slices::{DECISION_TRACE, State};
-use super::trace::DecisionTrace;
 use crate::contracts::SYSTEM_SLICE;
 
 /// A root state as it is shown: the `system` slice's entries in their order (any

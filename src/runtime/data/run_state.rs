@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::accounting::Accounting;
 use super::callstack::{Frame, KeptChild, UncommittedFrame};
 use super::changes::{Changes, SliceWriter, StepValues};
+use super::decision_trace::DecisionTrace;
 use super::outcome::{AccountingOf, RunOutcome, RunSummary};
 use super::output::Usage;
 use super::pending::Pending;
@@ -17,7 +18,6 @@ use super::run_id::RunId;
 use super::session::Session;
 use super::slices::State;
 use super::status::{RunStatus, TerminationReason};
-use super::trace::DecisionTrace;
 use crate::contracts::SYSTEM_SLICE;
 
 /// Where a run stands, as one value: a running run always has a next step, a paused run
@@ -284,7 +284,7 @@ impl RunState {
     /// store's driver and an executor with an event bus record: other runs pay one branch
     /// per node run.
     pub(crate) fn record_values(&mut self) {
-        let fresh = self.steps == 0 && self.trace.items.is_empty();
+        let fresh = self.steps == 0 && self.trace.is_empty();
         let state = &self.state;
         self.changes.record_values(|| {
             fresh.then(|| {
@@ -311,7 +311,7 @@ impl RunState {
     /// Called before a step commits (docs/spec/events.md, `changes`).
     #[inline(always)]
     pub(crate) fn values_seen_from_here(&mut self) {
-        let len = self.trace.items.len();
+        let len = self.trace.len();
         self.changes.stamp(len);
     }
 

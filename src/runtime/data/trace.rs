@@ -7,6 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use super::call_items::{CallRecord, ModelCallItem, ToolCallItem};
 use super::candidates::Candidates;
+#[cfg(doc)]
+use super::decision_trace::{DecisionTrace, ItemRef};
+use super::names::{ListName, Name};
 use super::output::{Usage, WALL_MS};
 use super::status::TerminationReason;
 
@@ -119,9 +122,12 @@ impl Chain {
 /// `max_depth_exceeded` like any other depth guard.
 pub const MAX_TRACE_DEPTH: u32 = u16::MAX as u32;
 
-/// One entry of the trace. Ids are shared strings: every item naming the same node,
-/// supervisor or subgraph points at one allocation, and a rule's reason is built once per
-/// executor, so recording an item allocates nothing in the common case.
+/// One entry of the trace, as plain data: what a run event carries, what a store's
+/// delta holds, what [`DecisionTrace::push`] takes and [`ItemRef::to_item`] gives back.
+/// Ids are shared strings here (`N = Arc<str>`); in a trace they are interned ([`Name`]s of
+/// the trace's [`Names`](super::Names), an [`InternedItem`]: no reference count is
+/// changed when an item is recorded or dropped, ADR 0055) and read through
+/// [`ItemRef`]'s accessors, which return `&str`.
 ///
 /// An item is kept at 128 bytes, the most the compiler copies inline: what only some
 /// items carry (a node run's `usage`, a chain stage) sits in one boxed [`ItemDetail`], and
@@ -129,7 +135,7 @@ pub const MAX_TRACE_DEPTH: u32 = u16::MAX as u32;
 /// `chain` are keys of the item, present when set, and so is the call a `model_call` or
 /// `tool_call` item records (`"model_call": {...}` or `"tool_call": {...}`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct TraceItem {
+pub struct TraceItem<N = Arc<str>, L = Candidates> {
     /// Steps taken when the item was recorded.
     pub step: u32,
     /// Call depth (0 at the root).
@@ -139,17 +145,17 @@ pub struct TraceItem {
     /// Set on items that end a level or the run.
     pub termination_reason: Option<TerminationReason>,
     /// The supervisor deciding, or in whose level the transition happened.
-    pub supervisor: Option<Arc<str>>,
+    pub supervisor: Option<N>,
     /// The subgraph of the current level (`None` at the root).
-    pub subgraph: Option<Arc<str>>,
+    pub subgraph: Option<N>,
     /// The vertex the transition leaves (see [`TraceKind`]).
-    pub source: Option<Arc<str>>,
+    pub source: Option<N>,
     /// The node, subgraph or decision kind chosen.
-    pub target: Option<Arc<str>>,
+    pub target: Option<N>,
     /// Why: the winning rule, the original choice of a fallback, an error message.
-    pub reason: Option<Arc<str>>,
+    pub reason: Option<N>,
     /// Rule-based supervisors: the candidates whose triggers matched, best first.
-    pub candidates: Candidates,
+    pub candidates: L,
     /// Milliseconds since the Unix epoch when recorded (0 when timing is stripped).
     pub at_ms: u64,
     /// How long the step took, in microseconds (0 for instantaneous items).
@@ -157,6 +163,10 @@ pub struct TraceItem {
     /// What only some items carry (`None` when neither part is set).
     pub detail: Option<Box<ItemDetail>>,
 }
+
+/// A trace item as a [`DecisionTrace`] holds it: ids and the candidate list interned in
+/// the trace's [`Names`](super::Names). Read it through [`ItemRef`].
+pub type InternedItem = TraceItem<Name, Option<ListName>>;
 
 /// The parts of a [`TraceItem`] that only some items carry.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -190,7 +200,9 @@ impl TraceItem {
             detail: None,
         }
     }
+}
 
+impl<N: PartialEq, L> TraceItem<N, L> {
     /// What the node run cost, if it reported it.
     pub fn usage(&self) -> Option<&Usage> {
         self.detail.as_ref().and_then(|d| d.usage.as_ref())
@@ -224,7 +236,7 @@ impl TraceItem {
     /// failed; or the supervisor whose policy agent made this model call or tool call
     /// (its `source` is the item's `supervisor`: a policy's session has no node item
     /// summing it). `None` for items that record no node run.
-    pub fn ran_node(&self) -> Option<&Arc<str>> {
+    pub fn ran_node(&self) -> Option<&N> {
         match self.kind {
             TraceKind::Dispatch | TraceKind::Handoff | TraceKind::Advisor | TraceKind::TeamTurn => {
                 self.target.as_ref()
@@ -303,29 +315,57 @@ pub(crate) fn trace_depth(depth: u32) -> u16 {
 /// The JSON form of a trace item, borrowed for writing: the fields in their documented
 /// order, `usage` and `chain` flat.
 #[derive(Serialize)]
-struct ItemOut<'a> {
-    step: u32,
-    depth: u16,
-    supervisor: &'a Option<Arc<str>>,
-    subgraph: &'a Option<Arc<str>>,
-    kind: TraceKind,
+pub(super) struct ItemOut<'a> {
+    pub(super) step: u32,
+    pub(super) depth: u16,
+    pub(super) supervisor: Option<&'a str>,
+    pub(super) subgraph: Option<&'a str>,
+    pub(super) kind: TraceKind,
     #[serde(skip_serializing_if = "Option::is_none")]
-    source: &'a Option<Arc<str>>,
-    target: &'a Option<Arc<str>>,
-    reason: &'a Option<Arc<str>>,
-    termination_reason: Option<TerminationReason>,
+    pub(super) source: Option<&'a str>,
+    pub(super) target: Option<&'a str>,
+    pub(super) reason: Option<&'a str>,
+    pub(super) termination_reason: Option<TerminationReason>,
     #[serde(skip_serializing_if = "no_candidates")]
-    candidates: &'a Candidates,
-    at_ms: u64,
-    duration_us: u64,
+    pub(super) candidates: &'a Candidates,
+    pub(super) at_ms: u64,
+    pub(super) duration_us: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    usage: Option<Usage>,
+    pub(super) usage: Option<Usage>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    chain: Option<&'a Chain>,
+    pub(super) chain: Option<&'a Chain>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    model_call: Option<&'a ModelCallItem>,
+    pub(super) model_call: Option<&'a ModelCallItem>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tool_call: Option<&'a ToolCallItem>,
+    pub(super) tool_call: Option<&'a ToolCallItem>,
+}
+
+impl<N: PartialEq, L> TraceItem<N, L> {
+    /// The JSON form of this item, its ids and candidates read by `ids`.
+    pub(super) fn out<'a>(
+        &'a self,
+        id: impl Fn(&'a N) -> &'a str,
+        candidates: &'a Candidates,
+    ) -> ItemOut<'a> {
+        ItemOut {
+            step: self.step,
+            depth: self.depth,
+            supervisor: self.supervisor.as_ref().map(&id),
+            subgraph: self.subgraph.as_ref().map(&id),
+            kind: self.kind,
+            source: self.source.as_ref().map(&id),
+            target: self.target.as_ref().map(&id),
+            reason: self.reason.as_ref().map(&id),
+            termination_reason: self.termination_reason,
+            candidates,
+            at_ms: self.at_ms,
+            duration_us: self.duration_us,
+            usage: self.usage_record().or_else(|| self.usage().cloned()),
+            chain: self.chain(),
+            model_call: self.model_call(),
+            tool_call: self.tool_call(),
+        }
+    }
 }
 
 /// The JSON form of a trace item, for reading (and for its schema).
@@ -379,25 +419,7 @@ struct ItemIn {
 
 impl Serialize for TraceItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        ItemOut {
-            step: self.step,
-            depth: self.depth,
-            supervisor: &self.supervisor,
-            subgraph: &self.subgraph,
-            kind: self.kind,
-            source: &self.source,
-            target: &self.target,
-            reason: &self.reason,
-            termination_reason: self.termination_reason,
-            candidates: &self.candidates,
-            at_ms: self.at_ms,
-            duration_us: self.duration_us,
-            usage: self.usage_record().or_else(|| self.usage().cloned()),
-            chain: self.chain(),
-            model_call: self.model_call(),
-            tool_call: self.tool_call(),
-        }
-        .serialize(s)
+        self.out(|n| n, &self.candidates).serialize(s)
     }
 }
 
@@ -451,115 +473,4 @@ mod layout;
 
 fn no_candidates(c: &Candidates) -> bool {
     c.is_empty()
-}
-
-/// The ordered list of trace items of one run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(transparent)]
-pub struct DecisionTrace {
-    /// Items in the order they happened.
-    pub items: Vec<TraceItem>,
-}
-
-impl DecisionTrace {
-    /// Appends an item.
-    pub fn push(&mut self, item: TraceItem) {
-        self.items.push(item);
-    }
-    /// Number of items.
-    pub fn len(&self) -> usize {
-        self.items.len()
-    }
-    /// True when empty.
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-    /// The trace with timestamps and durations zeroed (and so every node run's `wall_ms`,
-    /// which is its `duration_us`): the part that is the same on every run of the same
-    /// workflow and input.
-    pub fn without_timing(&self) -> Self {
-        Self {
-            items: self
-                .items
-                .iter()
-                .map(|i| {
-                    let mut item = TraceItem {
-                        at_ms: 0,
-                        duration_us: 0,
-                        ..i.clone()
-                    };
-                    if let Some(d) = item.detail.as_mut()
-                        && let Some(c) = d.call.as_mut()
-                    {
-                        *c = c.without_timing();
-                    }
-                    item
-                })
-                .collect(),
-        }
-    }
-    /// The trace as a plain-text table (one row per item: step, depth, kind, supervisor,
-    /// subgraph, target, termination reason and reason), for terminals and logs.
-    pub fn to_table(&self) -> String {
-        const HEAD: [&str; 8] = [
-            "step",
-            "depth",
-            "kind",
-            "supervisor",
-            "subgraph",
-            "target",
-            "ends",
-            "reason",
-        ];
-        let rows: Vec<[String; 8]> = self
-            .items
-            .iter()
-            .map(|i| {
-                [
-                    i.step.to_string(),
-                    i.depth.to_string(),
-                    serde_json::to_value(i.kind)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default(),
-                    i.supervisor.as_deref().unwrap_or("-").to_string(),
-                    i.subgraph.as_deref().unwrap_or("-").to_string(),
-                    i.target.as_deref().unwrap_or("-").to_string(),
-                    i.termination_reason
-                        .map_or_else(|| "-".into(), |r| r.as_str().to_string()),
-                    i.reason.as_deref().unwrap_or_default().to_string(),
-                ]
-            })
-            .collect();
-        let mut width = HEAD.map(str::len);
-        for r in &rows {
-            for (w, c) in width.iter_mut().zip(r) {
-                *w = (*w).max(c.chars().count());
-            }
-        }
-        let line = |cells: &[String]| {
-            let mut out = String::new();
-            for (k, (c, w)) in cells.iter().zip(width).enumerate() {
-                if k + 1 == cells.len() {
-                    out.push_str(c);
-                } else {
-                    out.push_str(c);
-                    out.push_str(&" ".repeat(w - c.chars().count() + 2));
-                }
-            }
-            out.trim_end().to_string()
-        };
-        let mut out = line(&HEAD.map(String::from));
-        out.push('\n');
-        for r in &rows {
-            out.push_str(&line(r));
-            out.push('\n');
-        }
-        out
-    }
-
-    /// The trace as pretty JSON.
-    pub fn to_json_pretty(&self) -> String {
-        serde_json::to_string_pretty(self).expect("a trace is plain data")
-    }
 }

@@ -67,10 +67,10 @@ impl Tx<'_> {
         };
         let kept = self.run.kept.remove(at);
         self.run.steps += 1;
-        let it = self.record(TraceKind::Clarify, Some(Arc::clone(&caller)));
-        it.source = Some(Arc::clone(&caller));
-        it.target = Some(Arc::clone(&sg.id));
-        it.reason = Some(question.as_str().into());
+        let mut it = self.record(TraceKind::Clarify, &caller);
+        it.set_source(&caller);
+        it.set_target(&sg.id);
+        it.set_reason(question.as_str());
         let mut state = kept.state;
         let from_caller = format!("Clarification from {caller}: {question}");
         state.insert(

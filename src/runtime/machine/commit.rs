@@ -9,13 +9,13 @@ use serde_json::{Map, Value};
 
 use super::budgets::{GuardStop, check_call};
 use super::step::{
-    After, Level, NodeResult, NodeStep, Planned, RoutedCall, StageExtra, Then, next_stage,
+    After, Decided, Level, NodeResult, NodeStep, Planned, RoutedCall, StageExtra, Then, next_stage,
 };
 use crate::contracts::lookup::{SCAN_MAX, same};
 use crate::contracts::{SYSTEM_SLICE, StopGlobal, StopLocal};
 use crate::runtime::data::{
-    Candidates, Chain, ChainTrigger, Control, Frame, Pending, RunState, RunStatus,
-    TerminationReason, TraceItem, TraceKind, Usage, commit, pick, trace_depth,
+    Chain, ChainTrigger, Control, Frame, InternedItem, IntoName, ItemMut, Pending, RunState,
+    RunStatus, TerminationReason, TraceKind, Usage, commit, pick, trace_depth,
 };
 use crate::runtime::effects::Fault;
 use crate::runtime::plan::{NodePlan, NodeRun, Plan, SubgraphPlan, check};
@@ -46,35 +46,34 @@ impl Tx<'_> {
     /// step's chain stage) and hands it back to be filled in. The item is built in place
     /// in the trace: a trace item is larger than what the compiler copies inline, so
     /// building it on the stack and pushing it would cost a `memcpy` per item.
+    ///
+    /// Ids are interned in the trace's name table (ADR 0055): an id the plan shares is
+    /// found by its address, without a reference count.
     #[inline(always)]
-    pub(crate) fn record(
-        &mut self,
-        kind: TraceKind,
-        supervisor: Option<Arc<str>>,
-    ) -> &mut TraceItem {
+    pub(crate) fn record(&mut self, kind: TraceKind, supervisor: impl IntoName) -> ItemMut<'_> {
         let run = &mut *self.run;
-        run.trace.items.push(TraceItem {
+        let supervisor = run.trace.name(supervisor);
+        let subgraph = match run.stack.last() {
+            Some(f) => run.trace.name(&f.subgraph_id),
+            None => None,
+        };
+        let mut it = run.trace.push_interned(InternedItem {
             step: run.steps,
             depth: trace_depth(run.depth()),
             supervisor,
-            subgraph: run.stack.last().map(|f| Arc::clone(&f.subgraph_id)),
+            subgraph,
             kind,
             source: None,
             target: None,
             reason: None,
             termination_reason: None,
-            candidates: Candidates::none(),
+            candidates: None,
             at_ms: self.at_ms,
             duration_us: 0,
             detail: None,
         });
-        let it = run
-            .trace
-            .items
-            .last_mut()
-            .expect("an item was pushed on the line above");
         if let Some(chain) = &self.chain {
-            attach_chain(it, chain);
+            attach_chain(&mut it, chain);
         }
         it
     }
@@ -90,12 +89,25 @@ impl Tx<'_> {
             fallback,
             then,
         } = planned;
-        if let Some(d) = decision {
-            let it = self.record(TraceKind::Decision, Some(d.supervisor));
-            it.target = Some(d.target);
-            it.reason = d.reason;
-            it.candidates = d.candidates;
-            it.duration_us = d.duration_us;
+        match decision {
+            Some(Decided::Rules {
+                supervisor,
+                target,
+                reason,
+                candidates,
+            }) => {
+                let mut it = self.record(TraceKind::Decision, supervisor);
+                it.set_target(target);
+                it.set_reason(reason);
+                it.set_candidates(&candidates);
+            }
+            Some(Decided::Policy(d)) => {
+                let mut it = self.record(TraceKind::Decision, d.supervisor);
+                it.set_target(&d.target);
+                it.set_reason(&d.reason);
+                it.duration_us = d.duration_us;
+            }
+            None => {}
         }
         if let Some(it) = fallback {
             self.run.trace.push(*it);
@@ -246,12 +258,12 @@ impl Tx<'_> {
         // All checks passed: apply the writes in one go.
         self.note_writes(&writes);
         self.apply_writes(writes);
-        let it = self.record(kind, Some(Arc::clone(&dispatcher)));
-        it.source = source;
-        it.target = Some(Arc::clone(&np.id));
+        let mut it = self.record(kind, &dispatcher);
+        it.set_source(source);
+        it.set_target(&np.id);
         it.duration_us = duration_us;
         if let Some(u) = usage {
-            attach_usage(it, u);
+            attach_usage(&mut it, u);
         }
         match after {
             // Committed by `commit_router` above.
@@ -287,12 +299,12 @@ impl Tx<'_> {
                     Control::Running(Pending::Decide { supervisor })
                         if Arc::ptr_eq(supervisor, &dispatcher)
                 );
-                let it = self.record(TraceKind::Return, Some(Arc::clone(&dispatcher)));
-                it.source = Some(Arc::clone(&np.id));
+                let mut it = self.record(TraceKind::Return, &dispatcher);
+                it.set_source(&np.id);
                 if unchanged {
-                    it.target = Some(dispatcher);
+                    it.set_target(dispatcher);
                 } else {
-                    it.target = Some(Arc::clone(&dispatcher));
+                    it.set_target(&dispatcher);
                     self.run.control = Control::Running(Pending::Decide {
                         supervisor: dispatcher,
                     });
@@ -306,7 +318,7 @@ impl Tx<'_> {
     #[inline(always)]
     pub(crate) fn note_writes(&mut self, writes: &Value) {
         if self.run.changes.recording_values() {
-            let index = self.run.trace.items.len();
+            let index = self.run.trace.len();
             self.run.changes.wrote(index, writes.clone());
         }
     }
@@ -416,9 +428,9 @@ impl Tx<'_> {
         for (k, v) in pick(level, &sg.contract.writes) {
             child.entry(k).or_insert(v);
         }
-        let it = self.record(TraceKind::Call, Some(Arc::clone(&caller)));
-        it.source = Some(source);
-        it.target = Some(Arc::clone(&sg.id));
+        let mut it = self.record(TraceKind::Call, &caller);
+        it.set_source(source);
+        it.set_target(&sg.id);
         if let Some(schema) = &sg.input_schema
             && let Err(msg) = check(schema, &Value::Object(input))
         {
@@ -498,10 +510,10 @@ impl Tx<'_> {
         if let Some(slice) = &sg.contract.result_slice {
             parent.insert(slice.clone(), output);
         }
-        let it = self.record(TraceKind::Return, Some(Arc::clone(&frame.caller)));
-        it.source = Some(Arc::clone(&frame.subgraph_id));
-        it.target = Some(Arc::clone(&frame.caller));
-        it.reason = stop.reason.map(Into::into);
+        let mut it = self.record(TraceKind::Return, &frame.caller);
+        it.set_source(&frame.subgraph_id);
+        it.set_target(&frame.caller);
+        it.set_reason(stop.reason);
         it.termination_reason = Some(root_reason);
         if stop.should_end && caller.contract.honor_should_end {
             let why = format!(
@@ -537,9 +549,9 @@ impl Tx<'_> {
                 &frame.state,
                 &sg.contract.writes,
             );
-            let it = self.record(TraceKind::Return, Some(Arc::clone(&frame.caller)));
-            it.source = Some(frame.subgraph_id);
-            it.target = Some(frame.caller);
+            let mut it = self.record(TraceKind::Return, &frame.caller);
+            it.set_source(frame.subgraph_id);
+            it.set_target(frame.caller);
             it.termination_reason = Some(TerminationReason::StopGlobal);
         }
         self.finish(
@@ -552,9 +564,9 @@ impl Tx<'_> {
 
     /// Pauses for an answer; the same supervisor decides again after `resume`.
     fn pause(&mut self, supervisor: Arc<str>, question: String) {
-        let it = self.record(TraceKind::Pause, Some(Arc::clone(&supervisor)));
-        it.target = Some("ask_clarification".into());
-        it.reason = Some(question.as_str().into());
+        let mut it = self.record(TraceKind::Pause, &supervisor);
+        it.set_target("ask_clarification");
+        it.set_reason(question.as_str());
         it.termination_reason = Some(TerminationReason::AwaitingInput);
         self.run.control = Control::AwaitingInput {
             question,
@@ -591,9 +603,9 @@ impl Tx<'_> {
         } else {
             TraceKind::End
         };
-        let it = self.record(kind, supervisor);
-        it.target = Some(status.to_string().into());
-        it.reason = message.as_deref().map(Into::into);
+        let mut it = self.record(kind, supervisor);
+        it.set_target(status.to_string());
+        it.set_reason(message.as_deref());
         it.termination_reason = Some(reason);
         self.run.control = Control::Ended {
             status,
@@ -613,13 +625,13 @@ impl Tx<'_> {
 /// Marks an item as part of a chain stage (off the common path: most items are not).
 #[cold]
 #[inline(never)]
-fn attach_chain(item: &mut TraceItem, chain: &Chain) {
+fn attach_chain(item: &mut InternedItem, chain: &Chain) {
     item.set_chain(Some(chain.clone()));
 }
 
 /// Records what a node run cost on its item (off the common path).
 #[cold]
 #[inline(never)]
-pub(crate) fn attach_usage(item: &mut TraceItem, usage: Usage) {
+pub(crate) fn attach_usage(item: &mut InternedItem, usage: Usage) {
     item.set_usage(Some(usage));
 }

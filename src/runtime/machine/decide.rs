@@ -20,7 +20,7 @@ impl<'e> Planner<'e> {
         level: Level<'e>,
         sp: &'e SupervisorPlan,
         action: Action,
-        decided: Decided,
+        decided: Decided<'e>,
         step: &mut Step<'e>,
     ) {
         let plan = self.plan;

@@ -49,20 +49,17 @@ impl Tx<'_> {
     ) -> Result<NodeOutput, Fault> {
         let Ran { result, failed } = ran;
         for f in failed {
-            let it = self.record(TraceKind::Retry, Some(Arc::clone(dispatcher)));
-            it.target = Some(Arc::clone(&np.id));
+            let mut it = self.record(TraceKind::Retry, dispatcher);
+            it.set_target(&np.id);
             it.duration_us = f.duration_us;
-            it.reason = Some(
-                format!(
-                    "attempt {} failed ({}): {}; attempt {} in {} ms",
-                    f.attempt,
-                    f.kind,
-                    f.message,
-                    f.attempt.saturating_add(1),
-                    f.backoff_ms
-                )
-                .into(),
-            );
+            it.set_reason(format!(
+                "attempt {} failed ({}): {}; attempt {} in {} ms",
+                f.attempt,
+                f.kind,
+                f.message,
+                f.attempt.saturating_add(1),
+                f.backoff_ms
+            ));
         }
         result
     }
@@ -79,12 +76,12 @@ impl Tx<'_> {
         usage: Option<Usage>,
     ) {
         self.fail(reason, msg, Some(dispatcher));
-        if let Some(it) = self.run.trace.items.last_mut() {
+        if let Some(mut it) = self.run.trace.last_mut() {
             // The end item stands for the node run: it names the node and its time.
-            it.source = Some(Arc::clone(node));
+            it.set_source(node);
             it.duration_us = duration_us;
             if let Some(u) = usage {
-                attach_usage(it, u);
+                attach_usage(&mut it, u);
             }
         }
     }

@@ -23,7 +23,7 @@ impl<'e> Planner<'e> {
         &self,
         run: &RunState,
         level: Level<'e>,
-        decision: Option<Decided>,
+        decision: Option<Decided<'e>>,
         fallback: Option<Box<TraceItem>>,
         target: NodeTarget<'e>,
         step: &mut Step<'e>,

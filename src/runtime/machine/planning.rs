@@ -11,11 +11,11 @@ use super::decide::Callee;
 use super::decisions::{choice_label, decision_reason, resolve};
 use super::planner::Planner;
 use super::step::{
-    Awaiting, Decided, Level, NodeResult, NodeTarget, Ran, Stage, StageExtra, Step, TeamTurn, Then,
-    ready,
+    Awaiting, Decided, Level, NodeResult, NodeTarget, PolicyDecided, Ran, Stage, StageExtra, Step,
+    TeamTurn, Then, ready,
 };
 use crate::contracts::{RoutingDecision, SupervisorOutput};
-use crate::runtime::data::{Candidates, Chain, Clock, Pending, RunState, RunStatus, TraceKind};
+use crate::runtime::data::{Chain, Clock, Pending, RunState, RunStatus, TraceKind};
 use crate::runtime::effects::{CancelWatch, EffectOutput, Fault, Produced};
 use crate::runtime::plan::{Plan, PolicyRun};
 
@@ -61,13 +61,12 @@ impl<'e> Planner<'e> {
                 ..
             } => match output.result {
                 Ok(Produced::Decision(out)) => {
-                    let decided = Decided {
-                        supervisor: Arc::clone(&sp.id),
+                    let decided = Decided::Policy(Box::new(PolicyDecided {
+                        supervisor: &sp.id,
                         target: choice_label(&out).into(),
                         reason: decision_reason(&out).map(Into::into),
-                        candidates: Candidates::none(),
                         duration_us: output.duration_us,
-                    };
+                    }));
                     let action = resolve(out, &sp.contract, self.plan.graph.registry());
                     self.plan_action(run, level, sp, action, decided, step);
                 }
@@ -224,14 +223,11 @@ impl<'e> Planner<'e> {
                         // Triggers on `/system/...` see it as policies do: built fresh.
                         let fresh = table.reads_system.then(|| self.plan.policy_view(run));
                         let verdict = table.decide(fresh.as_ref().unwrap_or(run.level_state()));
-                        let decided = Decided {
-                            supervisor: Arc::clone(&sp.id),
-                            target: Arc::clone(
-                                verdict.winner.map_or(&table.default_label, |e| &e.id),
-                            ),
-                            reason: Some(verdict.reason),
+                        let decided = Decided::Rules {
+                            supervisor: &sp.id,
+                            target: verdict.winner.map_or(&table.default_label, |e| &e.id),
+                            reason: verdict.reason,
                             candidates: verdict.candidates,
-                            duration_us: 0,
                         };
                         match verdict.winner {
                             // A winning trigger names an `allow` entry of the right kind:
@@ -306,13 +302,12 @@ impl<'e> Planner<'e> {
                         reason,
                         duration_us,
                     } = routed;
-                    let decided = Decided {
-                        supervisor: Arc::clone(&sp.id),
+                    let decided = Decided::Policy(Box::new(PolicyDecided {
+                        supervisor: &sp.id,
                         target: choice_label(&output).into(),
                         reason: Some(reason.into()),
-                        candidates: Candidates::none(),
                         duration_us,
-                    };
+                    }));
                     let action = resolve(output, &sp.contract, plan.graph.registry());
                     self.plan_action(run, level, sp, action, decided, step);
                 }

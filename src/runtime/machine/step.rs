@@ -18,6 +18,7 @@
 //! [`Executor::resolve_step`]: crate::runtime::Executor::resolve_step
 //! [`Executor::commit_step`]: crate::runtime::Executor::commit_step
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::budgets::GuardStop;
@@ -134,7 +135,7 @@ pub(crate) struct Level<'e> {
 pub(crate) struct Planned<'e> {
     pub(crate) level: Level<'e>,
     /// The decision (rules or policy), recorded first.
-    pub(crate) decision: Option<Decided>,
+    pub(crate) decision: Option<Decided<'e>>,
     /// The fallback item (rare, so boxed), recorded second.
     pub(crate) fallback: Option<Box<TraceItem>>,
     pub(crate) then: Then<'e>,
@@ -143,11 +144,28 @@ pub(crate) struct Planned<'e> {
 /// A supervisor's decision, noted while planning and recorded as its `decision` trace
 /// item at commit (the item's step, depth and level are the same then). Smaller than the
 /// item, so the step stays small as it moves.
-pub(crate) struct Decided {
-    pub(crate) supervisor: Arc<str>,
+///
+/// What the plan holds is borrowed from it (the supervisor's id, a rule's target, reason
+/// and lone-winner list), so noting a rule decision changes no reference count: the
+/// trace interns the ids by address (ADR 0055).
+pub(crate) enum Decided<'e> {
+    /// A rule table's verdict: all but a several-way candidate list is the plan's.
+    Rules {
+        supervisor: &'e Arc<str>,
+        target: &'e Arc<str>,
+        reason: &'e Arc<str>,
+        candidates: Cow<'e, Candidates>,
+    },
+    /// A policy's decision (a handler, a program or an agent): boxed, so that the rule
+    /// decision of a loop step stays small as the step moves.
+    Policy(Box<PolicyDecided<'e>>),
+}
+
+/// A policy's decision, as [`Decided::Policy`] holds it.
+pub(crate) struct PolicyDecided<'e> {
+    pub(crate) supervisor: &'e Arc<str>,
     pub(crate) target: Arc<str>,
     pub(crate) reason: Option<Arc<str>>,
-    pub(crate) candidates: Candidates,
     pub(crate) duration_us: u64,
 }
 
@@ -420,7 +438,7 @@ pub(crate) fn item(
 pub(crate) fn ready<'e>(
     step: &mut Step<'e>,
     level: Level<'e>,
-    decision: Option<Decided>,
+    decision: Option<Decided<'e>>,
     then: Then<'e>,
 ) {
     step.stage = Stage::Ready(Planned {

@@ -15,7 +15,10 @@ impl Plan {
     pub(crate) fn system_value(&self, run: &RunState) -> Value {
         let mut system = self.system_map(run);
         if self.trace_in_state {
-            let items = &run.trace.items[self.trace_view.first(run.trace.len())..];
+            let items: Vec<_> = run
+                .trace
+                .iter_from(self.trace_view.first(run.trace.len()))
+                .collect();
             system.insert(DECISION_TRACE.into(), json!(items));
         }
         Value::Object(system)

@@ -1,6 +1,7 @@
 //! The built-in rule-based supervisor: triggers, priorities, declaration-order ties and
 //! `default`, compiled once per supervisor into a [`RuleTable`].
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::contracts::compiled_condition::CompiledCondition;
@@ -85,8 +86,8 @@ impl RuleEntry {
 #[derive(Debug)]
 pub(crate) struct RuleVerdict<'a> {
     pub(crate) winner: Option<&'a RuleEntry>,
-    pub(crate) candidates: Candidates,
-    pub(crate) reason: Arc<str>,
+    pub(crate) candidates: Cow<'a, Candidates>,
+    pub(crate) reason: &'a Arc<str>,
 }
 
 impl RuleTable {
@@ -155,13 +156,13 @@ impl RuleTable {
         let Some((_, i, ti)) = best else {
             return RuleVerdict {
                 winner: None,
-                candidates: Candidates::none(),
-                reason: Arc::clone(&self.default_reason),
+                candidates: Cow::Owned(Candidates::none()),
+                reason: &self.default_reason,
             };
         };
         let winner = &self.entries[i];
         let candidates = if count == 1 {
-            winner.alone.clone()
+            Cow::Borrowed(&winner.alone)
         } else {
             let mut matched: Vec<(i64, usize, usize)> = self
                 .entries
@@ -170,15 +171,17 @@ impl RuleTable {
                 .filter_map(|(i, e)| e.best(state).map(|(p, ti)| (p, i, ti)))
                 .collect();
             rank(&mut matched);
-            matched
-                .iter()
-                .map(|m| Arc::clone(&self.entries[m.1].id))
-                .collect()
+            Cow::Owned(
+                matched
+                    .iter()
+                    .map(|m| Arc::clone(&self.entries[m.1].id))
+                    .collect(),
+            )
         };
         RuleVerdict {
             winner: Some(winner),
             candidates,
-            reason: Arc::clone(&winner.reasons[ti]),
+            reason: &winner.reasons[ti],
         }
     }
 }

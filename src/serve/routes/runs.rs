@@ -162,7 +162,7 @@ pub async fn trace(
         }
     }
     Ok(Json(trace_with_values(
-        &stored.record.run.trace().items,
+        &stored.record.run.trace().items_from(0),
         &events,
         &stored.record.document,
     )))

@@ -41,7 +41,7 @@ impl<B: Backend> Store<B> {
         }
         let now = self.now();
         let mut run = stored.record.run;
-        let trace_from = run.trace.items.len();
+        let trace_from = run.trace.len();
         cancel_run(&mut run, now).map_err(|reason| StoreError::Corrupt {
             run_id: id,
             what: "run state".into(),

@@ -52,10 +52,10 @@ impl Tx<'_> {
                 adv
             }
             None => {
-                let it = self.record(TraceKind::Fork, Some(Arc::clone(&dispatcher)));
-                it.source.clone_from(&source);
-                it.target = Some(Arc::clone(&np.id));
-                it.reason = Some(format!("advisors: {}", spec.members.join(", ")).into());
+                let mut it = self.record(TraceKind::Fork, &dispatcher);
+                it.set_source(&source);
+                it.set_target(&np.id);
+                it.set_reason(format!("advisors: {}", spec.members.join(", ")));
                 let mut adv = Box::new(AdvisingRun {
                     node: Arc::clone(&np.id),
                     dispatcher: Arc::clone(&dispatcher),
@@ -217,17 +217,17 @@ impl Tx<'_> {
                 self.run.visits.insert(advisor.to_string(), 1);
             }
         }
-        let it = self.record(TraceKind::Advisor, Some(Arc::clone(sup)));
-        it.source = Some(Arc::clone(primary));
-        it.target = Some(Arc::clone(advisor));
+        let mut it = self.record(TraceKind::Advisor, sup);
+        it.set_source(primary);
+        it.set_target(advisor);
         it.duration_us = report.duration_us;
         let status = status_str(report.status);
-        it.reason = Some(match &report.error {
-            Some(e) => format!("{status}: {e}").into(),
-            None => status.into(),
+        it.set_reason(match &report.error {
+            Some(e) => format!("{status}: {e}"),
+            None => status.to_string(),
         });
         if let Some(u) = usage {
-            attach_usage(it, u);
+            attach_usage(&mut it, u);
         }
     }
 
@@ -239,18 +239,15 @@ impl Tx<'_> {
                 tally[r.status as usize] += 1;
             }
         }
-        let it = self.record(TraceKind::Join, Some(Arc::clone(sup)));
-        it.target = Some(Arc::clone(&np.id));
-        it.reason = Some(
-            format!(
-                "{} report(s): {} ok, {} failed, {} timeout",
-                seats.len(),
-                tally[SeatStatus::Ok as usize],
-                tally[SeatStatus::Failed as usize],
-                tally[SeatStatus::Timeout as usize]
-            )
-            .into(),
-        );
+        let mut it = self.record(TraceKind::Join, sup);
+        it.set_target(&np.id);
+        it.set_reason(format!(
+            "{} report(s): {} ok, {} failed, {} timeout",
+            seats.len(),
+            tally[SeatStatus::Ok as usize],
+            tally[SeatStatus::Failed as usize],
+            tally[SeatStatus::Timeout as usize]
+        ));
     }
 
     /// Every report is in: the `join` item, the advice slice, and the primary pending.

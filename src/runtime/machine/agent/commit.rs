@@ -118,10 +118,10 @@ impl Tx<'_> {
                 let msg = fault.describe().1.to_string();
                 self.run.steps += 1;
                 let model: Arc<str> = ss.agent.model.as_str().into();
-                let it = self.record(TraceKind::ModelCall, Some(Arc::clone(&sup)));
-                it.source = Some(Arc::clone(&id));
-                it.target = Some(Arc::clone(&model));
-                it.reason = Some(format!("turn {turn}, attempt {attempt}: failed: {msg}").into());
+                let mut it = self.record(TraceKind::ModelCall, &sup);
+                it.set_source(&id);
+                it.set_target(&model);
+                it.set_reason(format!("turn {turn}, attempt {attempt}: failed: {msg}"));
                 it.duration_us = duration_us;
                 it.set_call(Some(CallRecord::Model(ModelCallItem {
                     node: Arc::clone(&id),
@@ -161,12 +161,12 @@ impl Tx<'_> {
             usage_known,
         );
         let model: Arc<str> = ss.agent.model.as_str().into();
-        let it = self.record(TraceKind::ModelCall, Some(Arc::clone(&sup)));
-        it.source = Some(Arc::clone(&id));
-        it.target = Some(Arc::clone(&model));
-        it.reason = Some(reason.into());
+        let mut it = self.record(TraceKind::ModelCall, &sup);
+        it.set_source(&id);
+        it.set_target(&model);
+        it.set_reason(reason);
         it.duration_us = duration_us;
-        attach_usage(it, usage);
+        attach_usage(&mut it, usage);
         it.set_call(Some(CallRecord::Model(ModelCallItem {
             node: Arc::clone(&id),
             model,
@@ -296,12 +296,12 @@ pub(crate) fn session_totals(run: &RunState, index: u32) -> (u64, Option<Usage>)
     };
     let mut usage = Usage::new();
     let mut total_us = 0u64;
-    for it in run.trace.items.iter().rev() {
+    for it in run.trace.iter().rev() {
         if it.step <= session.step {
             break;
         }
         let ours = matches!(it.kind, TraceKind::ModelCall | TraceKind::ToolCall)
-            && it.source.as_deref() == Some(&*session.node);
+            && it.source() == Some(&*session.node);
         if ours {
             total_us = total_us.saturating_add(it.duration_us);
             if let Some(u) = it.usage() {

@@ -52,10 +52,10 @@ impl Tx<'_> {
             Err((fault, failed_attempts)) => {
                 let msg = fault.describe().1.to_string();
                 self.run.steps += 1;
-                let it = self.record(TraceKind::ModelCall, Some(Arc::clone(sup)));
-                it.source = Some(Arc::clone(node));
-                it.target = Some(Arc::clone(&model));
-                it.reason = Some(format!("turn {turn}, attempt {attempt}: failed: {msg}").into());
+                let mut it = self.record(TraceKind::ModelCall, sup);
+                it.set_source(node);
+                it.set_target(&model);
+                it.set_reason(format!("turn {turn}, attempt {attempt}: failed: {msg}"));
                 it.duration_us = duration_us;
                 it.set_call(Some(CallRecord::Model(ModelCallItem {
                     node: Arc::clone(node),
@@ -94,12 +94,12 @@ impl Tx<'_> {
                 c.call, c.session
             ));
         }
-        let it = self.record(TraceKind::ModelCall, Some(Arc::clone(sup)));
-        it.source = Some(Arc::clone(node));
-        it.target = Some(Arc::clone(&model));
-        it.reason = Some(reason.into());
+        let mut it = self.record(TraceKind::ModelCall, sup);
+        it.set_source(node);
+        it.set_target(&model);
+        it.set_reason(reason);
         it.duration_us = duration_us;
-        attach_usage(it, usage);
+        attach_usage(&mut it, usage);
         it.set_call(Some(CallRecord::Model(ModelCallItem {
             node: Arc::clone(node),
             model,
@@ -169,13 +169,13 @@ impl Tx<'_> {
                 status: o.status,
                 error: o.error,
             };
-            let it = self.record(TraceKind::ToolCall, Some(Arc::clone(sup)));
-            it.source = Some(Arc::clone(node));
-            it.target = Some(o.tool);
-            it.reason = Some(reason.into());
+            let mut it = self.record(TraceKind::ToolCall, sup);
+            it.set_source(node);
+            it.set_target(o.tool);
+            it.set_reason(reason);
             it.duration_us = o.duration_us;
             if let Some(u) = o.usage {
-                attach_usage(it, u);
+                attach_usage(&mut it, u);
             }
             it.set_call(Some(CallRecord::Tool(record)));
             let content = o.content.unwrap_or_else(|| "{}".into());

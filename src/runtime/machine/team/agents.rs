@@ -201,8 +201,8 @@ impl Tx<'_> {
     /// The usage and microseconds of the model call just committed for `who`, when the
     /// last trace item is it.
     fn last_call(&self, who: &str) -> (u64, Option<Usage>) {
-        match self.run.trace.items.last() {
-            Some(it) if it.kind == TraceKind::ModelCall && it.source.as_deref() == Some(who) => {
+        match self.run.trace.last() {
+            Some(it) if it.kind == TraceKind::ModelCall && it.source() == Some(who) => {
                 (it.duration_us, it.usage().cloned())
             }
             _ => (0, None),

@@ -89,13 +89,13 @@ impl Tx<'_> {
         duration_us: u64,
         usage: Option<Usage>,
     ) {
-        let it = self.record(TraceKind::TeamTurn, Some(Arc::clone(dispatcher)));
-        it.source = Some(Arc::clone(&np.id));
-        it.target = Some(Arc::clone(who));
-        it.reason = Some(reason.into());
+        let mut it = self.record(TraceKind::TeamTurn, dispatcher);
+        it.set_source(&np.id);
+        it.set_target(who);
+        it.set_reason(reason);
         it.duration_us = duration_us;
         if let Some(u) = usage {
-            attach_usage(it, u);
+            attach_usage(&mut it, u);
         }
     }
 
@@ -145,9 +145,9 @@ impl Tx<'_> {
                     Turn::Seat(s) => &*s.np.id,
                 })
                 .collect();
-            let it = self.record(TraceKind::TeamCycle, Some(Arc::clone(&dispatcher)));
-            it.target = Some(Arc::clone(&np.id));
-            it.reason = Some(format!("cycle {}: {}", team.cycle, names.join(", ")).into());
+            let mut it = self.record(TraceKind::TeamCycle, &dispatcher);
+            it.set_target(&np.id);
+            it.set_reason(format!("cycle {}: {}", team.cycle, names.join(", ")));
         }
         let max = spec.max_broadcast_bytes;
         let mut cancelled = false;
