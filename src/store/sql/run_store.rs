@@ -4,10 +4,8 @@
 use std::time::Duration;
 
 use super::Store;
-use super::events::events_chunk;
-use crate::runtime::{
-    EventStamp, RunEvent, RunId, RunRecord, TerminationReason, transition_events,
-};
+use super::events::transition_chunk;
+use crate::runtime::{EventStamp, RunEvent, RunId, RunRecord, TerminationReason};
 use crate::store::clock::Clock;
 use crate::store::db::{Backend, is_refusal, sql};
 use crate::store::rows::{INFO, info_from_row, to_i64};
@@ -333,13 +331,13 @@ impl<B: Backend> Store<B> {
                 at_ms: now,
             },
         };
-        let events = transition_events(run, trace_from, Some(seq), stamp);
-        // Numbered on by one from the first (`transition_events` makes them so): one
-        // chunk (format 8, ADR 0053), none when there is no event (last below first).
-        let first_event = events.first().map_or(stamp.first_seq, |e| e.seq);
-        let last_event = events.last().map_or(0, |e| e.seq);
-        let event_texts = events_chunk(&events)
+        // Numbered on by one from the first: one chunk (format 8, ADR 0053), written
+        // straight from the run (ADR 0056); none when there is no event (last below
+        // first).
+        let chunk = transition_chunk(run, trace_from, seq, stamp)
             .map_err(|reason| StoreError::CannotContinue { run_id: id, reason })?;
+        let (first_event, last_event) = chunk.seqs.unwrap_or((stamp.first_seq, 0));
+        let event_texts = chunk.texts;
         // One statement (SQLite's `checkpoint_in` trigger, PostgreSQL's data-modifying
         // `WITH`): fenced, atomic, one round trip, the events with it; the run row as it
         // is after it comes back.
