@@ -34,7 +34,7 @@ pub(crate) struct Changes {
 pub(crate) struct StepValues {
     /// The root slices before the run's first step (`system` left out), when recorded
     /// from it.
-    pub(crate) input: Option<Value>,
+    pub(crate) input: Option<RecordedInput>,
     /// `(trace index of the node run's item, the object of slices it wrote)`, in order:
     /// shared with the `step` events made of them, not copied into each (ADR 0053).
     pub(crate) writes: Vec<(usize, Arc<Value>)>,
@@ -44,6 +44,29 @@ pub(crate) struct StepValues {
     pub(crate) changes: Vec<SliceChange>,
     /// How many of `changes` carry their final `at` (see [`Changes::stamp`]).
     pub(crate) stamped: usize,
+}
+
+/// A run's input as recorded for its `run_started` event.
+#[derive(Debug, Clone)]
+pub(crate) enum RecordedInput {
+    /// The root slices, copied: what an executor publishing its events hands its
+    /// subscribers.
+    Value(Value),
+    /// Their JSON text, written once instead of copied: all a store's driver writes of
+    /// them (ADR 0056); made a value again only for a subscriber.
+    Text(Box<str>),
+}
+
+impl RecordedInput {
+    /// The input as a value.
+    pub(crate) fn to_value(&self) -> Value {
+        match self {
+            Self::Value(v) => v.clone(),
+            Self::Text(text) => {
+                serde_json::from_str(text).expect("written from a value by `write_fields`")
+            }
+        }
+    }
 }
 
 /// One change of a run's slices outside a node's output, as a `step` event carries it
@@ -123,7 +146,7 @@ impl Changes {
 
     /// Starts recording node writes (and `input`, the run's input when it has not taken
     /// a step yet), unless already recording.
-    pub(crate) fn record_values(&mut self, input: impl FnOnce() -> Option<Value>) {
+    pub(crate) fn record_values(&mut self, input: impl FnOnce() -> Option<RecordedInput>) {
         if self.values.is_none() {
             self.values = Some(Box::new(StepValues {
                 input: input(),
@@ -138,9 +161,9 @@ impl Changes {
     }
 
     /// Records that the node run whose trace item will be at `index` wrote `writes`.
-    pub(crate) fn wrote(&mut self, index: usize, writes: Value) {
+    pub(crate) fn wrote(&mut self, index: usize, writes: Arc<Value>) {
         if let Some(v) = &mut self.values {
-            v.writes.push((index, Arc::new(writes)));
+            v.writes.push((index, writes));
         }
     }
 

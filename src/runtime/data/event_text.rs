@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::changes::SliceChange;
+use super::changes::{RecordedInput, SliceChange};
 use super::events::{EventKind, EventStamp, Part, RunEvent, transition_parts};
-use super::json_text::{write_opt_str, write_serde, write_str, write_u64};
+use super::json_text::{write_opt_str, write_serde, write_str, write_u64, write_value};
 use super::run_state::RunState;
 use super::trace::{ItemOut, UsageOut};
 
@@ -25,7 +25,7 @@ enum Fields<'a> {
     /// `run_started`'s, its input borrowed.
     Started {
         workflow: &'a str,
-        input: Option<&'a Value>,
+        input: Option<Input<'a>>,
         changes: bool,
     },
     /// A `step` event's, its item borrowed.
@@ -37,6 +37,22 @@ enum Fields<'a> {
     },
     /// Any other kind's, through `serde_json`.
     Kind(&'a EventKind),
+}
+
+/// A run's input, to write: a value, or the text recorded of one.
+#[derive(Clone, Copy)]
+enum Input<'a> {
+    Value(&'a Value),
+    Text(&'a str),
+}
+
+impl<'a> From<&'a RecordedInput> for Input<'a> {
+    fn from(input: &'a RecordedInput) -> Self {
+        match input {
+            RecordedInput::Value(v) => Self::Value(v),
+            RecordedInput::Text(text) => Self::Text(text),
+        }
+    }
 }
 
 /// Appends `{"seq":SEQ,"run_id":"RUN","event":"NAME","at_ms":AT` (no closing brace).
@@ -65,7 +81,11 @@ impl Fields<'_> {
                 write_str(out, workflow);
                 if let Some(input) = input {
                     out.extend_from_slice(b",\"input\":");
-                    write_serde(out, input);
+                    match input {
+                        Input::Value(v) => write_value(out, v),
+                        // Written by `write_fields` when recorded: the same text.
+                        Input::Text(text) => out.extend_from_slice(text.as_bytes()),
+                    }
                 }
                 if *changes {
                     out.extend_from_slice(b",\"changes\":true");
@@ -84,7 +104,7 @@ impl Fields<'_> {
                 item.write_json(out);
                 if let Some(writes) = writes {
                     out.extend_from_slice(b",\"writes\":");
-                    write_serde(out, writes);
+                    write_value(out, writes);
                 }
                 if !changes.is_empty() {
                     out.extend_from_slice(b",\"changes\":");
@@ -121,7 +141,7 @@ impl<'a> Fields<'a> {
                 changes,
             } => Self::Started {
                 workflow,
-                input: input.as_ref(),
+                input: input.as_ref().map(Input::Value),
                 changes: *changes,
             },
             EventKind::Step {
@@ -166,7 +186,7 @@ pub fn write_transition_events(
                 "run_started",
                 Fields::Started {
                     workflow,
-                    input: *input,
+                    input: input.map(Input::from),
                     changes: input.is_some(),
                 },
             ),

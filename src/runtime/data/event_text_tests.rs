@@ -194,16 +194,20 @@ proptest! {
 
 /// Proves `write_transition_events` writes, straight from a run, exactly the texts of
 /// the events `transition_events` makes (joined by line breaks), for the transitions of
-/// real runs: the first (with `run_started` and its input), one in the middle, one that
-/// ends the run, with and without a checkpoint; and nothing for a transition without
-/// events.
+/// real runs: the first (with `run_started` and its input, recorded as a value or as
+/// text, with strings to escape), one in the middle, one that ends the run, with and
+/// without a checkpoint; and nothing for a transition without events.
 #[test]
 fn a_transition_text_is_its_events_texts() {
     use crate::graph::{GraphBuilder, synth};
     use crate::runtime::Executor;
     use crate::validator::ValidGraph;
 
-    for doc in [synth::supervisor_loop(5), synth::repeated_calls(3)] {
+    let docs = [synth::supervisor_loop(5), synth::repeated_calls(3)];
+    for (doc, as_text) in docs
+        .iter()
+        .flat_map(|d| [(d.clone(), false), (d.clone(), true)])
+    {
         let graph = GraphBuilder::from_document(doc).build().expect("compiles");
         let ex = Executor::builder(ValidGraph::new(graph).expect("valid"))
             .build()
@@ -211,7 +215,11 @@ fn a_transition_text_is_its_events_texts() {
         let mut run = ex
             .start(json!({"task": ["a\"b", "\u{1}", 1]}))
             .expect("starts");
-        run.record_values();
+        if as_text {
+            run.record_values_as_text();
+        } else {
+            run.record_values();
+        }
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("a runtime");

@@ -11,7 +11,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use super::changes::SliceChange;
+use super::changes::{RecordedInput, SliceChange};
 use super::decision_trace::ItemRef;
 use super::run_id::RunId;
 use super::run_state::RunState;
@@ -235,7 +235,7 @@ pub fn transition_events(
             Part::Started { workflow, input } => EventKind::RunStarted {
                 workflow: workflow.to_string(),
                 changes: input.is_some(),
-                input: input.cloned(),
+                input: input.map(RecordedInput::to_value),
             },
             Part::Step {
                 index,
@@ -268,7 +268,7 @@ pub(super) enum Part<'a> {
     /// `run_started`.
     Started {
         workflow: &'a str,
-        input: Option<&'a Value>,
+        input: Option<&'a RecordedInput>,
     },
     /// `step`.
     Step {

@@ -4,6 +4,7 @@
 //! ids, kinds and numbers, which `serde_json` escaped one byte at a time.
 
 use serde::Serialize;
+use serde_json::Value;
 
 /// Appends `s` as a JSON string: quoted, and escaped exactly as `serde_json` escapes it
 /// (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, and `\u00XX` in lowercase hex for the other
@@ -38,6 +39,55 @@ pub(crate) fn write_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
 /// Appends `n` as a JSON number (as `serde_json` writes an integer).
 pub(crate) fn write_u64(out: &mut Vec<u8>, n: u64) {
     out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
+/// Appends `value` as `serde_json` writes it (compact): strings through [`write_str`],
+/// integers through `itoa`, floating-point numbers through `serde_json` itself. What a
+/// node's writes and a run's input are written with (ADR 0056).
+pub(crate) fn write_value(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Number(n) => {
+            if let Some(n) = n.as_u64() {
+                write_u64(out, n);
+            } else if let Some(n) = n.as_i64() {
+                out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+            } else {
+                write_serde(out, n);
+            }
+        }
+        Value::String(s) => write_str(out, s),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Object(fields) => write_fields(out, fields.iter()),
+    }
+}
+
+/// Appends the object of `fields` as [`write_value`] writes an object.
+pub(crate) fn write_fields<'a>(
+    out: &mut Vec<u8>,
+    fields: impl Iterator<Item = (&'a String, &'a Value)>,
+) {
+    out.push(b'{');
+    for (i, (key, item)) in fields.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(out, key);
+        out.push(b':');
+        write_value(out, item);
+    }
+    out.push(b'}');
 }
 
 /// Appends `value` as `serde_json` writes it (for the parts of a text that are rare or
@@ -135,7 +185,35 @@ mod tests {
         }
     }
 
+    /// Any JSON value: strings that need escaping, integers of both signs, fractions,
+    /// arrays and objects nested.
+    fn value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<u64>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            (-1e300..1e300f64).prop_map(Value::from),
+            "(\\PC|[\"\\\\\u{0}-\u{1f}])*".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 32, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec(("(\\PC|[\"\u{0}-\u{1f}])*", inner), 0..6)
+                    .prop_map(|fields| Value::Object(fields.into_iter().collect())),
+            ]
+        })
+    }
+
     proptest! {
+        /// For all JSON values, `write_value` writes `serde_json`'s compact text.
+        #[test]
+        fn values_are_serde_jsons_text(v in value()) {
+            let mut out = Vec::new();
+            write_value(&mut out, &v);
+            prop_assert_eq!(&out, &serde_json::to_vec(&v).expect("a value"));
+        }
+
         /// For all strings (any Unicode, weighted towards what needs escaping), the text
         /// is `serde_json`'s, and so are `write_opt_str`'s and `write_u64`'s.
         #[test]

@@ -235,7 +235,7 @@ impl Tx<'_> {
             },
             // Constant writes are checked and applied by reference.
             NodeResult::Constant => match &np.run {
-                NodeRun::Set(m) => (Cow::Borrowed(m), 0),
+                NodeRun::Set(m) => (Cow::Borrowed(&**m), 0),
                 _ => (Cow::Owned(Value::Object(Map::new())), 0),
             },
         };
@@ -256,7 +256,7 @@ impl Tx<'_> {
             return self.fail_after_run(reason, msg, dispatcher, (&np.id, duration_us), usage);
         }
         // All checks passed: apply the writes in one go.
-        self.note_writes(&writes);
+        self.note_writes(&writes, np);
         self.apply_writes(writes);
         let mut it = self.record(kind, &dispatcher);
         it.set_source(source);
@@ -314,12 +314,17 @@ impl Tx<'_> {
     }
 
     /// Records what the node run whose trace item comes next wrote, when the run's events
-    /// carry it (`RunState::record_values`); one branch otherwise.
+    /// carry it (`RunState::record_values`); one branch otherwise. A `set` node's
+    /// constants are shared with the plan, not copied (ADR 0056).
     #[inline(always)]
-    pub(crate) fn note_writes(&mut self, writes: &Value) {
+    pub(crate) fn note_writes(&mut self, writes: &Value, np: &NodePlan) {
         if self.run.changes.recording_values() {
             let index = self.run.trace.len();
-            self.run.changes.wrote(index, writes.clone());
+            let shared = match &np.run {
+                NodeRun::Set(constant) if std::ptr::eq(&**constant, writes) => Arc::clone(constant),
+                _ => Arc::new(writes.clone()),
+            };
+            self.run.changes.wrote(index, shared);
         }
     }
 
