@@ -297,13 +297,13 @@ impl<B: Backend> Store<B> {
         // replayed on top of a snapshot.
         // Stored without its trace items, which its `step` events carry (format 8, ADR
         // 0053): the trace is kept once.
-        if run.trace.len() != trace_from + delta.trace.len() {
+        if run.trace.len() != trace_from + delta.trace_appended() {
             return Err(StoreError::CannotContinue {
                 run_id: id,
                 reason: format!(
                     "checkpoint {seq}: its delta appends {} trace items at {trace_from}, the \
                      run's trace holds {}",
-                    delta.trace.len(),
+                    delta.trace_appended(),
                     run.trace.len()
                 ),
             });
