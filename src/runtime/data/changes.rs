@@ -58,13 +58,17 @@ pub(crate) enum RecordedInput {
 }
 
 impl RecordedInput {
-    /// The input as a value.
-    pub(crate) fn to_value(&self) -> Value {
+    /// The input as a value: `None` only for a text `serde_json` will not read back, an
+    /// input nested deeper than its 128 levels (made in code, not read from JSON; a
+    /// store could not load such a run either), which is logged.
+    pub(crate) fn to_value(&self) -> Option<Value> {
         match self {
-            Self::Value(v) => v.clone(),
-            Self::Text(text) => {
-                serde_json::from_str(text).expect("written from a value by `write_fields`")
-            }
+            Self::Value(v) => Some(v.clone()),
+            Self::Text(text) => serde_json::from_str(text)
+                .inspect_err(|e| {
+                    tracing::warn!("a run's input is left out of its live `run_started`: {e}");
+                })
+                .ok(),
         }
     }
 }

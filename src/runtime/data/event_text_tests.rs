@@ -277,3 +277,25 @@ fn a_transition_text_is_its_events_texts() {
         assert!(seq > 10, "the run made its events");
     }
 }
+
+/// Proves an input recorded as text reads back as the value it was written from, and
+/// that one nested past `serde_json`'s 128 levels (only code can make one) is left out
+/// of a live `run_started` instead of panicking.
+#[test]
+fn an_input_recorded_as_text_reads_back() {
+    use crate::runtime::data::changes::RecordedInput;
+    use crate::runtime::data::json_text::write_value;
+
+    let text = |v: &Value| {
+        let mut out = Vec::new();
+        write_value(&mut out, v);
+        RecordedInput::Text(String::from_utf8(out).expect("UTF-8").into_boxed_str())
+    };
+    let input = json!({"task": ["a\"b", 1.5, -3, null, {"k\u{1}": true}]});
+    assert_eq!(text(&input).to_value(), Some(input));
+    let mut deep = json!(1);
+    for _ in 0..200 {
+        deep = json!([deep]);
+    }
+    assert_eq!(text(&deep).to_value(), None);
+}

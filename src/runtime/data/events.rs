@@ -235,7 +235,7 @@ pub fn transition_events(
             Part::Started { workflow, input } => EventKind::RunStarted {
                 workflow: workflow.to_string(),
                 changes: input.is_some(),
-                input: input.map(RecordedInput::to_value),
+                input: input.and_then(RecordedInput::to_value),
             },
             Part::Step {
                 index,
