@@ -173,9 +173,9 @@ impl ExecutorBuilder {
             let at = |field: &str| join(["nodes", n.id.as_str(), field]);
             let run = match &n.run {
                 None => NodeRun::Nothing,
-                Some(NodeBehaviour::Set(m)) => NodeRun::Set(Value::Object(
+                Some(NodeBehaviour::Set(m)) => NodeRun::Set(Arc::new(Value::Object(
                     m.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-                )),
+                ))),
                 Some(NodeBehaviour::Exec(spec)) => NodeRun::Exec(Arc::new(spec.clone())),
                 Some(NodeBehaviour::Handler(name)) => match self.nodes.get(name) {
                     Some(h) => NodeRun::Handler(h.clone()),

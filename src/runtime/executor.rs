@@ -371,9 +371,9 @@ impl Executor {
         if let Some(events) = &self.events {
             // Published once committed (docs/spec/events.md), without a store.
             run.record_values();
-            events.before_step(run);
+            let trace_before = run.trace.len();
             let status = self.step_quietly(run).await;
-            events.after_step(run);
+            events.after_step(run, trace_before);
             run.events_made();
             return status;
         }

@@ -28,8 +28,9 @@ pub(crate) type Schema = Arc<Validator>;
 pub(crate) enum NodeRun {
     /// No behaviour: writes nothing.
     Nothing,
-    /// Constant writes (an object of slices).
-    Set(Value),
+    /// Constant writes (an object of slices), shared: a run whose events carry its
+    /// writes (`Tx::note_writes`) shares this value rather than copying it.
+    Set(Arc<Value>),
     /// A registered handler.
     Handler(SharedNode),
     /// A program.
@@ -70,7 +71,10 @@ impl NodePlan {
     /// The writes of a node that calls nothing: a `set` node's constants, or nothing.
     pub(crate) fn constant_writes(&self) -> Writes {
         match &self.run {
-            NodeRun::Set(Value::Object(m)) => m.clone(),
+            NodeRun::Set(v) => match &**v {
+                Value::Object(m) => m.clone(),
+                _ => Writes::new(),
+            },
             _ => Writes::new(),
         }
     }
