@@ -438,7 +438,10 @@ impl Executor {
     fn step_at_once(&self, run: &mut RunState) -> Result<RunStatus, Box<Step<'_>>> {
         let step = self.begin_step(run);
         if step.is_ready() {
-            Ok(self.commit_step(run, step))
+            // The commit inlined here (not `Executor::commit_step`, which the compiler
+            // keeps out of line): the step is read where planning left it, not copied
+            // into another frame's argument (two `memcpy`s of the step a loop step).
+            Ok(commit_step(&self.plan, run, step))
         } else {
             Err(Box::new(step))
         }
