@@ -247,7 +247,7 @@ impl<'e> Planner<'e> {
                                     };
                                     return ready(step, level, Some(decided), then);
                                 }
-                                match self.dispatch(sp, &e.id) {
+                                match self.dispatch_entry(sp, e) {
                                     Ok(t) => {
                                         self.plan_node(run, level, Some(decided), None, t, step)
                                     }

@@ -20,6 +20,11 @@ use crate::runtime::effects::{SharedNode, SharedPolicy};
 /// on every step.
 pub(crate) type IdMap<V> = foldhash::HashMap<String, V>;
 
+/// The plan's nodes by id, hashed as [`IdMap`] and also indexed by position: a rule
+/// table's entry holds its node's position, so a dispatch reads the node's plan without
+/// hashing its id (ADR 0058).
+pub(crate) type NodeMap = indexmap::IndexMap<String, NodePlan, foldhash::fast::RandomState>;
+
 /// A compiled schema, shared.
 pub(crate) type Schema = Arc<Validator>;
 
@@ -114,7 +119,7 @@ pub(crate) struct SubgraphPlan {
 /// Everything the executor reads while running (immutable, shared).
 pub(crate) struct Plan {
     pub(crate) graph: Arc<CompiledGraph>,
-    pub(crate) nodes: IdMap<NodePlan>,
+    pub(crate) nodes: NodeMap,
     pub(crate) supervisors: IdMap<SupervisorPlan>,
     pub(crate) subgraphs: IdMap<SubgraphPlan>,
     pub(crate) slice_schemas: IdMap<Schema>,
