@@ -14,7 +14,7 @@ use super::effects::{NodeHandler, PolicyHandler, SharedNode, SharedPolicy};
 use super::executor::Executor;
 use super::plan::{
     IdMap, NodeMap, NodePlan, NodeRun, Plan, PolicyRun, RuleTable, Schema, SubgraphPlan,
-    SupervisorPlan, TraceView,
+    SupervisorMap, SupervisorPlan, TraceView,
 };
 use crate::contracts::pointer::join;
 use crate::contracts::{NodeBehaviour, SupervisorPolicy};
@@ -204,7 +204,7 @@ impl ExecutorBuilder {
             );
         }
         let mut supervisors =
-            IdMap::with_capacity_and_hasher(reg.supervisors().len(), Default::default());
+            SupervisorMap::with_capacity_and_hasher(reg.supervisors().len(), Default::default());
         for s in reg.supervisors() {
             let policy = match &s.policy {
                 None => PolicyRun::Rules(

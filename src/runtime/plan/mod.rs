@@ -12,5 +12,6 @@ pub(crate) use rules::{RuleEntry, RuleTable};
 pub(crate) use schema::{check, check_at};
 pub use tables::TraceView;
 pub(crate) use tables::{
-    IdMap, NodeMap, NodePlan, NodeRun, Plan, PolicyRun, Schema, SubgraphPlan, SupervisorPlan,
+    IdMap, NodeMap, NodePlan, NodeRun, Plan, PolicyRun, Schema, SubgraphPlan, SupervisorMap,
+    SupervisorPlan,
 };

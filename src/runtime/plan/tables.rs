@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::agent::AgentPlan;
 use super::rules::RuleTable;
+use crate::contracts::lookup::SCAN_MAX;
 use crate::contracts::{ExecSpec, NodeContract, SubgraphContract, SupervisorContract};
 use crate::graph::CompiledGraph;
 use crate::runtime::data::{Clock, Writes};
@@ -24,6 +25,11 @@ pub(crate) type IdMap<V> = foldhash::HashMap<String, V>;
 /// table's entry holds its node's position, so a dispatch reads the node's plan without
 /// hashing its id (ADR 0058).
 pub(crate) type NodeMap = indexmap::IndexMap<String, NodePlan, foldhash::fast::RandomState>;
+
+/// The plan's supervisors by id, hashed as [`IdMap`] and kept in order, so that the few
+/// supervisors of most workflows can be scanned ([`Plan::supervisor`]).
+pub(crate) type SupervisorMap =
+    indexmap::IndexMap<String, SupervisorPlan, foldhash::fast::RandomState>;
 
 /// A compiled schema, shared.
 pub(crate) type Schema = Arc<Validator>;
@@ -120,13 +126,28 @@ pub(crate) struct SubgraphPlan {
 pub(crate) struct Plan {
     pub(crate) graph: Arc<CompiledGraph>,
     pub(crate) nodes: NodeMap,
-    pub(crate) supervisors: IdMap<SupervisorPlan>,
+    pub(crate) supervisors: SupervisorMap,
     pub(crate) subgraphs: IdMap<SubgraphPlan>,
     pub(crate) slice_schemas: IdMap<Schema>,
     pub(crate) base_dir: PathBuf,
     pub(crate) clock: Clock,
     pub(crate) trace_in_state: bool,
     pub(crate) trace_view: TraceView,
+}
+
+impl Plan {
+    /// The plan of supervisor `id`: found by the address of its shared id when `id` is
+    /// the plan's own (control handed back to a supervisor holds it) and the plan has a
+    /// few supervisors, without hashing; else by hashing the text.
+    #[inline]
+    pub(crate) fn supervisor(&self, id: &Arc<str>) -> Option<&SupervisorPlan> {
+        if self.supervisors.len() <= SCAN_MAX
+            && let Some(sp) = self.supervisors.values().find(|sp| Arc::ptr_eq(&sp.id, id))
+        {
+            return Some(sp);
+        }
+        self.supervisors.get(&**id)
+    }
 }
 
 /// How much of the decision trace nodes and policies that read `system` see in
