@@ -228,8 +228,23 @@ pub fn transition_events(
     checkpoint: Option<u64>,
     stamp: EventStamp,
 ) -> Vec<RunEvent> {
-    let first = stamp.first_seq.max(1);
     let mut events = Vec::with_capacity(run.trace.len().saturating_sub(trace_from) + 3);
+    transition_events_into(run, trace_from, checkpoint, stamp, &mut events);
+    events
+}
+
+/// [`transition_events`], appended to `events`: each event built once, in place (a
+/// bus reuses one buffer for every step's events).
+pub(crate) fn transition_events_into(
+    run: &RunState,
+    trace_from: usize,
+    checkpoint: Option<u64>,
+    stamp: EventStamp,
+    events: &mut Vec<RunEvent>,
+) {
+    events.reserve(run.trace.len().saturating_sub(trace_from) + 3);
+    let first = stamp.first_seq.max(1);
+    let mut seq = first;
     transition_parts(run, trace_from, checkpoint, first, |part| {
         let kind = match part {
             Part::Started { workflow, input } => EventKind::RunStarted {
@@ -251,14 +266,14 @@ pub fn transition_events(
             Part::Other(kind) => kind,
         };
         events.push(RunEvent {
-            seq: first + events.len() as u64,
+            seq,
             run_id: run.run_id,
             at_ms: stamp.at_ms,
             kind,
             dropped: 0,
         });
+        seq += 1;
     });
-    events
 }
 
 /// One event of a transition as [`transition_parts`] hands it over: what is large or
