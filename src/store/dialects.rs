@@ -120,10 +120,11 @@ fn postgres_checkpoint(snapshot: bool) -> String {
     } else {
         (
             "",
-            format!(
-                "st AS (INSERT INTO steps (run_id, seq, delta, created_ms) \
-                   SELECT $1, $2, $13, COALESCE($6::BIGINT, {POSTGRES_NOW}) FROM up)"
-            ),
+            // The step row's time is the run row's new `updated_ms` (the same instant),
+            // read from `up` rather than computed again.
+            "st AS (INSERT INTO steps (run_id, seq, delta, created_ms) \
+               SELECT $1, $2, $13, up.updated_ms FROM up)"
+                .to_string(),
         )
     };
     format!(

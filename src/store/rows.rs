@@ -52,9 +52,10 @@ pub(crate) const INFO: &str = "id, name, workflow, digest, status, termination_r
 
 /// The store format this pactgraph writes: the version of its newest SQLite migration
 /// (also kept in `PRAGMA user_version`), and of the newest PostgreSQL migration, which
-/// makes the same schema (format 9 changes PostgreSQL's alone: SQLite's migration 9 only
-/// marks it, ADR 0054). A database with a higher one is refused, untouched.
-pub const STORE_FORMAT: i64 = 9;
+/// makes the same schema (formats 9 and 10 change PostgreSQL's alone: SQLite's migrations
+/// 9 and 10 only mark them, ADRs 0054 and 0057). A database with a higher one is refused,
+/// untouched.
+pub const STORE_FORMAT: i64 = 10;
 
 pub(crate) fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
