@@ -454,3 +454,56 @@ fn a_store_of_format_9_migrates_to_10_and_deleted_runs_take_their_chunks() {
         store.close().await;
     });
 }
+
+/// Proves that a checkpoint answering only the columns it changes (ADR 0057: the store
+/// keeps the rest from its last checkpoint of the run) answers the run row as it is:
+/// after each of eight checkpoints of a run held by one store, the answer equals the
+/// whole row read again (`info`), including what another writer changed in between (a
+/// renewed lease, a cancel request from another store), and the last checkpoint, which
+/// ends the run, too. The first checkpoint (it carries a snapshot) answers the whole row,
+/// the later ones the changed columns (the server's statement log shows both).
+#[test]
+fn a_checkpoint_answers_the_run_row_as_it_is() {
+    let Some(schema) = schema() else { return };
+    rt().block_on(async {
+        let store = PgStore::open(&schema.url).await.expect("opens");
+        let other = PgStore::open(&schema.url).await.expect("opens another");
+        let (ex, record) = created(&store, 8).await;
+        let (id, mut run) = (record.run_id, record.run);
+        store.claim(id, "a", LEASE).await.expect("claims");
+        for seq in 1..=9 {
+            let before = Before::of(&run);
+            ex.step(&mut run).await;
+            let delta = StepDelta::between(&before, &run);
+            let answer = store
+                .checkpoint(id, "a", Checkpoint::new(seq, &delta, &run))
+                .await
+                .expect("checkpoints");
+            assert_eq!(
+                answer,
+                store.info(id).await.expect("reads"),
+                "checkpoint {seq}"
+            );
+            match seq {
+                3 => {
+                    store.renew(id, "a", LEASE * 2).await.expect("renews");
+                }
+                5 => {
+                    other.cancel(id).await.expect("requests a cancel");
+                }
+                _ => {}
+            }
+            if seq == 6 {
+                assert!(answer.cancel_requested, "the cancel request shows");
+            }
+            if run.status() != RunStatus::Running {
+                assert_eq!(seq, 9, "the guard stops the ninth step");
+                assert_eq!(answer.status, StoredStatus::Stopped);
+                break;
+            }
+        }
+        assert_eq!(run.status(), RunStatus::Stopped);
+        other.close().await;
+        store.close().await;
+    });
+}

@@ -24,6 +24,7 @@ mod run_store;
 use super::clock::Clock;
 use super::db::{Backend, Dialect, sql};
 use super::delta::StepDelta;
+use super::last_info::LastInfos;
 use super::rows::{Cols, chunk_of, delta_from_row, to_i64, to_u64};
 use super::trace_once::put_back_trace;
 use super::weights::Weights;
@@ -39,6 +40,8 @@ pub struct Store<B> {
     dialect: &'static Dialect,
     snapshot_every: Option<u64>,
     weights: Arc<Weights>,
+    /// The run rows as this store's last checkpoints left them (ADR 0057).
+    infos: Arc<LastInfos>,
     clock: Clock,
     /// The database's clock minus this store's (milliseconds), measured when it opened:
     /// what [`Store::now`] adds to the local clock to show rows as the database sees them.
@@ -80,6 +83,7 @@ impl<B: Backend> Store<B> {
             dialect,
             snapshot_every: snapshot_every.map(|n| n.max(1)),
             weights: Arc::default(),
+            infos: Arc::default(),
             clock,
             clock_offset: Arc::default(),
         }
@@ -124,6 +128,7 @@ impl<B: Backend> Store<B> {
             dialect: self.dialect,
             snapshot_every: self.snapshot_every,
             weights: self.weights,
+            infos: self.infos,
             clock: self.clock,
             clock_offset: self.clock_offset,
         }
