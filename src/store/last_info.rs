@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use super::RunInfo;
+use super::weights::with_per_run;
 use crate::runtime::RunId;
 
 /// Entries kept at most; past it the map starts again (as `Weights`).
@@ -31,16 +32,8 @@ pub(crate) struct LastInfos(Mutex<HashMap<RunId, RunInfo>>);
 
 impl LastInfos {
     fn with<T>(&self, f: impl FnOnce(&mut HashMap<RunId, RunInfo>) -> T) -> T {
-        // A poisoned map only held copies of rows: start again.
-        let mut map = self.0.lock().unwrap_or_else(|poisoned| {
-            let mut map = poisoned.into_inner();
-            map.clear();
-            map
-        });
-        if map.len() > MAX_ENTRIES {
-            map.clear();
-        }
-        f(&mut map)
+        // A poisoned or overfull map only held copies of rows: it starts again.
+        with_per_run(&self.0, MAX_ENTRIES, f)
     }
 
     /// Run `id`'s row as its last checkpoint here left it, if known.
