@@ -258,3 +258,54 @@ fn an_advisor_that_fails_or_times_out_reports_so_and_the_primary_still_runs() {
         Some("2 report(s): 0 ok, 1 failed, 1 timeout")
     );
 }
+
+/// Proves: an advisor whose prompt template cannot be rendered reports `failed`, its
+/// error naming the template and the advisor once, without a request to the model; its
+/// planned step is counted (the run's steps are the failed opening, `style`'s call and
+/// the reviewer's call), and the reviewer still runs after the join.
+#[test]
+fn an_advisor_whose_template_fails_reports_so_and_counts_its_step() {
+    let rt = rt();
+    let server = rt.block_on(ChatServer::start([]));
+    server.route(&needle("style"), report("Fine."));
+    server.push(Reply::tool_calls(&[(
+        "exit",
+        "final_report",
+        r#"{"decision": "ship"}"#,
+    )]));
+    let mut d = doc(&server.base_url(), &["broken", "style"], None);
+    d["nodes"]["broken"]["run"]["agent"]["prompt"] = json!("{{ draft.text | no_such_filter }}");
+    let ex = builder(graph(d)).build().expect("the executor builds");
+    let state = run(&rt, &ex);
+    assert_eq!(
+        state.status(),
+        RunStatus::Completed,
+        "{:?}",
+        state.message()
+    );
+    assert!(
+        requests_of(&server, "broken").is_empty(),
+        "broken never asked"
+    );
+    let reports = &state.state()["advice"]["reports"];
+    assert_eq!(reports[0]["status"], "failed", "{reports}");
+    let error = reports[0]["error"].as_str().expect("an error");
+    assert!(
+        error.contains("the `prompt` template of agent node `broken` cannot be rendered")
+            && error.matches("broken").count() == 1,
+        "{error}"
+    );
+    assert_eq!(reports[1]["status"], "ok", "{reports}");
+    assert_eq!(
+        state.steps(),
+        3,
+        "broken's opening, style's call, the reviewer's"
+    );
+    let steps: Vec<u32> = state
+        .trace()
+        .iter()
+        .filter(|i| i.kind == K::ModelCall)
+        .map(|i| i.step)
+        .collect();
+    assert_eq!(steps, [2, 3], "style's call after broken's counted step");
+}

@@ -257,6 +257,8 @@ fn a_model_error_is_named_on_every_path() {
         let shown = run(&b, &server, &doc(&server.base_url(), path, 0), path);
         let what = match path {
             "policy" => "the agent policy of supervisor `desk`".to_string(),
+            // An agent tool's failure names it once, as the tool its caller called.
+            "tool" => format!("agent tool `{who}` (model `default`)"),
             _ => format!("agent node `{who}`"),
         };
         for part in [what.as_str(), "model `default`", "HTTP 401", "bad key"] {

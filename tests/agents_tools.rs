@@ -232,8 +232,10 @@ fn an_agent_tools_text_is_its_result_and_its_failure_is_told_to_the_caller() {
     assert_eq!(failed["tool_call_id"], "c2");
     let content = failed["content"].as_str().unwrap_or_default();
     assert!(
-        content.contains("agent tool `researcher` failed")
-            && content.contains("without a valid `final_report` call"),
+        content.contains(
+            "agent tool `researcher` made 1 model call(s), its max_turns, without a valid \
+             `final_report` call"
+        ) && !content.contains("agent node"),
         "{content}"
     );
     let item = run
@@ -280,5 +282,58 @@ fn an_agent_tools_calls_count_against_the_budgets() {
             .and_then(serde_json::Number::as_u64),
         Some(22),
         "both calls' usage is counted"
+    );
+}
+
+/// Proves: an agent tool whose template fails counts the step planned for its first
+/// call when planning too, as when committing: with `max_steps` 2, the caller's call is
+/// step 1 and `broken`'s failed opening step 2, so `researcher` (called in the same
+/// reply after it) is not asked at all and the run stops `max_steps_exceeded` at 2 steps
+/// (when the planner counted no step for the failed opening, `researcher`'s model call
+/// was made and the run committed a third step past `max_steps`). `broken`'s failure is
+/// told to the caller naming the tool once.
+#[test]
+fn an_agent_tool_whose_template_fails_counts_its_step_when_planned() {
+    let rt = rt();
+    let server = rt.block_on(ChatServer::start([
+        Reply::calls(&[
+            ("c1", "broken", json!({"query": "tides"})),
+            ("c2", "researcher", json!({"query": "moon"})),
+        ]),
+        Reply::calls(&[("r1", "final_report", json!({"result": "never asked"}))]),
+    ]));
+    let mut d = doc(
+        &server.base_url(),
+        json!({"prompt": "{{ input.query }}", "max_turns": 3}),
+    );
+    let mut broken = d["nodes"]["researcher"].clone();
+    broken["run"]["agent"]["prompt"] = json!("{{ input.query | no_such_filter }}");
+    d["nodes"]["broken"] = broken;
+    d["nodes"]["agent"]["run"]["agent"]["tools"] = json!(["fixed", "broken", "researcher"]);
+    d["budgets"]["max_steps"] = json!(2);
+    let run = run(&rt, d);
+    assert_eq!(
+        run.termination_reason(),
+        Some(pactgraph::runtime::TerminationReason::MaxStepsExceeded),
+        "{:?}",
+        run.message()
+    );
+    assert_eq!(run.steps(), 2, "{:?}", kinds(&run));
+    assert_eq!(server.requests().len(), 1, "researcher was never asked");
+    let steps: Vec<u32> = run.trace().iter().map(|i| i.step).collect();
+    assert!(
+        steps.iter().all(|s| *s <= 2),
+        "no item past max_steps: {steps:?}"
+    );
+    let failed = run
+        .trace()
+        .iter()
+        .find(|i| i.kind == K::ToolCall && i.target() == Some("broken"))
+        .expect("broken's failure answers its call");
+    let reason = failed.reason().unwrap_or_default();
+    assert!(
+        reason.contains("the `prompt` template of agent tool `broken` cannot be rendered")
+            && reason.matches("broken").count() == 1,
+        "{reason}"
     );
 }

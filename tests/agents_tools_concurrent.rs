@@ -175,9 +175,10 @@ fn an_agent_tool_failing_beside_another_is_its_callers_error() {
     let alpha = back[2]["content"].as_str().unwrap_or_default();
     assert_eq!(back[2]["tool_call_id"], "a1");
     assert!(
-        alpha.contains("agent tool `alpha` failed")
+        alpha.contains("agent tool `alpha` (model `default`)")
             && alpha.contains("scripted-model")
-            && alpha.contains("401"),
+            && alpha.contains("401")
+            && !alpha.contains("agent node"),
         "{alpha}"
     );
     assert_eq!(back[3]["content"], r#"{"result":"B"}"#);

@@ -31,6 +31,15 @@ pub(crate) enum TurnEnd {
     Failed(TerminationReason, String),
 }
 
+/// How a failure names the session's agent: `agent tool `ID`` for an agent tool's
+/// session (its caller reads the message as the tool's answer), else `agent node `ID``.
+pub(crate) fn who(node: &str, caller: Option<&ToolCaller>) -> String {
+    match caller {
+        Some(_) => format!("agent tool `{node}`"),
+        None => format!("agent node `{node}`"),
+    }
+}
+
 impl Tx<'_> {
     /// Records model call `turn` (attempt `attempt`, `duration_us` long) of session
     /// `index` of node `node` (for supervisor `sup`): one step, its `model_call` item and
@@ -67,7 +76,7 @@ impl Tx<'_> {
                     usage_known: false,
                     error: Some(msg.clone()),
                 })));
-                let msg = format!("agent node `{node}` (model `{}`): {msg}", agent.model);
+                let msg = format!("{} (model `{}`): {msg}", who(node, caller), agent.model);
                 return TurnEnd::Failed(TerminationReason::ModelError, msg);
             }
         };
@@ -117,8 +126,8 @@ impl Tx<'_> {
             Verdict::Calls | Verdict::Text if last => TurnEnd::Failed(
                 TerminationReason::AgentNoExit,
                 format!(
-                    "agent node `{node}` made {turn} model call(s), its max_turns, without a \
-                     valid `{}` call",
+                    "{} made {turn} model call(s), its max_turns, without a valid `{}` call",
+                    who(node, caller),
                     agent.exit().def.name
                 ),
             ),

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::plan::{model_call, unanswered};
 use super::resolve::resolve_session;
-use super::seat_commit::TurnEnd;
+use super::seat_commit::{TurnEnd, who};
 use super::templates::opening;
 use crate::model::{ChatMessage, Role as ChatRole};
 use crate::runtime::data::{NodeOutput, Role, RunState, Session, TerminationReason, Usage, Writes};
@@ -33,7 +33,7 @@ impl<'e> Planner<'e> {
         agent: &'e AgentPlan,
         view: Writes,
     ) -> (SeatStep<'e>, Option<Call>) {
-        let opened = opening(&np.id, agent, view, None);
+        let opened = opening(&who(&np.id, None), agent, view, None);
         self.seat_open(run, (position, offset), np, agent, opened)
     }
 
@@ -168,7 +168,7 @@ impl<'e> Planner<'e> {
                 ));
                 return (seat, None);
             }
-            None => match opening(&np.id, agent, view(), None) {
+            None => match opening(&who(&np.id, None), agent, view(), None) {
                 Ok(head) => {
                     seat.opening.clone_from(&head);
                     (head, 0)
@@ -495,7 +495,7 @@ impl Tx<'_> {
                 match seat.timed_out.take() {
                     Some(msg) => TurnEnd::Failed(
                         TerminationReason::NodeFailed,
-                        format!("agent node `{node}`: its tool calls {msg}"),
+                        format!("{}: its tool calls {msg}", who(&node, seat.caller.as_ref())),
                     ),
                     None => TurnEnd::Going,
                 }

@@ -161,8 +161,10 @@ impl<'e> Planner<'e> {
             None => {
                 let opened = opening(&format!("agent tool `{id}`"), agent, arguments, None);
                 let (seat, call) = self.seat_open(run, at, np, agent, opened);
-                let steps = u32::from(call.is_some());
-                (seat, call, steps)
+                // One step either way: a failed opening counts the step planned for its
+                // first call when committed (`Tx::seat`), so the tools after it are
+                // planned past it and the budget sees it.
+                (seat, call, 1)
             }
             Some(session) => match self.seat_next(run, at, np, agent, session) {
                 Ok(next) => next,
@@ -171,7 +173,7 @@ impl<'e> Planner<'e> {
                     // with the error rather than dropped.
                     let (mut seat, _) = self.seat_open(run, at, np, agent, Err(msg));
                     seat.session = Some(session);
-                    (seat, None, 0)
+                    (seat, None, 1)
                 }
             },
         };
@@ -305,7 +307,8 @@ impl Tx<'_> {
         let (reason, content, error) = match result {
             Ok(content) => (format!("call {}: ok", caller.call), content, None),
             Err(e) => {
-                let error = format!("agent tool `{tool}` failed: {e}");
+                // `e` names the tool already (`who`): the session's failure as it was said.
+                let error = e;
                 let reason = format!("call {}: error: {error}", caller.call);
                 (reason, error_content(&error), Some(error))
             }
