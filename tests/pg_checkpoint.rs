@@ -460,8 +460,8 @@ fn a_store_of_format_9_migrates_to_10_and_deleted_runs_take_their_chunks() {
 /// after each of eight checkpoints of a run held by one store, the answer equals the
 /// whole row read again (`info`), including what another writer changed in between (a
 /// renewed lease, a cancel request from another store), and the last checkpoint, which
-/// ends the run, too. The first checkpoint (it carries a snapshot) answers the whole row,
-/// the later ones the changed columns (the server's statement log shows both).
+/// ends the run, too. The store knows the row from the create, so every checkpoint here
+/// answers only the changed columns (the server's statement log shows it).
 #[test]
 fn a_checkpoint_answers_the_run_row_as_it_is() {
     let Some(schema) = schema() else { return };

@@ -6,12 +6,12 @@
 //! server about 52,000 instructions a checkpoint more than returning 5 (every scan of the
 //! statement's `up` clause builds a tuple of all of them).
 //!
-//! An entry is written from a checkpoint's full answer (a checkpoint carrying a snapshot,
-//! as every run's first checkpoint in a process does, or any checkpoint of a run without
-//! an entry) and forgotten when the run stops running here (released, ended, refused). A
-//! missing entry only costs the next checkpoint the full answer; an entry is never used for
-//! a checkpoint carrying a document (the digest changes: that checkpoint carries a
-//! snapshot). The digest is the only such column a checkpoint changes, and no other writer
+//! An entry is written when the store creates or loads a running run, and from every
+//! checkpoint's answer, and forgotten when the run stops running here (released, ended,
+//! refused). A missing entry only costs the next checkpoint the full answer (and the
+//! server one more statement to plan on the connection); an entry is never used for a
+//! checkpoint carrying a document (the digest changes: that checkpoint carries a
+//! snapshot, whose statement answers the whole row). The digest is the only such column a checkpoint changes, and no other writer
 //! changes any of them while this store holds the run's lease.
 //!
 //! Complexity: O(1) per checkpoint (a hash map entry per run being written).

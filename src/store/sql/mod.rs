@@ -28,7 +28,7 @@ use super::last_info::LastInfos;
 use super::rows::{Cols, chunk_of, delta_from_row, to_i64, to_u64};
 use super::trace_once::put_back_trace;
 use super::weights::Weights;
-use super::{RunStore, StoreError};
+use super::{RunInfo, RunStore, StoreError};
 use crate::runtime::{RunId, RunState};
 
 /// A run store on backend `B`: [`SqliteStore`](super::SqliteStore),
@@ -131,6 +131,15 @@ impl<B: Backend> Store<B> {
             infos: self.infos,
             clock: self.clock,
             clock_offset: self.clock_offset,
+        }
+    }
+
+    /// Keeps `info`, run `info.id`'s row as just written or read, for its next
+    /// checkpoint's answer of the changed columns while the run is `running` here
+    /// (PostgreSQL's, ADR 0057); forgets it otherwise.
+    pub(crate) fn known_row(&self, info: &RunInfo, running: bool) {
+        if self.dialect.checkpoint_changes.is_some() {
+            self.infos.put(info, running);
         }
     }
 

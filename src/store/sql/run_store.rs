@@ -415,9 +415,7 @@ impl<B: Backend> Store<B> {
             }
             None => info_from_row(&row, now)?,
         };
-        if self.dialect.checkpoint_changes.is_some() {
-            self.infos.put(&info, running);
-        }
+        self.known_row(&info, running);
         Ok(info)
     }
 }
