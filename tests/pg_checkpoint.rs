@@ -461,7 +461,8 @@ fn a_store_of_format_9_migrates_to_10_and_deleted_runs_take_their_chunks() {
 /// whole row read again (`info`), including what another writer changed in between (a
 /// renewed lease, a cancel request from another store), and the last checkpoint, which
 /// ends the run, too. The store knows the row from the create, so every checkpoint here
-/// answers only the changed columns (the server's statement log shows it).
+/// without a snapshot answers only the changed columns (a statement log of this test
+/// showed six of them, and three carrying a snapshot, which answer the whole row).
 #[test]
 fn a_checkpoint_answers_the_run_row_as_it_is() {
     let Some(schema) = schema() else { return };
