@@ -2,13 +2,16 @@
 //! print too, so one table can hold them side by side.
 //!
 //! ```sh
-//! cargo run --release --example bench -- <case> <n> [--repeat R] [--no-state-trace]
+//! cargo run --release --example bench -- <case> <n> [--repeat R] [--no-state-trace] [--subscriber]
 //! # cases: loop, linear, subgraph, build, dot
 //! ```
 //!
 //! The case is measured `R` times (default 5) in one process and the median is printed.
 //! `--no-state-trace` (run cases) keeps the trace in the run state only, without its
 //! projection into `system.decision_trace` (see `ExecutorBuilder::trace_in_state`).
+//! `--subscriber` (run cases) publishes the run's events to one subscriber with a roomy
+//! buffer that is never read (as `cargo bench --bench runtime -- run_events/roomy`), so
+//! the figure is the step plus building and publishing its events.
 //!
 //! Each line is `{"bench": case, "n": n, "total_s": f, "per_step_us": f, "peak_rss_mb": f}`.
 //! `per_step_us` is per loop step, per chain step, per subgraph call and return, per node
@@ -20,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use pactgraph::WorkflowDocument;
 use pactgraph::graph::{CompiledGraph, GraphBuilder, synth};
-use pactgraph::runtime::{Executor, RunStatus, TerminationReason};
+use pactgraph::runtime::{Executor, RunEvents, RunStatus, TerminationReason};
 use pactgraph::validator::{ValidGraph, Validator};
 use pactgraph::visualize::{DotOptions, to_dot};
 
@@ -30,16 +33,29 @@ fn compile(doc: WorkflowDocument) -> CompiledGraph {
         .expect("synthetic workflows compile")
 }
 
+/// How a run case is run: the trace projected into the state, events published.
+#[derive(Debug, Clone, Copy)]
+struct Options {
+    state_trace: bool,
+    subscriber: bool,
+}
+
 /// Runs a workflow to its end and returns (elapsed, steps, subgraph entries).
 fn run(
     doc: WorkflowDocument,
-    state_trace: bool,
+    options: Options,
 ) -> (Duration, u32, u32, RunStatus, Option<TerminationReason>) {
     let graph = ValidGraph::new(compile(doc)).expect("synthetic workflows are valid");
-    let executor = Executor::builder(graph)
-        .trace_in_state(state_trace)
+    let mut executor = Executor::builder(graph)
+        .trace_in_state(options.state_trace)
         .build()
         .expect("no handlers needed");
+    let events = RunEvents::new();
+    // Never read: every event stays buffered until the run is measured.
+    let subscription = options.subscriber.then(|| events.subscribe(usize::MAX));
+    if options.subscriber {
+        executor = executor.with_events(events);
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -50,6 +66,7 @@ fn run(
     let t = Instant::now();
     rt.block_on(executor.run_in_place(&mut state));
     let elapsed = t.elapsed();
+    drop(subscription);
     let entries = state.entries().values().sum();
     (
         elapsed,
@@ -89,25 +106,25 @@ fn line(case: &str, n: usize, (total, units): Measured) -> String {
 }
 
 /// Measures case `name` at size `n` once.
-fn case(name: &str, n: usize, state_trace: bool) -> Result<Measured, String> {
+fn case(name: &str, n: usize, options: Options) -> Result<Measured, String> {
     let n32 = u32::try_from(n).map_err(|_| format!("n = {n} is too large"))?;
     Ok(match name {
         "loop" => {
-            let (t, steps, _, _, reason) = run(synth::supervisor_loop(n32), state_trace);
+            let (t, steps, _, _, reason) = run(synth::supervisor_loop(n32), options);
             if reason != Some(TerminationReason::MaxStepsExceeded) || steps != n32 {
                 return Err(format!("loop ended after {steps} steps with {reason:?}"));
             }
             (t, f64::from(steps))
         }
         "linear" => {
-            let (t, steps, _, status, _) = run(synth::handoff_chain(n), state_trace);
+            let (t, steps, _, status, _) = run(synth::handoff_chain(n), options);
             if status != RunStatus::Completed || steps != n32 {
                 return Err(format!("chain ended after {steps} steps with {status}"));
             }
             (t, f64::from(steps))
         }
         "subgraph" => {
-            let (t, _, calls, _, _) = run(synth::repeated_calls(n32), state_trace);
+            let (t, _, calls, _, _) = run(synth::repeated_calls(n32), options);
             if calls < n32 {
                 return Err(format!("only {calls} of {n} calls ran"));
             }
@@ -141,23 +158,28 @@ fn case(name: &str, n: usize, state_trace: bool) -> Result<Measured, String> {
 }
 
 /// Measures a case `repeat` times and returns the median measurement.
-fn median_of(name: &str, n: usize, repeat: usize, state_trace: bool) -> Result<String, String> {
+fn median_of(name: &str, n: usize, repeat: usize, options: Options) -> Result<String, String> {
     let mut runs = (0..repeat)
-        .map(|_| case(name, n, state_trace))
+        .map(|_| case(name, n, options))
         .collect::<Result<Vec<_>, _>>()?;
     runs.sort_by_key(|m| m.0);
     Ok(line(name, n, runs[runs.len() / 2]))
 }
 
 const USAGE: &str = "usage: cargo run --release --example bench -- \
-                     <loop|linear|subgraph|build|dot> <n> [--repeat R] [--no-state-trace]";
+                     <loop|linear|subgraph|build|dot> <n> [--repeat R] [--no-state-trace] [--subscriber]";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
-    let (mut positional, mut repeat, mut state_trace) = (Vec::new(), Ok(5), true);
+    let (mut positional, mut repeat) = (Vec::new(), Ok(5));
+    let mut options = Options {
+        state_trace: true,
+        subscriber: false,
+    };
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--no-state-trace" => state_trace = false,
+            "--no-state-trace" => options.state_trace = false,
+            "--subscriber" => options.subscriber = true,
             "--repeat" => {
                 repeat = match args.next().map(|r| r.parse::<usize>()) {
                     Some(Ok(r)) if r > 0 => Ok(r),
@@ -170,7 +192,7 @@ fn main() -> ExitCode {
     }
     let result = repeat.and_then(|repeat| match positional.as_slice() {
         [name, n] => match n.parse::<usize>() {
-            Ok(n) if n > 0 => median_of(name, n, repeat, state_trace),
+            Ok(n) if n > 0 => median_of(name, n, repeat, options),
             _ => Err(format!("n must be a positive whole number, got `{n}`")),
         },
         _ => Err(USAGE.into()),

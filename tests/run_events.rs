@@ -110,6 +110,45 @@ fn a_run_without_a_store_publishes_every_trace_item_in_order() {
     assert_eq!(back, got[1]);
 }
 
+/// Proves what a step's events carry when they are moved to the last subscriber and
+/// cloned for the others (ADR 0058): two subscribers receive equal streams; every node
+/// run's `step` event carries the `set` node's writes (`{"n": 1}`), and the events of
+/// different steps share one value (the plan's constant, not a copy per step), while a
+/// decision's event carries none.
+#[test]
+fn a_set_nodes_writes_ride_on_its_step_events_shared_and_every_subscriber_gets_them() {
+    let ex = builder(graph(ticker(4))).build().unwrap();
+    let events = RunEvents::new();
+    let (mut first, mut second) = (events.subscribe(1024), events.subscribe(1024));
+    let ex = ex.with_events(events);
+    rt().block_on(ex.run(ex.start(json!({})).unwrap()));
+    let (a, b) = (drain(&mut first), drain(&mut second));
+    assert_eq!(a, b);
+    let writes: Vec<_> = a
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Step { item, writes, .. } => Some((item.kind, writes.clone())),
+            _ => None,
+        })
+        .collect();
+    let ran: Vec<_> = writes
+        .iter()
+        .filter(|(kind, _)| *kind == pactgraph::runtime::TraceKind::Dispatch)
+        .map(|(_, w)| w.clone().expect("a node run's event carries its writes"))
+        .collect();
+    assert_eq!(ran.len(), 4, "{writes:?}");
+    for w in &ran {
+        assert_eq!(**w, json!({"n": 1}));
+        assert!(std::sync::Arc::ptr_eq(w, &ran[0]), "one shared value");
+    }
+    assert!(
+        writes
+            .iter()
+            .filter(|(kind, _)| *kind == pactgraph::runtime::TraceKind::Decision)
+            .all(|(_, w)| w.is_none())
+    );
+}
+
 fn outcome_id(events: &[RunEvent]) -> RunId {
     events[0].run_id
 }

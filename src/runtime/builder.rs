@@ -13,8 +13,8 @@ use super::data::Clock;
 use super::effects::{NodeHandler, PolicyHandler, SharedNode, SharedPolicy};
 use super::executor::Executor;
 use super::plan::{
-    IdMap, NodePlan, NodeRun, Plan, PolicyRun, RuleTable, Schema, SubgraphPlan, SupervisorPlan,
-    TraceView,
+    IdMap, NodeMap, NodePlan, NodeRun, Plan, PolicyRun, RuleTable, Schema, SubgraphPlan,
+    SupervisorMap, SupervisorPlan, TraceView,
 };
 use crate::contracts::pointer::join;
 use crate::contracts::{NodeBehaviour, SupervisorPolicy};
@@ -168,14 +168,14 @@ impl ExecutorBuilder {
     /// Resolves every handler and compiles every schema.
     pub fn build(self) -> Result<Executor, ExecutorBuildError> {
         let reg = self.graph.registry();
-        let mut nodes = IdMap::with_capacity_and_hasher(reg.nodes().len(), Default::default());
+        let mut nodes = NodeMap::with_capacity_and_hasher(reg.nodes().len(), Default::default());
         for (index, n) in reg.nodes().enumerate() {
             let at = |field: &str| join(["nodes", n.id.as_str(), field]);
             let run = match &n.run {
                 None => NodeRun::Nothing,
-                Some(NodeBehaviour::Set(m)) => NodeRun::Set(Value::Object(
+                Some(NodeBehaviour::Set(m)) => NodeRun::Set(Arc::new(Value::Object(
                     m.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-                )),
+                ))),
                 Some(NodeBehaviour::Exec(spec)) => NodeRun::Exec(Arc::new(spec.clone())),
                 Some(NodeBehaviour::Handler(name)) => match self.nodes.get(name) {
                     Some(h) => NodeRun::Handler(h.clone()),
@@ -204,10 +204,12 @@ impl ExecutorBuilder {
             );
         }
         let mut supervisors =
-            IdMap::with_capacity_and_hasher(reg.supervisors().len(), Default::default());
+            SupervisorMap::with_capacity_and_hasher(reg.supervisors().len(), Default::default());
         for s in reg.supervisors() {
             let policy = match &s.policy {
-                None => PolicyRun::Rules(RuleTable::new(s, reg)),
+                None => PolicyRun::Rules(
+                    RuleTable::new(s, reg).with_node_plans(|id| nodes.get_index_of(id)),
+                ),
                 Some(SupervisorPolicy::Exec(spec)) => PolicyRun::Exec(Arc::new(spec.clone())),
                 Some(SupervisorPolicy::Handler(name)) => match self.policies.get(name) {
                     Some(h) => PolicyRun::Handler(h.clone()),

@@ -371,9 +371,9 @@ impl Executor {
         if let Some(events) = &self.events {
             // Published once committed (docs/spec/events.md), without a store.
             run.record_values();
-            events.before_step(run);
+            let trace_before = run.trace.len();
             let status = self.step_quietly(run).await;
-            events.after_step(run);
+            events.after_step(run, trace_before);
             run.events_made();
             return status;
         }
@@ -438,7 +438,10 @@ impl Executor {
     fn step_at_once(&self, run: &mut RunState) -> Result<RunStatus, Box<Step<'_>>> {
         let step = self.begin_step(run);
         if step.is_ready() {
-            Ok(self.commit_step(run, step))
+            // The commit inlined here (not `Executor::commit_step`, which the compiler
+            // keeps out of line): the step is read where planning left it, not copied
+            // into another frame's argument (two `memcpy`s of the step a loop step).
+            Ok(commit_step(&self.plan, run, step))
         } else {
             Err(Box::new(step))
         }

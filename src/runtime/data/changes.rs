@@ -138,9 +138,9 @@ impl Changes {
     }
 
     /// Records that the node run whose trace item will be at `index` wrote `writes`.
-    pub(crate) fn wrote(&mut self, index: usize, writes: Value) {
+    pub(crate) fn wrote(&mut self, index: usize, writes: Arc<Value>) {
         if let Some(v) = &mut self.values {
-            v.writes.push((index, Arc::new(writes)));
+            v.writes.push((index, writes));
         }
     }
 

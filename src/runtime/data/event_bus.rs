@@ -7,13 +7,15 @@
 //! subscriber receives carries how many were dropped ([`RunEvent::dropped`]). A
 //! subscriber that never reads costs the run one buffer push per event.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::Notify;
 
 use super::clock::now_ms;
-use super::events::{EventKind, EventStamp, RunEvent, transition_event_count, transition_events};
+use super::events::{
+    EventKind, EventStamp, RunEvent, transition_event_count, transition_events_into,
+};
 use super::run_id::RunId;
 use super::run_state::RunState;
 use super::status::RunStatus;
@@ -49,7 +51,12 @@ struct Bus {
 #[derive(Default)]
 struct BusState {
     subs: Vec<Arc<Shared>>,
-    runs: HashMap<RunId, Cursor>,
+    /// Hashed with foldhash (randomly seeded, as the plan's id maps): a step looks its
+    /// run up once, and SipHash cost some 150 instructions a look-up.
+    runs: foldhash::HashMap<RunId, Cursor>,
+    /// A step's events, built here and moved out to the subscribers: the buffer is
+    /// reused from step to step.
+    scratch: Vec<RunEvent>,
 }
 
 /// Per run: the last kept event's `seq` and the trace items already published.
@@ -179,23 +186,23 @@ impl RunEvents {
         );
     }
 
-    /// Before a step of `run` driven without a store: a run seen for the first time is
-    /// published from its current trace length on.
-    pub(crate) fn before_step(&self, run: &RunState) {
-        let mut state = self.bus.lock();
-        state.runs.entry(run.run_id).or_insert(Cursor {
+    /// After a step of `run` driven without a store, `trace_before` its trace's length
+    /// before the step: its events (numbered on from the run's last, see
+    /// [`super::events::transition_events`]) published. A run seen for the first time is
+    /// published from `trace_before` on. One lock and one look-up of the run a step.
+    pub(crate) fn after_step(&self, run: &RunState, trace_before: usize) {
+        let mut guard = self.bus.lock();
+        let BusState {
+            subs,
+            runs,
+            scratch,
+        } = &mut *guard;
+        let cursor = runs.entry(run.run_id).or_insert(Cursor {
             last_seq: 0,
-            trace_published: run.trace.len(),
+            trace_published: trace_before,
         });
-    }
-
-    /// After a step of `run` driven without a store: its events (numbered on from the
-    /// run's last, see [`transition_events`]) published.
-    pub(crate) fn after_step(&self, run: &RunState) {
-        let mut state = self.bus.lock();
-        let cursor = *state.runs.entry(run.run_id).or_default();
-        state.subs.retain(|s| Arc::strong_count(s) > 1);
-        if state.subs.is_empty() {
+        subs.retain(|s| Arc::strong_count(s) > 1);
+        if subs.is_empty() {
             // Nobody listens: the events are counted, not built, so that a subscriber
             // joining later sees the run's numbering go on without a gap.
             let made =
@@ -208,15 +215,10 @@ impl RunEvents {
                 run.status(),
                 RunStatus::Completed | RunStatus::Stopped | RunStatus::Failed
             ) {
-                state.runs.remove(&run.run_id);
+                runs.remove(&run.run_id);
             } else {
-                state.runs.insert(
-                    run.run_id,
-                    Cursor {
-                        last_seq: cursor.last_seq + made,
-                        trace_published: run.trace.len(),
-                    },
-                );
+                cursor.last_seq += made;
+                cursor.trace_published = run.trace.len();
             }
             return;
         }
@@ -224,20 +226,25 @@ impl RunEvents {
             first_seq: cursor.last_seq + 1,
             at_ms: now_ms(),
         };
-        let events = transition_events(run, cursor.trace_published, None, stamp);
-        let Some(last) = events.last() else { return };
+        scratch.clear();
+        transition_events_into(run, cursor.trace_published, None, stamp, scratch);
+        let Some(last) = scratch.last() else { return };
         if last.kind.is_end() {
-            state.runs.remove(&run.run_id);
+            runs.remove(&run.run_id);
         } else {
-            state.runs.insert(
-                run.run_id,
-                Cursor {
-                    last_seq: last.seq,
-                    trace_published: run.trace.len(),
-                },
-            );
+            cursor.last_seq = last.seq;
+            cursor.trace_published = run.trace.len();
         }
-        deliver(&mut state, events.into_iter());
+        // Cloned for all subscribers but the last, which takes the events themselves.
+        let Some((last, rest)) = subs.split_last() else {
+            return;
+        };
+        for sub in rest {
+            sub.push_all(scratch.iter().cloned());
+        }
+        last.push_all(scratch.drain(..));
+        // A transition of many items (a long resume) leaves no large buffer behind.
+        scratch.shrink_to(64);
     }
 }
 

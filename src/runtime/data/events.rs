@@ -256,12 +256,37 @@ pub fn transition_events(
     checkpoint: Option<u64>,
     stamp: EventStamp,
 ) -> Vec<RunEvent> {
+    let mut events = Vec::with_capacity(run.trace.len().saturating_sub(trace_from) + 3);
+    transition_events_into(run, trace_from, checkpoint, stamp, &mut events);
+    events
+}
+
+/// [`transition_events`], appended to `events`: each event built once, in place (a
+/// bus reuses one buffer for every step's events).
+pub(crate) fn transition_events_into(
+    run: &RunState,
+    trace_from: usize,
+    checkpoint: Option<u64>,
+    stamp: EventStamp,
+    events: &mut Vec<RunEvent>,
+) {
     let items = run.trace.iter_from(trace_from);
-    let mut kinds = Vec::with_capacity(items.len() + 3);
+    events.reserve(items.len() + 3);
+    let mut seq = stamp.first_seq.max(1);
+    let mut emit = |kind: EventKind| {
+        events.push(RunEvent {
+            seq,
+            run_id: run.run_id,
+            at_ms: stamp.at_ms,
+            kind,
+            dropped: 0,
+        });
+        seq += 1;
+    };
     let values = run.step_values();
     if stamp.first_seq <= 1 {
         let input = values.and_then(|v| v.input.clone());
-        kinds.push(EventKind::RunStarted {
+        emit(EventKind::RunStarted {
             workflow: run.workflow.clone(),
             changes: input.is_some(),
             input,
@@ -297,7 +322,7 @@ pub fn transition_events(
                 c.clone().seen_from(end)
             });
         }
-        kinds.push(EventKind::Step {
+        emit(EventKind::Step {
             index,
             item: item.to_item(),
             writes: wrote,
@@ -305,11 +330,11 @@ pub fn transition_events(
         });
     }
     match run.status() {
-        RunStatus::AwaitingInput => kinds.push(EventKind::Paused {
+        RunStatus::AwaitingInput => emit(EventKind::Paused {
             question: run.question().map(str::to_string),
         }),
         status @ (RunStatus::Completed | RunStatus::Stopped | RunStatus::Failed) => {
-            kinds.push(EventKind::RunEnded {
+            emit(EventKind::RunEnded {
                 status,
                 termination_reason: run.termination_reason(),
                 message: run.message().map(str::to_string),
@@ -319,24 +344,12 @@ pub fn transition_events(
         _ => {}
     }
     if let Some(checkpoint) = checkpoint {
-        kinds.push(EventKind::Checkpoint {
+        emit(EventKind::Checkpoint {
             checkpoint,
             steps: run.steps,
             trace_len: run.trace.len(),
         });
     }
-    let first = stamp.first_seq.max(1);
-    kinds
-        .into_iter()
-        .zip(first..)
-        .map(|(kind, seq)| RunEvent {
-            seq,
-            run_id: run.run_id,
-            at_ms: stamp.at_ms,
-            kind,
-            dropped: 0,
-        })
-        .collect()
 }
 
 /// How many events [`transition_events`] makes for the same inputs, without making them.

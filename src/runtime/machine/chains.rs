@@ -178,7 +178,7 @@ impl Tx<'_> {
         if let Err((reason, msg)) = self.check_writes(level, np, &writes) {
             return self.fail_after_run(reason, msg, dispatcher, (&np.id, duration_us), usage);
         }
-        self.note_writes(&writes);
+        self.note_writes(&writes, None);
         self.apply_writes(writes);
         let run = extra.as_deref().map_or(1, |x| x.run);
         let mut it = self.record(kind, &dispatcher);

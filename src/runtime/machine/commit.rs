@@ -189,6 +189,8 @@ impl Tx<'_> {
             self.count_visit(np);
         }
         let mut usage = None;
+        // A `set` node's constant writes, shared with its `step` event (`note_writes`).
+        let mut constant = None;
         // A router's `$route` and `$message`, taken out of its output.
         let mut routed = None;
         let (writes, duration_us): (Cow<'_, Value>, u64) = match result {
@@ -235,7 +237,10 @@ impl Tx<'_> {
             },
             // Constant writes are checked and applied by reference.
             NodeResult::Constant => match &np.run {
-                NodeRun::Set(m) => (Cow::Borrowed(m), 0),
+                NodeRun::Set(m) => {
+                    constant = Some(m);
+                    (Cow::Borrowed(&**m), 0)
+                }
                 _ => (Cow::Owned(Value::Object(Map::new())), 0),
             },
         };
@@ -256,7 +261,7 @@ impl Tx<'_> {
             return self.fail_after_run(reason, msg, dispatcher, (&np.id, duration_us), usage);
         }
         // All checks passed: apply the writes in one go.
-        self.note_writes(&writes);
+        self.note_writes(&writes, constant);
         self.apply_writes(writes);
         let mut it = self.record(kind, &dispatcher);
         it.set_source(source);
@@ -314,12 +319,14 @@ impl Tx<'_> {
     }
 
     /// Records what the node run whose trace item comes next wrote, when the run's events
-    /// carry it (`RunState::record_values`); one branch otherwise.
+    /// carry it (`RunState::record_values`); one branch otherwise. `shared` is the same
+    /// value held shared (a `set` node's constant): the event shares it, not a copy.
     #[inline(always)]
-    pub(crate) fn note_writes(&mut self, writes: &Value) {
+    pub(crate) fn note_writes(&mut self, writes: &Value, shared: Option<&Arc<Value>>) {
         if self.run.changes.recording_values() {
             let index = self.run.trace.len();
-            self.run.changes.wrote(index, writes.clone());
+            let writes = shared.map_or_else(|| Arc::new(writes.clone()), Arc::clone);
+            self.run.changes.wrote(index, writes);
         }
     }
 

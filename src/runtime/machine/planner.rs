@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::step::{Level, NodeTarget};
 use crate::runtime::data::{RunState, TraceKind};
-use crate::runtime::plan::{Plan, SupervisorPlan};
+use crate::runtime::plan::{NodePlan, Plan, RuleEntry, SupervisorPlan};
 
 /// Plans steps of runs of one plan, at one time. Two words, made per step; every
 /// `plan_*` function of the state machine is a method of it.
@@ -52,7 +52,30 @@ impl<'e> Planner<'e> {
 
     /// Node `id`, dispatched by `sp`.
     pub(crate) fn dispatch(&self, sp: &SupervisorPlan, id: &str) -> Result<NodeTarget<'e>, String> {
-        match self.plan.nodes.get(id) {
+        self.dispatch_to(sp, self.plan.nodes.get(id), id)
+    }
+
+    /// [`Planner::dispatch`] to a rule table's winning entry: its node's plan read by the
+    /// position the table resolved when it was built, without hashing the id.
+    pub(crate) fn dispatch_entry(
+        &self,
+        sp: &SupervisorPlan,
+        e: &RuleEntry,
+    ) -> Result<NodeTarget<'e>, String> {
+        let np = match e.node.and_then(|i| self.plan.nodes.get_index(i)) {
+            Some((_, np)) => Some(np),
+            None => self.plan.nodes.get(&*e.id),
+        };
+        self.dispatch_to(sp, np, &e.id)
+    }
+
+    fn dispatch_to(
+        &self,
+        sp: &SupervisorPlan,
+        np: Option<&'e NodePlan>,
+        id: &str,
+    ) -> Result<NodeTarget<'e>, String> {
+        match np {
             Some(np) => Ok(NodeTarget {
                 np,
                 dispatcher: Arc::clone(&sp.id),

@@ -213,7 +213,7 @@ impl<'e> Planner<'e> {
         };
         match pending {
             Pending::Decide { supervisor } => {
-                let Some(sp) = plan.supervisors.get(&**supervisor) else {
+                let Some(sp) = plan.supervisor(supervisor) else {
                     let msg = self.unknown("supervisor", supervisor);
                     let sup = Some(Arc::clone(supervisor));
                     return ready(step, level, None, Then::Mismatch(msg, sup));
@@ -247,7 +247,7 @@ impl<'e> Planner<'e> {
                                     };
                                     return ready(step, level, Some(decided), then);
                                 }
-                                match self.dispatch(sp, &e.id) {
+                                match self.dispatch_entry(sp, e) {
                                     Ok(t) => {
                                         self.plan_node(run, level, Some(decided), None, t, step)
                                     }

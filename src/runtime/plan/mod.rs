@@ -8,9 +8,10 @@ mod rules;
 mod schema;
 mod tables;
 
-pub(crate) use rules::RuleTable;
+pub(crate) use rules::{RuleEntry, RuleTable};
 pub(crate) use schema::{check, check_at};
 pub use tables::TraceView;
 pub(crate) use tables::{
-    IdMap, NodePlan, NodeRun, Plan, PolicyRun, Schema, SubgraphPlan, SupervisorPlan,
+    IdMap, NodeMap, NodePlan, NodeRun, Plan, PolicyRun, Schema, SubgraphPlan, SupervisorMap,
+    SupervisorPlan,
 };

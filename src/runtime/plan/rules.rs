@@ -48,6 +48,9 @@ pub(crate) struct RuleEntry {
     pub(crate) id: Arc<str>,
     /// True for a subgraph.
     pub(crate) is_subgraph: bool,
+    /// A node's position in the plan's nodes (`Plan::nodes`), once resolved
+    /// ([`RuleTable::with_node_plans`]).
+    pub(crate) node: Option<usize>,
     /// (priority, condition) of each trigger, in order.
     triggers: Vec<(i64, CompiledCondition)>,
     /// The reason recorded when trigger `k` wins, built once.
@@ -91,6 +94,17 @@ pub(crate) struct RuleVerdict<'a> {
 }
 
 impl RuleTable {
+    /// Resolves each node entry to its position in the plan's `nodes` (`position` of an
+    /// id), so a dispatch reads the node's plan by position rather than hashing its id.
+    pub(crate) fn with_node_plans(mut self, position: impl Fn(&str) -> Option<usize>) -> Self {
+        for e in &mut self.entries {
+            if !e.is_subgraph {
+                e.node = position(&e.id);
+            }
+        }
+        self
+    }
+
     /// Compiles `contract`'s allowlist against the registry (entries naming neither a
     /// node nor a subgraph never match; a valid graph has none).
     pub(crate) fn new(contract: &SupervisorContract, registry: &Registry) -> Self {
@@ -116,6 +130,7 @@ impl RuleTable {
                         .map(|t| (t.priority, CompiledCondition::new(&t.when)))
                         .collect(),
                     is_subgraph,
+                    node: None,
                     id,
                 })
             })

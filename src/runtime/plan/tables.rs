@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::agent::AgentPlan;
 use super::rules::RuleTable;
+use crate::contracts::lookup::SCAN_MAX;
 use crate::contracts::{ExecSpec, NodeContract, SubgraphContract, SupervisorContract};
 use crate::graph::CompiledGraph;
 use crate::runtime::data::{Clock, Writes};
@@ -20,6 +21,16 @@ use crate::runtime::effects::{SharedNode, SharedPolicy};
 /// on every step.
 pub(crate) type IdMap<V> = foldhash::HashMap<String, V>;
 
+/// The plan's nodes by id, hashed as [`IdMap`] and also indexed by position: a rule
+/// table's entry holds its node's position, so a dispatch reads the node's plan without
+/// hashing its id (ADR 0058).
+pub(crate) type NodeMap = indexmap::IndexMap<String, NodePlan, foldhash::fast::RandomState>;
+
+/// The plan's supervisors by id, hashed as [`IdMap`] and kept in order, so that the few
+/// supervisors of most workflows can be scanned ([`Plan::supervisor`]).
+pub(crate) type SupervisorMap =
+    indexmap::IndexMap<String, SupervisorPlan, foldhash::fast::RandomState>;
+
 /// A compiled schema, shared.
 pub(crate) type Schema = Arc<Validator>;
 
@@ -28,8 +39,9 @@ pub(crate) type Schema = Arc<Validator>;
 pub(crate) enum NodeRun {
     /// No behaviour: writes nothing.
     Nothing,
-    /// Constant writes (an object of slices).
-    Set(Value),
+    /// Constant writes (an object of slices), shared: a run whose events carry its
+    /// writes (`Tx::note_writes`) shares this value rather than copying it.
+    Set(Arc<Value>),
     /// A registered handler.
     Handler(SharedNode),
     /// A program.
@@ -70,7 +82,10 @@ impl NodePlan {
     /// The writes of a node that calls nothing: a `set` node's constants, or nothing.
     pub(crate) fn constant_writes(&self) -> Writes {
         match &self.run {
-            NodeRun::Set(Value::Object(m)) => m.clone(),
+            NodeRun::Set(v) => match &**v {
+                Value::Object(m) => m.clone(),
+                _ => Writes::new(),
+            },
             _ => Writes::new(),
         }
     }
@@ -110,14 +125,29 @@ pub(crate) struct SubgraphPlan {
 /// Everything the executor reads while running (immutable, shared).
 pub(crate) struct Plan {
     pub(crate) graph: Arc<CompiledGraph>,
-    pub(crate) nodes: IdMap<NodePlan>,
-    pub(crate) supervisors: IdMap<SupervisorPlan>,
+    pub(crate) nodes: NodeMap,
+    pub(crate) supervisors: SupervisorMap,
     pub(crate) subgraphs: IdMap<SubgraphPlan>,
     pub(crate) slice_schemas: IdMap<Schema>,
     pub(crate) base_dir: PathBuf,
     pub(crate) clock: Clock,
     pub(crate) trace_in_state: bool,
     pub(crate) trace_view: TraceView,
+}
+
+impl Plan {
+    /// The plan of supervisor `id`: found by the address of its shared id when `id` is
+    /// the plan's own (control handed back to a supervisor holds it) and the plan has a
+    /// few supervisors, without hashing; else by hashing the text.
+    #[inline]
+    pub(crate) fn supervisor(&self, id: &Arc<str>) -> Option<&SupervisorPlan> {
+        if self.supervisors.len() <= SCAN_MAX
+            && let Some(sp) = self.supervisors.values().find(|sp| Arc::ptr_eq(&sp.id, id))
+        {
+            return Some(sp);
+        }
+        self.supervisors.get(&**id)
+    }
 }
 
 /// How much of the decision trace nodes and policies that read `system` see in
