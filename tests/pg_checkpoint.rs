@@ -1,9 +1,10 @@
-//! PostgreSQL's checkpoint at format 9 (ADR 0054): step rows and snapshots are written
-//! without a foreign key checked per row, so what the foreign key guaranteed is proved
-//! here on a real server: a checkpoint writes nothing for a run it does not fence (a
-//! missing run, another owner's), and a run's step rows and snapshots go with it when it
-//! is pruned (a statement-level trigger in place of `ON DELETE CASCADE`), those of other
-//! runs staying. Skipped without `PG_URL`.
+//! PostgreSQL's checkpoint at formats 9 and 10 (ADRs 0054, 0057): step rows, snapshots
+//! and event chunks are written without a foreign key checked per row, so what the
+//! foreign key guaranteed is proved here on a real server: a checkpoint writes nothing
+//! for a run it does not fence (a missing run, another owner's), and a run's step rows,
+//! snapshots and event chunks go with it when it is deleted (one statement-level trigger
+//! in place of `ON DELETE CASCADE` and of `prune`'s own delete of the chunks), those of
+//! other runs staying; a store of format 9 migrates to 10. Skipped without `PG_URL`.
 #![cfg(feature = "store")]
 
 mod support;
@@ -81,23 +82,23 @@ fn schema() -> Option<Schema> {
     Some(Schema::new())
 }
 
-/// The step rows and snapshots run `id` has in the store's schema.
-async fn rows_of(url: &str, id: RunId) -> (i64, i64) {
+/// The step rows, snapshots and event chunks run `id` has in the store's schema.
+async fn rows_of(url: &str, id: RunId) -> (i64, i64, i64) {
     let mut c = sqlx::PgConnection::connect(url)
         .await
         .expect("connects to the schema");
-    let count = |table: &str| format!("SELECT COUNT(*) FROM {table} WHERE run_id = $1");
-    let steps: i64 = sqlx::query_scalar(&count("steps"))
-        .bind(id.to_string())
-        .fetch_one(&mut c)
-        .await
-        .expect("counts step rows");
-    let snapshots: i64 = sqlx::query_scalar(&count("snapshots"))
-        .bind(id.to_string())
-        .fetch_one(&mut c)
-        .await
-        .expect("counts snapshots");
-    (steps, snapshots)
+    let mut counts = [0; 3];
+    for (table, count) in ["steps", "snapshots", "event_chunks"]
+        .iter()
+        .zip(&mut counts)
+    {
+        *count = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table} WHERE run_id = $1"))
+            .bind(id.to_string())
+            .fetch_one(&mut c)
+            .await
+            .unwrap_or_else(|e| panic!("counts the rows of {table}: {e}"));
+    }
+    (counts[0], counts[1], counts[2])
 }
 
 /// The highest checkpoint run `id` has a step row or a snapshot of (0: its create's).
@@ -140,7 +141,7 @@ fn a_checkpoint_writes_a_step_row_only_for_the_run_it_fences() {
             matches!(refused, Err(StoreError::NotFound { .. })),
             "{refused:?}"
         );
-        assert_eq!(rows_of(&schema.url, missing).await, (0, 0));
+        assert_eq!(rows_of(&schema.url, missing).await, (0, 0, 0));
         assert_eq!(last_written(&schema.url, missing).await, -1);
 
         // Not the holder: refused, nothing after the create's snapshot.
@@ -167,12 +168,13 @@ fn a_checkpoint_writes_a_step_row_only_for_the_run_it_fences() {
     });
 }
 
-/// Proves that pruning a run deletes its step rows and snapshots with it (the trigger
-/// that replaced the cascade), and only its own: a run driven step by step (step rows and
-/// snapshots kept) is pruned and leaves none; another run's rows are all still there and
-/// it loads as before.
+/// Proves that pruning a run deletes its step rows, snapshots and event chunks with it
+/// (the trigger that replaced the cascade; from format 10 the chunks too, `prune` itself
+/// deleting only runs), and only its own: a run driven step by step (step rows,
+/// snapshots and chunks kept) is pruned and leaves none; another run's rows are all still
+/// there and it loads as before.
 #[test]
-fn a_pruned_run_takes_its_step_rows_and_snapshots_along() {
+fn a_pruned_run_takes_its_step_rows_snapshots_and_event_chunks_along() {
     let Some(schema) = schema() else { return };
     rt().block_on(async {
         // A snapshot every 4 checkpoints: both tables have rows of each run.
@@ -195,23 +197,38 @@ fn a_pruned_run_takes_its_step_rows_and_snapshots_along() {
         let kept_rows = rows_of(&schema.url, kept).await;
         let doomed_rows = rows_of(&schema.url, doomed).await;
         assert!(
-            doomed_rows.0 > 0 && doomed_rows.1 > 0,
-            "step rows and a snapshot kept: {doomed_rows:?}"
+            doomed_rows.0 > 0 && doomed_rows.1 > 0 && doomed_rows.2 > 0,
+            "step rows, a snapshot and event chunks kept: {doomed_rows:?}"
         );
-        assert!(kept_rows.0 > 0 && kept_rows.1 > 0, "{kept_rows:?}");
+        assert!(
+            kept_rows.0 > 0 && kept_rows.1 > 0 && kept_rows.2 > 0,
+            "{kept_rows:?}"
+        );
         let kept_run = store.load(kept).await.expect("loads");
         let pruned = store
             .prune(&PruneFilter::default().status(StoredStatus::Stopped))
             .await
             .expect("prunes");
         assert_eq!(pruned, 1);
-        assert_eq!(rows_of(&schema.url, doomed).await, (0, 0));
+        assert_eq!(rows_of(&schema.url, doomed).await, (0, 0, 0));
         assert_eq!(rows_of(&schema.url, kept).await, kept_rows);
         let again = store.load(kept).await.expect("still loads");
         assert_same_run(&again.record.run, &kept_run.record.run);
         assert_eq!(again.record.seq, kept_run.record.seq);
         store.close().await;
     });
+}
+
+/// Whether the server offers lz4 (its `default_toast_compression` setting lists it).
+async fn lz4_offered(c: &mut sqlx::PgConnection) -> bool {
+    sqlx::query_scalar(
+        "SELECT COALESCE('lz4' = ANY(enumvals), false) FROM pg_settings \
+         WHERE name = 'default_toast_compression' \
+         UNION ALL SELECT false LIMIT 1",
+    )
+    .fetch_one(c)
+    .await
+    .expect("reads the server's compressions")
 }
 
 /// Proves that format 9 stores snapshots compressed with lz4 when the server has it (its
@@ -231,14 +248,7 @@ fn snapshots_are_compressed_with_lz4_where_the_server_has_it() {
         let mut c = sqlx::PgConnection::connect(&schema.url)
             .await
             .expect("connects to the schema");
-        let offered: bool = sqlx::query_scalar(
-            "SELECT COALESCE('lz4' = ANY(enumvals), false) FROM pg_settings \
-             WHERE name = 'default_toast_compression' \
-             UNION ALL SELECT false LIMIT 1",
-        )
-        .fetch_one(&mut c)
-        .await
-        .expect("reads the server's compressions");
+        let offered = lz4_offered(&mut c).await;
         let method: String = sqlx::query_scalar(
             "SELECT attcompression::TEXT FROM pg_attribute \
              WHERE attrelid = 'snapshots'::regclass AND attname = 'run_state'",
@@ -319,6 +329,182 @@ fn a_checkpoint_tells_followers_and_at_the_end_workers() {
         tokio::time::timeout(said, workers.next())
             .await
             .expect("the workers are told the run stopped running");
+        store.close().await;
+    });
+}
+
+/// The compression method of run `id`'s largest event chunk (`None`: kept uncompressed).
+async fn chunk_compression(c: &mut sqlx::PgConnection, id: RunId) -> Option<String> {
+    sqlx::query_scalar(
+        "SELECT pg_column_compression(events) FROM event_chunks WHERE run_id = $1 \
+         ORDER BY octet_length(events) DESC LIMIT 1",
+    )
+    .bind(id.to_string())
+    .fetch_one(c)
+    .await
+    .expect("reads a chunk's compression")
+}
+
+/// Proves that a store of format 9 migrates to format 10 and that format 10 is what it
+/// says. A store is put back to format 9 as migration 9 left it (its trigger deleting step
+/// rows and snapshots only, chunks compressed with the server's default, migration 10 not
+/// recorded), which a deleted run shows: its chunks stay behind. Opening it again applies
+/// migration 10: a run written before still loads as it ended; deleting a run by any
+/// statement, a prune or a plain `DELETE`, now takes its chunks along, other runs' rows
+/// staying; and a new run's chunk (its 300 steps' events, far over the 2 KB that makes
+/// PostgreSQL compress a value) is compressed with lz4 wherever the server offers it.
+#[test]
+fn a_store_of_format_9_migrates_to_10_and_deleted_runs_take_their_chunks() {
+    let Some(schema) = schema() else { return };
+    rt().block_on(async {
+        let store = PgStore::open(&schema.url).await.expect("opens");
+        let mut runs = Vec::new();
+        for _ in 0..3 {
+            let (ex, record) = created(&store, 300).await;
+            let run = drive(&ex, &store, record.run_id, "w", &DriveOptions::default())
+                .await
+                .expect("drives");
+            runs.push((record.run_id, run));
+        }
+        store.close().await;
+        let mut c = sqlx::PgConnection::connect(&schema.url)
+            .await
+            .expect("connects to the schema");
+        let offered = lz4_offered(&mut c).await;
+        if offered {
+            assert_eq!(
+                chunk_compression(&mut c, runs[0].0).await.as_deref(),
+                Some("lz4")
+            );
+        }
+
+        // Back to format 9: migration 9's trigger function, the server's default
+        // compression, migration 10 forgotten.
+        let nine = include_str!("../migrations/postgres/0009_step_rows_unchecked.sql");
+        let function = &nine[nine.find("CREATE FUNCTION").expect("migration 9 makes it")
+            ..nine.find("CREATE TRIGGER").expect("migration 9 makes it")];
+        support::stores::admin(
+            &schema.url,
+            &format!(
+                "{}; ALTER TABLE event_chunks ALTER COLUMN events SET COMPRESSION default; \
+                 DELETE FROM _sqlx_migrations WHERE version = 10",
+                function
+                    .replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION")
+                    .trim_end()
+                    .trim_end_matches(';')
+            ),
+        );
+        // At format 9 a run deleted by a statement leaves its chunks (prune deleted them).
+        let (left, _) = &runs[2];
+        support::stores::admin(
+            &schema.url,
+            &format!("DELETE FROM runs WHERE id = '{left}'"),
+        );
+        let orphans = rows_of(&schema.url, *left).await;
+        assert!(
+            orphans.0 == 0 && orphans.1 == 0 && orphans.2 > 0,
+            "{orphans:?}"
+        );
+        support::stores::admin(
+            &schema.url,
+            &format!("DELETE FROM event_chunks WHERE run_id = '{left}'"),
+        );
+
+        // Opened again: migrated to format 10.
+        let store = PgStore::open(&schema.url)
+            .await
+            .expect("opens and migrates");
+        let version: i64 = sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations")
+            .fetch_one(&mut c)
+            .await
+            .expect("reads the migrations");
+        assert_eq!(version, pactgraph::store::STORE_FORMAT);
+        assert_eq!(version, 10);
+        for (id, run) in &runs[..2] {
+            let loaded = store.load(*id).await.expect("a run of format 9 loads");
+            assert_same_run(&loaded.record.run, run);
+        }
+        // A plain `DELETE`, then a prune: each run's rows all gone, the other's kept.
+        let (deleted, pruned) = (runs[0].0, runs[1].0);
+        let pruned_rows = rows_of(&schema.url, pruned).await;
+        assert!(pruned_rows.2 > 0, "{pruned_rows:?}");
+        support::stores::admin(
+            &schema.url,
+            &format!("DELETE FROM runs WHERE id = '{deleted}'"),
+        );
+        assert_eq!(rows_of(&schema.url, deleted).await, (0, 0, 0));
+        assert_eq!(rows_of(&schema.url, pruned).await, pruned_rows);
+        let count = store
+            .prune(&PruneFilter::default().status(StoredStatus::Stopped))
+            .await
+            .expect("prunes");
+        assert_eq!(count, 1, "the run left, stopped by max_steps");
+        assert_eq!(rows_of(&schema.url, pruned).await, (0, 0, 0));
+
+        // A new run's chunk: lz4 wherever the server offers it.
+        let (ex, record) = created(&store, 300).await;
+        drive(&ex, &store, record.run_id, "w", &DriveOptions::default())
+            .await
+            .expect("drives");
+        let expected = if offered { "lz4" } else { "pglz" };
+        assert_eq!(
+            chunk_compression(&mut c, record.run_id).await.as_deref(),
+            Some(expected)
+        );
+        store.close().await;
+    });
+}
+
+/// Proves that a checkpoint answering only the columns it changes (ADR 0057: the store
+/// keeps the rest from its last checkpoint of the run) answers the run row as it is:
+/// after each of eight checkpoints of a run held by one store, the answer equals the
+/// whole row read again (`info`), including what another writer changed in between (a
+/// renewed lease, a cancel request from another store), and the last checkpoint, which
+/// ends the run, too. The store knows the row from the create, so every checkpoint here
+/// without a snapshot answers only the changed columns (a statement log of this test
+/// showed six of them, and three carrying a snapshot, which answer the whole row).
+#[test]
+fn a_checkpoint_answers_the_run_row_as_it_is() {
+    let Some(schema) = schema() else { return };
+    rt().block_on(async {
+        let store = PgStore::open(&schema.url).await.expect("opens");
+        let other = PgStore::open(&schema.url).await.expect("opens another");
+        let (ex, record) = created(&store, 8).await;
+        let (id, mut run) = (record.run_id, record.run);
+        store.claim(id, "a", LEASE).await.expect("claims");
+        for seq in 1..=9 {
+            let before = Before::of(&run);
+            ex.step(&mut run).await;
+            let delta = StepDelta::between(&before, &run);
+            let answer = store
+                .checkpoint(id, "a", Checkpoint::new(seq, &delta, &run))
+                .await
+                .expect("checkpoints");
+            assert_eq!(
+                answer,
+                store.info(id).await.expect("reads"),
+                "checkpoint {seq}"
+            );
+            match seq {
+                3 => {
+                    store.renew(id, "a", LEASE * 2).await.expect("renews");
+                }
+                5 => {
+                    other.cancel(id).await.expect("requests a cancel");
+                }
+                _ => {}
+            }
+            if seq == 6 {
+                assert!(answer.cancel_requested, "the cancel request shows");
+            }
+            if run.status() != RunStatus::Running {
+                assert_eq!(seq, 9, "the guard stops the ninth step");
+                assert_eq!(answer.status, StoredStatus::Stopped);
+                break;
+            }
+        }
+        assert_eq!(run.status(), RunStatus::Stopped);
+        other.close().await;
         store.close().await;
     });
 }

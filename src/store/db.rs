@@ -260,6 +260,11 @@ pub struct Dialect {
     /// set): the same binds, the same answer (SQLite: the same statement; PostgreSQL: one
     /// of its own, so that each is planned once, ADR 0050).
     pub checkpoint_snapshot: String,
+    /// [`Dialect::checkpoint`]'s statement answering only the [`super::rows::CHANGED`]
+    /// columns, for a run whose other columns the store knows from its last checkpoint
+    /// (`LastInfos`, ADR 0057): PostgreSQL's (each column returned costs the server at
+    /// every execution); `None` on SQLite, whose trigger's answer costs no round trip.
+    pub checkpoint_changes: Option<String>,
     /// What a claim's `SELECT` of the run row ends with (PostgreSQL's
     /// `FOR UPDATE SKIP LOCKED`: a worker never waits on a run another is claiming).
     pub claim_lock: &'static str,

@@ -5,7 +5,7 @@
 use std::sync::LazyLock;
 
 use super::db::Dialect;
-use super::rows::INFO;
+use super::rows::{CHANGED, INFO};
 
 /// SQLite's clock in milliseconds since the Unix epoch: `'now'` is one instant for a
 /// whole statement (triggers included), read when it runs.
@@ -73,6 +73,7 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
     Dialect {
         checkpoint_snapshot: checkpoint.clone(),
         checkpoint,
+        checkpoint_changes: None,
         now_ms: SQLITE_NOW,
         int_param: "",
         documents_lock: None,
@@ -101,7 +102,11 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
 /// columns of the answer, called once for the one row `up` returns (none when refused),
 /// rather than a clause of their own joined to it: one scan and one join fewer to start
 /// at every execution.
-fn postgres_checkpoint(snapshot: bool) -> String {
+///
+/// `returning` is what `up` returns and the answer carries: [`INFO`], or [`CHANGED`] for
+/// a run whose other columns the store knows (ADR 0057: each column returned is built
+/// into a tuple by every scan of `up` at every execution).
+fn postgres_checkpoint(snapshot: bool, returning: &str) -> String {
     // With a snapshot (and maybe a new document) it replaces the run's snapshot and the
     // step rows before it; without, a step row.
     let (sets, writes) = if snapshot {
@@ -120,10 +125,11 @@ fn postgres_checkpoint(snapshot: bool) -> String {
     } else {
         (
             "",
-            format!(
-                "st AS (INSERT INTO steps (run_id, seq, delta, created_ms) \
-                   SELECT $1, $2, $13, COALESCE($6::BIGINT, {POSTGRES_NOW}) FROM up)"
-            ),
+            // The step row's time is the run row's new `updated_ms` (the same instant),
+            // read from `up` rather than computed again.
+            "st AS (INSERT INTO steps (run_id, seq, delta, created_ms) \
+               SELECT $1, $2, $13, up.updated_ms FROM up)"
+                .to_string(),
         )
     };
     format!(
@@ -133,7 +139,7 @@ fn postgres_checkpoint(snapshot: bool) -> String {
            attempt_key = CASE WHEN $8 THEN $9 ELSE attempt_key END, \
            attempt = CASE WHEN $8 THEN $10 ELSE attempt END \
          WHERE id = $1 AND seq = $2 - 1 AND owner = $7 \
-           AND lease_expires_ms > COALESCE($6::BIGINT, {POSTGRES_NOW}) RETURNING {INFO}), \
+           AND lease_expires_ms > COALESCE($6::BIGINT, {POSTGRES_NOW}) RETURNING {returning}), \
          {writes}, \
          ev AS (INSERT INTO event_chunks (run_id, first_seq, last_seq, seq, events) \
            SELECT $1, $16, $17, $2, $15::TEXT FROM up WHERE $17::BIGINT >= $16::BIGINT) \
@@ -166,8 +172,9 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
     // answer's `told` and `woke` columns (`pg_notify` returns nothing to read). The
     // events come as one chunk, their texts one a line, kept as one row (format 8, ADR
     // 0053: no row nor foreign-key check per event).
-    checkpoint: postgres_checkpoint(false),
-    checkpoint_snapshot: postgres_checkpoint(true),
+    checkpoint: postgres_checkpoint(false, INFO),
+    checkpoint_snapshot: postgres_checkpoint(true, INFO),
+    checkpoint_changes: Some(postgres_checkpoint(false, CHANGED)),
     now_ms: POSTGRES_NOW,
     int_param: "::BIGINT",
     documents_lock: Some(DOCUMENTS_LOCK),

@@ -32,6 +32,7 @@ mod driver;
 mod error;
 mod follow;
 mod format;
+mod last_info;
 mod owner;
 mod postgres;
 mod rows;

@@ -50,11 +50,78 @@ pub(crate) const INFO: &str = "id, name, workflow, digest, status, termination_r
                     created_ms, updated_ms, expires_ms, owner, lease_expires_ms, \
                     attempt_key, attempt, cancel_requested";
 
+/// The columns of [`INFO`] a checkpoint writes from values it does not bind, or that
+/// another writer may change while the run is held (a renewal, a cancel request): what
+/// PostgreSQL's checkpoint returns when the store knows the rest ([`info_after`], ADR
+/// 0057).
+pub(crate) const CHANGED: &str = "updated_ms, lease_expires_ms, attempt_key, attempt, \
+                    cancel_requested";
+
+/// The status a run row of `stored` status shows at `now`: `interrupted` when running
+/// without a current lease, `running` when queued and claimed.
+fn shown_status(
+    stored: StoredStatus,
+    owner: Option<&str>,
+    lease_expires_ms: Option<u64>,
+    now: u64,
+) -> StoredStatus {
+    let leased = owner.is_some_and(|o| !owner_gone(o)) && lease_expires_ms.is_some_and(|l| l > now);
+    match stored {
+        StoredStatus::Running if !leased => StoredStatus::Interrupted,
+        StoredStatus::Queued if leased => StoredStatus::Running,
+        s => s,
+    }
+}
+
+/// What a checkpoint wrote into a run row from its binds: the columns of [`INFO`] that
+/// [`info_after`] does not read from the row nor keep from the last answer.
+pub(crate) struct Written<'a> {
+    /// The checkpoint's number.
+    pub seq: u64,
+    /// The run's steps.
+    pub steps: u32,
+    /// Its stored status.
+    pub status: StoredStatus,
+    /// Its termination reason.
+    pub termination_reason: Option<TerminationReason>,
+    /// The lease holder that wrote it.
+    pub owner: &'a str,
+}
+
+/// The run row after a checkpoint whose answer `row` has only the [`CHANGED`] columns:
+/// `known`, the row as this store's last checkpoint of the run left it, for the columns a
+/// checkpoint never changes (name, workflow, digest, creation and expiry times), and
+/// `written` for what it wrote from its binds (ADR 0057). The same [`RunInfo`] as
+/// [`info_from_row`] of the whole row.
+pub(crate) fn info_after(
+    known: &RunInfo,
+    written: Written<'_>,
+    row: &impl Cols,
+    now: u64,
+) -> Result<RunInfo, StoreError> {
+    let db = StoreError::db("reading the run row", Some(known.id));
+    let lease_expires_ms = row.opt_int("lease_expires_ms").map_err(&db)?.map(to_u64);
+    Ok(RunInfo {
+        status: shown_status(written.status, Some(written.owner), lease_expires_ms, now),
+        termination_reason: written.termination_reason,
+        steps: written.steps,
+        seq: written.seq,
+        updated_ms: to_u64(row.int("updated_ms").map_err(&db)?),
+        owner: Some(written.owner.to_string()),
+        lease_expires_ms,
+        attempt_key: row.opt_text("attempt_key").map_err(&db)?,
+        attempt: u32::try_from(row.int("attempt").map_err(&db)?).unwrap_or(1),
+        cancel_requested: row.int("cancel_requested").map_err(&db)? != 0,
+        ..known.clone()
+    })
+}
+
 /// The store format this pactgraph writes: the version of its newest SQLite migration
 /// (also kept in `PRAGMA user_version`), and of the newest PostgreSQL migration, which
-/// makes the same schema (format 9 changes PostgreSQL's alone: SQLite's migration 9 only
-/// marks it, ADR 0054). A database with a higher one is refused, untouched.
-pub const STORE_FORMAT: i64 = 9;
+/// makes the same schema (formats 9 and 10 change PostgreSQL's alone: SQLite's migrations
+/// 9 and 10 only mark them, ADRs 0054 and 0057). A database with a higher one is refused,
+/// untouched.
+pub const STORE_FORMAT: i64 = 10;
 
 pub(crate) fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
@@ -97,13 +164,7 @@ pub(crate) fn info_from_row(row: &impl Cols, now: u64) -> Result<RunInfo, StoreE
     let owner = row.opt_text("owner").map_err(&db)?;
     let lease = row.opt_int("lease_expires_ms").map_err(&db)?;
     let lease_expires_ms = lease.map(to_u64);
-    let leased = owner.as_deref().is_some_and(|o| !owner_gone(o))
-        && lease_expires_ms.is_some_and(|l| l > now);
-    let status = match stored {
-        StoredStatus::Running if !leased => StoredStatus::Interrupted,
-        StoredStatus::Queued if leased => StoredStatus::Running,
-        s => s,
-    };
+    let status = shown_status(stored, owner.as_deref(), lease_expires_ms, now);
     Ok(RunInfo {
         id,
         name: row.opt_text("name").map_err(&db)?,

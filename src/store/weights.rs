@@ -51,18 +51,28 @@ const REPLAY_SHARE: usize = 4;
 /// many runs it never writes would otherwise grow it).
 const MAX_WEIGHTS: usize = 4096;
 
+/// Runs `f` on `map`, a per-run map of what a store only keeps to save work (weights,
+/// the last row, `last_info.rs`): a poisoned map, or one past `max` entries, starts again
+/// empty, which costs only that work.
+pub(crate) fn with_per_run<V, T>(
+    map: &Mutex<HashMap<RunId, V>>,
+    max: usize,
+    f: impl FnOnce(&mut HashMap<RunId, V>) -> T,
+) -> T {
+    let mut map = map.lock().unwrap_or_else(|poisoned| {
+        let mut map = poisoned.into_inner();
+        map.clear();
+        map
+    });
+    if map.len() > max {
+        map.clear();
+    }
+    f(&mut map)
+}
+
 impl Weights {
     fn with<T>(&self, f: impl FnOnce(&mut HashMap<RunId, Weight>) -> T) -> T {
-        // A poisoned map only held weights: start again.
-        let mut map = self.0.lock().unwrap_or_else(|poisoned| {
-            let mut map = poisoned.into_inner();
-            map.clear();
-            map
-        });
-        if map.len() > MAX_WEIGHTS {
-            map.clear();
-        }
-        f(&mut map)
+        with_per_run(&self.0, MAX_WEIGHTS, f)
     }
 
     /// Run `id` was loaded: its snapshot weighs `snapshot` bytes and the deltas replayed

@@ -17,7 +17,8 @@ use crate::store::sql::Store;
 use crate::store::{Durability, StoreError, dialects};
 
 /// The embedded migrations: the whole schema of format 4 at once, then the events table,
-/// then the checkpoint's changes (format 9: step rows without a foreign key, ADR 0054).
+/// then the checkpoint's changes (format 9: step rows without a foreign key, ADR 0054;
+/// format 10: event chunks deleted with their run by the same trigger, lz4, ADR 0057).
 static MIGRATIONS: &[Step] = &[
     (
         4,
@@ -48,6 +49,11 @@ static MIGRATIONS: &[Step] = &[
         9,
         "step rows unchecked",
         include_str!("../../../migrations/postgres/0009_step_rows_unchecked.sql"),
+    ),
+    (
+        10,
+        "chunks with their run",
+        include_str!("../../../migrations/postgres/0010_chunks_with_their_run.sql"),
     ),
 ];
 

@@ -128,24 +128,16 @@ impl<B: Backend> Store<B> {
         );
         let mut deleted = 0u64;
         for (id, gone) in &doomed {
-            // Steps and snapshots go with the run (ON DELETE CASCADE), and on SQLite its
-            // event chunks; on PostgreSQL the chunks have no foreign key (format 8, ADR
-            // 0053): deleted here, once the run is.
-            let gone_now = sql(&delete)
+            // Its step rows, snapshots and event chunks go with the run: on SQLite by
+            // `ON DELETE CASCADE`, on PostgreSQL by the trigger `runs_deleted` (format 10,
+            // ADR 0057: one mechanism for all three, none of which has a foreign key).
+            deleted += sql(&delete)
                 .bind(id.to_string())
                 .bind(self.bound_now())
                 .bind(gone.as_deref())
                 .execute(&mut tx)
                 .await
                 .map_err(StoreError::db("prune", Some(*id)))?;
-            if gone_now > 0 {
-                sql("DELETE FROM event_chunks WHERE run_id = $1")
-                    .bind(id.to_string())
-                    .execute(&mut tx)
-                    .await
-                    .map_err(StoreError::db("prune", Some(*id)))?;
-            }
-            deleted += gone_now;
         }
         // PostgreSQL: creates hold this lock shared until they commit, so every run whose
         // document is kept is seen by the delete below (the prune/create race).

@@ -128,10 +128,13 @@ impl<B: Backend> Store<B> {
         if record.run.is_running() {
             self.weights.loaded(id, run_state.len(), 0);
         }
-        match options.dependencies {
+        let info = match options.dependencies {
             // Its dependencies changed the row the insert returned (`waiting`).
             Some(_) => self.info(id).await,
             None => info_from_row(&row, now),
-        }
+        }?;
+        // Its first checkpoint here answers only what changed (ADR 0057).
+        self.known_row(&info, record.run.is_running());
+        Ok(info)
     }
 }

@@ -8,7 +8,7 @@ use super::events::transition_chunk;
 use crate::runtime::{EventStamp, RunEvent, RunId, RunRecord, TerminationReason};
 use crate::store::clock::Clock;
 use crate::store::db::{Backend, is_refusal, sql};
-use crate::store::rows::{INFO, info_from_row, to_i64};
+use crate::store::rows::{INFO, Written, info_after, info_from_row, to_i64};
 use crate::store::trace_once::StoredDelta;
 use crate::store::trace_weight::to_json_and_trace_bytes;
 use crate::store::{
@@ -153,6 +153,7 @@ impl<B: Backend> RunStore for Store<B> {
 
     async fn release(&self, id: RunId, owner: &str) -> Result<(), StoreError> {
         self.weights.forget(id);
+        self.infos.forget(id);
         // Fenced like a checkpoint: a lease that lapsed is no longer `owner`'s to give
         // up cleanly (its step in flight may run again as the same attempt); `interrupt`
         // gives it up, counting that attempt.
@@ -341,9 +342,16 @@ impl<B: Backend> Store<B> {
         // One statement (SQLite's `checkpoint_in` trigger, PostgreSQL's data-modifying
         // `WITH`): fenced, atomic, one round trip, the events with it; the run row as it
         // is after it comes back.
-        let statement = match snapshot {
-            Some(_) => &self.dialect.checkpoint_snapshot,
-            None => &self.dialect.checkpoint,
+        // Without a snapshot, for a run whose row the store knows from its last
+        // checkpoint, PostgreSQL answers only the columns that changed (ADR 0057).
+        let known = match (&snapshot, &self.dialect.checkpoint_changes) {
+            (None, Some(changes)) => self.infos.get(id).map(|info| (changes, info)),
+            _ => None,
+        };
+        let statement = match (&snapshot, &known) {
+            (Some(_), _) => &self.dialect.checkpoint_snapshot,
+            (None, Some((changes, _))) => changes,
+            (None, None) => &self.dialect.checkpoint,
         };
         let row = sql(statement)
             .bind(id.to_string())
@@ -381,8 +389,10 @@ impl<B: Backend> Store<B> {
                 {
                     // The earlier try committed; its answer was lost with the connection.
                     self.weights.forget(id);
+                    self.infos.forget(id);
                     return Ok(info);
                 }
+                self.infos.forget(id);
                 return Err(self.refusal(id, owner, seq, now).await);
             }
         };
@@ -390,6 +400,20 @@ impl<B: Backend> Store<B> {
             .weigh(id, running, delta_weight, snapshot.as_deref());
         // Not running any more, runs waiting on this one may be runnable now: the
         // checkpoint statement told the listening workers (`Dialect::checkpoint`).
-        info_from_row(&row, now)
+        let info = match known {
+            Some((_, known)) => {
+                let written = Written {
+                    seq,
+                    steps: run.steps,
+                    status,
+                    termination_reason: run.termination_reason(),
+                    owner,
+                };
+                info_after(&known, written, &row, now)?
+            }
+            None => info_from_row(&row, now)?,
+        };
+        self.known_row(&info, running);
+        Ok(info)
     }
 }

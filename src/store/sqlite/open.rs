@@ -64,6 +64,11 @@ static MIGRATIONS: &[Step] = &[
         "format nine",
         include_str!("../../../migrations/sqlite/0009_format_nine.sql"),
     ),
+    (
+        10,
+        "format ten",
+        include_str!("../../../migrations/sqlite/0010_format_ten.sql"),
+    ),
 ];
 
 impl SqliteStore {
