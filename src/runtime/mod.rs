@@ -37,7 +37,7 @@ pub use data::{
     RunState, RunStatus, RunSummary, Seat, SeatReport, SeatState, SeatStatus, Session, SliceChange,
     State, Subscription, TeamPhase, TeamRun, TerminationReason, ToolCallItem, ToolCallStatus,
     ToolCaller, TraceItem, TraceKind, USAGE_KEY, UncommittedFrame, Usage, WALL_MS, Writes,
-    transition_event_count, transition_events,
+    transition_event_count, transition_events, write_transition_events,
 };
 pub use effects::{
     BoxFuture, Effect, EffectKind, EffectOutput, HandlerError, NodeHandler, NodeInput,

@@ -420,7 +420,7 @@ impl StepDelta {
             })
             .collect();
         let root = MapDelta::states(&before.state, &after.state);
-        Self::with_slices(before, after, root, frames_kept, frames)
+        Self::with_slices(before, after, root, frames_kept, frames, true)
     }
 
     /// The change from `before` to `after`, the slices read from `after`'s change log (when
@@ -446,7 +446,10 @@ impl StepDelta {
                 (!state.is_empty()).then_some(FrameDelta { index, state })
             })
             .collect();
-        let delta = Self::with_slices(before, after, root, frames_kept, frames);
+        // The driver's delta (the only caller): its trace items are written by the
+        // checkpoint's `step` events, straight from the run, and not with the delta
+        // (format 8): counted, not copied (ADR 0056).
+        let delta = Self::with_slices(before, after, root, frames_kept, frames, false);
         #[cfg(debug_assertions)]
         if let Some(copied) = &before.copied {
             delta.check_against(copied, after);
@@ -482,13 +485,20 @@ impl StepDelta {
         );
     }
 
-    /// The delta with its slice changes given, the rest compared.
+    /// How many trace items it appends: those it carries and those only counted.
+    pub(crate) fn trace_appended(&self) -> usize {
+        self.trace.len() + self.trace_in_events.unwrap_or(0)
+    }
+
+    /// The delta with its slice changes given, the rest compared; the trace items
+    /// appended copied into `trace`, or only counted in `trace_in_events` (as stored).
     fn with_slices(
         before: &Before,
         after: &RunState,
         root: MapDelta<Value>,
         frames_kept: usize,
         frames: Vec<FrameDelta>,
+        copy_trace: bool,
     ) -> Self {
         let trace_from = before.trace_len.min(after.trace.len());
         let (status, termination_reason, message, question, pending) = after.control_parts();
@@ -501,8 +511,12 @@ impl StepDelta {
             visits: MapDelta::counters(&before.visits, &after.visits),
             entries: MapDelta::counters(&before.entries, &after.entries),
             trace_from,
-            trace: after.trace.items_from(trace_from),
-            trace_in_events: None,
+            trace: if copy_trace {
+                after.trace.items_from(trace_from)
+            } else {
+                Vec::new()
+            },
+            trace_in_events: (!copy_trace).then(|| after.trace.len() - trace_from),
             control: ControlDelta {
                 status,
                 termination_reason,

@@ -218,7 +218,7 @@ impl<S: RunStore> Driver<'_, S> {
         }
         // The `step` events carry what each node run writes (and `run_started` the input
         // of a run not started yet): recorded from here, forgotten at each commit.
-        run.record_values();
+        run.record_values_as_text();
         match how {
             Continue::AsStored => {}
             Continue::Answer(answer) => {
@@ -251,7 +251,7 @@ impl<S: RunStore> Driver<'_, S> {
                 seq += 1;
                 run = reopened;
                 // Loaded from the store: its events record values from here too.
-                run.record_values();
+                run.record_values_as_text();
             }
         }
         // The attempt the store keeps is for the first step after the last commit; at

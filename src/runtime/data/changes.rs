@@ -34,7 +34,7 @@ pub(crate) struct Changes {
 pub(crate) struct StepValues {
     /// The root slices before the run's first step (`system` left out), when recorded
     /// from it.
-    pub(crate) input: Option<Value>,
+    pub(crate) input: Option<RecordedInput>,
     /// `(trace index of the node run's item, the object of slices it wrote)`, in order:
     /// shared with the `step` events made of them, not copied into each (ADR 0053).
     pub(crate) writes: Vec<(usize, Arc<Value>)>,
@@ -44,6 +44,33 @@ pub(crate) struct StepValues {
     pub(crate) changes: Vec<SliceChange>,
     /// How many of `changes` carry their final `at` (see [`Changes::stamp`]).
     pub(crate) stamped: usize,
+}
+
+/// A run's input as recorded for its `run_started` event.
+#[derive(Debug, Clone)]
+pub(crate) enum RecordedInput {
+    /// The root slices, copied: what an executor publishing its events hands its
+    /// subscribers.
+    Value(Value),
+    /// Their JSON text, written once instead of copied: all a store's driver writes of
+    /// them (ADR 0056); made a value again only for a subscriber.
+    Text(Box<str>),
+}
+
+impl RecordedInput {
+    /// The input as a value: `None` only for a text `serde_json` will not read back, an
+    /// input nested deeper than its 128 levels (made in code, not read from JSON; a
+    /// store could not load such a run either), which is logged.
+    pub(crate) fn to_value(&self) -> Option<Value> {
+        match self {
+            Self::Value(v) => Some(v.clone()),
+            Self::Text(text) => serde_json::from_str(text)
+                .inspect_err(|e| {
+                    tracing::warn!("a run's input is left out of its live `run_started`: {e}");
+                })
+                .ok(),
+        }
+    }
 }
 
 /// One change of a run's slices outside a node's output, as a `step` event carries it
@@ -123,7 +150,7 @@ impl Changes {
 
     /// Starts recording node writes (and `input`, the run's input when it has not taken
     /// a step yet), unless already recording.
-    pub(crate) fn record_values(&mut self, input: impl FnOnce() -> Option<Value>) {
+    pub(crate) fn record_values(&mut self, input: impl FnOnce() -> Option<RecordedInput>) {
         if self.values.is_none() {
             self.values = Some(Box::new(StepValues {
                 input: input(),

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::candidates::Candidates;
 use super::names::{IntoName, Name, Names};
-use super::trace::{InternedItem, TraceItem};
+use super::trace::{InternedItem, ItemOut, TraceItem};
 
 /// The ordered list of trace items of one run. Items name ids by [`Name`] in the trace's
 /// own [`Names`]; read them with [`DecisionTrace::iter`] or [`DecisionTrace::get`] (an
@@ -111,12 +111,17 @@ impl Deref for ItemRef<'_> {
     }
 }
 
+impl<'a> ItemRef<'a> {
+    /// Its JSON form, borrowed from the trace (for serde and the event writer).
+    pub(super) fn out(&self) -> ItemOut<'a> {
+        let names = self.names;
+        self.item.out(|n| names.get(*n), self.candidates())
+    }
+}
+
 impl Serialize for ItemRef<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let names = self.names;
-        self.item
-            .out(|n| names.get(*n), self.candidates())
-            .serialize(s)
+        self.out().serialize(s)
     }
 }
 

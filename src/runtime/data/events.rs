@@ -11,7 +11,8 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use super::changes::SliceChange;
+use super::changes::{RecordedInput, SliceChange};
+use super::decision_trace::ItemRef;
 use super::run_id::RunId;
 use super::run_state::RunState;
 use super::status::{RunStatus, TerminationReason};
@@ -153,36 +154,6 @@ impl RunEvent {
         self.write_json(&mut out);
         String::from_utf8(out).expect("serde_json writes UTF-8")
     }
-
-    /// Appends its JSON text ([`RunEvent::to_json_string`]'s bytes) to `out`: a
-    /// checkpoint writes all its events into one chunk this way (format 8, ADR 0053).
-    pub fn write_json(&self, out: &mut Vec<u8>) {
-        use std::io::Write as _;
-        // Written straight into `out`, no text of its own (format 8, ADR 0053): the
-        // envelope, then the kind, whose tag (`{"event":"NAME"`, an internally tagged
-        // enum writes it first) is already written and is cut out after it.
-        let name = self.kind.name();
-        out.reserve(384);
-        // Writing to a `Vec` cannot fail.
-        let _ = write!(
-            out,
-            r#"{{"seq":{},"run_id":"{}","event":"{name}","at_ms":{}"#,
-            self.seq, self.run_id, self.at_ms
-        );
-        let start = out.len();
-        serde_json::to_writer(&mut *out, &self.kind).expect("an event is plain data");
-        let head = br#"{"event":""#.len() + name.len() + 1;
-        debug_assert!(
-            out[start..].starts_with(format!(r#"{{"event":"{name}""#).as_bytes()),
-            "a kind's JSON starts with its tag"
-        );
-        // What follows the tag: `}`, or `,` and the kind's fields then `}`.
-        out.drain(start..(start + head).min(out.len()));
-        if self.dropped > 0 {
-            out.pop();
-            let _ = write!(out, r#","dropped":{}}}"#, self.dropped);
-        }
-    }
 }
 
 impl Serialize for RunEvent {
@@ -249,7 +220,8 @@ pub struct EventStamp {
 /// item from index `trace_from`, then `paused` or `run_ended` when the run now waits for
 /// an answer or has ended, then, when the transition is durable as store checkpoint
 /// `checkpoint`, a `checkpoint` event. The same inputs give the same events: the store
-/// writes these and the driver publishes them.
+/// writes these (as text, [`write_transition_events`], without making them) and the
+/// driver publishes them.
 pub fn transition_events(
     run: &RunState,
     trace_from: usize,
@@ -270,10 +242,29 @@ pub(crate) fn transition_events_into(
     stamp: EventStamp,
     events: &mut Vec<RunEvent>,
 ) {
-    let items = run.trace.iter_from(trace_from);
-    events.reserve(items.len() + 3);
-    let mut seq = stamp.first_seq.max(1);
-    let mut emit = |kind: EventKind| {
+    events.reserve(run.trace.len().saturating_sub(trace_from) + 3);
+    let first = stamp.first_seq.max(1);
+    let mut seq = first;
+    transition_parts(run, trace_from, checkpoint, first, |part| {
+        let kind = match part {
+            Part::Started { workflow, input } => EventKind::RunStarted {
+                workflow: workflow.to_string(),
+                changes: input.is_some(),
+                input: input.and_then(RecordedInput::to_value),
+            },
+            Part::Step {
+                index,
+                item,
+                writes,
+                changes,
+            } => EventKind::Step {
+                index,
+                item: item.to_item(),
+                writes: writes.cloned(),
+                changes,
+            },
+            Part::Other(kind) => kind,
+        };
         events.push(RunEvent {
             seq,
             run_id: run.run_id,
@@ -282,14 +273,45 @@ pub(crate) fn transition_events_into(
             dropped: 0,
         });
         seq += 1;
-    };
+    });
+}
+
+/// One event of a transition as [`transition_parts`] hands it over: what is large or
+/// shared borrowed from the run (the input, the trace item, a node's writes), the small
+/// kinds made.
+pub(super) enum Part<'a> {
+    /// `run_started`.
+    Started {
+        workflow: &'a str,
+        input: Option<&'a RecordedInput>,
+    },
+    /// `step`.
+    Step {
+        index: usize,
+        item: ItemRef<'a>,
+        writes: Option<&'a Arc<Value>>,
+        changes: Vec<SliceChange>,
+    },
+    /// `paused`, `run_ended` or `checkpoint`.
+    Other(EventKind),
+}
+
+/// The rule of [`transition_events`], once for both its forms (the events made, and
+/// their text written straight from the run): hands `each` the transition's events in
+/// order, the first numbered `first_seq`.
+pub(super) fn transition_parts<'a>(
+    run: &'a RunState,
+    trace_from: usize,
+    checkpoint: Option<u64>,
+    first_seq: u64,
+    mut each: impl FnMut(Part<'a>),
+) {
+    let items = run.trace.iter_from(trace_from);
     let values = run.step_values();
-    if stamp.first_seq <= 1 {
-        let input = values.and_then(|v| v.input.clone());
-        emit(EventKind::RunStarted {
-            workflow: run.workflow.clone(),
-            changes: input.is_some(),
-            input,
+    if first_seq <= 1 {
+        each(Part::Started {
+            workflow: &run.workflow,
+            input: values.and_then(|v| v.input.as_ref()),
         });
     }
     // Node writes by trace index, in index order: walked once beside the items.
@@ -308,9 +330,7 @@ pub(crate) fn transition_events_into(
     for (i, item) in items.enumerate() {
         let index = trace_from + i;
         while writes.next_if(|(at, _)| *at < index).is_some() {}
-        let wrote = writes
-            .next_if(|(at, _)| *at == index)
-            .map(|(_, w)| w.clone());
+        let wrote = writes.next_if(|(at, _)| *at == index).map(|(_, w)| w);
         let mut here = Vec::new();
         while let Some((n, c)) = changes.next_if(|(n, c)| {
             let at = if *n < stamped { c.at() } else { end };
@@ -322,33 +342,33 @@ pub(crate) fn transition_events_into(
                 c.clone().seen_from(end)
             });
         }
-        emit(EventKind::Step {
+        each(Part::Step {
             index,
-            item: item.to_item(),
+            item,
             writes: wrote,
             changes: here,
         });
     }
     match run.status() {
-        RunStatus::AwaitingInput => emit(EventKind::Paused {
+        RunStatus::AwaitingInput => each(Part::Other(EventKind::Paused {
             question: run.question().map(str::to_string),
-        }),
+        })),
         status @ (RunStatus::Completed | RunStatus::Stopped | RunStatus::Failed) => {
-            emit(EventKind::RunEnded {
+            each(Part::Other(EventKind::RunEnded {
                 status,
                 termination_reason: run.termination_reason(),
                 message: run.message().map(str::to_string),
                 steps: run.steps,
-            });
+            }));
         }
         _ => {}
     }
     if let Some(checkpoint) = checkpoint {
-        emit(EventKind::Checkpoint {
+        each(Part::Other(EventKind::Checkpoint {
             checkpoint,
             steps: run.steps,
             trace_len: run.trace.len(),
-        });
+        }));
     }
 }
 

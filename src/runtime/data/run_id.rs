@@ -28,6 +28,11 @@ impl RunId {
         }
     }
 
+    /// Its text (as `Display` writes it) in `buf`, without allocating.
+    pub(crate) fn encode<'b>(&self, buf: &'b mut [u8; ulid::ULID_LEN]) -> &'b str {
+        self.0.array_to_str(buf)
+    }
+
     /// Milliseconds since the Unix epoch when the id was made.
     pub fn created_ms(&self) -> u64 {
         self.0.timestamp_ms()

@@ -8,8 +8,9 @@ use serde_json::Value;
 
 use super::accounting::Accounting;
 use super::callstack::{Frame, KeptChild, UncommittedFrame};
-use super::changes::{Changes, SliceWriter, StepValues};
+use super::changes::{Changes, RecordedInput, SliceWriter, StepValues};
 use super::decision_trace::DecisionTrace;
+use super::json_text::write_fields;
 use super::outcome::{AccountingOf, RunOutcome, RunSummary};
 use super::output::Usage;
 use super::pending::Pending;
@@ -284,17 +285,31 @@ impl RunState {
     /// store's driver and an executor with an event bus record: other runs pay one branch
     /// per node run.
     pub(crate) fn record_values(&mut self) {
+        self.record_values_as(false);
+    }
+
+    /// [`RunState::record_values`], the input recorded as its JSON text (written once,
+    /// not copied: a store's driver writes nothing else of it, ADR 0056).
+    pub(crate) fn record_values_as_text(&mut self) {
+        self.record_values_as(true);
+    }
+
+    fn record_values_as(&mut self, text: bool) {
         let fresh = self.steps == 0 && self.trace.is_empty();
         let state = &self.state;
         self.changes.record_values(|| {
             fresh.then(|| {
-                Value::Object(
-                    state
-                        .iter()
-                        .filter(|(k, _)| k.as_str() != SYSTEM_SLICE)
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect(),
-                )
+                let input = state.iter().filter(|(k, _)| k.as_str() != SYSTEM_SLICE);
+                if text {
+                    let mut out = Vec::new();
+                    write_fields(&mut out, input);
+                    let out = String::from_utf8(out).expect("written from UTF-8 text");
+                    RecordedInput::Text(out.into_boxed_str())
+                } else {
+                    RecordedInput::Value(Value::Object(
+                        input.map(|(k, v)| (k.clone(), v.clone())).collect(),
+                    ))
+                }
             })
         });
     }

@@ -72,6 +72,33 @@ pub enum TraceKind {
     ToolCall,
 }
 
+impl TraceKind {
+    /// Its name, as in JSON (`decision`, `model_call`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Decision => "decision",
+            Self::Dispatch => "dispatch",
+            Self::Handoff => "handoff",
+            Self::Call => "call",
+            Self::Return => "return",
+            Self::Fallback => "fallback",
+            Self::GuardStop => "guard_stop",
+            Self::Pause => "pause",
+            Self::Resume => "resume",
+            Self::End => "end",
+            Self::Retry => "retry",
+            Self::Fork => "fork",
+            Self::Advisor => "advisor",
+            Self::Join => "join",
+            Self::Clarify => "clarify",
+            Self::TeamCycle => "team_cycle",
+            Self::TeamTurn => "team_turn",
+            Self::ModelCall => "model_call",
+            Self::ToolCall => "tool_call",
+        }
+    }
+}
+
 /// How a chain stage was reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -330,8 +357,8 @@ pub(super) struct ItemOut<'a> {
     pub(super) candidates: &'a Candidates,
     pub(super) at_ms: u64,
     pub(super) duration_us: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) usage: Option<Usage>,
+    #[serde(skip_serializing_if = "UsageOut::is_none")]
+    pub(super) usage: UsageOut<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) chain: Option<&'a Chain>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -360,10 +387,44 @@ impl<N: PartialEq, L> TraceItem<N, L> {
             candidates,
             at_ms: self.at_ms,
             duration_us: self.duration_us,
-            usage: self.usage_record().or_else(|| self.usage().cloned()),
+            usage: UsageOut {
+                reported: self.usage(),
+                wall_us: self.ran_node().is_some().then_some(self.duration_us),
+            },
             chain: self.chain(),
             model_call: self.model_call(),
             tool_call: self.tool_call(),
+        }
+    }
+}
+
+/// An item's `usage` as written, borrowed: a node run's record (what it reported plus
+/// [`WALL_MS`], [`TraceItem::usage_record`]), or what another item reported, made only
+/// when written.
+#[derive(Clone, Copy)]
+pub(super) struct UsageOut<'a> {
+    /// What the node reported in `$usage`.
+    pub(super) reported: Option<&'a Usage>,
+    /// A node run's `duration_us` (`None` for items that record no node run).
+    pub(super) wall_us: Option<u64>,
+}
+
+impl UsageOut<'_> {
+    fn is_none(&self) -> bool {
+        self.reported.is_none() && self.wall_us.is_none()
+    }
+}
+
+impl Serialize for UsageOut<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match (self.reported, self.wall_us) {
+            (reported, Some(us)) => {
+                let mut record = reported.cloned().unwrap_or_default();
+                record.add(WALL_MS, wall_ms(us));
+                record.serialize(s)
+            }
+            (Some(reported), None) => reported.serialize(s),
+            (None, None) => s.serialize_none(),
         }
     }
 }

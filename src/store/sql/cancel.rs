@@ -3,7 +3,7 @@
 
 use super::Store;
 use super::events::{last_seq_on, write_events};
-use crate::runtime::{EventStamp, RunId, transition_events};
+use crate::runtime::{EventStamp, RunId};
 use crate::store::db::{Backend, Begin, Conn, Exec, Tx, sql};
 use crate::store::rows::{cancel_run, to_i64};
 use crate::store::{
@@ -86,8 +86,7 @@ impl<B: Backend> Store<B> {
             first_seq: last_seq_on(&mut tx, &key).await.map_err(&db)? + 1,
             at_ms: now,
         };
-        let events = transition_events(&run, trace_from, Some(seq), stamp);
-        write_events(&mut tx, (id, seq), &events).await?;
+        write_events(&mut tx, (&run, trace_from), seq, stamp).await?;
         tx.commit().await.map_err(&db)?;
         drop(c);
         // Runs waiting on this one may be runnable now.

@@ -2,67 +2,75 @@
 //! that made them, read back in `seq` order.
 
 use super::Store;
-use crate::runtime::{RunEvent, RunId};
+use crate::runtime::{EventStamp, RunEvent, RunId, RunState, write_transition_events};
 use crate::store::StoreError;
 use crate::store::db::{Backend, Exec, sql};
 use crate::store::rows::{Cols, to_i64, to_u64};
 
-/// Writes `events` (numbered on by one, all of run `id`, made by checkpoint `seq`) on
-/// `on` as one chunk.
+/// Writes the events of run `run`'s transition from trace index `trace_from`, made by
+/// checkpoint `seq` and numbered from `stamp`, on `on` as one chunk.
 pub(super) async fn write_events<E: Exec>(
     on: &mut E,
-    (id, seq): (RunId, u64),
-    events: &[RunEvent],
+    (run, trace_from): (&RunState, usize),
+    seq: u64,
+    stamp: EventStamp,
 ) -> Result<(), StoreError> {
-    let (Some(first), Some(last)) = (events.first(), events.last()) else {
+    let id = run.run_id;
+    let chunk = transition_chunk(run, trace_from, seq, stamp)
+        .map_err(|reason| StoreError::CannotContinue { run_id: id, reason })?;
+    let Some((first, last)) = chunk.seqs else {
         return Ok(());
     };
-    let texts =
-        events_chunk(events).map_err(|reason| StoreError::CannotContinue { run_id: id, reason })?;
     sql(
         "INSERT INTO event_chunks (run_id, first_seq, last_seq, seq, events) \
          VALUES ($1, $2, $3, $4, $5)",
     )
     .bind(id.to_string())
-    .bind(to_i64(first.seq))
-    .bind(to_i64(last.seq))
+    .bind(to_i64(first))
+    .bind(to_i64(last))
     .bind(to_i64(seq))
-    .bind(texts)
+    .bind(chunk.texts)
     .execute(on)
     .await
     .map_err(StoreError::db("writing events", Some(id)))?;
     Ok(())
 }
 
-/// `events` (numbered on by one) as one chunk (format 8, ADR 0053): their JSON texts one
+/// The events of one checkpoint as one chunk (format 8, ADR 0053): their JSON texts one
 /// after the other, each ended by a line break but the last (a compact JSON text holds
-/// none), written straight into one buffer. The database keeps the chunk as it is, one
-/// row for the checkpoint's events; readers cut out the events they need
-/// ([`cut_chunk`]).
+/// none). The database keeps the chunk as it is, one row for the checkpoint's events;
+/// readers cut out the events they need ([`cut_chunk`]).
+pub(super) struct Chunk {
+    /// The texts.
+    pub(super) texts: String,
+    /// The `seq` of the first and the last event (`None` when there is none).
+    pub(super) seqs: Option<(u64, u64)>,
+}
+
+/// The events `transition_events(run, trace_from, Some(seq), stamp)` makes, as one
+/// [`Chunk`]: written straight from the run (`write_transition_events`, ADR 0056), no
+/// event made.
 ///
-/// Refused (naming the size) when the texts pass [`MAX_EVENT_BYTES`], over what either
-/// database keeps in one value.
-pub(super) fn events_chunk(events: &[RunEvent]) -> Result<String, String> {
-    debug_assert!(
-        events.windows(2).all(|w| w[1].seq == w[0].seq + 1),
-        "a checkpoint's events are numbered on by one"
-    );
-    let mut texts = Vec::with_capacity(events.len() * 512);
-    for (i, e) in events.iter().enumerate() {
-        if i > 0 {
-            texts.push(b'\n');
-        }
-        e.write_json(&mut texts);
-        if texts.len() > MAX_EVENT_BYTES {
-            return Err(format!(
-                "its events weigh over {MAX_EVENT_BYTES} bytes (event {}), more than the \
-                 store keeps in one checkpoint",
-                e.seq
-            ));
-        }
+/// Refused (naming the size and the events) when the texts pass [`MAX_EVENT_BYTES`],
+/// over what either database keeps in one value.
+pub(super) fn transition_chunk(
+    run: &RunState,
+    trace_from: usize,
+    seq: u64,
+    stamp: EventStamp,
+) -> Result<Chunk, String> {
+    let mut texts = Vec::new();
+    let seqs = write_transition_events(run, trace_from, Some(seq), stamp, &mut texts);
+    if texts.len() > MAX_EVENT_BYTES {
+        let (first, last) = seqs.unwrap_or_default();
+        return Err(format!(
+            "its events weigh over {MAX_EVENT_BYTES} bytes (events {first} to {last}), more \
+             than the store keeps in one checkpoint"
+        ));
     }
-    // serde_json writes UTF-8; checked rather than assumed (a linear pass).
-    String::from_utf8(texts).map_err(|e| format!("its events are not UTF-8: {e}"))
+    // Written from UTF-8 text only; checked rather than assumed (a linear pass).
+    let texts = String::from_utf8(texts).map_err(|e| format!("its events are not UTF-8: {e}"))?;
+    Ok(Chunk { texts, seqs })
 }
 
 /// The events of chunk `texts` (events `first` on, one JSON text a line) after `after`:

@@ -4,10 +4,8 @@
 use std::time::Duration;
 
 use super::Store;
-use super::events::events_chunk;
-use crate::runtime::{
-    EventStamp, RunEvent, RunId, RunRecord, TerminationReason, transition_events,
-};
+use super::events::transition_chunk;
+use crate::runtime::{EventStamp, RunEvent, RunId, RunRecord, TerminationReason};
 use crate::store::clock::Clock;
 use crate::store::db::{Backend, is_refusal, sql};
 use crate::store::rows::{INFO, Written, info_after, info_from_row, to_i64};
@@ -300,13 +298,13 @@ impl<B: Backend> Store<B> {
         // replayed on top of a snapshot.
         // Stored without its trace items, which its `step` events carry (format 8, ADR
         // 0053): the trace is kept once.
-        if run.trace.len() != trace_from + delta.trace.len() {
+        if run.trace.len() != trace_from + delta.trace_appended() {
             return Err(StoreError::CannotContinue {
                 run_id: id,
                 reason: format!(
                     "checkpoint {seq}: its delta appends {} trace items at {trace_from}, the \
                      run's trace holds {}",
-                    delta.trace.len(),
+                    delta.trace_appended(),
                     run.trace.len()
                 ),
             });
@@ -334,13 +332,13 @@ impl<B: Backend> Store<B> {
                 at_ms: now,
             },
         };
-        let events = transition_events(run, trace_from, Some(seq), stamp);
-        // Numbered on by one from the first (`transition_events` makes them so): one
-        // chunk (format 8, ADR 0053), none when there is no event (last below first).
-        let first_event = events.first().map_or(stamp.first_seq, |e| e.seq);
-        let last_event = events.last().map_or(0, |e| e.seq);
-        let event_texts = events_chunk(&events)
+        // Numbered on by one from the first: one chunk (format 8, ADR 0053), written
+        // straight from the run (ADR 0056); none when there is no event (last below
+        // first).
+        let chunk = transition_chunk(run, trace_from, seq, stamp)
             .map_err(|reason| StoreError::CannotContinue { run_id: id, reason })?;
+        let (first_event, last_event) = chunk.seqs.unwrap_or((stamp.first_seq, 0));
+        let event_texts = chunk.texts;
         // One statement (SQLite's `checkpoint_in` trigger, PostgreSQL's data-modifying
         // `WITH`): fenced, atomic, one round trip, the events with it; the run row as it
         // is after it comes back.

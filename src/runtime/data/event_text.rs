@@ -1,0 +1,322 @@
+//! The JSON text of run events, written by hand (ADR 0056): the envelope, a `step` event's
+//! fields and its trace item, byte for byte as `serde_json` writes [`RunEvent`] (the
+//! tests below and in `events.rs` compare the two). What the store keeps of every event
+//! and what the SSE feed sends; `serde_json` is kept for what is rare or not worth
+//! writing by hand (a node's writes, slice changes, a usage record it reported, a chain
+//! stage, a call's fields, the kinds but `step` and `run_started`).
+//!
+//! A checkpoint's events are written straight from the run ([`write_transition_events`]),
+//! with no [`RunEvent`] made: the trace items read through the trace's name table (no id
+//! copied, no count changed), the run id encoded once, the input of `run_started`
+//! borrowed.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::changes::{RecordedInput, SliceChange};
+use super::events::{EventKind, EventStamp, Part, RunEvent, transition_parts};
+use super::json_text::{write_opt_str, write_serde, write_str, write_u64, write_value};
+use super::run_state::RunState;
+use super::trace::{ItemOut, UsageOut};
+
+/// The fields of an event after its envelope, and the closing brace.
+enum Fields<'a> {
+    /// `run_started`'s, its input borrowed.
+    Started {
+        workflow: &'a str,
+        input: Option<Input<'a>>,
+        changes: bool,
+    },
+    /// A `step` event's, its item borrowed.
+    Step {
+        index: usize,
+        item: ItemOut<'a>,
+        writes: Option<&'a Value>,
+        changes: &'a [SliceChange],
+    },
+    /// Any other kind's, through `serde_json`.
+    Kind(&'a EventKind),
+}
+
+/// A run's input, to write: a value, or the text recorded of one.
+#[derive(Clone, Copy)]
+enum Input<'a> {
+    Value(&'a Value),
+    Text(&'a str),
+}
+
+impl<'a> From<&'a RecordedInput> for Input<'a> {
+    fn from(input: &'a RecordedInput) -> Self {
+        match input {
+            RecordedInput::Value(v) => Self::Value(v),
+            RecordedInput::Text(text) => Self::Text(text),
+        }
+    }
+}
+
+/// Appends `{"seq":SEQ,"run_id":"RUN","event":"NAME","at_ms":AT` (no closing brace).
+fn write_head(out: &mut Vec<u8>, seq: u64, run_id: &str, name: &str, at_ms: u64) {
+    out.extend_from_slice(b"{\"seq\":");
+    write_u64(out, seq);
+    out.extend_from_slice(b",\"run_id\":\"");
+    // A run id is 26 characters of Crockford base32: nothing to escape.
+    out.extend_from_slice(run_id.as_bytes());
+    out.extend_from_slice(b"\",\"event\":\"");
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\",\"at_ms\":");
+    write_u64(out, at_ms);
+}
+
+impl Fields<'_> {
+    /// Appends the fields (each preceded by its comma) and the event's closing brace.
+    fn write(&self, out: &mut Vec<u8>) {
+        match self {
+            Self::Started {
+                workflow,
+                input,
+                changes,
+            } => {
+                out.extend_from_slice(b",\"workflow\":");
+                write_str(out, workflow);
+                if let Some(input) = input {
+                    out.extend_from_slice(b",\"input\":");
+                    match input {
+                        Input::Value(v) => write_value(out, v),
+                        // Written by `write_fields` when recorded: the same text.
+                        Input::Text(text) => out.extend_from_slice(text.as_bytes()),
+                    }
+                }
+                if *changes {
+                    out.extend_from_slice(b",\"changes\":true");
+                }
+                out.push(b'}');
+            }
+            Self::Step {
+                index,
+                item,
+                writes,
+                changes,
+            } => {
+                out.extend_from_slice(b",\"index\":");
+                write_u64(out, *index as u64);
+                out.extend_from_slice(b",\"item\":");
+                item.write_json(out);
+                if let Some(writes) = writes {
+                    out.extend_from_slice(b",\"writes\":");
+                    write_value(out, writes);
+                }
+                if !changes.is_empty() {
+                    out.extend_from_slice(b",\"changes\":");
+                    write_serde(out, changes);
+                }
+                out.push(b'}');
+            }
+            Self::Kind(kind) => write_kind_fields(out, kind),
+        }
+    }
+}
+
+/// Appends `kind`'s fields and the closing brace, as `serde_json` writes them: the kind is
+/// serialized into `out` and its tag (`{"event":"NAME"`, which an internally tagged enum
+/// writes first) cut out after it, leaving `}` or `,` and the fields then `}`.
+fn write_kind_fields(out: &mut Vec<u8>, kind: &EventKind) {
+    let start = out.len();
+    write_serde(out, kind);
+    let head = br#"{"event":""#.len() + kind.name().len() + 1;
+    debug_assert!(
+        out[start..].starts_with(format!(r#"{{"event":"{}""#, kind.name()).as_bytes()),
+        "a kind's JSON starts with its tag"
+    );
+    out.drain(start..(start + head).min(out.len()));
+}
+
+impl<'a> Fields<'a> {
+    /// The fields of `kind`.
+    fn of(kind: &'a EventKind) -> Self {
+        match kind {
+            EventKind::RunStarted {
+                workflow,
+                input,
+                changes,
+            } => Self::Started {
+                workflow,
+                input: input.as_ref().map(Input::Value),
+                changes: *changes,
+            },
+            EventKind::Step {
+                index,
+                item,
+                writes,
+                changes,
+            } => Self::Step {
+                index: *index,
+                item: item.out(|n| n, &item.candidates),
+                writes: writes.as_deref(),
+                changes,
+            },
+            other => Self::Kind(other),
+        }
+    }
+}
+
+/// Appends the texts of the events [`transition_events`](super::transition_events) makes
+/// for the same inputs, each ended by a line break but the last (a compact JSON text holds
+/// none): the same bytes as their [`RunEvent::write_json`] texts joined by line breaks,
+/// written straight from `run` (format 8's chunk, ADR 0053 and 0056). Returns the `seq`
+/// of the first and of the last event written (`None` when there is none).
+pub fn write_transition_events(
+    run: &RunState,
+    trace_from: usize,
+    checkpoint: Option<u64>,
+    stamp: EventStamp,
+    out: &mut Vec<u8>,
+) -> Option<(u64, u64)> {
+    let mut buf = [0; ulid::ULID_LEN];
+    let run_id: &str = run.run_id.encode(&mut buf);
+    let first = stamp.first_seq.max(1);
+    let mut seq = first;
+    out.reserve(256 * (run.trace.len().saturating_sub(trace_from) + 2));
+    transition_parts(run, trace_from, checkpoint, first, |part| {
+        if seq > first {
+            out.push(b'\n');
+        }
+        let (name, fields) = match &part {
+            Part::Started { workflow, input } => (
+                "run_started",
+                Fields::Started {
+                    workflow,
+                    input: input.map(Input::from),
+                    changes: input.is_some(),
+                },
+            ),
+            Part::Step {
+                index,
+                item,
+                writes,
+                changes,
+            } => (
+                "step",
+                Fields::Step {
+                    index: *index,
+                    item: item.out(),
+                    writes: writes.map(Arc::as_ref),
+                    changes,
+                },
+            ),
+            Part::Other(kind) => (kind.name(), Fields::Kind(kind)),
+        };
+        write_head(out, seq, run_id, name, stamp.at_ms);
+        fields.write(out);
+        seq += 1;
+    });
+    (seq > first).then(|| (first, seq - 1))
+}
+
+impl ItemOut<'_> {
+    /// Appends the item's JSON text: `serde_json`'s bytes for it (its `Serialize`), the ids
+    /// copied in runs, numbers through `itoa`.
+    pub(super) fn write_json(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"step\":");
+        write_u64(out, u64::from(self.step));
+        out.extend_from_slice(b",\"depth\":");
+        write_u64(out, u64::from(self.depth));
+        out.extend_from_slice(b",\"supervisor\":");
+        write_opt_str(out, self.supervisor);
+        out.extend_from_slice(b",\"subgraph\":");
+        write_opt_str(out, self.subgraph);
+        out.extend_from_slice(b",\"kind\":\"");
+        out.extend_from_slice(self.kind.as_str().as_bytes());
+        out.push(b'"');
+        if let Some(source) = self.source {
+            out.extend_from_slice(b",\"source\":");
+            write_str(out, source);
+        }
+        out.extend_from_slice(b",\"target\":");
+        write_opt_str(out, self.target);
+        out.extend_from_slice(b",\"reason\":");
+        write_opt_str(out, self.reason);
+        out.extend_from_slice(b",\"termination_reason\":");
+        write_opt_str(out, self.termination_reason.map(|r| r.as_str()));
+        if !self.candidates.is_empty() {
+            out.extend_from_slice(b",\"candidates\":[");
+            for (i, c) in self.candidates.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_str(out, c);
+            }
+            out.push(b']');
+        }
+        out.extend_from_slice(b",\"at_ms\":");
+        write_u64(out, self.at_ms);
+        out.extend_from_slice(b",\"duration_us\":");
+        write_u64(out, self.duration_us);
+        self.usage.write_field(out);
+        if let Some(chain) = self.chain {
+            out.extend_from_slice(b",\"chain\":");
+            write_serde(out, chain);
+        }
+        if let Some(call) = self.model_call {
+            out.extend_from_slice(b",\"model_call\":");
+            write_serde(out, call);
+        }
+        if let Some(call) = self.tool_call {
+            out.extend_from_slice(b",\"tool_call\":");
+            write_serde(out, call);
+        }
+        out.push(b'}');
+    }
+}
+
+impl UsageOut<'_> {
+    /// Appends `,"usage":...` when the item has a usage record.
+    fn write_field(&self, out: &mut Vec<u8>) {
+        match (self.reported, self.wall_us) {
+            (None, None) => {}
+            // A node run that reported none: its record is its wall time alone.
+            (None, Some(us)) => {
+                out.extend_from_slice(b",\"usage\":{\"wall_ms\":");
+                if us.is_multiple_of(1000) {
+                    write_u64(out, us / 1000);
+                } else {
+                    write_serde(out, &super::trace::wall_ms(us));
+                }
+                out.push(b'}');
+            }
+            _ => {
+                out.extend_from_slice(b",\"usage\":");
+                write_serde(out, self);
+            }
+        }
+    }
+}
+
+impl RunEvent {
+    /// Appends its JSON text ([`RunEvent::to_json_string`]'s bytes) to `out`: a
+    /// checkpoint writes all its events into one chunk this way (format 8, ADR 0053).
+    /// Written by hand, straight into `out` (ADR 0056): the envelope, then the kind's
+    /// fields (a `step` event's trace item field by field, `serde_json` for the rest).
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        let mut buf = [0; ulid::ULID_LEN];
+        out.reserve(384);
+        write_head(
+            out,
+            self.seq,
+            self.run_id.encode(&mut buf),
+            self.kind.name(),
+            self.at_ms,
+        );
+        Fields::of(&self.kind).write(out);
+        if self.dropped > 0 {
+            out.pop();
+            out.extend_from_slice(b",\"dropped\":");
+            write_u64(out, self.dropped);
+            out.push(b'}');
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "event_text_tests.rs"]
+mod tests;

@@ -1,0 +1,237 @@
+//! JSON text written by hand, byte for byte as `serde_json` writes it: strings (escaped as
+//! its compact formatter escapes them) and unsigned integers. What the hot writers of
+//! event texts (`event_text.rs`) are made of (ADR 0056): a `step` event's trace item is
+//! ids, kinds and numbers, which `serde_json` escaped one byte at a time.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// Appends `s` as a JSON string: quoted, and escaped exactly as `serde_json` escapes it
+/// (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, and `\u00XX` in lowercase hex for the other
+/// control characters below U+0020; nothing else, not even U+007F or non-ASCII text).
+///
+/// The text is scanned eight bytes at a time for a byte that needs escaping, and copied
+/// in runs between such bytes: an id (a node's name, a rule's reason) is copied whole.
+pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
+    let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let mut copied = 0;
+    let mut at = 0;
+    while let Some(found) = next_escape(bytes, at) {
+        out.extend_from_slice(&bytes[copied..found]);
+        write_escape(out, bytes[found]);
+        copied = found + 1;
+        at = found + 1;
+    }
+    out.extend_from_slice(&bytes[copied..]);
+    out.push(b'"');
+}
+
+/// Appends `s` as a JSON string, or `null`.
+pub(crate) fn write_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
+    match s {
+        Some(s) => write_str(out, s),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+/// Appends `n` as a JSON number (as `serde_json` writes an integer).
+pub(crate) fn write_u64(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
+/// Appends `value` as `serde_json` writes it (compact): strings through [`write_str`],
+/// integers through `itoa`, floating-point numbers through `serde_json` itself. What a
+/// node's writes and a run's input are written with (ADR 0056).
+pub(crate) fn write_value(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Number(n) => {
+            if let Some(n) = n.as_u64() {
+                write_u64(out, n);
+            } else if let Some(n) = n.as_i64() {
+                out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+            } else {
+                write_serde(out, n);
+            }
+        }
+        Value::String(s) => write_str(out, s),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Object(fields) => write_fields(out, fields.iter()),
+    }
+}
+
+/// Appends the object of `fields` as [`write_value`] writes an object.
+pub(crate) fn write_fields<'a>(
+    out: &mut Vec<u8>,
+    fields: impl Iterator<Item = (&'a String, &'a Value)>,
+) {
+    out.push(b'{');
+    for (i, (key, item)) in fields.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(out, key);
+        out.push(b':');
+        write_value(out, item);
+    }
+    out.push(b'}');
+}
+
+/// Appends `value` as `serde_json` writes it (for the parts of a text that are rare or
+/// not worth writing by hand: a node's writes, a usage record, a chain stage).
+pub(crate) fn write_serde(out: &mut Vec<u8>, value: &(impl Serialize + ?Sized)) {
+    serde_json::to_writer(&mut *out, value).expect("plain data serializes");
+}
+
+/// The eight lanes of a word, each holding `b`.
+const fn lanes(b: u8) -> u64 {
+    u64::from_ne_bytes([b; 8])
+}
+
+/// True when some byte of `w` (eight bytes of text) needs escaping: below 0x20, `"` or
+/// `\`. Exact (no false positive): the classic "has a byte less than n" and "has a zero
+/// byte" word tests, each exact as a yes/no.
+#[inline(always)]
+fn word_needs_escape(w: u64) -> bool {
+    const HIGH: u64 = lanes(0x80);
+    let has_less = |x: u64, n: u8| x.wrapping_sub(lanes(n)) & !x & HIGH != 0;
+    has_less(w, 0x20) || has_less(w ^ lanes(b'"'), 1) || has_less(w ^ lanes(b'\\'), 1)
+}
+
+#[inline(always)]
+fn byte_needs_escape(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
+}
+
+/// The index of the first byte at or after `from` that needs escaping.
+#[inline]
+fn next_escape(bytes: &[u8], from: usize) -> Option<usize> {
+    let rest = &bytes[from..];
+    let mut words = rest.chunks_exact(8);
+    let mut base = from;
+    for word in &mut words {
+        let w = u64::from_ne_bytes(word.try_into().expect("a chunk of eight bytes"));
+        if word_needs_escape(w) {
+            let i = word.iter().position(|&b| byte_needs_escape(b));
+            return Some(base + i.expect("the word test is exact"));
+        }
+        base += 8;
+    }
+    words
+        .remainder()
+        .iter()
+        .position(|&b| byte_needs_escape(b))
+        .map(|i| base + i)
+}
+
+fn write_escape(out: &mut Vec<u8>, b: u8) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    match b {
+        b'"' => out.extend_from_slice(b"\\\""),
+        b'\\' => out.extend_from_slice(b"\\\\"),
+        0x08 => out.extend_from_slice(b"\\b"),
+        0x0C => out.extend_from_slice(b"\\f"),
+        b'\n' => out.extend_from_slice(b"\\n"),
+        b'\r' => out.extend_from_slice(b"\\r"),
+        b'\t' => out.extend_from_slice(b"\\t"),
+        _ => out.extend_from_slice(&[
+            b'\\',
+            b'u',
+            b'0',
+            b'0',
+            HEX[usize::from(b >> 4)],
+            HEX[usize::from(b & 0xF)],
+        ]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Proves `write_str` writes `serde_json`'s bytes for every string: quotes,
+    /// backslashes, every control character, U+007F and non-ASCII text, at every position
+    /// of an eight-byte word (the scan's lanes) and in the remainder after the words.
+    #[test]
+    fn every_byte_class_is_escaped_as_serde_json_escapes_it() {
+        for c in (0u32..0x80).chain([0xE9, 0x2028, 0x1F600]) {
+            let c = char::from_u32(c).expect("a char");
+            for at in 0..17 {
+                let s: String = "a".repeat(at) + &c.to_string() + "bc";
+                let mut out = Vec::new();
+                write_str(&mut out, &s);
+                let expected = serde_json::to_string(&s).expect("a string");
+                assert_eq!(
+                    String::from_utf8(out).expect("UTF-8"),
+                    expected,
+                    "{c:?} at {at}"
+                );
+            }
+        }
+    }
+
+    /// Any JSON value: strings that need escaping, integers of both signs, fractions,
+    /// arrays and objects nested.
+    fn value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<u64>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            (-1e300..1e300f64).prop_map(Value::from),
+            "(\\PC|[\"\\\\\u{0}-\u{1f}])*".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 32, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec(("(\\PC|[\"\u{0}-\u{1f}])*", inner), 0..6)
+                    .prop_map(|fields| Value::Object(fields.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// For all JSON values, `write_value` writes `serde_json`'s compact text.
+        #[test]
+        fn values_are_serde_jsons_text(v in value()) {
+            let mut out = Vec::new();
+            write_value(&mut out, &v);
+            prop_assert_eq!(&out, &serde_json::to_vec(&v).expect("a value"));
+        }
+
+        /// For all strings (any Unicode, weighted towards what needs escaping), the text
+        /// is `serde_json`'s, and so are `write_opt_str`'s and `write_u64`'s.
+        #[test]
+        fn strings_and_numbers_are_serde_jsons_text(
+            s in "(\\PC|[\"\\\\\u{0}-\u{1f}\u{7f}])*",
+            n: u64,
+            some: bool,
+        ) {
+            let mut out = Vec::new();
+            write_str(&mut out, &s);
+            prop_assert_eq!(&out, &serde_json::to_vec(&s).expect("a string"));
+            let opt = some.then_some(s.as_str());
+            out.clear();
+            write_opt_str(&mut out, opt);
+            prop_assert_eq!(&out, &serde_json::to_vec(&opt).expect("an option"));
+            out.clear();
+            write_u64(&mut out, n);
+            prop_assert_eq!(&out, &serde_json::to_vec(&n).expect("a number"));
+        }
+    }
+}
