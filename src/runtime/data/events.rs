@@ -220,7 +220,7 @@ pub struct EventStamp {
 /// item from index `trace_from`, then `paused` or `run_ended` when the run now waits for
 /// an answer or has ended, then, when the transition is durable as store checkpoint
 /// `checkpoint`, a `checkpoint` event. The same inputs give the same events: the store
-/// writes these (as text, [`write_transition_events`], without making them) and the
+/// writes these (as text, [`write_transition_events`](crate::runtime::write_transition_events), without making them) and the
 /// driver publishes them.
 pub fn transition_events(
     run: &RunState,

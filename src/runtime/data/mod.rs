@@ -22,6 +22,7 @@ mod pending;
 mod projected;
 mod run_id;
 mod run_state;
+mod run_state_wire;
 mod session;
 mod slices;
 mod status;
