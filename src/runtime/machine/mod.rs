@@ -21,6 +21,7 @@ mod commit;
 mod decide;
 mod decisions;
 mod failures;
+mod levels;
 mod plan_node;
 mod planner;
 mod planning;
