@@ -18,24 +18,10 @@ use pactgraph::store::{
 };
 use serde_json::json;
 use sqlx::Connection;
-use support::runtime::{builder, graph, rt};
+use support::runtime::{builder, graph, rt, ticker};
 use support::stores::{Schema, pg_url};
 
 const LEASE: Duration = Duration::from_secs(60);
-
-/// A loop of `max_steps` `set` steps.
-fn ticker(max_steps: u32) -> serde_json::Value {
-    json!({
-        "workflow": "ticker",
-        "slices": {"n": {}},
-        "budgets": {"max_steps": max_steps},
-        "entry": "root",
-        "supervisors": {"root": {"allow": ["tick"]}},
-        "nodes": {"tick": {"supervisor": "root", "reads": ["n"], "writes": ["n"],
-            "triggers": [{"priority": 1, "when": true}],
-            "run": {"set": {"n": 1}}}}
-    })
-}
 
 /// The executor of a ticker of `max_steps` and a new run of it, created in `store`.
 async fn created(store: &PgStore, max_steps: u32) -> (Executor, RunRecord) {

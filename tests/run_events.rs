@@ -14,22 +14,8 @@ use pactgraph::store::{CreateOptions, DriveOptions, RunStore, StoredStatus, driv
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use support::random_workflow::{input, workflow};
-use support::runtime::{builder, graph, rt};
+use support::runtime::{builder, graph, rt, ticker};
 use support::stores::{backends, open};
-
-/// A loop of `max_steps` rule-decided steps, stopped by the step budget.
-fn ticker(max_steps: u32) -> Value {
-    json!({
-        "workflow": "ticker",
-        "slices": {"n": {}},
-        "budgets": {"max_steps": max_steps},
-        "entry": "root",
-        "supervisors": {"root": {"allow": ["tick"], "default": {"stop_global": {}}}},
-        "nodes": {"tick": {"supervisor": "root", "reads": ["n"], "writes": ["n"],
-            "triggers": [{"priority": 1, "when": true}],
-            "run": {"set": {"n": 1}}}}
-    })
-}
 
 /// A workflow that asks once, then ends on the answer.
 fn asker() -> Value {

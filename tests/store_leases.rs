@@ -13,26 +13,12 @@ use pactgraph::store::{
     AnyStore, Before, Checkpoint, Clock, CreateOptions, DriveOptions, PgOptions, PgStore, RunStore,
     SqliteOptions, SqliteStore, StepDelta, StoreError, StoredStatus, drive,
 };
-use serde_json::{Value, json};
-use support::runtime::{builder, graph, rt};
+use serde_json::json;
+use support::runtime::{builder, graph, rt, ticker};
 use support::stores::{Backend, backends, open};
 
 /// Five minutes, in milliseconds: how far the skewed workers' clocks are off.
 const SKEW: i64 = 5 * 60 * 1000;
-
-/// A loop of `max_steps` small steps.
-fn ticker(max_steps: u32) -> Value {
-    json!({
-        "workflow": "ticker",
-        "slices": {"n": {}},
-        "budgets": {"max_steps": max_steps},
-        "entry": "root",
-        "supervisors": {"root": {"allow": ["tick"], "default": {"stop_global": {}}}},
-        "nodes": {"tick": {"supervisor": "root", "reads": ["n"], "writes": ["n"],
-            "triggers": [{"priority": 1, "when": true}],
-            "run": {"set": {"n": 1}}}}
-    })
-}
 
 /// A new run of a ticker of `max_steps` in `store`, and its executor.
 async fn created(store: &AnyStore, max_steps: u32) -> (Executor, RunId) {

@@ -114,3 +114,18 @@ pub fn writes(pairs: &[(&str, Value)]) -> pactgraph::runtime::Writes {
         .map(|(k, v)| ((*k).to_string(), v.clone()))
         .collect()
 }
+
+/// A loop of `max_steps` `set` steps (node `tick` writing `n`, always triggered), stopped
+/// by the step budget: the small run the store, lease and event tests share.
+pub fn ticker(max_steps: u32) -> Value {
+    serde_json::json!({
+        "workflow": "ticker",
+        "slices": {"n": {}},
+        "budgets": {"max_steps": max_steps},
+        "entry": "root",
+        "supervisors": {"root": {"allow": ["tick"], "default": {"stop_global": {}}}},
+        "nodes": {"tick": {"supervisor": "root", "reads": ["n"], "writes": ["n"],
+            "triggers": [{"priority": 1, "when": true}],
+            "run": {"set": {"n": 1}}}}
+    })
+}
