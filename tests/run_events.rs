@@ -261,8 +261,9 @@ fn a_full_buffer_drops_model_deltas_first() {
 }
 
 /// Proves, on each store, that a driven run's live events are its history: the same
-/// events, numbered 1..=N without gaps, a checkpoint event closing each transition; a
-/// pause and its answer (another driver) continue the numbering.
+/// events, numbered 1..=N without gaps, a checkpoint event closing each transition, the
+/// same for two subscribers; a pause and its answer (another driver) continue the
+/// numbering.
 #[test]
 fn history_equals_the_live_stream_across_a_pause_on_both_stores() {
     let rt = rt();
@@ -282,6 +283,9 @@ fn history_equals_the_live_stream_across_a_pause_on_both_stores() {
 
             let events = RunEvents::new();
             let mut sub = events.subscribe(1024);
+            // A second subscriber: the checkpoint's events are copied for the first and
+            // moved to the last (`publish_owned`); both get the store's history.
+            let mut other = events.subscribe(1024);
             let paused = drive(
                 &ex.with_events(events),
                 &*store,
@@ -298,6 +302,11 @@ fn history_equals_the_live_stream_across_a_pause_on_both_stores() {
             assert_eq!(&names[names.len() - 2..], ["paused", "checkpoint"]);
             let mid = check_numbered(&first, 1);
             assert_eq!(store.events(id, 0, 1000).await.unwrap(), first);
+            assert_eq!(
+                drain(&mut other),
+                first,
+                "both subscribers get the same events"
+            );
 
             let events = RunEvents::new();
             let mut sub = events.subscribe(1024);

@@ -436,7 +436,7 @@ impl<S: RunStore> Driver<'_, S> {
         self.event_seq
             .store(stamp.first_seq + made - 1, Ordering::Relaxed);
         if let Some(bus) = self.executor.events().filter(|b| b.has_subscribers()) {
-            bus.publish(&transition_events(run, trace_from, Some(seq), stamp));
+            bus.publish_owned(transition_events(run, trace_from, Some(seq), stamp));
         }
         Ok(info)
     }

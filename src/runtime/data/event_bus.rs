@@ -113,12 +113,18 @@ impl RunEvents {
     pub fn publish(&self, events: &[RunEvent]) {
         let Some(last) = events.last() else { return };
         let mut state = self.bus.lock();
-        let cursor = state.runs.entry(last.run_id).or_default();
-        cursor.last_seq = cursor.last_seq.max(last.seq);
-        if last.kind.is_end() {
-            state.runs.remove(&last.run_id);
-        }
+        note_published(&mut state, last.run_id, last.seq, last.kind.is_end());
         deliver(&mut state, events.iter().cloned());
+    }
+
+    /// [`RunEvents::publish`] of events the caller gives up: the last subscriber takes
+    /// them without a copy (a durable driver's checkpoint publishes this way).
+    pub fn publish_owned(&self, events: Vec<RunEvent>) {
+        let Some(last) = events.last() else { return };
+        let (run_id, seq, end) = (last.run_id, last.seq, last.kind.is_end());
+        let mut state = self.bus.lock();
+        note_published(&mut state, run_id, seq, end);
+        deliver(&mut state, events.into_iter());
     }
 
     /// Publishes a `model_delta` of run `run_id`: `text` streamed by `node`'s model in turn
@@ -245,6 +251,16 @@ impl RunEvents {
         last.push_all(scratch.drain(..));
         // A transition of many items (a long resume) leaves no large buffer behind.
         scratch.shrink_to(64);
+    }
+}
+
+/// Run `run_id`'s numbering after a publication ending at `seq` (`end`: its last event
+/// ended the run, which is forgotten).
+fn note_published(state: &mut BusState, run_id: RunId, seq: u64, end: bool) {
+    let cursor = state.runs.entry(run_id).or_default();
+    cursor.last_seq = cursor.last_seq.max(seq);
+    if end {
+        state.runs.remove(&run_id);
     }
 }
 
