@@ -13,7 +13,8 @@
 //! The cases: the 30-line alias bomb and an alias bomb made of text; nesting
 //! 100,000 levels deep in JSON (arrays and objects), YAML flow and block style, and
 //! through YAML aliases; invalid UTF-8; NUL bytes; binary garbage (random bytes, random
-//! ASCII, and the endless `/dev/zero` and `/dev/urandom`); a 50 MB string (JSON and YAML, closed and unclosed); an empty file; a
+//! ASCII, and the endless `/dev/zero` and `/dev/urandom`); a named pipe (read once); a 50 MB
+//! string (JSON and YAML, closed and unclosed); an empty file; a
 //! directory; a missing file.
 //!
 //! Deadlines are for the unoptimized test build on a shared machine: the cases take well
@@ -360,6 +361,36 @@ fn binary_garbage_is_refused() {
         validate_refuses(&case, &file, &["error[PG0000]: line "]);
         run_refuses(&case, &file, &["error[PG0000]: line "]);
     }
+}
+
+/// Proves a document is read once: a named pipe that gives a NUL byte once and then
+/// ends is refused naming the pipe, the line and the column (the report shows the text
+/// the error was found in; a second read, to show the place, would block on the pipe
+/// until the deadline kills the process, or, for `/dev/urandom`, read other bytes and
+/// lose the file's name).
+#[test]
+fn a_pipe_is_read_once() {
+    let case = Case::new();
+    let fifo = case.dir.path().join("pipe.json");
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success(), "mkfifo {}", fifo.display());
+    let writer = {
+        let fifo = fifo.clone();
+        // Blocks until the reader opens the pipe, writes once, then closes it.
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&fifo)
+                .expect("the pipe opens for writing");
+            f.write_all(b"\0 not a document").expect("written");
+        })
+    };
+    validate_refuses(&case, &fifo, &["line 1, column 1: NUL byte"]);
+    writer.join().expect("the writer ends");
 }
 
 /// A 50 MB string, in a document the loader reads whole.

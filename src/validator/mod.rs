@@ -38,7 +38,7 @@ pub use codes::Code;
 pub(crate) use context::Context;
 pub use valid::{Rejected, ValidGraph};
 
-use crate::contracts::WorkflowDocument;
+use crate::contracts::{DocumentFormat, WorkflowDocument};
 use crate::contracts::{LoadError, SourceMap};
 use crate::graph::{CompiledGraph, GraphBuilder};
 
@@ -233,8 +233,16 @@ impl Checked {
 /// read or parsed yields a report with one `PG0000` diagnostic.
 pub fn check_file(path: impl AsRef<Path>, strict: bool) -> Checked {
     let path = path.as_ref();
-    match WorkflowDocument::load(path) {
-        Ok((doc, map)) => {
+    // Read once: the report shows the text the error was found in (a pipe or a device
+    // such as `/dev/urandom` would give other bytes, or none, when read again).
+    let text = match crate::contracts::load::read_text(path) {
+        Ok(text) => text,
+        Err(e) => return load_failed(&e, None),
+    };
+    let name = path.display().to_string();
+    match WorkflowDocument::parse(&text, DocumentFormat::from_path(path)) {
+        Ok((doc, mut map)) => {
+            map.name = Some(name);
             let graph = match GraphBuilder::from_document(doc).source_map(map).build() {
                 Ok(g) => g,
                 Err(failure) => failure.into_partial(),
@@ -246,29 +254,28 @@ pub fn check_file(path: impl AsRef<Path>, strict: bool) -> Checked {
                 load_source: None,
             }
         }
-        Err(e) => {
-            let d = load_diagnostic(&e);
-            // The text (when it is text) names the file in the report, and shows the place
-            // when the error has one.
-            let load_source = match e {
-                LoadError::Io { .. } | LoadError::NotText { .. } => None,
-                _ => crate::contracts::load::read_text(path).ok().map(|text| {
-                    let mut map = SourceMap::new(text);
-                    map.name = Some(path.display().to_string());
-                    if let Some(span) = e.span() {
-                        map.insert(d.pointer.clone(), span);
-                    }
-                    map
-                }),
-            };
-            Checked {
-                graph: None,
-                report: Report {
-                    diagnostics: vec![d],
-                },
-                load_source,
-            }
+        Err(e) => load_failed(&e, Some((text, name))),
+    }
+}
+
+/// The report of a document that could not be loaded: its one diagnostic, and `text` (the
+/// file's, with its name) located at the error to show the place.
+fn load_failed(e: &LoadError, text: Option<(String, String)>) -> Checked {
+    let d = load_diagnostic(e);
+    let load_source = text.map(|(text, name)| {
+        let mut map = SourceMap::new(text);
+        map.name = Some(name);
+        if let Some(span) = e.span() {
+            map.insert(d.pointer.clone(), span);
         }
+        map
+    });
+    Checked {
+        graph: None,
+        report: Report {
+            diagnostics: vec![d],
+        },
+        load_source,
     }
 }
 
