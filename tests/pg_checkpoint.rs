@@ -11,30 +11,16 @@ mod support;
 
 use std::time::Duration;
 
-use pactgraph::runtime::{Executor, RunId, RunRecord, RunState, RunStatus};
+use pactgraph::runtime::{Executor, RunId, RunState, RunStatus};
 use pactgraph::store::{
-    Before, Checkpoint, Checkpoints, CreateOptions, DriveOptions, PgStore, PruneFilter, RunStore,
-    StepDelta, StoreError, StoredStatus, drive,
+    Before, Checkpoint, Checkpoints, DriveOptions, PgStore, PruneFilter, RunStore, StepDelta,
+    StoreError, StoredStatus, drive,
 };
-use serde_json::json;
 use sqlx::Connection;
-use support::runtime::{builder, graph, rt, ticker};
+use support::runtime::{created_ticker, rt};
 use support::stores::{Schema, pg_url};
 
 const LEASE: Duration = Duration::from_secs(60);
-
-/// The executor of a ticker of `max_steps` and a new run of it, created in `store`.
-async fn created(store: &PgStore, max_steps: u32) -> (Executor, RunRecord) {
-    let g = graph(ticker(max_steps));
-    let document = g.to_document();
-    let ex = builder(g).build().expect("builds");
-    let record = RunRecord::new(document, ex.start(json!({})).expect("starts"));
-    store
-        .create(&record, &CreateOptions::default())
-        .await
-        .expect("creates");
-    (ex, record)
-}
 
 /// Drives run `id` checkpointing every step, at most `checkpoints` times when given.
 async fn drive_steps(
@@ -111,7 +97,7 @@ fn a_checkpoint_writes_a_step_row_only_for_the_run_it_fences() {
     let Some(schema) = schema() else { return };
     rt().block_on(async {
         let store = PgStore::open(&schema.url).await.expect("opens");
-        let (ex, record) = created(&store, 10).await;
+        let (ex, record) = created_ticker(&store, 10).await;
         let (id, mut run) = (record.run_id, record.run);
         store.claim(id, "a", LEASE).await.expect("claims");
         let before = Before::of(&run);
@@ -174,7 +160,7 @@ fn a_pruned_run_takes_its_step_rows_snapshots_and_event_chunks_along() {
         // checkpoints and let go (`interrupted`), so a prune of stopped runs takes one.
         let mut ids = Vec::new();
         for checkpoints in [None, Some(6)] {
-            let (ex, record) = created(&store, 10).await;
+            let (ex, record) = created_ticker(&store, 10).await;
             let run = drive_steps(&ex, &store, record.run_id, checkpoints).await;
             assert_eq!(run.status() == RunStatus::Stopped, checkpoints.is_none());
             ids.push(record.run_id);
@@ -244,7 +230,7 @@ fn snapshots_are_compressed_with_lz4_where_the_server_has_it() {
         .expect("reads the column's compression");
         assert_eq!(method == "l", offered, "compression {method:?}");
 
-        let (ex, record) = created(&store, 300).await;
+        let (ex, record) = created_ticker(&store, 300).await;
         let run = drive_steps(&ex, &store, record.run_id, None).await;
         let loaded = store.load(record.run_id).await.expect("loads");
         assert_same_run(&loaded.record.run, &run);
@@ -263,7 +249,7 @@ fn a_checkpoint_tells_followers_and_at_the_end_workers() {
     rt().block_on(async {
         let store = PgStore::open(&schema.url).await.expect("opens");
         // One step, then the guard stops the run at the second.
-        let (ex, record) = created(&store, 1).await;
+        let (ex, record) = created_ticker(&store, 1).await;
         let (id, mut run) = (record.run_id, record.run);
         store.claim(id, "a", LEASE).await.expect("claims");
         let followers = store.event_wakeups(id).await.expect("listens for events");
@@ -346,7 +332,7 @@ fn a_store_of_format_9_migrates_to_10_and_deleted_runs_take_their_chunks() {
         let store = PgStore::open(&schema.url).await.expect("opens");
         let mut runs = Vec::new();
         for _ in 0..3 {
-            let (ex, record) = created(&store, 300).await;
+            let (ex, record) = created_ticker(&store, 300).await;
             let run = drive(&ex, &store, record.run_id, "w", &DriveOptions::default())
                 .await
                 .expect("drives");
@@ -428,7 +414,7 @@ fn a_store_of_format_9_migrates_to_10_and_deleted_runs_take_their_chunks() {
         assert_eq!(rows_of(&schema.url, pruned).await, (0, 0, 0));
 
         // A new run's chunk: lz4 wherever the server offers it.
-        let (ex, record) = created(&store, 300).await;
+        let (ex, record) = created_ticker(&store, 300).await;
         drive(&ex, &store, record.run_id, "w", &DriveOptions::default())
             .await
             .expect("drives");
@@ -455,7 +441,7 @@ fn a_checkpoint_answers_the_run_row_as_it_is() {
     rt().block_on(async {
         let store = PgStore::open(&schema.url).await.expect("opens");
         let other = PgStore::open(&schema.url).await.expect("opens another");
-        let (ex, record) = created(&store, 8).await;
+        let (ex, record) = created_ticker(&store, 8).await;
         let (id, mut run) = (record.run_id, record.run);
         store.claim(id, "a", LEASE).await.expect("claims");
         for seq in 1..=9 {

@@ -8,13 +8,12 @@ mod support;
 
 use std::time::Duration;
 
-use pactgraph::runtime::{Executor, RunId, RunRecord};
+use pactgraph::runtime::{Executor, RunId};
 use pactgraph::store::{
-    AnyStore, Before, Checkpoint, Clock, CreateOptions, DriveOptions, PgOptions, PgStore, RunStore,
-    SqliteOptions, SqliteStore, StepDelta, StoreError, StoredStatus, drive,
+    AnyStore, Before, Checkpoint, Clock, DriveOptions, PgOptions, PgStore, RunStore, SqliteOptions,
+    SqliteStore, StepDelta, StoreError, StoredStatus, drive,
 };
-use serde_json::json;
-use support::runtime::{builder, graph, rt, ticker};
+use support::runtime::{created_ticker, rt};
 use support::stores::{Backend, backends, open};
 
 /// Five minutes, in milliseconds: how far the skewed workers' clocks are off.
@@ -22,14 +21,7 @@ const SKEW: i64 = 5 * 60 * 1000;
 
 /// A new run of a ticker of `max_steps` in `store`, and its executor.
 async fn created(store: &AnyStore, max_steps: u32) -> (Executor, RunId) {
-    let g = graph(ticker(max_steps));
-    let document = g.to_document();
-    let ex = builder(g).build().expect("builds");
-    let record = RunRecord::new(document, ex.start(json!({})).expect("starts"));
-    store
-        .create(&record, &CreateOptions::default())
-        .await
-        .expect("creates");
+    let (ex, record) = created_ticker(store, max_steps).await;
     (ex, record.run_id)
 }
 

@@ -129,3 +129,23 @@ pub fn ticker(max_steps: u32) -> Value {
             "run": {"set": {"n": 1}}}}
     })
 }
+
+/// The executor of a [`ticker`] of `max_steps` and a new run of it, created in `store`.
+#[cfg(feature = "store")]
+pub async fn created_ticker<S: pactgraph::store::RunStore>(
+    store: &S,
+    max_steps: u32,
+) -> (Executor, pactgraph::runtime::RunRecord) {
+    let g = graph(ticker(max_steps));
+    let document = g.to_document();
+    let ex = builder(g).build().expect("builds");
+    let record = pactgraph::runtime::RunRecord::new(
+        document,
+        ex.start(serde_json::json!({})).expect("starts"),
+    );
+    store
+        .create(&record, &pactgraph::store::CreateOptions::default())
+        .await
+        .expect("creates");
+    (ex, record)
+}
