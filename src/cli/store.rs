@@ -102,10 +102,20 @@ pub async fn open_with(args: &StoreArgs, connections: u32) -> Result<Option<AnyS
         DurabilityArg::Normal => Durability::Normal,
         DurabilityArg::Full => Durability::Full,
     };
-    AnyStore::open_with(url, durability, connections)
+    let store = AnyStore::open_with(url, durability, connections)
         .await
-        .map(Some)
-        .map_err(|e| error(&e))
+        .map_err(|e| error(&e))?;
+    if store.backend() == "sqlite" {
+        // The SQLite connections stay open until the process exits (ADR 0059): the last
+        // connection of a database to close copies the whole WAL into the database file
+        // and syncs both (two or three fsyncs, each several milliseconds), which a
+        // command's exit raced with. Left open, what the run committed stays in the WAL,
+        // as after a crash, and SQLite's automatic checkpoint (`wal_autocheckpoint`)
+        // copies it in its turn, every few hundred runs' pages instead of at every exit.
+        // Leaked on purpose: the process ends with it.
+        std::mem::forget(store.clone());
+    }
+    Ok(Some(store))
 }
 
 /// Opens the store for a `runs` command, which needs one.

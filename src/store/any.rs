@@ -9,6 +9,7 @@ use sqlx::{Sqlite, Transaction};
 
 use super::db::{Backend, Begin, Conn, Exec, Sql, Tx};
 use super::postgres::{PgConn, PgDb, PgTx, redact};
+use super::packed::ChunkValue;
 use super::rows::Cols;
 use super::sql::Store;
 use super::sqlite::{SqliteConn, SqliteDb};
@@ -77,6 +78,9 @@ impl Cols for AnyRow {
     }
     fn opt_int(&self, col: &str) -> Result<Option<i64>, sqlx::Error> {
         either!(self, AnyRow, r => r.opt_int(col))
+    }
+    fn chunk(&self, col: &str) -> Result<ChunkValue, sqlx::Error> {
+        either!(self, AnyRow, r => r.chunk(col))
     }
 }
 

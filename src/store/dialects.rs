@@ -79,6 +79,8 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
         documents_lock: None,
         documents_lock_shared: None,
         notify_runnable: None,
+        // Packed in the client: SQLite has no compression of its own (ADR 0059).
+        packs_events: true,
         claim_lock: "",
         greatest: "MAX",
         name_lock: None,
@@ -180,6 +182,7 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
     documents_lock: Some(DOCUMENTS_LOCK),
     documents_lock_shared: Some(DOCUMENTS_LOCK_SHARED),
     notify_runnable: Some(concat!("SELECT pg_notify(", runnable_channel!(), ", '')")),
+    packs_events: false,
     claim_lock: " FOR UPDATE SKIP LOCKED",
     greatest: "GREATEST",
     name_lock: Some("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"),
