@@ -131,7 +131,11 @@ fn a_store_of_format_10_loads_and_goes_on_with_packed_chunks() {
     let before = b.run(&["runs", "watch", "old", "--until-pause"]);
     assert_eq!(before.code, 4, "{}", before.err);
     let history: Vec<&str> = before.out.lines().collect();
-    assert_eq!(history, streamed[..streamed.len() - 1], "the history of format 10");
+    assert_eq!(
+        history,
+        streamed[..streamed.len() - 1],
+        "the history of format 10"
+    );
     assert_eq!(user_version(&b), pactgraph::store::STORE_FORMAT);
 
     // Resumed: its new chunks are packed, beside the text ones.

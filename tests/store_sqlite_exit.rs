@@ -33,12 +33,22 @@ fn commands_leave_the_wal_and_the_next_process_reads_it() {
     let b = Bench::new(BIN);
     let lp = b.file("loop.json", LOOP);
     let big: Vec<String> = (0..10_000).map(|i| format!("item-{i:04}")).collect();
-    let input = b.file("input.json", &serde_json::json!({ "task": big }).to_string());
+    let input = b.file(
+        "input.json",
+        &serde_json::json!({ "task": big }).to_string(),
+    );
     let input = format!("@{}", input.display());
     let mut last = 0;
     for i in 0..5 {
         let name = format!("r{i}");
-        let r = b.run(&["run", lp.to_str().unwrap(), "--input", &input, "--name", &name]);
+        let r = b.run(&[
+            "run",
+            lp.to_str().unwrap(),
+            "--input",
+            &input,
+            "--name",
+            &name,
+        ]);
         assert_eq!(r.code, 3, "{}", r.err);
         let wal = wal_bytes(&b);
         assert!(wal > last, "run {i}: the WAL grew ({last} -> {wal} bytes)");

@@ -8,8 +8,8 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{Sqlite, Transaction};
 
 use super::db::{Backend, Begin, Conn, Exec, Sql, Tx};
-use super::postgres::{PgConn, PgDb, PgTx, redact};
 use super::packed::ChunkValue;
+use super::postgres::{PgConn, PgDb, PgTx, redact};
 use super::rows::Cols;
 use super::sql::Store;
 use super::sqlite::{SqliteConn, SqliteDb};

@@ -227,12 +227,11 @@ pub fn unpack_chunks(db: &std::path::Path) -> usize {
         .expect("a runtime")
         .block_on(async {
             let mut c = sqlx::SqliteConnection::connect(&url).await.expect("opens");
-            let rows = sqlx::query(
-                "SELECT rowid, events FROM event_chunks WHERE typeof(events) = 'blob'",
-            )
-            .fetch_all(&mut c)
-            .await
-            .expect("reads the chunks");
+            let rows =
+                sqlx::query("SELECT rowid, events FROM event_chunks WHERE typeof(events) = 'blob'")
+                    .fetch_all(&mut c)
+                    .await
+                    .expect("reads the chunks");
             for row in &rows {
                 let rowid: i64 = row.get("rowid");
                 let packed: Vec<u8> = row.get("events");

@@ -144,7 +144,10 @@ impl<B: Backend> Store<B> {
             .map(|r| {
                 let seq = to_u64(r.int("seq").map_err(&db)?);
                 let texts = r.chunk("delta").map_err(&db)?.texts(MAX_EVENT_BYTES);
-                Ok((seq, texts.map_err(|reason| corrupt(chunk_name(seq), reason))?))
+                Ok((
+                    seq,
+                    texts.map_err(|reason| corrupt(chunk_name(seq), reason))?,
+                ))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
         let replay = replay(id, &mut run, &rest[..steps], &chunks, (snap_seq, at))?;

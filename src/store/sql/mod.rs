@@ -28,9 +28,9 @@ use super::last_info::LastInfos;
 use super::rows::{Cols, chunk_of, delta_from_row, to_i64, to_u64};
 use super::trace_once::put_back_trace;
 use super::weights::Weights;
-use events::MAX_EVENT_BYTES;
 use super::{RunInfo, RunStore, StoreError};
 use crate::runtime::{RunId, RunState};
+use events::MAX_EVENT_BYTES;
 
 /// A run store on backend `B`: [`SqliteStore`](super::SqliteStore),
 /// [`PgStore`](super::PgStore), or [`AnyStore`](super::AnyStore) (either, chosen by URL).
