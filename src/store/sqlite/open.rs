@@ -15,7 +15,7 @@ use crate::store::sql::Store;
 use crate::store::{StoreError, dialects};
 
 /// Pages of WAL written before SQLite copies them into the database file (8 MB): about 14
-/// runs of the bench's 2,000-step chain (138 pages each, format 11). A command leaves
+/// runs of the bench's 2,000-step chain (139 pages each, format 11). A command leaves
 /// the WAL as it is at its exit (ADR 0059), so the next process to open the store reads
 /// every page of it to rebuild its index (about 1.5 µs a page); fewer pages a checkpoint
 /// mean more of the checkpoints' fsyncs. 2,000 measured best of 1,000, 2,000 and 4,000
