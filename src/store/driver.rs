@@ -77,7 +77,7 @@ pub async fn drive_with<S: RunStore>(
     how: Continue,
 ) -> Result<RunState, StoreError> {
     let lease = store.claim(id, owner, options.lease).await?;
-    drive_claimed(executor, store, None, &lease, options, how).await
+    drive_claimed(executor, store, None, &lease, options, how, None).await
 }
 
 /// [`drive_with`] of run `created`, which this process just stored with
@@ -99,7 +99,7 @@ pub async fn drive_created<S: RunStore>(
     // from 1 without asking the store (one round trip fewer, ADR 0060). Had another
     // process written some since, it would have moved the run's `seq` too, and this
     // drive's first checkpoint would be refused with them.
-    drive_from(
+    drive_claimed(
         executor,
         store,
         Some(created),
@@ -112,21 +112,9 @@ pub async fn drive_created<S: RunStore>(
 }
 
 /// [`drive_with`] on a run `lease` already holds, loaded as `loaded` when given (a
-/// worker claims and loads a run to build its executor: the drive does neither again).
+/// worker claims and loads a run to build its executor: the drive does neither again);
+/// the `seq` of its last kept event `last_event` when known (else read from the store).
 pub(crate) async fn drive_claimed<S: RunStore>(
-    executor: &Executor,
-    store: &S,
-    loaded: Option<StoredRun>,
-    lease: &Lease,
-    options: &DriveOptions,
-    how: Continue,
-) -> Result<RunState, StoreError> {
-    drive_from(executor, store, loaded, lease, options, how, None).await
-}
-
-/// [`drive_claimed`], the `seq` of the run's last kept event given when known
-/// (`last_event`), else read from the store.
-async fn drive_from<S: RunStore>(
     executor: &Executor,
     store: &S,
     loaded: Option<StoredRun>,
