@@ -154,3 +154,33 @@ fn list_statement(workflow: bool, before: bool, exact: bool, live: bool) -> Stri
         n + 1
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::list_statement;
+
+    /// Proves, for every combination of filters, that the list statement has a clause for
+    /// each filter given and none for the others, no clause a bound value could switch
+    /// off (`$N IS NULL OR`: a generic plan could not use the filter's index, ADR 0060),
+    /// and its placeholders numbered 1, 2, ... in the order the store binds them
+    /// (include-expired flag, time, workflow, page bound, status, page size).
+    #[test]
+    fn each_filter_given_is_one_clause_and_placeholders_follow() {
+        for bits in 0..16u8 {
+            let (workflow, before, exact, live) =
+                (bits & 1 != 0, bits & 2 != 0, bits & 4 != 0, bits & 8 != 0);
+            let s = list_statement(workflow, before, exact, live);
+            assert_eq!(s.contains("workflow = $"), workflow, "{s}");
+            assert_eq!(s.contains("id < $"), before, "{s}");
+            assert_eq!(s.contains("status = $"), exact, "{s}");
+            assert_eq!(s.contains("status IN ("), live, "{s}");
+            let binds = 3 + usize::from(workflow) + usize::from(before) + usize::from(exact);
+            for n in 1..=binds {
+                assert!(s.contains(&format!("${n}")), "${n} in {s}");
+                assert!(!s.contains(&format!("${n} IS NULL")), "{s}");
+            }
+            assert!(!s.contains(&format!("${}", binds + 1)), "{s}");
+            assert!(s.ends_with(&format!("LIMIT ${binds}")), "{s}");
+        }
+    }
+}
