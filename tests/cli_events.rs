@@ -284,6 +284,8 @@ fn store_of_an_older_format_migrates(format: u32, migration: &str) {
     let events_table = &events_table[events_table.find("CREATE TABLE").unwrap()..];
     let events_table = &events_table[..events_table.find(';').unwrap() + 1];
     let db = b.dir.join("store.db");
+    // Format 11 packs the chunks (ADR 0059): back to their texts first.
+    assert!(support::stores::unpack_chunks(&db) > 0);
     let script = format!(
         "import sqlite3; c = sqlite3.connect({:?}); \
          rows = c.execute('SELECT run_id, first_seq, events FROM event_chunks').fetchall(); \

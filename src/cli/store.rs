@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use pactgraph::store::{AnyStore, Checkpoints, Durability, StoreError};
+use pactgraph::store::{AnyStore, Checkpoints, Durability, SqliteOptions, SqliteStore, StoreError};
 
 use crate::exit;
 
@@ -80,11 +80,22 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
 /// `postgres://` is a usage error; a store that cannot be opened (its folder cannot be
 /// made, the file is not a database, a newer format) fails with exit 1.
 pub async fn open(args: &StoreArgs) -> Result<Option<AnyStore>, ExitCode> {
-    open_with(args, 2).await
+    open_for(args, 2, true).await
 }
 
-/// As [`open`], keeping `connections` connections to a PostgreSQL server.
+/// As [`open`], keeping `connections` connections to a PostgreSQL server (a worker or a
+/// server: SQLite's reads on a pool of their own).
 pub async fn open_with(args: &StoreArgs, connections: u32) -> Result<Option<AnyStore>, ExitCode> {
+    open_for(args, connections, false).await
+}
+
+/// Opens the store `args` name; `one_shot`: a command doing one thing at a time, whose
+/// SQLite reads go through the write connection when it is free (ADR 0059).
+async fn open_for(
+    args: &StoreArgs,
+    connections: u32,
+    one_shot: bool,
+) -> Result<Option<AnyStore>, ExitCode> {
     let url = args.store.trim();
     if url == "none" {
         return Ok(None);
@@ -102,10 +113,28 @@ pub async fn open_with(args: &StoreArgs, connections: u32) -> Result<Option<AnyS
         DurabilityArg::Normal => Durability::Normal,
         DurabilityArg::Full => Durability::Full,
     };
-    AnyStore::open_with(url, durability, connections)
-        .await
-        .map(Some)
-        .map_err(|e| error(&e))
+    let store = if one_shot && url.starts_with("sqlite:") {
+        let options = SqliteOptions::default()
+            .durability(durability)
+            .reads_on_writer(true);
+        SqliteStore::open_with(url, options)
+            .await
+            .map(AnyStore::from)
+    } else {
+        AnyStore::open_with(url, durability, connections).await
+    }
+    .map_err(|e| error(&e))?;
+    if store.backend() == "sqlite" {
+        // The SQLite connections stay open until the process exits (ADR 0059): the last
+        // connection of a database to close copies the whole WAL into the database file
+        // and syncs both (two or three fsyncs, each several milliseconds), which a
+        // command's exit raced with. Left open, what the run committed stays in the WAL,
+        // as after a crash, and SQLite's automatic checkpoint (`wal_autocheckpoint`)
+        // copies it in its turn, every few hundred runs' pages instead of at every exit.
+        // Leaked on purpose: the process ends with it.
+        std::mem::forget(store.clone());
+    }
+    Ok(Some(store))
 }
 
 /// Opens the store for a `runs` command, which needs one.

@@ -8,6 +8,7 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{Sqlite, Transaction};
 
 use super::db::{Backend, Begin, Conn, Exec, Sql, Tx};
+use super::packed::ChunkValue;
 use super::postgres::{PgConn, PgDb, PgTx, redact};
 use super::rows::Cols;
 use super::sql::Store;
@@ -77,6 +78,9 @@ impl Cols for AnyRow {
     }
     fn opt_int(&self, col: &str) -> Result<Option<i64>, sqlx::Error> {
         either!(self, AnyRow, r => r.opt_int(col))
+    }
+    fn chunk(&self, col: &str) -> Result<ChunkValue, sqlx::Error> {
+        either!(self, AnyRow, r => r.chunk(col))
     }
 }
 

@@ -12,6 +12,7 @@ use std::future::Future;
 use std::ops::DerefMut;
 
 use super::StoreError;
+use super::packed::ChunkValue;
 use super::rows::Cols;
 
 /// A value bound to a placeholder.
@@ -70,6 +71,15 @@ impl From<Option<i64>> for Arg<'_> {
 impl<'a> From<&'a [u8]> for Arg<'a> {
     fn from(v: &'a [u8]) -> Self {
         Arg::Bytes(v)
+    }
+}
+/// A chunk's events bound: bytes when packed (SQLite's `BLOB`), else text.
+impl<'a> From<&'a ChunkValue> for Arg<'a> {
+    fn from(v: &'a ChunkValue) -> Self {
+        match v {
+            ChunkValue::Text(text) => Arg::from(text.as_str()),
+            ChunkValue::Packed(bytes) => Arg::Bytes(bytes),
+        }
     }
 }
 impl From<bool> for Arg<'_> {
@@ -303,6 +313,10 @@ pub struct Dialect {
     /// Tells listening workers that a run may have become runnable (PostgreSQL's
     /// `pg_notify`); none on SQLite, whose workers poll.
     pub notify_runnable: Option<&'static str>,
+    /// Whether a checkpoint packs its event chunk, lz4-compressed in the client, and binds
+    /// it as bytes (SQLite, format 11, ADR 0059), or binds the texts as they are
+    /// (PostgreSQL, which compresses them itself, ADR 0057).
+    pub packs_events: bool,
 }
 
 impl Dialect {

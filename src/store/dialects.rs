@@ -86,6 +86,8 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
         begin_create: "BEGIN IMMEDIATE",
         create_run: None,
         notify_runnable: None,
+        // Packed in the client: SQLite has no compression of its own (ADR 0059).
+        packs_events: true,
         claim_lock: "",
         greatest: "MAX",
         name_lock: None,
@@ -203,6 +205,7 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
         runnable_channel!()
     )),
     notify_runnable: Some(concat!("SELECT pg_notify(", runnable_channel!(), ", '')")),
+    packs_events: false,
     claim_lock: " FOR UPDATE SKIP LOCKED",
     greatest: "GREATEST",
     name_lock: Some("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"),

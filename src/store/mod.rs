@@ -34,6 +34,7 @@ mod follow;
 mod format;
 mod last_info;
 mod owner;
+mod packed;
 mod postgres;
 mod rows;
 mod sql;

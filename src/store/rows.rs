@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use sqlx::Row;
 
+use super::packed::{ChunkValue, sqlite_chunk};
 use super::trace_once::put_back_trace;
 use super::{RunInfo, StepDelta, StoreError, StoredStatus, owner_gone};
 use crate::contracts::SYSTEM_SLICE;
@@ -22,10 +23,13 @@ pub trait Cols {
     fn int(&self, col: &str) -> Result<i64, sqlx::Error>;
     /// A nullable integer column.
     fn opt_int(&self, col: &str) -> Result<Option<i64>, sqlx::Error>;
+    /// An event chunk's texts, as the row holds them (text, or packed: format 11).
+    fn chunk(&self, col: &str) -> Result<ChunkValue, sqlx::Error>;
 }
 
+/// `Cols` for a sqlx row type; `$chunk` reads an event chunk.
 macro_rules! cols {
-    ($row:ty) => {
+    ($row:ty, $chunk:expr) => {
         impl Cols for $row {
             fn text(&self, col: &str) -> Result<String, sqlx::Error> {
                 self.try_get(col)
@@ -39,11 +43,18 @@ macro_rules! cols {
             fn opt_int(&self, col: &str) -> Result<Option<i64>, sqlx::Error> {
                 self.try_get(col)
             }
+            fn chunk(&self, col: &str) -> Result<ChunkValue, sqlx::Error> {
+                $chunk(self, col)
+            }
         }
     };
 }
-cols!(sqlx::sqlite::SqliteRow);
-cols!(sqlx::postgres::PgRow);
+// SQLite packs chunks from format 11 (ADR 0059); PostgreSQL keeps them as text.
+cols!(sqlx::sqlite::SqliteRow, sqlite_chunk);
+cols!(
+    sqlx::postgres::PgRow,
+    |row: &sqlx::postgres::PgRow, col: &str| row.try_get(col).map(ChunkValue::Text)
+);
 
 /// [`INFO`] as a literal, for the statements that end with it ([`INSERT_RUN`]).
 macro_rules! info_columns {
@@ -137,9 +148,10 @@ pub(crate) fn info_after(
 /// The store format this pactgraph writes: the version of its newest SQLite migration
 /// (also kept in `PRAGMA user_version`), and of the newest PostgreSQL migration, which
 /// makes the same schema (formats 9 and 10 change PostgreSQL's alone: SQLite's migrations
-/// 9 and 10 only mark them, ADRs 0054 and 0057). A database with a higher one is refused,
-/// untouched.
-pub const STORE_FORMAT: i64 = 10;
+/// 9 and 10 only mark them, ADRs 0054 and 0057; format 11 changes SQLite's alone, its
+/// event chunks packed in the client, ADR 0059, and PostgreSQL's migration 11 only marks
+/// it). A database with a higher one is refused, untouched.
+pub const STORE_FORMAT: i64 = 11;
 
 pub(crate) fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)

@@ -18,7 +18,8 @@ use crate::store::{Durability, StoreError, dialects};
 
 /// The embedded migrations: the whole schema of format 4 at once, then the events table,
 /// then the checkpoint's changes (format 9: step rows without a foreign key, ADR 0054;
-/// format 10: event chunks deleted with their run by the same trigger, lz4, ADR 0057).
+/// format 10: event chunks deleted with their run by the same trigger, lz4, ADR 0057;
+/// format 11 only marked: SQLite packs its chunks, ADR 0059).
 static MIGRATIONS: &[Step] = &[
     (
         4,
@@ -54,6 +55,11 @@ static MIGRATIONS: &[Step] = &[
         10,
         "chunks with their run",
         include_str!("../../../migrations/postgres/0010_chunks_with_their_run.sql"),
+    ),
+    (
+        11,
+        "format eleven",
+        include_str!("../../../migrations/postgres/0011_format_eleven.sql"),
     ),
 ];
 

@@ -86,7 +86,13 @@ impl<B: Backend> Store<B> {
             first_seq: last_seq_on(&mut tx, &key).await.map_err(&db)? + 1,
             at_ms: now,
         };
-        write_events(&mut tx, (&run, trace_from), seq, stamp).await?;
+        write_events(
+            &mut tx,
+            (&run, trace_from),
+            (seq, self.dialect.packs_events),
+            stamp,
+        )
+        .await?;
         tx.commit().await.map_err(&db)?;
         drop(c);
         // Runs waiting on this one may be runnable now.

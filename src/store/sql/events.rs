@@ -5,14 +5,16 @@ use super::Store;
 use crate::runtime::{EventStamp, RunEvent, RunId, RunState, write_transition_events};
 use crate::store::StoreError;
 use crate::store::db::{Backend, Exec, sql};
+use crate::store::packed::ChunkValue;
 use crate::store::rows::{Cols, to_i64, to_u64};
 
 /// Writes the events of run `run`'s transition from trace index `trace_from`, made by
-/// checkpoint `seq` and numbered from `stamp`, on `on` as one chunk.
+/// checkpoint `seq` and numbered from `stamp`, on `on` as one chunk (packed when `packs`:
+/// SQLite, format 11).
 pub(super) async fn write_events<E: Exec>(
     on: &mut E,
     (run, trace_from): (&RunState, usize),
-    seq: u64,
+    (seq, packs): (u64, bool),
     stamp: EventStamp,
 ) -> Result<(), StoreError> {
     let id = run.run_id;
@@ -29,7 +31,7 @@ pub(super) async fn write_events<E: Exec>(
     .bind(to_i64(first))
     .bind(to_i64(last))
     .bind(to_i64(seq))
-    .bind(chunk.texts)
+    .bind(&ChunkValue::of(chunk.texts, packs))
     .execute(on)
     .await
     .map_err(StoreError::db("writing events", Some(id)))?;
@@ -95,6 +97,11 @@ pub(super) fn cut_chunk(
         seq += 1;
     }
     (seq == last + 1).then_some(cut)
+}
+
+/// How an error names checkpoint `seq`'s event chunk.
+pub(super) fn chunk_name(seq: u64) -> String {
+    format!("the events of checkpoint {seq}")
 }
 
 /// The most bytes a checkpoint's event texts weigh together: 1 GB, SQLite's and
@@ -177,7 +184,15 @@ impl<B: Backend> Store<B> {
         for row in &rows {
             let first = to_u64(row.int("first_seq").map_err(&db)?);
             let last = to_u64(row.int("last_seq").map_err(&db)?);
-            let texts = row.text("events").map_err(&db)?;
+            let texts = row
+                .chunk("events")
+                .map_err(&db)?
+                .texts(MAX_EVENT_BYTES)
+                .map_err(|reason| StoreError::Corrupt {
+                    run_id: id,
+                    what: format!("events {first} to {last}"),
+                    reason,
+                })?;
             let cut = cut_chunk(&texts, first, last, after).ok_or_else(|| StoreError::Corrupt {
                 run_id: id,
                 what: format!("events {first} to {last}"),

@@ -2,6 +2,7 @@
 //! statement (one moment of the database, and one round trip to it).
 
 use super::Store;
+use super::events::{MAX_EVENT_BYTES, chunk_name};
 use crate::contracts::WorkflowDocument;
 use crate::runtime::{RunId, RunRecord, RunState};
 use crate::store::db::{Backend, sql};
@@ -142,7 +143,11 @@ impl<B: Backend> Store<B> {
             .iter()
             .map(|r| {
                 let seq = to_u64(r.int("seq").map_err(&db)?);
-                Ok((seq, r.text("delta").map_err(&db)?))
+                let texts = r.chunk("delta").map_err(&db)?.texts(MAX_EVENT_BYTES);
+                Ok((
+                    seq,
+                    texts.map_err(|reason| corrupt(chunk_name(seq), reason))?,
+                ))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
         let replay = replay(id, &mut run, &rest[..steps], &chunks, (snap_seq, at))?;

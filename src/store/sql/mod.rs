@@ -30,6 +30,7 @@ use super::trace_once::put_back_trace;
 use super::weights::Weights;
 use super::{RunInfo, RunStore, StoreError};
 use crate::runtime::{RunId, RunState};
+use events::MAX_EVENT_BYTES;
 
 /// A run store on backend `B`: [`SqliteStore`](super::SqliteStore),
 /// [`PgStore`](super::PgStore), or [`AnyStore`](super::AnyStore) (either, chosen by URL).
@@ -198,9 +199,17 @@ impl<B: Backend> Store<B> {
         .await
         .map_err(&db)?
         .iter()
-        .map(|r| Ok((to_u64(r.int("seq")?), r.text("events")?)))
-        .collect::<Result<Vec<_>, sqlx::Error>>()
-        .map_err(&db)?;
+        .map(|r| {
+            let seq = to_u64(r.int("seq").map_err(&db)?);
+            let texts = r.chunk("events").map_err(&db)?.texts(MAX_EVENT_BYTES);
+            let texts = texts.map_err(|reason| StoreError::Corrupt {
+                run_id: id,
+                what: events::chunk_name(seq),
+                reason,
+            })?;
+            Ok((seq, texts))
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
         drop(c);
         rows.iter()
             .map(|r| {

@@ -8,6 +8,7 @@ use super::events::transition_chunk;
 use crate::runtime::{EventStamp, RunEvent, RunId, RunRecord, TerminationReason};
 use crate::store::clock::Clock;
 use crate::store::db::{Backend, is_refusal, sql};
+use crate::store::packed::ChunkValue;
 use crate::store::rows::{INFO, Written, info_after, info_from_row, to_i64};
 use crate::store::trace_once::StoredDelta;
 use crate::store::trace_weight::to_json_and_trace_bytes;
@@ -338,7 +339,8 @@ impl<B: Backend> Store<B> {
         let chunk = transition_chunk(run, trace_from, seq, stamp)
             .map_err(|reason| StoreError::CannotContinue { run_id: id, reason })?;
         let (first_event, last_event) = chunk.seqs.unwrap_or((stamp.first_seq, 0));
-        let event_texts = chunk.texts;
+        // Packed on SQLite (format 11, ADR 0059).
+        let event_texts = ChunkValue::of(chunk.texts, self.dialect.packs_events);
         // One statement (SQLite's `checkpoint_in` trigger, PostgreSQL's data-modifying
         // `WITH`): fenced, atomic, one round trip, the events with it; the run row as it
         // is after it comes back.
@@ -368,7 +370,7 @@ impl<B: Backend> Store<B> {
             .bind(document.as_ref().map(|(text, _)| text.as_str()))
             .bind(&delta)
             .bind(snapshot.as_deref())
-            .bind(event_texts.as_str())
+            .bind(&event_texts)
             .bind(to_i64(first_event))
             .bind(to_i64(last_event))
             // Every row read, not the first: SQLite commits the statement's implicit

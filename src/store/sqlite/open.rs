@@ -14,8 +14,13 @@ use crate::store::rows::STORE_FORMAT;
 use crate::store::sql::Store;
 use crate::store::{StoreError, dialects};
 
-/// Pages of WAL written before SQLite copies them into the database file.
-const WAL_AUTOCHECKPOINT: u32 = 4_000;
+/// Pages of WAL written before SQLite copies them into the database file (8 MB): about 14
+/// runs of the bench's 2,000-step chain (139 pages each, format 11). A command leaves
+/// the WAL as it is at its exit (ADR 0059), so the next process to open the store reads
+/// every page of it to rebuild its index (about 1.5 µs a page); fewer pages a checkpoint
+/// mean more of the checkpoints' fsyncs. 2,000 measured best of 1,000, 2,000 and 4,000
+/// (docs/performance.md, "SQLite: packed event chunks, no checkpoint at exit").
+const WAL_AUTOCHECKPOINT: u32 = 2_000;
 
 /// The embedded migrations.
 static MIGRATIONS: &[Step] = &[
@@ -69,6 +74,11 @@ static MIGRATIONS: &[Step] = &[
         "format ten",
         include_str!("../../../migrations/sqlite/0010_format_ten.sql"),
     ),
+    (
+        11,
+        "packed event chunks",
+        include_str!("../../../migrations/sqlite/0011_packed_event_chunks.sql"),
+    ),
 ];
 
 impl SqliteStore {
@@ -120,9 +130,10 @@ impl SqliteStore {
                 .filename(&path)
                 .create_if_missing(true)
                 .journal_mode(SqliteJournalMode::Wal)
-                // Checkpoint the WAL into the database every 4,000 pages (16 MB), not
+                // Checkpoint the WAL into the database every 2,000 pages (8 MB), not
                 // 1,000: checkpoints copy each page once however often it was written,
-                // and a checkpoint's fsyncs are a step's dearest part.
+                // and a checkpoint's fsyncs are a step's dearest part; not 4,000 either:
+                // the next process reads the whole WAL when it opens the store.
                 .pragma("wal_autocheckpoint", WAL_AUTOCHECKPOINT.to_string())
         };
         let connect = base
@@ -142,13 +153,19 @@ impl SqliteStore {
         // statement anyway, and the ping is one more round trip to SQLite's worker thread.
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
-            .test_before_acquire(false)
-            .connect_with(connect)
-            .await
-            .map_err(|e| open_err(e.to_string()))?;
+            .test_before_acquire(false);
+        // Reading on the writer when it is free, the pool connects when first needed.
+        let pool = if options.reads_on_writer {
+            pool.connect_lazy_with(connect)
+        } else {
+            pool.connect_with(connect)
+                .await
+                .map_err(|e| open_err(e.to_string()))?
+        };
         let db = SqliteDb {
             pool,
             writer: Arc::new(Mutex::new(writer)),
+            reads_on_writer: options.reads_on_writer,
         };
         let store = Store::on(db, &dialects::SQLITE, options.snapshot_every, options.clock);
         // Rows are shown as of the database's clock (leases are fenced on it).

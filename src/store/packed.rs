@@ -1,0 +1,140 @@
+//! A checkpoint's event texts as a row keeps them (`event_chunks.events`): SQLite packs
+//! them, lz4-compressed in the client (format 11, ADR 0059); PostgreSQL keeps them as
+//! text and compresses them itself (lz4 in its TOAST storage, format 10, ADR 0057).
+//! Chunks a SQLite store kept before format 11 are text and stay so: a chunk reads back
+//! by the type of its value (`BLOB` packed, `TEXT` as it is), so the texts read back are
+//! the same, byte for byte, whichever format wrote them.
+//!
+//! A packed chunk is the texts' length in bytes (a little-endian `u32`) and then one lz4
+//! block of them (`lz4_flex`'s `compress_prepend_size`).
+
+use sqlx::{Row, TypeInfo, ValueRef};
+
+/// A chunk's events as a row holds them, or as a checkpoint binds them: text, or packed
+/// (public only as what [`super::rows::Cols`] reads; not exported).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChunkValue {
+    /// The texts, one a line (PostgreSQL; SQLite before format 11).
+    Text(String),
+    /// The texts packed ([`ChunkValue::of`]).
+    Packed(Vec<u8>),
+}
+
+/// The most bytes an lz4 block of `n` bytes unpacks to: a match codes at most 255 bytes
+/// per byte of its length (the block format's bound), plus the block's last literals.
+fn unpacked_bound(n: usize) -> usize {
+    n.saturating_mul(255).saturating_add(16)
+}
+
+impl ChunkValue {
+    /// `texts` as a checkpoint binds them: packed when the store `packs` (SQLite), else
+    /// as they are.
+    pub(crate) fn of(texts: String, packs: bool) -> Self {
+        if packs {
+            ChunkValue::Packed(lz4_flex::compress_prepend_size(texts.as_bytes()))
+        } else {
+            ChunkValue::Text(texts)
+        }
+    }
+
+    /// The texts: a packed chunk unpacked (the length it claims checked, against
+    /// `max_bytes` and against what its block can hold, before anything is allocated),
+    /// checked to be UTF-8. An error says what is wrong (the caller names the chunk).
+    pub(crate) fn texts(self, max_bytes: usize) -> Result<String, String> {
+        let bytes = match self {
+            ChunkValue::Text(text) => return Ok(text),
+            ChunkValue::Packed(bytes) => bytes,
+        };
+        let Some((len, block)) = bytes.split_first_chunk::<4>() else {
+            return Err(format!(
+                "its packed events ({} bytes) are shorter than their length",
+                bytes.len()
+            ));
+        };
+        let len = u32::from_le_bytes(*len) as usize;
+        if len > max_bytes || len > unpacked_bound(block.len()) {
+            return Err(format!(
+                "its packed events ({} bytes) claim {len} bytes unpacked",
+                bytes.len()
+            ));
+        }
+        let mut texts = vec![0; len];
+        let got = lz4_flex::decompress_into(block, &mut texts)
+            .map_err(|e| format!("its packed events do not unpack: {e}"))?;
+        if got != len {
+            return Err(format!(
+                "its packed events unpack to {got} bytes, not the {len} they claim"
+            ));
+        }
+        String::from_utf8(texts).map_err(|e| format!("its events are not UTF-8: {e}"))
+    }
+}
+
+/// Column `col` of a SQLite row as a chunk: packed when its value is a `BLOB`, else text
+/// (a `TEXT` column keeps a `BLOB` value as it is: SQLite types values, not columns).
+pub(crate) fn sqlite_chunk(
+    row: &sqlx::sqlite::SqliteRow,
+    col: &str,
+) -> Result<ChunkValue, sqlx::Error> {
+    let packed = {
+        let value = row.try_get_raw(col)?;
+        !value.is_null() && value.type_info().name() == "BLOB"
+    };
+    Ok(if packed {
+        ChunkValue::Packed(row.try_get(col)?)
+    } else {
+        ChunkValue::Text(row.try_get(col)?)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const MAX: usize = 1 << 30;
+
+    proptest! {
+        /// Proves, for all texts, that a packed chunk unpacks to the texts packed, byte
+        /// for byte, and that a store that does not pack binds them as they are.
+        #[test]
+        fn packed_texts_unpack_to_themselves(texts in ".{0,2000}", copies in 1usize..40) {
+            let texts = texts.repeat(copies);
+            let packed = ChunkValue::of(texts.clone(), true);
+            prop_assert!(matches!(packed, ChunkValue::Packed(_)));
+            prop_assert_eq!(packed.texts(MAX).expect("unpacks"), texts.clone());
+            prop_assert_eq!(ChunkValue::of(texts.clone(), false), ChunkValue::Text(texts));
+        }
+
+        /// Proves, for all byte strings, that unpacking one never panics nor allocates
+        /// past what it can hold: it unpacks, or says why not.
+        #[test]
+        fn any_bytes_unpack_or_say_why(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+            let _ = ChunkValue::Packed(bytes).texts(MAX);
+        }
+    }
+
+    /// Proves a chunk whose length claims more than its block can hold, or than the
+    /// store keeps, is refused before anything is allocated, saying so.
+    #[test]
+    fn a_claimed_length_past_the_bound_is_refused() {
+        let mut bytes = u32::MAX.to_le_bytes().to_vec();
+        bytes.extend_from_slice(&[0x10, b'a']);
+        let err = ChunkValue::Packed(bytes).texts(MAX).unwrap_err();
+        assert!(err.contains("claim 4294967295 bytes"), "{err}");
+        let packed = ChunkValue::of("x".repeat(5000), true);
+        let err = packed.texts(100).unwrap_err();
+        assert!(err.contains("claim 5000 bytes"), "{err}");
+        let err = ChunkValue::Packed(vec![1, 2]).texts(MAX).unwrap_err();
+        assert!(err.contains("shorter than their length"), "{err}");
+    }
+
+    /// Proves packed bytes that are not UTF-8 are refused, not turned into text.
+    #[test]
+    fn packed_bytes_that_are_not_text_are_refused() {
+        let bytes = lz4_flex::compress_prepend_size(&[0xff, 0xfe, 0xfd]);
+        let err = ChunkValue::Packed(bytes).texts(MAX).unwrap_err();
+        assert!(err.contains("not UTF-8"), "{err}");
+    }
+}
