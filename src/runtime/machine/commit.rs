@@ -178,7 +178,7 @@ impl Tx<'_> {
         } = ns;
         self.chain = chain;
         let result = match result {
-            NodeResult::Refused(g) => return self.guard_stop(g, Some(dispatcher)),
+            NodeResult::Refused(g) => return self.guard_stop(g, Some(dispatcher.into_owned())),
             counted => counted,
         };
         if let NodeResult::Session(..) = result {
@@ -196,22 +196,28 @@ impl Tx<'_> {
         let (writes, duration_us): (Cow<'_, Value>, u64) = match result {
             NodeResult::Refused(_) => return,
             NodeResult::InputInvalid(msg) => {
-                return self.fail(TerminationReason::NodeFailed, msg, Some(dispatcher));
+                return self.fail(
+                    TerminationReason::NodeFailed,
+                    msg,
+                    Some(dispatcher.into_owned()),
+                );
             }
             NodeResult::ChainPayloadInvalid(msg) => {
                 return self.fail(
                     TerminationReason::InvalidChainPayload,
                     msg,
-                    Some(dispatcher),
+                    Some(dispatcher.into_owned()),
                 );
             }
             NodeResult::Awaiting => {
                 // Planning fills the result in before a step is ready; total all the same.
                 let fault = Fault::Failed("was committed before its output arrived".into());
-                return self.fault(&np.id, "node", fault, Some(dispatcher));
+                return self.fault(&np.id, "node", fault, Some(dispatcher.into_owned()));
             }
             NodeResult::Ran(ran, d) => match self.retried(*ran, np, &dispatcher) {
-                Err(fault) => return self.fault(&np.id, "node", fault, Some(dispatcher)),
+                Err(fault) => {
+                    return self.fault(&np.id, "node", fault, Some(dispatcher.into_owned()));
+                }
                 Ok(out) => {
                     // The cost was spent whether or not the writes pass their checks.
                     if let Some(u) = out.usage {
@@ -225,7 +231,9 @@ impl Tx<'_> {
                 }
             },
             NodeResult::Session(ran, d, spent) => match self.retried(*ran, np, &dispatcher) {
-                Err(fault) => return self.fault(&np.id, "node", fault, Some(dispatcher)),
+                Err(fault) => {
+                    return self.fault(&np.id, "node", fault, Some(dispatcher.into_owned()));
+                }
                 Ok(out) => {
                     // Counted in `usage_total` as each call was committed.
                     usage = spent;
@@ -248,9 +256,9 @@ impl Tx<'_> {
             // Off the common path (see `chains.rs`).
             let run = RouterRun {
                 np,
-                dispatcher,
+                dispatcher: dispatcher.into_owned(),
                 kind,
-                source,
+                source: source.map(Cow::into_owned),
                 extra,
                 duration_us,
                 usage,
@@ -258,12 +266,13 @@ impl Tx<'_> {
             return self.commit_router(level, run, writes, routed);
         }
         if let Err((reason, msg)) = self.check_writes(level, np, &writes) {
+            let dispatcher = dispatcher.into_owned();
             return self.fail_after_run(reason, msg, dispatcher, (&np.id, duration_us), usage);
         }
         // All checks passed: apply the writes in one go.
         self.note_writes(&writes, constant);
         self.apply_writes(writes);
-        let mut it = self.record(kind, &dispatcher);
+        let mut it = self.record(kind, &*dispatcher);
         it.set_source(source);
         it.set_target(&np.id);
         it.duration_us = duration_us;
@@ -277,7 +286,7 @@ impl Tx<'_> {
                 let chain = next_stage(self.chain.as_ref(), &np.id, ChainTrigger::Handoff);
                 self.run.control = Control::Running(Pending::Handoff {
                     node: Arc::clone(&next.id),
-                    dispatcher,
+                    dispatcher: dispatcher.into_owned(),
                     from: Arc::clone(&np.id),
                     chain,
                     owed: extra.map(|x| x.owed).unwrap_or_default(),
@@ -286,32 +295,41 @@ impl Tx<'_> {
             // A routed chain that completes pays the routers' handoffs it owes first (a
             // node that is not a router has an `extra` only when something is owed).
             After::EndLevel(_) | After::Return if extra.is_some() => {
-                self.pay_owed(dispatcher, extra.map(|x| x.owed).unwrap_or_default());
+                self.pay_owed(
+                    dispatcher.into_owned(),
+                    extra.map(|x| x.owed).unwrap_or_default(),
+                );
             }
             After::EndLevel(what) => {
                 let stop = StopLocal {
                     reason: Some(format!("{what} `{}`", np.id)),
                     ..StopLocal::default()
                 };
-                self.end_level(level, dispatcher, stop, TerminationReason::Terminal);
+                self.end_level(
+                    level,
+                    dispatcher.into_owned(),
+                    stop,
+                    TerminationReason::Terminal,
+                );
             }
             After::Return => {
                 // A loop's step: control is already back with its dispatcher (the same
-                // shared id), so it is left as it is and the id moves into the item
-                // instead of being counted again and the old one dropped (ADR 0051).
+                // shared id), so it is left as it is: the item names the id by address,
+                // and a dispatcher the plan lent (a rule dispatch) is never counted
+                // (ADR 0051, ADR 0061).
                 let unchanged = matches!(
                     &self.run.control,
                     Control::Running(Pending::Decide { supervisor })
-                        if Arc::ptr_eq(supervisor, &dispatcher)
+                        if Arc::ptr_eq(supervisor, &*dispatcher)
                 );
-                let mut it = self.record(TraceKind::Return, &dispatcher);
+                let mut it = self.record(TraceKind::Return, &*dispatcher);
                 it.set_source(&np.id);
                 if unchanged {
                     it.set_target(dispatcher);
                 } else {
-                    it.set_target(&dispatcher);
+                    it.set_target(&*dispatcher);
                     self.run.control = Control::Running(Pending::Decide {
-                        supervisor: dispatcher,
+                        supervisor: dispatcher.into_owned(),
                     });
                 }
             }

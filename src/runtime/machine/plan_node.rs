@@ -2,6 +2,7 @@
 //! gates (budgets, visits, input schema, a chain stage's payload), its advisors' fork, and
 //! the effect that calls its handler or program.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -57,9 +58,9 @@ impl<'e> Planner<'e> {
                         then: Then::Fork(ForkStep {
                             np,
                             spec,
-                            dispatcher,
+                            dispatcher: dispatcher.into_owned(),
                             kind,
-                            source,
+                            source: source.map(Cow::into_owned),
                             chain,
                             reports: Vec::new(),
                             owed: extra.map(|x| x.owed).unwrap_or_default(),
@@ -72,7 +73,7 @@ impl<'e> Planner<'e> {
                     level,
                     decision,
                     fallback,
-                    then: Then::Guard(g, Some(dispatcher)),
+                    then: Then::Guard(g, Some(dispatcher.into_owned())),
                 }),
             };
             return;
@@ -92,7 +93,7 @@ impl<'e> Planner<'e> {
         let after = match self.after_node(level, np) {
             Ok(a) => a,
             Err(msg) => {
-                let then = Then::Mismatch(msg, Some(dispatcher));
+                let then = Then::Mismatch(msg, Some(dispatcher.into_owned()));
                 step.stage = Stage::Ready(planned(then));
                 return;
             }
@@ -241,7 +242,7 @@ impl<'e> Planner<'e> {
 /// off, or the router that routed), the downstream stage, and where the input first goes
 /// wrong.
 fn chain_payload_message(ns: &NodeStep<'_>, at: &str, msg: &str) -> String {
-    let upstream = ns.source.as_deref().unwrap_or("?");
+    let upstream = ns.source.as_deref().map_or("?", |s| &**s);
     let (root, stage, how) = ns.chain.as_ref().map_or(("?", 0, "handed off"), |c| {
         let how = match c.trigger {
             ChainTrigger::Router => "routed",

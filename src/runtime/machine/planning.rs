@@ -2,6 +2,7 @@
 //! points of the state machine ([`Planner::begin`], [`Planner::resolve`], [`commit_step`]),
 //! which the executor calls with the time it read and its cancellation token.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::agent::{Routed, feed_own, feed_seats, resolve_session};
@@ -369,9 +370,9 @@ impl<'e> Planner<'e> {
         let (kind, source, chain) = reached;
         let target = NodeTarget {
             np,
-            dispatcher: Arc::clone(dispatcher),
+            dispatcher: Cow::Owned(Arc::clone(dispatcher)),
             kind,
-            source,
+            source: source.map(Cow::Owned),
             chain,
             extra: StageExtra::owing(owed),
             advised,

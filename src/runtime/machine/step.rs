@@ -215,12 +215,19 @@ pub(crate) enum Then<'e> {
     },
 }
 
+/// An id a planned node step names (its dispatcher, its source): the plan's own shared
+/// id borrowed, as a rule dispatch names its supervisor, or one the run state holds
+/// (a handoff's dispatcher), counted. Borrowing changes no reference count: the trace
+/// interns either by address (ADR 0055), and the id is counted only when commit hands
+/// it to the run's control (`Cow::into_owned`), as before (ADR 0061).
+pub(crate) type StepId<'e> = Cow<'e, Arc<str>>;
+
 /// A node run, planned.
 pub(crate) struct NodeStep<'e> {
     pub(crate) np: &'e NodePlan,
-    pub(crate) dispatcher: Arc<str>,
+    pub(crate) dispatcher: StepId<'e>,
     pub(crate) kind: TraceKind,
-    pub(crate) source: Option<Arc<str>>,
+    pub(crate) source: Option<StepId<'e>>,
     /// Where the node stands in a chain (`None` outside chains).
     pub(crate) chain: Option<Chain>,
     pub(crate) result: NodeResult,
@@ -452,9 +459,9 @@ pub(crate) fn ready<'e>(
 /// A node about to be planned: which, for whom, reached how.
 pub(crate) struct NodeTarget<'e> {
     pub(crate) np: &'e NodePlan,
-    pub(crate) dispatcher: Arc<str>,
+    pub(crate) dispatcher: StepId<'e>,
     pub(crate) kind: TraceKind,
-    pub(crate) source: Option<Arc<str>>,
+    pub(crate) source: Option<StepId<'e>>,
     /// Set for a stage reached through a handoff or a router; a dispatched node's chain is
     /// worked out from its contract.
     pub(crate) chain: Option<Chain>,
