@@ -15,7 +15,7 @@ use super::data::{
     TraceKind, Usage, now_ms,
 };
 use super::effects::{CancelWatch, Effect, EffectOutput, Performer};
-use super::machine::{Planner, Step, commit_step, item};
+use super::machine::{Planner, Step, commit_in_place, commit_step, item};
 use super::plan::{Plan, check};
 use crate::contracts::{CLARIFICATION_SLICE, SYSTEM_SLICE};
 use crate::graph::CompiledGraph;
@@ -436,12 +436,12 @@ impl Executor {
     /// is handed back, boxed, to be performed.
     #[inline(never)]
     fn step_at_once(&self, run: &mut RunState) -> Result<RunStatus, Box<Step<'_>>> {
-        let step = self.begin_step(run);
+        let mut step = self.begin_step(run);
         if step.is_ready() {
             // The commit inlined here (not `Executor::commit_step`, which the compiler
-            // keeps out of line): the step is read where planning left it, not copied
-            // into another frame's argument (two `memcpy`s of the step a loop step).
-            Ok(commit_step(&self.plan, run, step))
+            // keeps out of line), reading the step where planning left it: not copied
+            // into another frame's argument nor moved out of its stage (ADR 0051, 0061).
+            Ok(commit_in_place(&self.plan, run, &mut step))
         } else {
             Err(Box::new(step))
         }

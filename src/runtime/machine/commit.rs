@@ -78,28 +78,24 @@ impl Tx<'_> {
         it
     }
 
-    /// Applies a planned step. Inlined into the executor's step (with the node run of
-    /// the common step) so that the planned step is read where planning left it, not
-    /// copied from frame to frame (ADR 0051).
+    /// Applies a planned step, read where planning left it: by reference, so the step
+    /// is not moved out of its stage (ADR 0061). Inlined into the executor's step (with
+    /// the node run of the common step), not copied from frame to frame (ADR 0051). The
+    /// step is spent: what commit needed was taken out of it.
     #[inline(always)]
-    pub(crate) fn commit(mut self, planned: Planned<'_>) {
-        let Planned {
-            level,
-            decision,
-            fallback,
-            then,
-        } = planned;
-        match decision {
+    pub(crate) fn commit(mut self, planned: &mut Planned<'_>) {
+        let level = planned.level;
+        match &planned.decision {
             Some(Decided::Rules {
                 supervisor,
                 target,
                 reason,
                 candidates,
             }) => {
-                let mut it = self.record(TraceKind::Decision, supervisor);
-                it.set_target(target);
-                it.set_reason(reason);
-                it.set_candidates(&candidates);
+                let mut it = self.record(TraceKind::Decision, *supervisor);
+                it.set_target(*target);
+                it.set_reason(*reason);
+                it.set_candidates(candidates);
             }
             Some(Decided::Policy(d)) => {
                 let mut it = self.record(TraceKind::Decision, d.supervisor);
@@ -109,9 +105,15 @@ impl Tx<'_> {
             }
             None => {}
         }
-        if let Some(it) = fallback {
+        if let Some(it) = planned.fallback.take() {
             self.run.trace.push(*it);
         }
+        if let Then::Node(ns) = &mut planned.then {
+            // The common step: its node run read in place.
+            return self.run_node_inline(level, ns);
+        }
+        // The others taken out (a placeholder that allocates nothing left behind).
+        let then = std::mem::replace(&mut planned.then, Then::Mismatch(String::new(), None));
         match then {
             Then::Guard(g, sup) => self.guard_stop(g, sup),
             Then::Mismatch(msg, sup) => self.fail(TerminationReason::NodeFailed, msg, sup),
@@ -119,7 +121,7 @@ impl Tx<'_> {
                 let who = Arc::clone(&sup);
                 self.fault(&who, "the policy of supervisor", fault, Some(sup));
             }
-            Then::Node(ns) => self.run_node_inline(level, ns),
+            Then::Node(mut ns) => self.run_node_inline(level, &mut ns),
             Then::Fork(fs) => self.fork(fs),
             Then::Team(ts) => self.team(level, ts),
             Then::Session(ss) => self.session(level, ss),
@@ -158,25 +160,22 @@ impl Tx<'_> {
 
     /// Runs a planned node: counts the step, checks every write, applies them in one go
     /// and moves control on.
-    pub(crate) fn run_node(&mut self, level: Level<'_>, ns: NodeStep<'_>) {
-        self.run_node_inline(level, ns);
+    pub(crate) fn run_node(&mut self, level: Level<'_>, mut ns: NodeStep<'_>) {
+        self.run_node_inline(level, &mut ns);
     }
 
     /// [`Tx::run_node`], inlined where it is called: in [`Tx::commit`], so the common
-    /// step's node is not copied into another frame.
+    /// step's node is not copied into another frame. Its parts are taken out of `ns`
+    /// where planning left them (the node step is not moved whole, ADR 0061); the
+    /// dispatcher's place is left holding the node's own id, lent by the plan.
     #[inline(always)]
-    fn run_node_inline(&mut self, level: Level<'_>, ns: NodeStep<'_>) {
-        let NodeStep {
-            np,
-            dispatcher,
-            kind,
-            source,
-            chain,
-            result,
-            after,
-            extra,
-        } = ns;
-        self.chain = chain;
+    fn run_node_inline(&mut self, level: Level<'_>, ns: &mut NodeStep<'_>) {
+        let (np, kind, after) = (ns.np, ns.kind, ns.after);
+        let dispatcher = std::mem::replace(&mut ns.dispatcher, Cow::Borrowed(&np.id));
+        let source = ns.source.take();
+        let extra = ns.extra.take();
+        let result = std::mem::replace(&mut ns.result, NodeResult::Constant);
+        self.chain = ns.chain.take();
         let result = match result {
             NodeResult::Refused(g) => return self.guard_stop(g, Some(dispatcher.into_owned())),
             counted => counted,

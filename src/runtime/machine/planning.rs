@@ -385,11 +385,19 @@ impl<'e> Planner<'e> {
 /// outcome. Returns the status after it. A step still waiting on an effect, or planned on
 /// a run that has moved since (or on another run), commits nothing.
 #[inline(always)]
-pub(crate) fn commit_step(plan: &Plan, run: &mut RunState, step: Step<'_>) -> RunStatus {
+pub(crate) fn commit_step(plan: &Plan, run: &mut RunState, mut step: Step<'_>) -> RunStatus {
+    commit_in_place(plan, run, &mut step)
+}
+
+/// [`commit_step`] reading the step where it lies (the executor's step without effects,
+/// planned in its frame): nothing of it is moved but the parts commit keeps (ADR 0061).
+/// The step is spent afterwards.
+#[inline(always)]
+pub(crate) fn commit_in_place(plan: &Plan, run: &mut RunState, step: &mut Step<'_>) -> RunStatus {
     if step.base != (run.steps, run.trace.len()) {
         return run.status();
     }
-    if let Stage::Ready(planned) = step.stage {
+    if let Stage::Ready(planned) = &mut step.stage {
         // Every slice change made before this step is seen from its first item on.
         run.values_seen_from_here();
         Tx {

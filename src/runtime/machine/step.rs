@@ -416,6 +416,7 @@ pub(crate) enum NodeResult {
 }
 
 /// Where control goes after the node.
+#[derive(Clone, Copy)]
 pub(crate) enum After<'e> {
     /// Its `handoff` runs next.
     Handoff(&'e NodePlan),
