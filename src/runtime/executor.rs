@@ -436,7 +436,13 @@ impl Executor {
     /// is handed back, boxed, to be performed.
     #[inline(never)]
     fn step_at_once(&self, run: &mut RunState) -> Result<RunStatus, Box<Step<'_>>> {
-        let mut step = self.begin_step(run);
+        // Planned into a step held here, committed where it lies (ADR 0061).
+        let mut step = Step::on(run);
+        let planner = Planner {
+            plan: &self.plan,
+            now_ms: self.planning_time(),
+        };
+        planner.begin_in(run, &self.cancel, &mut step);
         if step.is_ready() {
             // The commit inlined here (not `Executor::commit_step`, which the compiler
             // keeps out of line), reading the step where planning left it: not copied

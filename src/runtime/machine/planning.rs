@@ -29,14 +29,19 @@ impl<'e> Planner<'e> {
     /// its caller's frame rather than copied out of this one.
     #[inline(always)]
     pub(crate) fn begin(self, run: &RunState, cancel: &CancelWatch) -> Step<'e> {
+        let mut step = Step::on(run);
+        self.begin_in(run, cancel, &mut step);
+        step
+    }
+
+    /// [`Planner::begin`] into a step its caller holds (made by [`Step::on`] from the
+    /// same run): planned where it lies, so the caller commits it there without a copy
+    /// of the step between planning's frame and its own (ADR 0061).
+    #[inline(always)]
+    pub(crate) fn begin_in(self, run: &RunState, cancel: &CancelWatch, step: &mut Step<'e>) {
         let budgets = self.plan.graph.budgets();
-        let mut step = Step {
-            stage: Stage::Idle,
-            at_ms: 0,
-            base: (run.steps, run.trace.len()),
-        };
         let Some(pending) = run.pending() else {
-            return step;
+            return;
         };
         if self.plan.clock == Clock::System {
             step.at_ms = self.now_ms;
@@ -44,11 +49,10 @@ impl<'e> Planner<'e> {
         match check_clock(run, budgets, cancel, self.now_ms) {
             Err(g) => {
                 let sup = Some(Arc::clone(pending.supervisor()));
-                ready(&mut step, Level { frame: None }, None, Then::Guard(g, sup));
+                ready(step, Level { frame: None }, None, Then::Guard(g, sup));
             }
-            Ok(()) => self.plan_pending(run, pending, &mut step),
+            Ok(()) => self.plan_pending(run, pending, step),
         }
-        step
     }
 
     /// Feeds an effect's output to the step waiting on it and plans the rest (a policy's

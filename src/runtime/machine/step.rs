@@ -58,6 +58,16 @@ impl std::fmt::Debug for Step<'_> {
 }
 
 impl Step<'_> {
+    /// A step about to be planned on `run`: nothing planned yet (it commits nothing).
+    #[inline(always)]
+    pub(crate) fn on(run: &RunState) -> Self {
+        Step {
+            stage: Stage::Idle,
+            at_ms: 0,
+            base: (run.steps, run.trace.len()),
+        }
+    }
+
     /// The effect the step waits on, if any.
     pub fn effect(&self) -> Option<&Effect> {
         match &self.stage {
