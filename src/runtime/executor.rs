@@ -447,7 +447,9 @@ impl Executor {
             // The commit inlined here (not `Executor::commit_step`, which the compiler
             // keeps out of line), reading the step where planning left it: not copied
             // into another frame's argument nor moved out of its stage (ADR 0051, 0061).
-            Ok(commit_in_place(&self.plan, run, &mut step))
+            let status = commit_in_place(&self.plan, run, &mut step);
+            step.dispose();
+            Ok(status)
         } else {
             Err(Box::new(step))
         }
