@@ -3,6 +3,7 @@
 //! clock and holds the cancellation token, and hands both to the state machine
 //! (`machine`) and to the effects it performs.
 
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
@@ -436,8 +437,9 @@ impl Executor {
     /// is handed back, boxed, to be performed.
     #[inline(never)]
     fn step_at_once(&self, run: &mut RunState) -> Result<RunStatus, Box<Step<'_>>> {
-        // Planned into a step held here, committed where it lies (ADR 0061).
-        let mut step = Step::on(run);
+        // Planned into a step held here, committed where it lies, and dropped only when
+        // it owns something (ADR 0061; a panic in planning leaks it, nothing worse).
+        let mut step = ManuallyDrop::new(Step::on(run));
         let planner = Planner {
             plan: &self.plan,
             now_ms: self.planning_time(),
@@ -448,10 +450,12 @@ impl Executor {
             // keeps out of line), reading the step where planning left it: not copied
             // into another frame's argument nor moved out of its stage (ADR 0051, 0061).
             let status = commit_in_place(&self.plan, run, &mut step);
-            step.dispose();
+            if !step.owns_nothing() {
+                drop(ManuallyDrop::into_inner(step));
+            }
             Ok(status)
         } else {
-            Err(Box::new(step))
+            Err(Box::new(ManuallyDrop::into_inner(step)))
         }
     }
 
