@@ -50,6 +50,18 @@ fn steps(ex: &Executor, run: &mut super::RunState, steps: usize) {
     });
 }
 
+/// Runs `n` steps of a new run, which must still be running (each `step()` one node
+/// run), drops the run and checks every count is back where it was before the run.
+fn counts_restored_after(ex: &Executor, n: usize) {
+    let base = counts(ex);
+    let mut run = ex.start(json!({})).expect("starts");
+    steps(ex, &mut run, n);
+    assert!(run.is_running());
+    assert_eq!(run.steps() as usize, n);
+    drop(run);
+    assert_eq!(counts(ex), base);
+}
+
 /// Proves a loop step (rule decision, `set` node, return: the step that is forgotten
 /// rather than dropped) changes no id's count: after the first steps, 500 more leave
 /// every count as it was. A leak would grow them by 500, a release of a count the step
@@ -91,13 +103,7 @@ fn a_handoff_loop_leaves_every_count_as_it_was() {
             "tail": {"supervisor": "boss", "writes": ["b"], "run": {"set": {"b": 2}}}
         }
     }));
-    let base = counts(&ex);
-    let mut run = ex.start(json!({})).expect("starts");
-    steps(&ex, &mut run, 600);
-    assert!(run.is_running());
-    assert_eq!(run.steps(), 600);
-    drop(run);
-    assert_eq!(counts(&ex), base);
+    counts_restored_after(&ex, 600);
 }
 
 /// Proves a loop step whose decision lists several candidates (two triggers tie: the list
@@ -117,10 +123,5 @@ fn a_tied_decision_releases_its_candidates() {
                 "triggers": [{"priority": 1, "when": true}], "run": {"set": {"out": 2}}}
         }
     }));
-    let base = counts(&ex);
-    let mut run = ex.start(json!({})).expect("starts");
-    steps(&ex, &mut run, 300);
-    assert!(run.is_running());
-    drop(run);
-    assert_eq!(counts(&ex), base);
+    counts_restored_after(&ex, 300);
 }
