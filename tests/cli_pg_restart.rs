@@ -3,9 +3,13 @@
 //! store reconnects with a backoff while the lease holds and the run goes on to its end,
 //! every step run once.
 //!
-//! PostgreSQL only (`PG_URL`), and only where the test can restart that server: as root,
-//! with Debian's `pg_ctl` (what `.ci/postgres` starts). Its own test binary: the restart
-//! cuts every connection to the server, so no other test may run beside it.
+//! PostgreSQL only (`PG_URL`), and only on a server the test was told it may restart:
+//! `PACTGRAPH_TEST_PG_RESTARTABLE=1`, which `.ci/test` sets for the throwaway server it
+//! starts itself (a `PG_URL` given from outside may name a server others use: it is never
+//! restarted unasked), as root, with Debian's `pg_ctl` (what `.ci/postgres` starts). With
+//! `CI=true` the test fails rather than skip when it is told to restart and cannot. Its own
+//! test binary: the restart cuts every connection to the server, so no other test may run
+//! beside it.
 #![cfg(target_os = "linux")]
 
 mod support;
@@ -60,7 +64,18 @@ fn a_postgres_restart_mid_run_is_ridden_out() {
         eprintln!("PG_URL is not set: the restart test is skipped");
         return;
     };
+    if !std::env::var("PACTGRAPH_TEST_PG_RESTARTABLE").is_ok_and(|v| v == "1") {
+        eprintln!(
+            "PACTGRAPH_TEST_PG_RESTARTABLE is not 1: the server PG_URL names is not restarted, \
+             the restart test is skipped"
+        );
+        return;
+    }
     let (Some(pg_ctl), true) = (pg_ctl(), nix_root()) else {
+        assert!(
+            !std::env::var("CI").is_ok_and(|v| v == "true"),
+            "CI=true and a restartable server, but no way to restart it (not root, or no pg_ctl)"
+        );
         eprintln!("cannot restart the server here (not root, or no pg_ctl): skipped");
         return;
     };

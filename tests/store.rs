@@ -512,6 +512,45 @@ fn list_find_and_prune() {
                     .unwrap()
                     .is_empty()
             );
+            // Filters together, and pages: each filter given is a clause of its own
+            // (ADR 0060: PostgreSQL plans them generically), the page's bound one more.
+            assert_eq!(
+                ids(store
+                    .list(
+                        &RunFilter::default()
+                            .workflow("t")
+                            .include_expired()
+                            .status(StoredStatus::Queued)
+                    )
+                    .await
+                    .unwrap()),
+                vec![b, a]
+            );
+            assert_eq!(
+                ids(store
+                    .list(&RunFilter::default().workflow("t").before(b))
+                    .await
+                    .unwrap()),
+                vec![a]
+            );
+            assert_eq!(
+                ids(store
+                    .list(&RunFilter::default().include_expired().before(c).limit(1))
+                    .await
+                    .unwrap()),
+                vec![b]
+            );
+            assert_eq!(
+                ids(store
+                    .list(
+                        &RunFilter::default()
+                            .workflow("other")
+                            .status(StoredStatus::Completed)
+                    )
+                    .await
+                    .unwrap()),
+                Vec::<RunId>::new()
+            );
             // Finding by id, name and prefix.
             assert_eq!(store.find(&a.to_string()).await.unwrap(), a);
             assert_eq!(store.find(&a.to_string().to_lowercase()).await.unwrap(), a);

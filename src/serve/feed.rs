@@ -209,10 +209,15 @@ impl Feeds {
         };
         feed.watchers.fetch_add(1, Ordering::SeqCst);
         let changes = feed.changed.subscribe();
+        // The stream's place is the ring's end as it joins: what the feed appends from now
+        // on is the stream's to take from the ring, so a stream that takes its first events
+        // only after the ring dropped some of them fell behind it (a lag), however late its
+        // first read came.
+        let next = Some(feed.ring().end_pos());
         Watch {
             feed,
             changes,
-            next: None,
+            next,
             lags: self.lags.clone(),
         }
     }
@@ -295,7 +300,8 @@ async fn poll_run<S: RunStore + 'static>(
 pub struct Watch {
     feed: Arc<Feed>,
     changes: watch::Receiver<u64>,
-    /// The ring position of the next event to take, once this stream reached the ring.
+    /// The ring position of the next event to take: the ring's end when the stream
+    /// joined, `None` while it reads what it missed from the store.
     next: Option<u64>,
     /// Counts this stream's falls behind the ring.
     lags: Counter,

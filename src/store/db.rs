@@ -236,6 +236,10 @@ pub enum Begin {
     Write,
     /// Reads of one moment: PostgreSQL's `REPEATABLE READ, READ ONLY`.
     Read,
+    /// A create's writes: as [`Begin::Write`], and PostgreSQL takes the documents lock
+    /// shared in the same round trip (`BEGIN` and the lock one simple query, so that a
+    /// prune never deletes the document of a run being created).
+    Create,
 }
 
 /// The statements in which the dialects differ (docs/spec/store.md, "the dialect table");
@@ -286,8 +290,16 @@ pub struct Dialect {
     /// Taken (exclusive) in a prune's transaction before documents no run uses are
     /// deleted (PostgreSQL's advisory lock; SQLite has one writer).
     pub documents_lock: Option<&'static str>,
-    /// Taken (shared) in a create's transaction before its document is written.
-    pub documents_lock_shared: Option<&'static str>,
+    /// How a create's transaction begins ([`Begin::Create`]): PostgreSQL's `BEGIN` and its
+    /// shared documents lock, taken before the document is written, in one round trip.
+    pub begin_create: &'static str,
+    /// A create's writes in one statement (binds as [`super::rows::INSERT_RUN`]'s, then
+    /// the document's text and the first snapshot), answering the run row's
+    /// [`super::rows::INFO`] and telling listening workers a run may be runnable:
+    /// PostgreSQL's data-modifying `WITH` clauses, one round trip and one statement to
+    /// plan instead of three (ADR 0060); `None` on SQLite, whose statements cost no round
+    /// trip.
+    pub create_run: Option<String>,
     /// Tells listening workers that a run may have become runnable (PostgreSQL's
     /// `pg_notify`); none on SQLite, whose workers poll.
     pub notify_runnable: Option<&'static str>,
@@ -313,6 +325,7 @@ impl Dialect {
         match how {
             Begin::Write => self.begin_write,
             Begin::Read => self.begin_read,
+            Begin::Create => self.begin_create,
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::sync::LazyLock;
 
 use super::db::Dialect;
-use super::rows::{CHANGED, INFO};
+use super::rows::{CHANGED, INFO, INSERT_RUN};
 
 /// SQLite's clock in milliseconds since the Unix epoch: `'now'` is one instant for a
 /// whole statement (triggers included), read when it runs.
@@ -16,12 +16,18 @@ const SQLITE_NOW: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS IN
 /// few).
 const POSTGRES_NOW: &str = "CAST(EXTRACT(EPOCH FROM now()) * 1000 AS BIGINT)";
 
-/// The advisory lock (a fixed key, "pactgraph documents") that a create takes shared and
-/// a prune exclusive before deleting documents no run uses: a prune never deletes the
-/// document of a run being created (the prune/create race).
-const DOCUMENTS_LOCK_SHARED: &str = "SELECT pg_advisory_xact_lock_shared(7361626772617068)";
-/// See [`DOCUMENTS_LOCK_SHARED`].
-const DOCUMENTS_LOCK: &str = "SELECT pg_advisory_xact_lock(7361626772617068)";
+/// The advisory lock's key (a fixed key, "pactgraph documents") that a create takes shared
+/// (`Dialect::begin_create`) and a prune exclusive ([`DOCUMENTS_LOCK`]) before deleting
+/// documents no run uses: a prune never deletes the document of a run being created (the
+/// prune/create race).
+macro_rules! documents_lock_key {
+    () => {
+        "7361626772617068"
+    };
+}
+
+/// See [`documents_lock_key`].
+const DOCUMENTS_LOCK: &str = concat!("SELECT pg_advisory_xact_lock(", documents_lock_key!(), ")");
 
 /// The channel a store announces runnable runs on, as an SQL expression the server
 /// evaluates on the session's connection: one per schema (`pactgraph_runnable_` and the
@@ -77,7 +83,8 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
         now_ms: SQLITE_NOW,
         int_param: "",
         documents_lock: None,
-        documents_lock_shared: None,
+        begin_create: "BEGIN IMMEDIATE",
+        create_run: None,
         notify_runnable: None,
         claim_lock: "",
         greatest: "MAX",
@@ -178,7 +185,23 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
     now_ms: POSTGRES_NOW,
     int_param: "::BIGINT",
     documents_lock: Some(DOCUMENTS_LOCK),
-    documents_lock_shared: Some(DOCUMENTS_LOCK_SHARED),
+    begin_create: concat!(
+        "BEGIN; SELECT pg_advisory_xact_lock_shared(",
+        documents_lock_key!(),
+        ")"
+    ),
+    // The document (once per digest), the run row and its first snapshot; the row's
+    // foreign key to its document is checked at the statement's end, when the document
+    // the same statement inserted is there. Workers are told when it commits.
+    create_run: Some(format!(
+        "WITH doc AS (INSERT INTO documents (digest, document) VALUES ($4, $16) \
+           ON CONFLICT (digest) DO NOTHING), \
+         run AS ({INSERT_RUN}), \
+         sn AS (INSERT INTO snapshots (run_id, seq, run_state) SELECT id, seq, $17::TEXT \
+           FROM run) \
+         SELECT run.*, pg_notify({}, '') AS woke FROM run",
+        runnable_channel!()
+    )),
     notify_runnable: Some(concat!("SELECT pg_notify(", runnable_channel!(), ", '')")),
     claim_lock: " FOR UPDATE SKIP LOCKED",
     greatest: "GREATEST",

@@ -275,6 +275,7 @@ where
                                     &lease,
                                     drive_options,
                                     Continue::AsStored,
+                                    None,
                                 )
                                 .await
                             }

@@ -4,7 +4,9 @@
 use super::Store;
 use crate::runtime::{RunRecord, TerminationReason, digest_of};
 use crate::store::db::{Backend, Begin, Conn, Tx, sql};
-use crate::store::rows::{Cols, INFO, info_from_row, is_unique_violation, stored_status, to_i64};
+use crate::store::rows::{
+    Cols, INSERT_RUN, info_from_row, is_unique_violation, stored_status, to_i64,
+};
 use crate::store::{CreateOptions, RunInfo, RunStore, StoreError, attempt_key};
 
 impl<B: Backend> Store<B> {
@@ -32,19 +34,22 @@ impl<B: Backend> Store<B> {
         let db = StoreError::db("create", Some(id));
         let key = id.to_string();
         let mut c = self.db.write().await?;
-        let mut tx = c.begin(Begin::Write).await.map_err(&db)?;
-        // PostgreSQL: held until the commit, so that a prune cannot delete the document
-        // between its insert (a no-op when it is stored) and the run's (see prune).
-        if let Some(lock) = self.dialect.documents_lock_shared {
-            sql(lock).execute(&mut tx).await.map_err(&db)?;
+        // PostgreSQL: the documents lock (shared) comes with the `BEGIN` and is held until
+        // the commit, so that a prune cannot delete the document between its insert (a
+        // no-op when it is stored) and the run's (see prune).
+        let mut tx = c.begin(Begin::Create).await.map_err(&db)?;
+        // One statement for the document, the row and the snapshot where the dialect has
+        // it (PostgreSQL), else the document first.
+        let create_run = self.dialect.create_run.as_deref();
+        if create_run.is_none() {
+            sql("INSERT INTO documents (digest, document) VALUES ($1, $2) \
+                 ON CONFLICT (digest) DO NOTHING")
+            .bind(&record.digest)
+            .bind(&document)
+            .execute(&mut tx)
+            .await
+            .map_err(&db)?;
         }
-        sql("INSERT INTO documents (digest, document) VALUES ($1, $2) \
-             ON CONFLICT (digest) DO NOTHING")
-        .bind(&record.digest)
-        .bind(&document)
-        .execute(&mut tx)
-        .await
-        .map_err(&db)?;
         if let Some(name) = &options.name {
             // Two creates of the same name at once: the second waits for the first's
             // transaction, then sees its run (SQLite: one writer; PostgreSQL: a lock on
@@ -70,14 +75,7 @@ impl<B: Backend> Store<B> {
             }
         }
         let status = stored_status(&record.run, record.seq);
-        let statement = format!(
-            "INSERT INTO runs (id, name, workflow, digest, format, workflow_file, base_dir, \
-             status, termination_reason, steps, seq, snapshot_seq, created_ms, updated_ms, \
-             expires_ms, owner, lease_expires_ms, attempt_key, attempt) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12, $13, $14, NULL, NULL, \
-             $15, 1) RETURNING {INFO}"
-        );
-        let inserted = sql(&statement)
+        let mut insert = sql(create_run.unwrap_or(INSERT_RUN))
             .bind(&key)
             .bind(&options.name)
             .bind(&record.run.workflow)
@@ -97,25 +95,28 @@ impl<B: Backend> Store<B> {
             .bind(to_i64(id.created_ms()))
             .bind(to_i64(now))
             .bind(options.expires_ms.map(to_i64))
-            .bind(attempt_key(&record.run))
-            .fetch_one(&mut tx)
-            .await;
-        let row = match inserted {
+            .bind(attempt_key(&record.run));
+        if create_run.is_some() {
+            insert = insert.bind(&document).bind(&run_state);
+        }
+        let row = match insert.fetch_one(&mut tx).await {
             Err(e) if is_unique_violation(&e) => return Err(StoreError::Exists { run_id: id }),
             other => other.map_err(&db)?,
         };
-        // Delivered to listening workers when the run is committed, told by the snapshot's
-        // insert (one round trip for both, `Dialect::notifying`).
-        let snapshot = self
-            .dialect
-            .notifying("INSERT INTO snapshots (run_id, seq, run_state) VALUES ($1, $2, $3)");
-        sql(&snapshot)
-            .bind(&key)
-            .bind(to_i64(record.seq))
-            .bind(&run_state)
-            .execute(&mut tx)
-            .await
-            .map_err(&db)?;
+        if create_run.is_none() {
+            // Delivered to listening workers when the run is committed, told by the
+            // snapshot's insert (one round trip for both, `Dialect::notifying`).
+            let snapshot = self
+                .dialect
+                .notifying("INSERT INTO snapshots (run_id, seq, run_state) VALUES ($1, $2, $3)");
+            sql(&snapshot)
+                .bind(&key)
+                .bind(to_i64(record.seq))
+                .bind(&run_state)
+                .execute(&mut tx)
+                .await
+                .map_err(&db)?;
+        }
         if let Some(deps) = &options.dependencies {
             self.insert_dependencies(&mut tx, id, deps).await?;
         }
