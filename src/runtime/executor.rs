@@ -3,6 +3,7 @@
 //! clock and holds the cancellation token, and hands both to the state machine
 //! (`machine`) and to the effects it performs.
 
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
@@ -15,7 +16,7 @@ use super::data::{
     TraceKind, Usage, now_ms,
 };
 use super::effects::{CancelWatch, Effect, EffectOutput, Performer};
-use super::machine::{Planner, Step, commit_step, item};
+use super::machine::{Planner, Step, commit_in_place, commit_step, item};
 use super::plan::{Plan, check};
 use crate::contracts::{CLARIFICATION_SLICE, SYSTEM_SLICE};
 use crate::graph::CompiledGraph;
@@ -436,14 +437,25 @@ impl Executor {
     /// is handed back, boxed, to be performed.
     #[inline(never)]
     fn step_at_once(&self, run: &mut RunState) -> Result<RunStatus, Box<Step<'_>>> {
-        let step = self.begin_step(run);
+        // Planned into a step held here, committed where it lies, and dropped only when
+        // it owns something (ADR 0061; a panic in planning leaks it, nothing worse).
+        let mut step = ManuallyDrop::new(Step::on(run));
+        let planner = Planner {
+            plan: &self.plan,
+            now_ms: self.planning_time(),
+        };
+        planner.begin_in(run, &self.cancel, &mut step);
         if step.is_ready() {
             // The commit inlined here (not `Executor::commit_step`, which the compiler
-            // keeps out of line): the step is read where planning left it, not copied
-            // into another frame's argument (two `memcpy`s of the step a loop step).
-            Ok(commit_step(&self.plan, run, step))
+            // keeps out of line), reading the step where planning left it: not copied
+            // into another frame's argument nor moved out of its stage (ADR 0051, 0061).
+            let status = commit_in_place(&self.plan, run, &mut step);
+            if !step.owns_nothing() {
+                drop(ManuallyDrop::into_inner(step));
+            }
+            Ok(status)
         } else {
-            Err(Box::new(step))
+            Err(Box::new(ManuallyDrop::into_inner(step)))
         }
     }
 

@@ -24,6 +24,8 @@ mod plan;
 mod planning_clock;
 mod record;
 #[cfg(test)]
+mod step_counts;
+#[cfg(test)]
 mod testing;
 
 pub use builder::{ExecutorBuildError, ExecutorBuilder, document_dir};

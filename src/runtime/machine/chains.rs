@@ -56,9 +56,9 @@ impl<'e> Planner<'e> {
                 };
                 let target = NodeTarget {
                     np,
-                    dispatcher: Arc::clone(dispatcher),
+                    dispatcher: Cow::Owned(Arc::clone(dispatcher)),
                     kind: *kind,
-                    source: source.clone(),
+                    source: source.clone().map(Cow::Owned),
                     chain: Some(chain.clone()),
                     extra: Some(Box::new(StageExtra {
                         run: *n,

@@ -78,28 +78,24 @@ impl Tx<'_> {
         it
     }
 
-    /// Applies a planned step. Inlined into the executor's step (with the node run of
-    /// the common step) so that the planned step is read where planning left it, not
-    /// copied from frame to frame (ADR 0051).
+    /// Applies a planned step, read where planning left it: by reference, so the step
+    /// is not moved out of its stage (ADR 0061). Inlined into the executor's step (with
+    /// the node run of the common step), not copied from frame to frame (ADR 0051). The
+    /// step is spent: what commit needed was taken out of it.
     #[inline(always)]
-    pub(crate) fn commit(mut self, planned: Planned<'_>) {
-        let Planned {
-            level,
-            decision,
-            fallback,
-            then,
-        } = planned;
-        match decision {
+    pub(crate) fn commit(mut self, planned: &mut Planned<'_>) {
+        let level = planned.level;
+        match &planned.decision {
             Some(Decided::Rules {
                 supervisor,
                 target,
                 reason,
                 candidates,
             }) => {
-                let mut it = self.record(TraceKind::Decision, supervisor);
-                it.set_target(target);
-                it.set_reason(reason);
-                it.set_candidates(&candidates);
+                let mut it = self.record(TraceKind::Decision, *supervisor);
+                it.set_target(*target);
+                it.set_reason(*reason);
+                it.set_candidates(candidates);
             }
             Some(Decided::Policy(d)) => {
                 let mut it = self.record(TraceKind::Decision, d.supervisor);
@@ -109,9 +105,15 @@ impl Tx<'_> {
             }
             None => {}
         }
-        if let Some(it) = fallback {
+        if let Some(it) = planned.fallback.take() {
             self.run.trace.push(*it);
         }
+        if let Then::Node(ns) = &mut planned.then {
+            // The common step: its node run read in place.
+            return self.run_node_inline(level, ns);
+        }
+        // The others taken out (a placeholder that allocates nothing left behind).
+        let then = std::mem::replace(&mut planned.then, Then::Mismatch(String::new(), None));
         match then {
             Then::Guard(g, sup) => self.guard_stop(g, sup),
             Then::Mismatch(msg, sup) => self.fail(TerminationReason::NodeFailed, msg, sup),
@@ -119,7 +121,7 @@ impl Tx<'_> {
                 let who = Arc::clone(&sup);
                 self.fault(&who, "the policy of supervisor", fault, Some(sup));
             }
-            Then::Node(ns) => self.run_node_inline(level, ns),
+            Then::Node(mut ns) => self.run_node_inline(level, &mut ns),
             Then::Fork(fs) => self.fork(fs),
             Then::Team(ts) => self.team(level, ts),
             Then::Session(ss) => self.session(level, ss),
@@ -158,27 +160,24 @@ impl Tx<'_> {
 
     /// Runs a planned node: counts the step, checks every write, applies them in one go
     /// and moves control on.
-    pub(crate) fn run_node(&mut self, level: Level<'_>, ns: NodeStep<'_>) {
-        self.run_node_inline(level, ns);
+    pub(crate) fn run_node(&mut self, level: Level<'_>, mut ns: NodeStep<'_>) {
+        self.run_node_inline(level, &mut ns);
     }
 
     /// [`Tx::run_node`], inlined where it is called: in [`Tx::commit`], so the common
-    /// step's node is not copied into another frame.
+    /// step's node is not copied into another frame. Its parts are taken out of `ns`
+    /// where planning left them (the node step is not moved whole, ADR 0061); the
+    /// dispatcher's place is left holding the node's own id, lent by the plan.
     #[inline(always)]
-    fn run_node_inline(&mut self, level: Level<'_>, ns: NodeStep<'_>) {
-        let NodeStep {
-            np,
-            dispatcher,
-            kind,
-            source,
-            chain,
-            result,
-            after,
-            extra,
-        } = ns;
-        self.chain = chain;
+    fn run_node_inline(&mut self, level: Level<'_>, ns: &mut NodeStep<'_>) {
+        let (np, kind, after) = (ns.np, ns.kind, ns.after);
+        let dispatcher = std::mem::replace(&mut ns.dispatcher, Cow::Borrowed(&np.id));
+        let source = ns.source.take();
+        let extra = ns.extra.take();
+        let result = std::mem::replace(&mut ns.result, NodeResult::Constant);
+        self.chain = ns.chain.take();
         let result = match result {
-            NodeResult::Refused(g) => return self.guard_stop(g, Some(dispatcher)),
+            NodeResult::Refused(g) => return self.guard_stop(g, Some(dispatcher.into_owned())),
             counted => counted,
         };
         if let NodeResult::Session(..) = result {
@@ -196,22 +195,28 @@ impl Tx<'_> {
         let (writes, duration_us): (Cow<'_, Value>, u64) = match result {
             NodeResult::Refused(_) => return,
             NodeResult::InputInvalid(msg) => {
-                return self.fail(TerminationReason::NodeFailed, msg, Some(dispatcher));
+                return self.fail(
+                    TerminationReason::NodeFailed,
+                    msg,
+                    Some(dispatcher.into_owned()),
+                );
             }
             NodeResult::ChainPayloadInvalid(msg) => {
                 return self.fail(
                     TerminationReason::InvalidChainPayload,
                     msg,
-                    Some(dispatcher),
+                    Some(dispatcher.into_owned()),
                 );
             }
             NodeResult::Awaiting => {
                 // Planning fills the result in before a step is ready; total all the same.
                 let fault = Fault::Failed("was committed before its output arrived".into());
-                return self.fault(&np.id, "node", fault, Some(dispatcher));
+                return self.fault(&np.id, "node", fault, Some(dispatcher.into_owned()));
             }
             NodeResult::Ran(ran, d) => match self.retried(*ran, np, &dispatcher) {
-                Err(fault) => return self.fault(&np.id, "node", fault, Some(dispatcher)),
+                Err(fault) => {
+                    return self.fault(&np.id, "node", fault, Some(dispatcher.into_owned()));
+                }
                 Ok(out) => {
                     // The cost was spent whether or not the writes pass their checks.
                     if let Some(u) = out.usage {
@@ -225,7 +230,9 @@ impl Tx<'_> {
                 }
             },
             NodeResult::Session(ran, d, spent) => match self.retried(*ran, np, &dispatcher) {
-                Err(fault) => return self.fault(&np.id, "node", fault, Some(dispatcher)),
+                Err(fault) => {
+                    return self.fault(&np.id, "node", fault, Some(dispatcher.into_owned()));
+                }
                 Ok(out) => {
                     // Counted in `usage_total` as each call was committed.
                     usage = spent;
@@ -248,9 +255,9 @@ impl Tx<'_> {
             // Off the common path (see `chains.rs`).
             let run = RouterRun {
                 np,
-                dispatcher,
+                dispatcher: dispatcher.into_owned(),
                 kind,
-                source,
+                source: source.map(Cow::into_owned),
                 extra,
                 duration_us,
                 usage,
@@ -258,12 +265,13 @@ impl Tx<'_> {
             return self.commit_router(level, run, writes, routed);
         }
         if let Err((reason, msg)) = self.check_writes(level, np, &writes) {
+            let dispatcher = dispatcher.into_owned();
             return self.fail_after_run(reason, msg, dispatcher, (&np.id, duration_us), usage);
         }
         // All checks passed: apply the writes in one go.
         self.note_writes(&writes, constant);
         self.apply_writes(writes);
-        let mut it = self.record(kind, &dispatcher);
+        let mut it = self.record(kind, &*dispatcher);
         it.set_source(source);
         it.set_target(&np.id);
         it.duration_us = duration_us;
@@ -277,7 +285,7 @@ impl Tx<'_> {
                 let chain = next_stage(self.chain.as_ref(), &np.id, ChainTrigger::Handoff);
                 self.run.control = Control::Running(Pending::Handoff {
                     node: Arc::clone(&next.id),
-                    dispatcher,
+                    dispatcher: dispatcher.into_owned(),
                     from: Arc::clone(&np.id),
                     chain,
                     owed: extra.map(|x| x.owed).unwrap_or_default(),
@@ -286,32 +294,41 @@ impl Tx<'_> {
             // A routed chain that completes pays the routers' handoffs it owes first (a
             // node that is not a router has an `extra` only when something is owed).
             After::EndLevel(_) | After::Return if extra.is_some() => {
-                self.pay_owed(dispatcher, extra.map(|x| x.owed).unwrap_or_default());
+                self.pay_owed(
+                    dispatcher.into_owned(),
+                    extra.map(|x| x.owed).unwrap_or_default(),
+                );
             }
             After::EndLevel(what) => {
                 let stop = StopLocal {
                     reason: Some(format!("{what} `{}`", np.id)),
                     ..StopLocal::default()
                 };
-                self.end_level(level, dispatcher, stop, TerminationReason::Terminal);
+                self.end_level(
+                    level,
+                    dispatcher.into_owned(),
+                    stop,
+                    TerminationReason::Terminal,
+                );
             }
             After::Return => {
                 // A loop's step: control is already back with its dispatcher (the same
-                // shared id), so it is left as it is and the id moves into the item
-                // instead of being counted again and the old one dropped (ADR 0051).
+                // shared id), so it is left as it is: the item names the id by address,
+                // and a dispatcher the plan lent (a rule dispatch) is never counted
+                // (ADR 0051, ADR 0061).
                 let unchanged = matches!(
                     &self.run.control,
                     Control::Running(Pending::Decide { supervisor })
-                        if Arc::ptr_eq(supervisor, &dispatcher)
+                        if Arc::ptr_eq(supervisor, &*dispatcher)
                 );
-                let mut it = self.record(TraceKind::Return, &dispatcher);
+                let mut it = self.record(TraceKind::Return, &*dispatcher);
                 it.set_source(&np.id);
                 if unchanged {
                     it.set_target(dispatcher);
                 } else {
-                    it.set_target(&dispatcher);
+                    it.set_target(&*dispatcher);
                     self.run.control = Control::Running(Pending::Decide {
-                        supervisor: dispatcher,
+                        supervisor: dispatcher.into_owned(),
                     });
                 }
             }

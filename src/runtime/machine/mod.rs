@@ -33,5 +33,5 @@ mod views;
 pub use step::Step;
 
 pub(crate) use planner::Planner;
-pub(crate) use planning::commit_step;
+pub(crate) use planning::{commit_in_place, commit_step};
 pub(crate) use step::item;

@@ -2,6 +2,7 @@
 //! gates (budgets, visits, input schema, a chain stage's payload), its advisors' fork, and
 //! the effect that calls its handler or program.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -57,9 +58,9 @@ impl<'e> Planner<'e> {
                         then: Then::Fork(ForkStep {
                             np,
                             spec,
-                            dispatcher,
+                            dispatcher: dispatcher.into_owned(),
                             kind,
-                            source,
+                            source: source.map(Cow::into_owned),
                             chain,
                             reports: Vec::new(),
                             owed: extra.map(|x| x.owed).unwrap_or_default(),
@@ -72,7 +73,7 @@ impl<'e> Planner<'e> {
                     level,
                     decision,
                     fallback,
-                    then: Then::Guard(g, Some(dispatcher)),
+                    then: Then::Guard(g, Some(dispatcher.into_owned())),
                 }),
             };
             return;
@@ -83,80 +84,122 @@ impl<'e> Planner<'e> {
             None if contract.handoff.is_some() => Some(Chain::handoff_root(Arc::clone(&np.id))),
             c => c,
         };
+        let after = match self.after_node(level, np) {
+            Ok(a) => a,
+            Err(msg) => {
+                let then = Then::Mismatch(msg, Some(dispatcher.into_owned()));
+                step.stage = Stage::Ready(Planned {
+                    level,
+                    decision,
+                    fallback,
+                    then,
+                });
+                return;
+            }
+        };
+        let handed_off = kind == TraceKind::Handoff;
+        let error = extra.as_mut().and_then(|x| x.error.take());
+        // The gates, then the call: what commit finds (`Err`: refused or invalid input),
+        // or what the node calls (`None`: nothing, a `set` node).
+        let gated: Result<Option<NodeCall<'e>>, NodeResult> = 'gate: {
+            if let Err(g) = check_node(run, plan.graph.budgets(), &np.id, contract.max_visits) {
+                break 'gate Err(NodeResult::Refused(g));
+            }
+            let needs_view = matches!(
+                np.run,
+                NodeRun::Handler(_) | NodeRun::Exec(_) | NodeRun::Agent(_)
+            );
+            let mut view = (needs_view || np.input_schema.is_some())
+                .then(|| self.plan.view(run, &contract.reads));
+            if let Some(schema) = &np.input_schema
+                && let Some(map) = view.take()
+            {
+                // Checked as an object of slices: the view is wrapped for the validator
+                // (moved, not copied) and taken back for the call.
+                let input = serde_json::Value::Object(map);
+                if handed_off {
+                    if let Err((at, msg)) = check_at(schema, &input) {
+                        let upstream = (source.as_deref(), chain.as_ref());
+                        let msg = chain_payload_message(np, upstream, &at, &msg);
+                        break 'gate Err(NodeResult::ChainPayloadInvalid(msg));
+                    }
+                } else if let Err(msg) = check(schema, &input) {
+                    let msg = format!(
+                        "the input of node `{}` does not match its input_schema: {msg}",
+                        np.id
+                    );
+                    break 'gate Err(NodeResult::InputInvalid(msg));
+                }
+                if let serde_json::Value::Object(map) = input {
+                    view = Some(map);
+                }
+            }
+            let ids = CallIds {
+                run_id: run.run_id,
+                step: run.steps,
+                attempt: 1,
+            };
+            Ok(view.and_then(|view| node_call(np, run, ids, || view, error)))
+        };
+        let result = match gated {
+            Err(result) => result,
+            // A `set` node (or one without behaviour) calls nothing: its writes are
+            // applied at commit.
+            Ok(None) => NodeResult::Constant,
+            Ok(Some(call)) => {
+                let ns = NodeStep {
+                    np,
+                    dispatcher,
+                    kind,
+                    source,
+                    chain,
+                    result: NodeResult::Awaiting,
+                    after,
+                    extra,
+                };
+                return self.plan_call(run, (level, decision, fallback), ns, call, step);
+            }
+        };
+        // Written whole into the step from its parts, not built aside and copied in
+        // (the common step's node: ADR 0061).
+        step.stage = Stage::Ready(Planned {
+            level,
+            decision,
+            fallback,
+            then: Then::Node(NodeStep {
+                np,
+                dispatcher,
+                kind,
+                source,
+                chain,
+                result,
+                after,
+                extra,
+            }),
+        });
+    }
+
+    /// The rest of [`Planner::plan_node`] for a node that calls something: its call (a
+    /// handler or a program) as the step's effect, or an agent's session.
+    fn plan_call(
+        &self,
+        run: &RunState,
+        (level, decision, fallback): (Level<'e>, Option<Decided<'e>>, Option<Box<TraceItem>>),
+        ns: NodeStep<'e>,
+        call: NodeCall<'e>,
+        step: &mut Step<'e>,
+    ) {
+        let np = ns.np;
+        let contract = np.contract(&self.plan.graph);
         let planned = |then: Then<'e>| Planned {
             level,
             decision,
             fallback,
             then,
         };
-        let after = match self.after_node(level, np) {
-            Ok(a) => a,
-            Err(msg) => {
-                let then = Then::Mismatch(msg, Some(dispatcher));
-                step.stage = Stage::Ready(planned(then));
-                return;
-            }
-        };
-        let handed_off = kind == TraceKind::Handoff;
-        let mut ns = NodeStep {
-            np,
-            dispatcher,
-            kind,
-            source,
-            chain,
-            result: NodeResult::Constant,
-            after,
-            extra: None,
-        };
-        let error = extra.as_mut().and_then(|x| x.error.take());
-        ns.extra = extra;
-        if let Err(g) = check_node(run, plan.graph.budgets(), &np.id, contract.max_visits) {
-            ns.result = NodeResult::Refused(g);
-            step.stage = Stage::Ready(planned(Then::Node(ns)));
-            return;
-        }
-        let needs_view = matches!(
-            np.run,
-            NodeRun::Handler(_) | NodeRun::Exec(_) | NodeRun::Agent(_)
-        );
-        let mut view =
-            (needs_view || np.input_schema.is_some()).then(|| self.plan.view(run, &contract.reads));
-        if let Some(schema) = &np.input_schema
-            && let Some(map) = view.take()
-        {
-            // Checked as an object of slices: the view is wrapped for the validator (moved,
-            // not copied) and taken back for the call.
-            let input = serde_json::Value::Object(map);
-            if handed_off {
-                if let Err((at, msg)) = check_at(schema, &input) {
-                    ns.result =
-                        NodeResult::ChainPayloadInvalid(chain_payload_message(&ns, &at, &msg));
-                    step.stage = Stage::Ready(planned(Then::Node(ns)));
-                    return;
-                }
-            } else if let Err(msg) = check(schema, &input) {
-                let msg = format!(
-                    "the input of node `{}` does not match its input_schema: {msg}",
-                    np.id
-                );
-                ns.result = NodeResult::InputInvalid(msg);
-                step.stage = Stage::Ready(planned(Then::Node(ns)));
-                return;
-            }
-            if let serde_json::Value::Object(map) = input {
-                view = Some(map);
-            }
-        }
-        let ids = CallIds {
-            run_id: run.run_id,
-            step: run.steps,
-            attempt: 1,
-        };
-        // A `set` node (or one without behaviour) calls nothing: its writes are applied at
-        // commit.
-        let call = match view.and_then(|view| node_call(np, run, ids, || view, error)) {
-            Some(NodeCall::Call(call)) => call,
-            Some(NodeCall::Session(agent, view)) => {
+        let call = match call {
+            NodeCall::Call(call) => call,
+            NodeCall::Session(agent, view) => {
                 // An agent: its session's first model call (see `agent/`).
                 let (ss, effect) = self.session_start(run, ns, agent, view);
                 let planned = planned(Then::Session(ss));
@@ -167,10 +210,6 @@ impl<'e> Planner<'e> {
                     },
                     None => Stage::Ready(planned),
                 };
-                return;
-            }
-            None => {
-                step.stage = Stage::Ready(planned(Then::Node(ns)));
                 return;
             }
         };
@@ -201,7 +240,6 @@ impl<'e> Planner<'e> {
                 Role::Plain
             },
         };
-        ns.result = NodeResult::Awaiting;
         step.stage = Stage::Waiting {
             effect: Some(Box::new(effect)),
             then: Awaiting::Node(planned(Then::Node(ns)), retrying),
@@ -240,9 +278,14 @@ impl<'e> Planner<'e> {
 /// The message of `invalid_chain_payload`: the upstream stage (the node that handed
 /// off, or the router that routed), the downstream stage, and where the input first goes
 /// wrong.
-fn chain_payload_message(ns: &NodeStep<'_>, at: &str, msg: &str) -> String {
-    let upstream = ns.source.as_deref().unwrap_or("?");
-    let (root, stage, how) = ns.chain.as_ref().map_or(("?", 0, "handed off"), |c| {
+fn chain_payload_message(
+    np: &NodePlan,
+    (source, chain): (Option<&Arc<str>>, Option<&Chain>),
+    at: &str,
+    msg: &str,
+) -> String {
+    let upstream = source.map_or("?", |s| &**s);
+    let (root, stage, how) = chain.map_or(("?", 0, "handed off"), |c| {
         let how = match c.trigger {
             ChainTrigger::Router => "routed",
             _ => "handed off",
@@ -253,6 +296,6 @@ fn chain_payload_message(ns: &NodeStep<'_>, at: &str, msg: &str) -> String {
         "chain `{root}`: stage {} `{upstream}` {how} to stage {stage} `{}`, whose \
          input_schema rejects the input at `{at}`: {msg}",
         stage.saturating_sub(1),
-        ns.np.id
+        np.id
     )
 }

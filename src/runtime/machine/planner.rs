@@ -3,7 +3,7 @@
 //! the clock (nor the cancellation token, which [`begin`](super::begin) takes), so a test
 //! drives it with any time it likes.
 
-use std::sync::Arc;
+use std::borrow::Cow;
 use std::time::Duration;
 
 use super::step::{Level, NodeTarget};
@@ -51,7 +51,11 @@ impl<'e> Planner<'e> {
     }
 
     /// Node `id`, dispatched by `sp`.
-    pub(crate) fn dispatch(&self, sp: &SupervisorPlan, id: &str) -> Result<NodeTarget<'e>, String> {
+    pub(crate) fn dispatch(
+        &self,
+        sp: &'e SupervisorPlan,
+        id: &str,
+    ) -> Result<NodeTarget<'e>, String> {
         self.dispatch_to(sp, self.plan.nodes.get(id), id)
     }
 
@@ -59,7 +63,7 @@ impl<'e> Planner<'e> {
     /// position the table resolved when it was built, without hashing the id.
     pub(crate) fn dispatch_entry(
         &self,
-        sp: &SupervisorPlan,
+        sp: &'e SupervisorPlan,
         e: &RuleEntry,
     ) -> Result<NodeTarget<'e>, String> {
         let np = match e.node.and_then(|i| self.plan.nodes.get_index(i)) {
@@ -71,16 +75,17 @@ impl<'e> Planner<'e> {
 
     fn dispatch_to(
         &self,
-        sp: &SupervisorPlan,
+        sp: &'e SupervisorPlan,
         np: Option<&'e NodePlan>,
         id: &str,
     ) -> Result<NodeTarget<'e>, String> {
         match np {
             Some(np) => Ok(NodeTarget {
                 np,
-                dispatcher: Arc::clone(&sp.id),
+                // The plan's id, borrowed: no reference count (ADR 0061).
+                dispatcher: Cow::Borrowed(&sp.id),
                 kind: TraceKind::Dispatch,
-                source: Some(Arc::clone(&sp.id)),
+                source: Some(Cow::Borrowed(&sp.id)),
                 chain: None,
                 extra: None,
                 advised: false,

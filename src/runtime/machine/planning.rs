@@ -2,6 +2,7 @@
 //! points of the state machine ([`Planner::begin`], [`Planner::resolve`], [`commit_step`]),
 //! which the executor calls with the time it read and its cancellation token.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::agent::{Routed, feed_own, feed_seats, resolve_session};
@@ -28,14 +29,19 @@ impl<'e> Planner<'e> {
     /// its caller's frame rather than copied out of this one.
     #[inline(always)]
     pub(crate) fn begin(self, run: &RunState, cancel: &CancelWatch) -> Step<'e> {
+        let mut step = Step::on(run);
+        self.begin_in(run, cancel, &mut step);
+        step
+    }
+
+    /// [`Planner::begin`] into a step its caller holds (made by [`Step::on`] from the
+    /// same run): planned where it lies, so the caller commits it there without a copy
+    /// of the step between planning's frame and its own (ADR 0061).
+    #[inline(always)]
+    pub(crate) fn begin_in(self, run: &RunState, cancel: &CancelWatch, step: &mut Step<'e>) {
         let budgets = self.plan.graph.budgets();
-        let mut step = Step {
-            stage: Stage::Idle,
-            at_ms: 0,
-            base: (run.steps, run.trace.len()),
-        };
         let Some(pending) = run.pending() else {
-            return step;
+            return;
         };
         if self.plan.clock == Clock::System {
             step.at_ms = self.now_ms;
@@ -43,11 +49,10 @@ impl<'e> Planner<'e> {
         match check_clock(run, budgets, cancel, self.now_ms) {
             Err(g) => {
                 let sup = Some(Arc::clone(pending.supervisor()));
-                ready(&mut step, Level { frame: None }, None, Then::Guard(g, sup));
+                ready(step, Level { frame: None }, None, Then::Guard(g, sup));
             }
-            Ok(()) => self.plan_pending(run, pending, &mut step),
+            Ok(()) => self.plan_pending(run, pending, step),
         }
-        step
     }
 
     /// Feeds an effect's output to the step waiting on it and plans the rest (a policy's
@@ -369,9 +374,9 @@ impl<'e> Planner<'e> {
         let (kind, source, chain) = reached;
         let target = NodeTarget {
             np,
-            dispatcher: Arc::clone(dispatcher),
+            dispatcher: Cow::Owned(Arc::clone(dispatcher)),
             kind,
-            source,
+            source: source.map(Cow::Owned),
             chain,
             extra: StageExtra::owing(owed),
             advised,
@@ -384,11 +389,19 @@ impl<'e> Planner<'e> {
 /// outcome. Returns the status after it. A step still waiting on an effect, or planned on
 /// a run that has moved since (or on another run), commits nothing.
 #[inline(always)]
-pub(crate) fn commit_step(plan: &Plan, run: &mut RunState, step: Step<'_>) -> RunStatus {
+pub(crate) fn commit_step(plan: &Plan, run: &mut RunState, mut step: Step<'_>) -> RunStatus {
+    commit_in_place(plan, run, &mut step)
+}
+
+/// [`commit_step`] reading the step where it lies (the executor's step without effects,
+/// planned in its frame): nothing of it is moved but the parts commit keeps (ADR 0061).
+/// The step is spent afterwards.
+#[inline(always)]
+pub(crate) fn commit_in_place(plan: &Plan, run: &mut RunState, step: &mut Step<'_>) -> RunStatus {
     if step.base != (run.steps, run.trace.len()) {
         return run.status();
     }
-    if let Stage::Ready(planned) = step.stage {
+    if let Stage::Ready(planned) = &mut step.stage {
         // Every slice change made before this step is seen from its first item on.
         run.values_seen_from_here();
         Tx {

@@ -77,6 +77,14 @@ pub(crate) struct RuleTable {
     pub(crate) reads_system: bool,
 }
 
+impl RuleTable {
+    /// The entries' ids (tests count their references).
+    #[cfg(test)]
+    pub(crate) fn entry_ids(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.entries.iter().map(|e| &e.id)
+    }
+}
+
 impl RuleEntry {
     /// The best matching trigger on `state`: (priority, trigger index).
     fn best(&self, state: &State) -> Option<(i64, usize)> {

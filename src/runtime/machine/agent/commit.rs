@@ -4,6 +4,7 @@
 //! exit's writes (a policy's `route` is planned as its decision in the next step), or
 //! fails it (`model_error`, `agent_no_exit`).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::Number;
@@ -198,9 +199,9 @@ impl Tx<'_> {
                     };
                     let ns = NodeStep {
                         np,
-                        dispatcher: ss.dispatcher,
+                        dispatcher: Cow::Owned(ss.dispatcher),
                         kind,
-                        source,
+                        source: source.map(Cow::Owned),
                         chain,
                         result: NodeResult::Session(Box::new(ran), total_us, usage),
                         after,

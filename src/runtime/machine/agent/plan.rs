@@ -4,6 +4,7 @@
 //! running anything; valid calls of tool nodes that call something become one effect
 //! that runs them at once.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,13 +47,19 @@ impl<'e> Planner<'e> {
         let visit = NodeVisit {
             np,
             kind,
-            source,
+            source: source.map(Cow::into_owned),
             chain,
             owed: extra.map(|x| x.owed).unwrap_or_default(),
             after,
         };
         let id = Arc::clone(&np.id);
-        let ss = new_session((id, agent), dispatcher, SessionOwner::Node(visit), None, 0);
+        let ss = new_session(
+            (id, agent),
+            dispatcher.into_owned(),
+            SessionOwner::Node(visit),
+            None,
+            0,
+        );
         // An advisors' primary: the advice's tagged blocks come first (brief 5.4).
         let tagged = np
             .contract(&self.plan.graph)

@@ -247,9 +247,9 @@ impl Tx<'_> {
         } = *team;
         let ns = NodeStep {
             np,
-            dispatcher,
+            dispatcher: Cow::Owned(dispatcher),
             kind,
-            source: from,
+            source: from.map(Cow::Owned),
             chain,
             result,
             after,

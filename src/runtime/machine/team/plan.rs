@@ -62,7 +62,11 @@ impl<'e> Planner<'e> {
             .unwrap_or_default();
         let mut team = Box::new(TeamRun::start(
             (Arc::clone(&target.np.id), Arc::clone(&target.dispatcher)),
-            (target.kind, target.source.clone(), target.chain.clone()),
+            (
+                target.kind,
+                target.source.as_deref().cloned(),
+                target.chain.clone(),
+            ),
             owed,
             spec,
         ));
