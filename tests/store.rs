@@ -20,19 +20,13 @@ use support::stores::{Backend, admin, backends, open, open_clocked};
 
 const LEASE: Duration = Duration::from_secs(60);
 
-/// A loop of `max_steps` small steps: node `tick` writes a counter-free constant to `n`
-/// each step; slice `big` is given at start and never written.
+/// The shared [`support::runtime::ticker`] (node `tick` writes a constant to `n` each
+/// step), named `workflow`, with a slice `big` given at start and never written.
 fn ticker(max_steps: u32, workflow: &str) -> Value {
-    json!({
-        "workflow": workflow,
-        "slices": {"n": {}, "big": {}},
-        "budgets": {"max_steps": max_steps},
-        "entry": "root",
-        "supervisors": {"root": {"allow": ["tick"], "default": {"stop_global": {}}}},
-        "nodes": {"tick": {"supervisor": "root", "reads": ["n"], "writes": ["n"],
-            "triggers": [{"priority": 1, "when": true}],
-            "run": {"set": {"n": 1}}}}
-    })
+    let mut doc = support::runtime::ticker(max_steps);
+    doc["workflow"] = json!(workflow);
+    doc["slices"]["big"] = json!({});
+    doc
 }
 
 /// A workflow that pauses at once with `ask_clarification`.
