@@ -21,6 +21,10 @@
 #[allow(dead_code)]
 #[path = "../tests/support/cli.rs"]
 mod cli;
+// The crash machinery (`super::cli` is the module above).
+#[allow(dead_code)]
+#[path = "../tests/support/crash.rs"]
+mod crash;
 // `cli` names the store helpers (`super::stores`) for its PostgreSQL benches (the file
 // allows its own dead code).
 #[path = "../tests/support/stores.rs"]
@@ -32,9 +36,9 @@ use std::time::Instant;
 fn main() {
     let all: Vec<String> = std::env::args().skip(1).collect();
     let chain = if all.iter().any(|a| a == "--mixed") {
-        Some(cli::Chain::Mixed(15))
+        Some(crash::Chain::Mixed(15))
     } else if all.iter().any(|a| a == "--pure") {
-        Some(cli::Chain::Pure(3_000))
+        Some(crash::Chain::Pure(3_000))
     } else {
         None
     };
@@ -54,17 +58,17 @@ fn main() {
     let bin = std::fs::canonicalize(&bin).expect("the binary's path resolves");
     const TICKS: u32 = 30;
     let start = Instant::now();
-    let mut rng = cli::Rng::from_env();
+    let mut rng = crash::Rng::from_env();
     if let Some(chain) = chain {
-        let expected = cli::chain_reference(&bin, chain);
+        let expected = crash::chain_reference(&bin, chain);
         let (mut kills, mut repeated) = (0, 0);
         for i in 0..runs {
             let bench = cli::Bench::new(&bin);
             let delays = match chain {
-                cli::Chain::Mixed(_) => (20, 500),
-                cli::Chain::Pure(_) => (50, 1000),
+                crash::Chain::Mixed(_) => (20, 500),
+                crash::Chain::Pure(_) => (50, 1000),
             };
-            let r = cli::crash_chain(
+            let r = crash::crash_chain(
                 &bench,
                 &mut rng,
                 chain,
@@ -87,11 +91,11 @@ fn main() {
         );
         return;
     }
-    let expected = cli::reference(&bin, TICKS);
+    let expected = crash::reference(&bin, TICKS);
     let (mut kills, mut repeated) = (0, 0);
     for i in 0..runs {
         let bench = cli::Bench::new(&bin);
-        let r = cli::crash_run(
+        let r = crash::crash_run(
             &bench,
             &mut rng,
             TICKS,

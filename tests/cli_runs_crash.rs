@@ -7,10 +7,8 @@ mod support;
 
 use std::time::Duration;
 
-use support::cli::{
-    Bench, Chain, Rng, chain_reference, crash_chain, crash_run, process_gone, reference, signal,
-    untimed,
-};
+use support::cli::{Bench, process_gone, signal, untimed};
+use support::crash::{Chain, Rng, chain_reference, crash_chain, crash_run, reference};
 use support::stores::backends;
 
 fn bin() -> &'static str {

@@ -4,6 +4,8 @@
 //! * [`cli`]: the `pactgraph` binary against a real SQLite store in a temp folder, and a
 //!   workflow of Python `exec` steps that logs every call, for the run store's CLI and
 //!   crash tests.
+//! * [`crash`]: SIGKILL at random points of runs of the `pactgraph` binary, their
+//!   uninterrupted references, and the checks that a resumed run ended as they did.
 //! * [`random_workflow`]: random valid workflows with random rule outcomes and their
 //!   inputs, for the runtime's and the run store's property tests.
 //! * [`stores`]: both run stores (SQLite, and PostgreSQL at `PG_URL`) for the store tests.
@@ -16,6 +18,7 @@
 #![allow(dead_code)]
 
 pub mod cli;
+pub mod crash;
 pub mod random_workflow;
 pub mod runtime;
 #[cfg(feature = "store")]
