@@ -83,34 +83,8 @@ pub fn crash_run(
     let mut report = CrashReport::default();
     // Each step sleeps a little, so a run lasts long enough for the kills to land in it.
     b.file("slow", "0.02");
-    let mut tries = 0;
-    while report.kills < kills && tries < kills * 4 {
-        tries += 1;
-        let exists = id_of(b, name).is_some();
-        if exists && b.status(name) == "completed" {
-            break;
-        }
-        let args: Vec<&str> = if exists {
-            vec!["runs", "resume", name, "--quiet"]
-        } else {
-            vec!["run", &wf, "--quiet", "--name", name]
-        };
-        let mut child = b.spawn(&args, "crash");
-        std::thread::sleep(Duration::from_millis(rng.range(20, 700)));
-        let alive = child.try_wait().expect("try_wait").is_none();
-        signal(&child, "KILL");
-        let status = child.wait().expect("waits");
-        if alive && status.code().is_none() {
-            report.kills += 1;
-        }
-        if id_of(b, name).is_some() {
-            let s = b.status(name);
-            assert!(
-                ["interrupted", "queued", "completed"].contains(&s.as_str()),
-                "after a kill the run is {s}"
-            );
-        }
-    }
+    let start = ["run", wf.as_str(), "--quiet", "--name", name];
+    report.kills = kill_until(b, rng, kills, (20, 700), name, &start, "completed");
     b.remove("slow");
     if id_of(b, name).is_none() {
         // Every kill came before the run was created: run it whole.
@@ -272,42 +246,16 @@ pub fn crash_chain(
     if matches!(chain, Chain::Mixed(_)) {
         b.file("slow", "0.02");
     }
-    let mut tries = 0;
-    while report.kills < kills && tries < kills * 4 {
-        tries += 1;
-        let exists = id_of(b, name).is_some();
-        if exists && b.status(name) == chain.end() {
-            break;
-        }
-        let args: Vec<&str> = if exists {
-            vec!["runs", "resume", name, "--quiet"]
-        } else {
-            vec![
-                "run",
-                &wf,
-                "--input",
-                chain.input(),
-                "--quiet",
-                "--name",
-                name,
-            ]
-        };
-        let mut child = b.spawn(&args, "crash");
-        std::thread::sleep(Duration::from_millis(rng.range(delay_ms.0, delay_ms.1)));
-        let alive = child.try_wait().expect("try_wait").is_none();
-        signal(&child, "KILL");
-        let status = child.wait().expect("waits");
-        if alive && status.code().is_none() {
-            report.kills += 1;
-        }
-        if id_of(b, name).is_some() {
-            let s = b.status(name);
-            assert!(
-                ["interrupted", "queued", chain.end()].contains(&s.as_str()),
-                "after a kill the run is {s}"
-            );
-        }
-    }
+    let start = [
+        "run",
+        wf.as_str(),
+        "--input",
+        chain.input(),
+        "--quiet",
+        "--name",
+        name,
+    ];
+    report.kills = kill_until(b, rng, kills, delay_ms, name, &start, chain.end());
     b.remove("slow");
     if id_of(b, name).is_none() {
         let r = b.run(&[
@@ -379,4 +327,46 @@ pub fn crash_chain(
         report.kills
     );
     report
+}
+
+/// Starts run `name` (`start`, or `runs resume` once it exists) and SIGKILLs the process
+/// after a random delay in `delay_ms`, until `kills` kills landed in a live process (at
+/// most `kills * 4` tries) or the run reached `end`; after each kill the run is
+/// `interrupted`, `queued` or `end`. Returns the kills that landed.
+fn kill_until(
+    b: &Bench,
+    rng: &mut Rng,
+    kills: usize,
+    delay_ms: (u64, u64),
+    name: &str,
+    start: &[&str],
+    end: &str,
+) -> usize {
+    let mut landed = 0;
+    let mut tries = 0;
+    while landed < kills && tries < kills * 4 {
+        tries += 1;
+        let exists = id_of(b, name).is_some();
+        if exists && b.status(name) == end {
+            break;
+        }
+        let resume = ["runs", "resume", name, "--quiet"];
+        let args: &[&str] = if exists { &resume } else { start };
+        let mut child = b.spawn(args, "crash");
+        std::thread::sleep(Duration::from_millis(rng.range(delay_ms.0, delay_ms.1)));
+        let alive = child.try_wait().expect("try_wait").is_none();
+        signal(&child, "KILL");
+        let status = child.wait().expect("waits");
+        if alive && status.code().is_none() {
+            landed += 1;
+        }
+        if id_of(b, name).is_some() {
+            let s = b.status(name);
+            assert!(
+                ["interrupted", "queued", end].contains(&s.as_str()),
+                "after a kill the run is {s}"
+            );
+        }
+    }
+    landed
 }
