@@ -86,8 +86,8 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
         begin_create: "BEGIN IMMEDIATE",
         create_run: None,
         notify_runnable: None,
-        // Packed in the client: SQLite has no compression of its own (ADR 0059).
-        packs_events: true,
+        // Packed in the client, a `BLOB` value of the text column (ADR 0059).
+        packed_column: "events",
         claim_lock: "",
         greatest: "MAX",
         name_lock: None,
@@ -150,8 +150,8 @@ fn postgres_checkpoint(snapshot: bool, returning: &str) -> String {
          WHERE id = $1 AND seq = $2 - 1 AND owner = $7 \
            AND lease_expires_ms > COALESCE($6::BIGINT, {POSTGRES_NOW}) RETURNING {returning}), \
          {writes}, \
-         ev AS (INSERT INTO event_chunks (run_id, first_seq, last_seq, seq, events) \
-           SELECT $1, $16, $17, $2, $15::TEXT FROM up WHERE $17::BIGINT >= $16::BIGINT) \
+         ev AS (INSERT INTO event_chunks (run_id, first_seq, last_seq, seq, packed) \
+           SELECT $1, $16, $17, $2, $15::BYTEA FROM up WHERE $17::BIGINT >= $16::BIGINT) \
          SELECT up.*, pg_notify({}, $1) AS told, \
            CASE WHEN $8::BOOLEAN THEN NULL ELSE pg_notify({}, '') END AS woke FROM up",
         events_channel!(),
@@ -205,7 +205,8 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
         runnable_channel!()
     )),
     notify_runnable: Some(concat!("SELECT pg_notify(", runnable_channel!(), ", '')")),
-    packs_events: false,
+    // Packed in the client, a `BYTEA` column of its own stored as it comes (ADR 0063).
+    packed_column: "packed",
     claim_lock: " FOR UPDATE SKIP LOCKED",
     greatest: "GREATEST",
     name_lock: Some("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"),
