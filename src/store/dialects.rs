@@ -180,7 +180,9 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
     // in the same round trip rather than one more statement after it (ADR 0050), by the
     // answer's `told` and `woke` columns (`pg_notify` returns nothing to read). The
     // events come as one chunk, their texts one a line, kept as one row (format 8, ADR
-    // 0053: no row nor foreign-key check per event).
+    // 0053: no row nor foreign-key check per event), packed in the client and bound as
+    // bytes, which the server keeps as they come (format 12, ADR 0063: no UTF-8 check of
+    // a text parameter, no compression in TOAST).
     checkpoint: postgres_checkpoint(false, INFO),
     checkpoint_snapshot: postgres_checkpoint(true, INFO),
     checkpoint_changes: Some(postgres_checkpoint(false, CHANGED)),
