@@ -33,15 +33,25 @@ fn pg_bench() -> Option<Bench> {
 }
 
 /// How each chunk is kept, in key order: `packed` (format 12, its bytes kept as they
-/// came, never compressed by the server) or `text` (formats 8 to 11).
+/// came, never compressed by the server) or `text` (formats 8 to 11; a store at format 11
+/// has no `packed` column).
 fn chunk_kinds(b: &Bench) -> Vec<String> {
     rt().block_on(async {
         let mut c = PgConnection::connect(&b.store).await.expect("connects");
-        let rows = sqlx::query(
-            "SELECT events IS NULL AS no_text, packed IS NULL AS no_packed, \
-             pg_column_compression(packed) AS compression FROM event_chunks \
-             ORDER BY run_id, first_seq",
+        let has_packed: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM information_schema.columns \
+             WHERE table_schema = current_schema() AND table_name = 'event_chunks' \
+             AND column_name = 'packed')",
         )
+        .fetch_one(&mut c)
+        .await
+        .expect("reads the columns");
+        let packed = if has_packed { "packed" } else { "NULL::BYTEA" };
+        let rows = sqlx::query(&format!(
+            "SELECT events IS NULL AS no_text, {packed} IS NULL AS no_packed, \
+             pg_column_compression({packed}) AS compression FROM event_chunks \
+             ORDER BY run_id, first_seq"
+        ))
         .fetch_all(&mut c)
         .await
         .expect("reads the chunks");
