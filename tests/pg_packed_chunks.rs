@@ -12,16 +12,10 @@ mod support;
 use sqlx::{Connection, PgConnection, Row};
 use support::cli::Bench;
 use support::packed::{OldFormat, a_damaged_chunk_is_named, old_format_loads_and_goes_on};
+use support::runtime::rt;
 use support::stores::Backend;
 
 const BIN: &str = env!("CARGO_BIN_EXE_pactgraph");
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
-}
 
 /// A bench on a fresh PostgreSQL schema, or `None` (said) without `PG_URL`.
 fn pg_bench() -> Option<Bench> {

@@ -9,15 +9,9 @@ mod support;
 use sqlx::{Connection, SqliteConnection};
 use support::cli::Bench;
 use support::packed::{OldFormat, a_damaged_chunk_is_named, old_format_loads_and_goes_on};
+use support::runtime::rt;
 
 const BIN: &str = env!("CARGO_BIN_EXE_pactgraph");
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
-}
 
 /// How each chunk's `events` value is kept (`packed`, a `BLOB`, or `text`), in key order.
 fn chunk_kinds(b: &Bench) -> Vec<String> {

@@ -28,6 +28,23 @@ pub struct OldFormat<'a> {
     pub back: &'a dyn Fn(&Bench),
 }
 
+/// Runs [`LOOP`] as `loop`, checkpointed every step (a chunk a checkpoint, and a trace a
+/// load puts back from the chunks): stopped by its `max_steps`.
+fn run_loop(b: &Bench) -> super::cli::Ran {
+    let lp = b.file("loop.json", LOOP);
+    let r = b.run(&[
+        "run",
+        lp.to_str().unwrap(),
+        "--quiet",
+        "--name",
+        "loop",
+        "--checkpoints",
+        "steps",
+    ]);
+    assert_eq!(r.code, 3, "{}", r.err);
+    r
+}
+
 fn lines(out: &str) -> Vec<Value> {
     out.lines()
         .map(|l| serde_json::from_str(l).expect("a JSON line"))
@@ -44,7 +61,6 @@ fn lines(out: &str) -> Vec<Value> {
 pub fn old_format_loads_and_goes_on(b: &Bench, store: &OldFormat<'_>) {
     let current = pactgraph::store::STORE_FORMAT;
     let wf = b.file("ask.json", ASKER);
-    let lp = b.file("loop.json", LOOP);
     let r = b.run(&[
         "run",
         wf.to_str().unwrap(),
@@ -55,16 +71,7 @@ pub fn old_format_loads_and_goes_on(b: &Bench, store: &OldFormat<'_>) {
     ]);
     assert_eq!(r.code, 4, "{}", r.err);
     let streamed: Vec<String> = r.out.lines().map(str::to_string).collect();
-    let looped = b.run(&[
-        "run",
-        lp.to_str().unwrap(),
-        "--quiet",
-        "--name",
-        "loop",
-        "--checkpoints",
-        "steps",
-    ]);
-    assert_eq!(looped.code, 3, "{}", looped.err);
+    run_loop(b);
     let shown = b.run(&["runs", "show", "loop", "--trace"]);
     assert_eq!(shown.code, 0, "{}", shown.err);
     let watched_loop = b.run(&["runs", "watch", "loop"]);
@@ -133,17 +140,7 @@ pub fn old_format_loads_and_goes_on(b: &Bench, store: &OldFormat<'_>) {
 /// the events, by `runs watch` and by `runs show --trace` (a load), not a panic nor a
 /// silent gap: `damage` cuts every packed chunk of the bench's store after its length.
 pub fn a_damaged_chunk_is_named(b: &Bench, damage: &dyn Fn(&Bench)) {
-    let lp = b.file("loop.json", LOOP);
-    let r = b.run(&[
-        "run",
-        lp.to_str().unwrap(),
-        "--quiet",
-        "--name",
-        "loop",
-        "--checkpoints",
-        "steps",
-    ]);
-    assert_eq!(r.code, 3, "{}", r.err);
+    let r = run_loop(b);
     damage(b);
     let run_id = r.json()["run_id"].as_str().unwrap().to_string();
     for args in [
