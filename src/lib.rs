@@ -53,6 +53,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod contracts;
 pub mod graph;
 pub mod model;

@@ -3,10 +3,10 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use pactgraph::GraphBuilder;
-use pactgraph::contracts::WorkflowDocument;
-use pactgraph::runtime::DecisionTrace;
-use pactgraph::visualize::{self, DotOptions, ImageFormat};
+use crate::GraphBuilder;
+use crate::contracts::WorkflowDocument;
+use crate::runtime::DecisionTrace;
+use crate::visualize::{self, DotOptions, ImageFormat};
 
 /// The arguments of `pactgraph dot`.
 #[derive(clap::Args)]
@@ -48,8 +48,9 @@ fn execute(args: &DotArgs) -> Result<(), Vec<String>> {
         )]);
     }
     let (doc, map) = WorkflowDocument::load(&args.file).map_err(|e| match e {
-        pactgraph::contracts::LoadError::Io { .. }
-        | pactgraph::contracts::LoadError::NotText { .. } => vec![e.to_string()],
+        crate::contracts::LoadError::Io { .. } | crate::contracts::LoadError::NotText { .. } => {
+            vec![e.to_string()]
+        }
         e => vec![format!("{file}: {e}")],
     })?;
     let graph = GraphBuilder::from_document(doc)

@@ -5,18 +5,20 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
-use pactgraph::runtime::{Clock, Executor, Pending, RunId, RunRecord, RunState};
-use pactgraph::store::{
+use crate::runtime::{Clock, Executor, Pending, RunId, RunRecord, RunState};
+use crate::store::{
     AnyStore, Checkpoints, Continue, DriveOptions, RunInfo, RunStore, StoreError, StoredRun,
     drive_created, drive_with, local_owner,
 };
-use pactgraph::validator::ValidGraph;
+use crate::validator::ValidGraph;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
-use crate::exit;
-use crate::outcome::{Outputs, finish, finish_stored, interrupted_json, write_json, write_line};
-use crate::store;
+use crate::cli::exit;
+use crate::cli::outcome::{
+    Outputs, finish, finish_stored, interrupted_json, write_json, write_line,
+};
+use crate::cli::store;
 
 /// The run to continue: kept in the run store, or only in memory (`--store none`).
 pub enum Target<'a> {
@@ -31,7 +33,7 @@ pub enum Target<'a> {
 
 /// Continues `target` as `how` says (as stored, with an answer, or reopened) to its end
 /// or a pause, writes the requested files and prints the outcome (see
-/// [`crate::outcome::outcome_json`]); the exit code follows the run's status.
+/// [`crate::cli::outcome::outcome_json`]); the exit code follows the run's status.
 /// `default_state_out` is where the saved run goes without `--state-out` (`resume STATE`
 /// rewrites its own file, so one pause cannot be answered twice).
 pub async fn continue_run(

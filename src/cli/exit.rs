@@ -16,8 +16,8 @@ pub const AWAITING: u8 = 4;
 pub const INTERRUPTED: u8 = 130;
 
 /// The exit code of a run that returned with `status`.
-pub fn of_status(status: pactgraph::runtime::RunStatus) -> u8 {
-    use pactgraph::runtime::RunStatus;
+pub fn of_status(status: crate::runtime::RunStatus) -> u8 {
+    use crate::runtime::RunStatus;
     match status {
         RunStatus::Completed => OK,
         RunStatus::Stopped => STOPPED,

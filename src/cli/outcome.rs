@@ -5,12 +5,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use pactgraph::contracts::SYSTEM_SLICE;
-use pactgraph::runtime::{Clock, RunId, RunRecord, RunState, RunStatus};
+use crate::contracts::SYSTEM_SLICE;
+use crate::runtime::{Clock, RunId, RunRecord, RunState, RunStatus};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::exit;
+use crate::cli::exit;
 
 /// `--full` and `--trace`: how much of the run the printed object holds.
 #[derive(clap::Args, Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -39,7 +39,7 @@ pub struct Outputs {
     /// `--full` and `--trace`.
     pub shape: ShapeArgs,
     /// `run --stream`: the events printer, finished before the outcome is printed.
-    pub stream: Option<std::sync::Arc<crate::stream::Streamer>>,
+    pub stream: Option<std::sync::Arc<crate::cli::stream::Streamer>>,
 }
 
 impl Outputs {

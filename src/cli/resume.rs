@@ -4,13 +4,13 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use pactgraph::runtime::RunRecord;
-use pactgraph::store::{Checkpoints, Continue, CreateOptions, RunStore, StoreError, StoredStatus};
+use crate::runtime::RunRecord;
+use crate::store::{Checkpoints, Continue, CreateOptions, RunStore, StoreError, StoredStatus};
 
-use crate::drive::{Target, continue_run, executor_of};
-use crate::exit;
-use crate::outcome::{Outputs, ShapeArgs};
-use crate::store::{self, StoreArgs};
+use crate::cli::drive::{Target, continue_run, executor_of};
+use crate::cli::exit;
+use crate::cli::outcome::{Outputs, ShapeArgs};
+use crate::cli::store::{self, StoreArgs};
 
 /// The arguments of `pactgraph resume`.
 #[derive(clap::Args, Debug, Clone)]
@@ -93,7 +93,7 @@ pub fn run(args: ResumeArgs) -> ExitCode {
 /// the store does not have it; a store that has it at another checkpoint exits 1
 /// pointing at `runs resume`.
 async fn import(
-    store: &pactgraph::store::AnyStore,
+    store: &crate::store::AnyStore,
     record: &RunRecord,
     state_file: &Path,
 ) -> Result<(), ExitCode> {

@@ -4,18 +4,18 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use pactgraph::runtime::{Executor, RunEvents, RunRecord, document_dir};
-use pactgraph::store::{
+use crate::runtime::{Executor, RunEvents, RunRecord, document_dir};
+use crate::store::{
     AnyStore, Continue, CreateOptions, Dependencies, OnDepFailure, RunStore, StoreError, StoredRun,
 };
-use pactgraph::validator::{Severity, ValidGraph, Validator, check_file};
+use crate::validator::{Severity, ValidGraph, Validator, check_file};
 use serde_json::{Value, json};
 
-use crate::drive::{Target, continue_run};
-use crate::exit;
-use crate::outcome::{Outputs, ShapeArgs, write_json};
-use crate::store::{self, CheckpointArgs, StoreArgs};
-use crate::stream::Streamer;
+use crate::cli::drive::{Target, continue_run};
+use crate::cli::exit;
+use crate::cli::outcome::{Outputs, ShapeArgs, write_json};
+use crate::cli::store::{self, CheckpointArgs, StoreArgs};
+use crate::cli::stream::Streamer;
 
 /// The arguments of `pactgraph run`.
 #[derive(clap::Args, Debug, Clone)]

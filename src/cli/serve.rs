@@ -7,12 +7,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::serve::priority::{DEFAULT_SERVE_NICE, serving_runtime, serving_thread};
+use crate::serve::{RunSide, ServeOptions, serve};
 use clap::Args;
-use pactgraph::serve::priority::{DEFAULT_SERVE_NICE, serving_runtime, serving_thread};
-use pactgraph::serve::{RunSide, ServeOptions, serve};
 
-use crate::exit;
-use crate::store::{self, StoreArgs};
+use crate::cli::exit;
+use crate::cli::store::{self, StoreArgs};
 
 /// `pactgraph serve` options.
 #[derive(Args, Debug, Clone)]
@@ -228,7 +228,7 @@ async fn serve_here(
         Ok(None) => return exit::usage("serve needs a run store, not --store none"),
         Err(code) => return code,
     };
-    let signalled = match crate::worker::stop_signal() {
+    let signalled = match crate::cli::worker::stop_signal() {
         Ok(s) => s,
         Err(code) => return code,
     };
@@ -249,7 +249,7 @@ async fn serve_here(
         let name = signalled.await;
         tracing::info!(target: "pactgraph::serve", "{name}: stopping (runs in flight are interrupted)");
     };
-    let executor_for = Arc::new(crate::worker::executor_for);
+    let executor_for = Arc::new(crate::cli::worker::executor_for);
     match serve(listener, store, options, executor_for, stop).await {
         Ok(s) => {
             tracing::info!(

@@ -4,10 +4,10 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::store::{AnyStore, Checkpoints, Durability, SqliteOptions, SqliteStore, StoreError};
 use clap::{Args, ValueEnum};
-use pactgraph::store::{AnyStore, Checkpoints, Durability, SqliteOptions, SqliteStore, StoreError};
 
-use crate::exit;
+use crate::cli::exit;
 
 /// The store used when neither `--store` nor `PACTGRAPH_STORE` is given.
 pub const DEFAULT_STORE: &str = "sqlite:.pactgraph/store.db";

@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use pactgraph::runtime::{RunEvent, RunEvents, Subscription};
+use crate::runtime::{RunEvent, RunEvents, Subscription};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 

@@ -4,8 +4,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::validator::check_file;
 use clap::ValueEnum;
-use pactgraph::validator::check_file;
 
 /// How `validate` prints its report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -5,13 +5,13 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::runtime::{Clock, Executor};
+use crate::store::{StoreError, StoredRun, WorkEvent, WorkerOptions, work};
 use clap::Args;
-use pactgraph::runtime::{Clock, Executor};
-use pactgraph::store::{StoreError, StoredRun, WorkEvent, WorkerOptions, work};
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::exit;
-use crate::store::{self, CheckpointArgs, StoreArgs};
+use crate::cli::exit;
+use crate::cli::store::{self, CheckpointArgs, StoreArgs};
 
 /// `pactgraph worker` options.
 #[derive(Args, Debug, Clone)]
@@ -49,7 +49,7 @@ fn init_logging() {
 /// The executor for a stored run: its own document, its base folder, the system clock.
 pub fn executor_for(stored: &StoredRun) -> Result<Executor, String> {
     let graph = stored.record.graph().map_err(|e| e.to_string())?;
-    crate::drive::executor_of(&stored.record, graph, Clock::System)
+    crate::cli::drive::executor_of(&stored.record, graph, Clock::System)
 }
 
 /// Watches SIGINT and SIGTERM (from now on): resolves to the name of the first one
@@ -177,6 +177,5 @@ fn log_event(event: WorkEvent<'_>) {
         WorkEvent::Interrupted { id } => {
             tracing::info!(target: "pactgraph::worker", "run {id} interrupted (resumable)");
         }
-        _ => {}
     }
 }

@@ -43,6 +43,8 @@ pub(crate) fn same(a: &Value, b: &Value) -> bool {
         (Value::Bool(x), Value::Bool(y)) => x == y,
         (Value::String(x), Value::String(y)) => x == y,
         (Value::Null, Value::Null) => true,
+        // Numbers compare as `Value`'s `==` compares them (by representation).
+        (Value::Number(x), Value::Number(y)) => x == y,
         _ => a == b,
     }
 }

@@ -12,6 +12,7 @@ use super::agents;
 use super::data::Clock;
 use super::effects::{NodeHandler, PolicyHandler, SharedNode, SharedPolicy};
 use super::executor::Executor;
+use super::machine::root_verdicts;
 use super::plan::{
     IdMap, NodeMap, NodePlan, NodeRun, Plan, PolicyRun, RuleTable, Schema, SubgraphPlan,
     SupervisorMap, SupervisorPlan, TraceView,
@@ -200,6 +201,8 @@ impl ExecutorBuilder {
                     run,
                     input_schema: compile(n.input_schema.as_ref(), || at("input_schema"))?,
                     output_schema: compile(n.output_schema.as_ref(), || at("output_schema"))?,
+                    root_verdict: None,
+                    returns_at_root: n.router.is_none() && n.handoff.is_none() && !n.terminal,
                 },
             );
         }
@@ -258,20 +261,23 @@ impl ExecutorBuilder {
                 slice_schemas.insert(name.clone(), s);
             }
         }
-        Ok(Executor::from_plan(
-            Plan {
-                graph: self.graph,
-                nodes,
-                supervisors,
-                subgraphs,
-                slice_schemas,
-                base_dir: self.base_dir,
-                clock: self.clock,
-                trace_in_state: self.trace_in_state,
-                trace_view: self.trace_view,
-            },
-            self.cancel,
-        ))
+        let mut plan = Plan {
+            graph: self.graph,
+            nodes,
+            supervisors,
+            subgraphs,
+            slice_schemas,
+            base_dir: self.base_dir,
+            clock: self.clock,
+            trace_in_state: self.trace_in_state,
+            trace_view: self.trace_view,
+        };
+        // `set` nodes' constant writes checked once, at the root (ADR 0064).
+        let verdicts = root_verdicts(&plan);
+        for (np, verdict) in plan.nodes.values_mut().zip(verdicts) {
+            np.root_verdict = verdict;
+        }
+        Ok(Executor::from_plan(plan, self.cancel))
     }
 }
 

@@ -59,22 +59,19 @@ pub(crate) const EVENTS_CHANNEL: &str = events_channel!();
 /// the `checkpoint_events_in` view (migration 0008), whose `INSTEAD OF` trigger inserts
 /// into `checkpoint_in` (migration 0003: its trigger does the fence and the writes), then
 /// the events as one chunk row, their texts one a line (format 8, ADR 0053); it returns
-/// the run row as it left it.
+/// the run row as it left it, as one JSON array (ADR 0062).
 pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
-    let returning: Vec<String> = INFO
-        .split(',')
-        .map(str::trim)
-        .map(|c| format!("(SELECT {c} FROM runs WHERE id = checkpoint_events_in.run_id) AS {c}"))
-        .collect();
-    // One statement, with a snapshot or not (the trigger tests `snapshot`).
+    // One statement, with a snapshot or not (the trigger tests `snapshot`). Its answer is
+    // the run row as one JSON array (`Dialect::answers_json`, ADR 0062): one subquery to
+    // compile when the statement is prepared, once a process, not one a column.
     let checkpoint = format!(
         "INSERT INTO checkpoint_events_in (run_id, seq, steps, status, \
          termination_reason, now_ms, owner, running, next_key, next_attempt, digest, \
          document, delta, snapshot, events, first_event, last_event) VALUES ($1, $2, \
          $3, $4, $5, COALESCE($6, {SQLITE_NOW}), $7, $8, $9, $10, $11, $12, $13, $14, \
          $15, $16, $17) \
-         RETURNING {}",
-        returning.join(", ")
+         RETURNING (SELECT json_array({INFO}) FROM runs \
+         WHERE id = checkpoint_events_in.run_id) AS info"
     );
     Dialect {
         checkpoint_snapshot: checkpoint.clone(),
@@ -88,6 +85,7 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
         notify_runnable: None,
         // Packed in the client, a `BLOB` value of the text column (ADR 0059).
         packed_column: "events",
+        answers_json: true,
         claim_lock: "",
         greatest: "MAX",
         name_lock: None,
@@ -209,6 +207,7 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
     notify_runnable: Some(concat!("SELECT pg_notify(", runnable_channel!(), ", '')")),
     // Packed in the client, a `BYTEA` column of its own stored as it comes (ADR 0063).
     packed_column: "packed",
+    answers_json: false,
     claim_lock: " FOR UPDATE SKIP LOCKED",
     greatest: "GREATEST",
     name_lock: Some("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"),

@@ -32,6 +32,7 @@ mod driver;
 mod error;
 mod follow;
 mod format;
+mod json_row;
 mod last_info;
 mod owner;
 mod packed;

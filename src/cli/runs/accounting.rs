@@ -1,7 +1,7 @@
 //! The accounting table of `pactgraph runs show`.
 
+use crate::runtime::{Accounting, COST_USD, INPUT_TOKENS, OUTPUT_TOKENS, Usage, WALL_MS};
 use comfy_table::{Table, presets};
-use pactgraph::runtime::{Accounting, COST_USD, INPUT_TOKENS, OUTPUT_TOKENS, Usage, WALL_MS};
 
 /// The usage names shown first, in this order; any other name follows, sorted.
 const KNOWN: [&str; 4] = [INPUT_TOKENS, OUTPUT_TOKENS, COST_USD, WALL_MS];

@@ -3,11 +3,11 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use pactgraph::runtime::RunId;
-use pactgraph::store::{AnyStore, RunStore, StoreError, StoredStatus};
+use crate::runtime::RunId;
+use crate::store::{AnyStore, RunStore, StoreError, StoredStatus};
 
-use crate::exit;
-use crate::store::{self, StoreArgs};
+use crate::cli::exit;
+use crate::cli::store::{self, StoreArgs};
 
 /// The arguments of `pactgraph runs cancel`.
 #[derive(clap::Args, Debug, Clone)]
@@ -68,12 +68,10 @@ pub async fn run(args: CancelArgs) -> ExitCode {
 /// Settles the waiting runs that depend on the cancelled run `id` (and, in turn, on
 /// those that end), by their failure policy; prints each one ended.
 async fn settle_dependents(store: &AnyStore, id: RunId) -> ExitCode {
-    let owner = pactgraph::store::local_owner();
+    let owner = crate::store::local_owner();
     let mut queue = vec![id];
     while let Some(next) = queue.pop() {
-        match pactgraph::store::settle_dependents(store, next, &owner, Duration::from_secs(30))
-            .await
-        {
+        match crate::store::settle_dependents(store, next, &owner, Duration::from_secs(30)).await {
             Ok(ended) => {
                 for (dependent, reason) in ended {
                     println!("run {dependent} (waiting on {next}) ended: {reason}");

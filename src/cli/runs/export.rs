@@ -2,9 +2,9 @@
 
 use std::process::ExitCode;
 
-use pactgraph::store::RunStore;
+use crate::store::RunStore;
 
-use crate::store::{self, StoreArgs};
+use crate::cli::store::{self, StoreArgs};
 
 /// The arguments of `pactgraph runs export`.
 #[derive(clap::Args, Debug, Clone)]

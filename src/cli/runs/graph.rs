@@ -3,10 +3,10 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::process::ExitCode;
 
-use pactgraph::runtime::RunId;
-use pactgraph::store::{RunInfo, RunStore, StoreError, StoredStatus};
+use crate::runtime::RunId;
+use crate::store::{RunInfo, RunStore, StoreError, StoredStatus};
 
-use crate::store::{self, StoreArgs};
+use crate::cli::store::{self, StoreArgs};
 
 /// The arguments of `pactgraph runs graph`.
 #[derive(clap::Args, Debug, Clone)]

@@ -2,14 +2,14 @@
 
 use std::process::ExitCode;
 
+use crate::serve::views::list_rows;
+use crate::store::{RunFilter, RunInfo, RunStore, StoredStatus};
 use clap::ValueEnum;
 use comfy_table::{Table, presets};
-use pactgraph::serve::views::list_rows;
-use pactgraph::store::{RunFilter, RunInfo, RunStore, StoredStatus};
 
-use crate::exit;
-use crate::outcome::write_json;
-use crate::store::{self, StoreArgs, ago};
+use crate::cli::exit;
+use crate::cli::outcome::write_json;
+use crate::cli::store::{self, StoreArgs, ago};
 
 /// The arguments of `pactgraph runs list`.
 #[derive(clap::Args, Debug, Clone)]

@@ -13,11 +13,11 @@ mod watch;
 
 use std::process::ExitCode;
 
+use crate::runtime::RunId;
+use crate::store::{AnyStore, RunStore, StoredStatus};
 use clap::Subcommand;
-use pactgraph::runtime::RunId;
-use pactgraph::store::{AnyStore, RunStore, StoredStatus};
 
-use crate::store::{self, StoreArgs};
+use crate::cli::store::{self, StoreArgs};
 
 /// `pactgraph runs ...`. RUN is a full run id, a unique prefix of 6 or more of its
 /// characters, or a run's name; an unknown or ambiguous one exits 1 (the candidates are

@@ -2,10 +2,10 @@
 
 use std::process::ExitCode;
 
-use pactgraph::store::{PruneFilter, RunStore, StoreError, StoredStatus};
+use crate::store::{PruneFilter, RunStore, StoreError, StoredStatus};
 
-use crate::exit;
-use crate::store::{self, StoreArgs, parse_duration};
+use crate::cli::exit;
+use crate::cli::store::{self, StoreArgs, parse_duration};
 
 /// The arguments of `pactgraph runs prune`.
 #[derive(clap::Args, Debug, Clone)]

@@ -3,15 +3,15 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use pactgraph::runtime::Clock;
-use pactgraph::serve::{ResumeRefused, plan_resume};
-use pactgraph::store::{Continue, RunStore};
+use crate::runtime::Clock;
+use crate::serve::{ResumeRefused, plan_resume};
+use crate::store::{Continue, RunStore};
 
-use crate::drive::{Target, continue_run, executor_of};
-use crate::exit;
-use crate::outcome::{Outputs, ShapeArgs};
-use crate::run::with_max_steps;
-use crate::store::{self, CheckpointArgs, StoreArgs};
+use crate::cli::drive::{Target, continue_run, executor_of};
+use crate::cli::exit;
+use crate::cli::outcome::{Outputs, ShapeArgs};
+use crate::cli::run::with_max_steps;
+use crate::cli::store::{self, CheckpointArgs, StoreArgs};
 
 /// The arguments of `pactgraph runs resume`.
 #[derive(clap::Args, Debug, Clone)]

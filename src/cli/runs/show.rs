@@ -3,18 +3,18 @@
 use std::process::ExitCode;
 use std::time::{Duration, UNIX_EPOCH};
 
+use crate::runtime::{Accounting, COST_USD, INPUT_TOKENS, InternedItem, OUTPUT_TOKENS, RunId};
+use crate::store::{RunStore, StoredRun};
 use clap::ValueEnum;
 use comfy_table::{Table, presets};
-use pactgraph::runtime::{Accounting, COST_USD, INPUT_TOKENS, InternedItem, OUTPUT_TOKENS, RunId};
-use pactgraph::store::{RunStore, StoredRun};
 use serde_json::json;
 
 use super::accounting::accounting_table;
 use super::list::{expires_text, pactgraph_now_ms, status_text};
-use crate::exit;
-use crate::outcome::write_json;
-use crate::store::{self, StoreArgs, ago};
-use pactgraph::serve::views::{Links, links, show_json, waits_on};
+use crate::cli::exit;
+use crate::cli::outcome::write_json;
+use crate::cli::store::{self, StoreArgs, ago};
+use crate::serve::views::{Links, links, show_json, waits_on};
 
 /// The arguments of `pactgraph runs show`.
 #[derive(clap::Args, Debug, Clone)]
@@ -143,7 +143,7 @@ fn show_human(stored: &StoredRun, links: &Links, trace: bool, state: bool) -> St
             usage
         },
     ));
-    let brief = |id: &RunId, info: Option<&pactgraph::store::RunInfo>| match info {
+    let brief = |id: &RunId, info: Option<&crate::store::RunInfo>| match info {
         Some(i) => format!("{id} ({}, {})", i.workflow, status_text(i)),
         None => format!("{id} (pruned)"),
     };
@@ -266,7 +266,7 @@ fn call_words(item: &InternedItem) -> Option<String> {
 }
 
 /// `runs show --messages`: each session's conversation, message by message.
-fn sessions_human(sessions: &[pactgraph::runtime::Session]) -> String {
+fn sessions_human(sessions: &[crate::runtime::Session]) -> String {
     let mut out = String::new();
     if sessions.is_empty() {
         out.push_str("\nsessions     none\n");

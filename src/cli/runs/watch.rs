@@ -9,10 +9,10 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use pactgraph::store::{Follower, RunStore, StoredStatus};
+use crate::store::{Follower, RunStore, StoredStatus};
 
-use crate::exit;
-use crate::store::{self, StoreArgs};
+use crate::cli::exit;
+use crate::cli::store::{self, StoreArgs};
 
 /// The arguments of `pactgraph runs watch`.
 #[derive(clap::Args, Debug, Clone)]

@@ -11,14 +11,15 @@ use super::budgets::GuardStop;
 use super::step::{
     After, Decided, Level, NodeResult, NodeStep, Planned, StageExtra, Then, next_stage,
 };
+use super::writes::{verdict_at, writes_verdict};
 use crate::contracts::lookup::{SCAN_MAX, same};
-use crate::contracts::{SYSTEM_SLICE, StopGlobal, StopLocal};
+use crate::contracts::{StopGlobal, StopLocal};
 use crate::runtime::data::{
     Chain, ChainTrigger, Control, InternedItem, IntoName, ItemMut, Pending, RunState, RunStatus,
     TerminationReason, TraceKind, Usage, commit, trace_depth,
 };
 use crate::runtime::effects::Fault;
-use crate::runtime::plan::{NodePlan, NodeRun, Plan, SubgraphPlan, check};
+use crate::runtime::plan::{NodePlan, NodeRun, Plan, SubgraphPlan, Verdict};
 
 /// A router's run, its output read: what `Tx::commit_router` needs besides the writes.
 pub(crate) struct RouterRun<'p> {
@@ -243,13 +244,18 @@ impl Tx<'_> {
                 }
             },
             // Constant writes are checked and applied by reference.
-            NodeResult::Constant => match &np.run {
-                NodeRun::Set(m) => {
-                    constant = Some(m);
-                    (Cow::Borrowed(&**m), 0)
+            // Bound, so `result` is moved on every arm: a variant that owns nothing,
+            // forgotten rather than handed to an out-of-line drop (ADR 0064).
+            c @ NodeResult::Constant => {
+                std::mem::forget(c);
+                match &np.run {
+                    NodeRun::Set(m) => {
+                        constant = Some(m);
+                        (Cow::Borrowed(&**m), 0)
+                    }
+                    _ => (Cow::Owned(Value::Object(Map::new())), 0),
                 }
-                _ => (Cow::Owned(Value::Object(Map::new())), 0),
-            },
+            }
         };
         if let After::Route = after {
             // Off the common path (see `chains.rs`).
@@ -264,7 +270,11 @@ impl Tx<'_> {
             };
             return self.commit_router(level, run, writes, routed);
         }
-        if let Err((reason, msg)) = self.check_writes(level, np, &writes) {
+        // Only a router's output sets it, and a router's run was committed above.
+        spent_none(routed);
+        // A `set` node's constant at the root: checked when the plan was built (ADR 0064).
+        let verdict = verdict_at(self.plan, level, np, &writes, constant.is_some());
+        if let Err((reason, msg)) = verdict {
             let dispatcher = dispatcher.into_owned();
             return self.fail_after_run(reason, msg, dispatcher, (&np.id, duration_us), usage);
         }
@@ -300,6 +310,8 @@ impl Tx<'_> {
                 );
             }
             After::EndLevel(what) => {
+                // Taken by the arm above when something is owed.
+                spent_none(extra);
                 let stop = StopLocal {
                     reason: Some(format!("{what} `{}`", np.id)),
                     ..StopLocal::default()
@@ -316,6 +328,7 @@ impl Tx<'_> {
                 // shared id), so it is left as it is: the item names the id by address,
                 // and a dispatcher the plan lent (a rule dispatch) is never counted
                 // (ADR 0051, ADR 0061).
+                spent_none(extra);
                 let unchanged = matches!(
                     &self.run.control,
                     Control::Running(Pending::Decide { supervisor })
@@ -374,55 +387,10 @@ impl Tx<'_> {
 
     /// Checks a node's writes (an object of slices) before any is applied: each slice
     /// inside the node's `writes` and the current subgraph's boundary, the node's
-    /// `output_schema`, and each slice's schema.
+    /// `output_schema`, and each slice's schema (see [`writes_verdict`]).
     #[inline(always)]
-    pub(crate) fn check_writes(
-        &self,
-        level: Level<'_>,
-        np: &NodePlan,
-        writes: &Value,
-    ) -> Result<(), (TerminationReason, String)> {
-        let plan = self.plan;
-        let (id, contract) = (&np.id, np.contract(&plan.graph));
-        let Value::Object(w) = writes else {
-            return Ok(());
-        };
-        let boundary = level.frame.map(|(sg, _)| (&sg.id, &sg.contract.writes));
-        for slice in w.keys() {
-            let inside = slice != SYSTEM_SLICE
-                && contract.writes.iter().any(|x| x == slice)
-                && boundary.is_none_or(|(_, b)| b.iter().any(|x| x == slice));
-            if !inside {
-                let mut msg = format!(
-                    "node `{id}` wrote slice `{slice}` outside its writes [{}]",
-                    contract.writes.join(", ")
-                );
-                if let Some((g, b)) = boundary {
-                    msg.push_str(&format!(
-                        " or the boundary of subgraph `{g}` [{}]",
-                        b.join(", ")
-                    ));
-                }
-                return Err((TerminationReason::WriteBoundaryViolation, msg));
-            }
-        }
-        if let Some(schema) = &np.output_schema
-            && let Err(msg) = check(schema, writes)
-        {
-            let msg = format!("the output of node `{id}` does not match its output_schema: {msg}");
-            return Err((TerminationReason::NodeFailed, msg));
-        }
-        for (slice, value) in w {
-            if let Some(schema) = plan.slice_schemas.get(slice)
-                && let Err(msg) = check(schema, value)
-            {
-                let msg = format!(
-                    "node `{id}` wrote slice `{slice}` that does not match its schema: {msg}"
-                );
-                return Err((TerminationReason::NodeFailed, msg));
-            }
-        }
-        Ok(())
+    pub(crate) fn check_writes(&self, level: Level<'_>, np: &NodePlan, writes: &Value) -> Verdict {
+        writes_verdict(self.plan, level, np, writes)
     }
 
     /// Ends the run from any depth, committing open frames innermost first (`frames`
@@ -508,6 +476,15 @@ impl Tx<'_> {
         self.run.kept.clear();
         self.plan.sync_system(self.run);
     }
+}
+
+/// Lets go of an `Option` known to be `None` where it is called, without the out-of-line
+/// drop call that would find nothing to free (ADR 0064). Were it `Some`, its value would
+/// leak, nothing worse (a debug build asserts it is not).
+#[inline(always)]
+fn spent_none<T>(empty: Option<T>) {
+    debug_assert!(empty.is_none(), "an Option thought empty held a value");
+    std::mem::forget(empty);
 }
 
 /// Marks an item as part of a chain stage (off the common path: most items are not).

@@ -29,9 +29,11 @@ mod retry;
 mod step;
 mod team;
 mod views;
+mod writes;
 
 pub use step::Step;
 
 pub(crate) use planner::Planner;
 pub(crate) use planning::{commit_in_place, commit_step};
 pub(crate) use step::item;
+pub(crate) use writes::root_verdicts;

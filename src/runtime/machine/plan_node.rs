@@ -105,6 +105,11 @@ impl<'e> Planner<'e> {
             if let Err(g) = check_node(run, plan.graph.budgets(), &np.id, contract.max_visits) {
                 break 'gate Err(NodeResult::Refused(g));
             }
+            // A `set` node (or one without behaviour) with no input schema reads no view
+            // and calls nothing: no view is made, none dropped (ADR 0064).
+            if matches!(np.run, NodeRun::Set(_) | NodeRun::Nothing) && np.input_schema.is_none() {
+                break 'gate Ok(None);
+            }
             let needs_view = matches!(
                 np.run,
                 NodeRun::Handler(_) | NodeRun::Exec(_) | NodeRun::Agent(_)
@@ -252,6 +257,10 @@ impl<'e> Planner<'e> {
     /// handoff, the end of its level (terminal, or an exitpoint), or back to its
     /// supervisor. The error names a handoff target the workflow lacks.
     pub(crate) fn after_node(&self, level: Level<'e>, np: &NodePlan) -> Result<After<'e>, String> {
+        if np.returns_at_root && level.frame.is_none() {
+            // The loop's node: read from the plan, not the contract (ADR 0064).
+            return Ok(After::Return);
+        }
         let plan = self.plan;
         let contract = np.contract(&plan.graph);
         Ok(if contract.router.is_some() {

@@ -225,9 +225,13 @@ impl<'e> Planner<'e> {
                 };
                 match &sp.policy {
                     PolicyRun::Rules(table) => {
-                        // Triggers on `/system/...` see it as policies do: built fresh.
-                        let fresh = table.reads_system.then(|| self.plan.policy_view(run));
-                        let verdict = table.decide(fresh.as_ref().unwrap_or(run.level_state()));
+                        // Triggers on `/system/...` see it as policies do: built fresh (and
+                        // only then made and dropped, ADR 0064).
+                        let verdict = if table.reads_system {
+                            table.decide(&self.plan.policy_view(run))
+                        } else {
+                            table.decide(run.level_state())
+                        };
                         let decided = Decided::Rules {
                             supervisor: &sp.id,
                             target: verdict.winner.map_or(&table.default_label, |e| &e.id),

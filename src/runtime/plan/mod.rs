@@ -13,5 +13,5 @@ pub(crate) use schema::{check, check_at};
 pub use tables::TraceView;
 pub(crate) use tables::{
     IdMap, NodeMap, NodePlan, NodeRun, Plan, PolicyRun, Schema, SubgraphPlan, SupervisorMap,
-    SupervisorPlan,
+    SupervisorPlan, Verdict,
 };

@@ -13,7 +13,7 @@ use super::rules::RuleTable;
 use crate::contracts::lookup::SCAN_MAX;
 use crate::contracts::{ExecSpec, NodeContract, SubgraphContract, SupervisorContract};
 use crate::graph::CompiledGraph;
-use crate::runtime::data::{Clock, Writes};
+use crate::runtime::data::{Clock, TerminationReason, Writes};
 use crate::runtime::effects::{SharedNode, SharedPolicy};
 
 /// A map keyed by contract id.
@@ -60,7 +60,21 @@ pub(crate) struct NodePlan {
     pub(crate) run: NodeRun,
     pub(crate) input_schema: Option<Schema>,
     pub(crate) output_schema: Option<Schema>,
+    /// A `set` node's constant writes checked at the root level, once, when the plan is
+    /// built (its writes, the `system` slice, its `output_schema`, each slice's schema):
+    /// the verdict commit would reach on every run of it there, error message and all
+    /// (ADR 0064). `None` for other nodes; inside a subgraph the boundary is checked too,
+    /// so the writes are checked at commit as before.
+    pub(crate) root_verdict: Option<Verdict>,
+    /// Control goes back to the dispatching supervisor after the node at the root level:
+    /// it is not a router and has no `handoff` and is not `terminal` (worked out once
+    /// from the contract; inside a subgraph an exitpoint ends the level instead).
+    pub(crate) returns_at_root: bool,
 }
+
+/// What checking a node's writes found: `Ok`, or why they are refused (the reason the
+/// run fails with and the message).
+pub(crate) type Verdict = Result<(), (TerminationReason, String)>;
 
 impl NodePlan {
     /// The node's contract, from `graph`'s registry (the graph the plan was built from).

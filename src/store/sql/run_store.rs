@@ -8,8 +8,9 @@ use super::events::transition_chunk;
 use crate::runtime::{EventStamp, RunEvent, RunId, RunRecord, TerminationReason};
 use crate::store::clock::Clock;
 use crate::store::db::{Backend, is_refusal, sql};
+use crate::store::json_row::JsonRow;
 use crate::store::packed::ChunkValue;
-use crate::store::rows::{INFO, Written, info_after, info_from_row, to_i64};
+use crate::store::rows::{Cols, INFO, Written, info_after, info_from_row, to_i64};
 use crate::store::trace_once::StoredDelta;
 use crate::store::trace_weight::to_json_and_trace_bytes;
 use crate::store::{
@@ -413,6 +414,11 @@ impl<B: Backend> Store<B> {
                     owner,
                 };
                 info_after(&known, written, &row, now)?
+            }
+            // SQLite's: the row as one JSON array (ADR 0062).
+            None if self.dialect.answers_json => {
+                let json = row.text("info").and_then(|text| JsonRow::parse(&text));
+                info_from_row(&json.map_err(StoreError::db("checkpoint", Some(id)))?, now)?
             }
             None => info_from_row(&row, now)?,
         };

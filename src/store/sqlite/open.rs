@@ -14,13 +14,16 @@ use crate::store::rows::STORE_FORMAT;
 use crate::store::sql::Store;
 use crate::store::{StoreError, dialects};
 
-/// Pages of WAL written before SQLite copies them into the database file (8 MB): about 14
-/// runs of the bench's 2,000-step chain (139 pages each, format 11). A command leaves
-/// the WAL as it is at its exit (ADR 0059), so the next process to open the store reads
-/// every page of it to rebuild its index (about 1.5 µs a page); fewer pages a checkpoint
-/// mean more of the checkpoints' fsyncs. 2,000 measured best of 1,000, 2,000 and 4,000
-/// (docs/performance.md, "SQLite: packed event chunks, no checkpoint at exit").
-const WAL_AUTOCHECKPOINT: u32 = 2_000;
+/// Pages of WAL written before SQLite copies them into the database file (4 MB, SQLite's
+/// own default): about 7 runs of the bench's 2,000-step chain (134 pages each). A command
+/// leaves the WAL as it is at its exit (ADR 0059), so the next process to open the store
+/// reads every page written since the last checkpoint to rebuild its index (about 1.6 µs
+/// and 2,800 instructions a page: half the WAL's size at an average open); fewer pages a
+/// checkpoint mean more of the checkpoints' four fsyncs. 1,000 measured against 2,000
+/// (ADR 0059's value) and 700 in three series of interleaved runs: never dearer by mean,
+/// 484 fewer `pread`s and ~1.35 M fewer instructions a run, for 0.27 more fsyncs a run (ADR
+/// 0062; docs/performance.md, "SQLite: the checkpoint's answer and the WAL read at open").
+const WAL_AUTOCHECKPOINT: u32 = 1_000;
 
 /// The embedded migrations.
 static MIGRATIONS: &[Step] = &[
@@ -135,10 +138,9 @@ impl SqliteStore {
                 .filename(&path)
                 .create_if_missing(true)
                 .journal_mode(SqliteJournalMode::Wal)
-                // Checkpoint the WAL into the database every 2,000 pages (8 MB), not
-                // 1,000: checkpoints copy each page once however often it was written,
-                // and a checkpoint's fsyncs are a step's dearest part; not 4,000 either:
-                // the next process reads the whole WAL when it opens the store.
+                // Checkpoint the WAL into the database every 1,000 pages (4 MB): the
+                // next process reads the whole WAL when it opens the store, against a
+                // checkpoint's fsyncs (ADR 0062).
                 .pragma("wal_autocheckpoint", WAL_AUTOCHECKPOINT.to_string())
         };
         let connect = base

@@ -1,6 +1,5 @@
 //! The `pactgraph` command line. Each subcommand's arguments are an `Args` struct in the
 //! subcommand's own file.
-#![forbid(unsafe_code)]
 
 mod dot;
 mod drive;
@@ -58,7 +57,9 @@ enum Command {
     Validate(validate::ValidateArgs),
 }
 
-fn main() -> ExitCode {
+/// Runs the `pactgraph` command line: parses the process arguments, runs the subcommand
+/// and returns its exit code (what the binary `src/main.rs` does).
+pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Schema => schema::run(),
