@@ -16,7 +16,7 @@ use pactgraph::store::{
     Before, Checkpoint, Checkpoints, DriveOptions, PgStore, PruneFilter, RunStore, StepDelta,
     StoreError, StoredStatus, drive,
 };
-use sqlx::Connection;
+use sqlx::{Connection, Row};
 use support::runtime::{created_ticker, rt};
 use support::stores::{Schema, pg_url};
 
@@ -305,16 +305,37 @@ fn a_checkpoint_tells_followers_and_at_the_end_workers() {
     });
 }
 
-/// The compression method of run `id`'s largest event chunk (`None`: kept uncompressed).
-async fn chunk_compression(c: &mut sqlx::PgConnection, id: RunId) -> Option<String> {
-    sqlx::query_scalar(
-        "SELECT pg_column_compression(events) FROM event_chunks WHERE run_id = $1 \
-         ORDER BY octet_length(events) DESC LIMIT 1",
+/// How run `id`'s largest event chunk is kept: whether packed in the client (format 12,
+/// ADR 0063), and the server's compression of the value (`None`: kept as it came).
+async fn largest_chunk(c: &mut sqlx::PgConnection, id: RunId) -> (bool, Option<String>) {
+    let row = sqlx::query(
+        "SELECT packed IS NOT NULL AS packed, CASE WHEN packed IS NULL \
+           THEN pg_column_compression(events) ELSE pg_column_compression(packed) END AS how \
+         FROM event_chunks WHERE run_id = $1 \
+         ORDER BY COALESCE(octet_length(packed), octet_length(events)) DESC LIMIT 1",
     )
     .bind(id.to_string())
     .fetch_one(c)
     .await
-    .expect("reads a chunk's compression")
+    .expect("reads a chunk");
+    (row.get("packed"), row.get("how"))
+}
+
+/// The compression the `events` column (the text chunks of formats 8 to 11) is set to:
+/// `l` for lz4 (format 10), empty for the server's default.
+async fn events_compression(c: &mut sqlx::PgConnection) -> String {
+    let how: i8 = sqlx::query_scalar(
+        "SELECT attcompression FROM pg_attribute \
+         WHERE attrelid = 'event_chunks'::regclass AND attname = 'events'",
+    )
+    .fetch_one(c)
+    .await
+    .expect("reads the column's compression");
+    if how == 0 {
+        String::new()
+    } else {
+        char::from(u8::try_from(how).expect("an ASCII letter")).to_string()
+    }
 }
 
 /// Proves that a store of format 9 migrates to format 10 and that format 10 is what it
@@ -323,8 +344,10 @@ async fn chunk_compression(c: &mut sqlx::PgConnection, id: RunId) -> Option<Stri
 /// recorded), which a deleted run shows: its chunks stay behind. Opening it again applies
 /// migration 10: a run written before still loads as it ended; deleting a run by any
 /// statement, a prune or a plain `DELETE`, now takes its chunks along, other runs' rows
-/// staying; and a new run's chunk (its 300 steps' events, far over the 2 KB that makes
-/// PostgreSQL compress a value) is compressed with lz4 wherever the server offers it.
+/// staying; and the text chunks' column (formats 8 to 11) is compressed with lz4
+/// wherever the server offers it, while a new run's chunk (its 300 steps' events, far
+/// over the 2 KB that makes PostgreSQL compress a value) is packed in the client and
+/// kept as it came (format 12, ADR 0063).
 #[test]
 fn a_store_of_format_9_migrates_to_10_and_deleted_runs_take_their_chunks() {
     let Some(schema) = schema() else { return };
@@ -343,15 +366,17 @@ fn a_store_of_format_9_migrates_to_10_and_deleted_runs_take_their_chunks() {
             .await
             .expect("connects to the schema");
         let offered = lz4_offered(&mut c).await;
-        if offered {
-            assert_eq!(
-                chunk_compression(&mut c, runs[0].0).await.as_deref(),
-                Some("lz4")
-            );
-        }
+        // Packed in the client (format 12): the server keeps the bytes as they came.
+        assert_eq!(largest_chunk(&mut c, runs[0].0).await, (true, None));
+        assert_eq!(
+            events_compression(&mut c).await,
+            if offered { "l" } else { "" }
+        );
 
         // Back to format 9: migration 9's trigger function, the server's default
-        // compression, migrations 10 and after forgotten (11 only marks the format).
+        // compression, migrations 10 and after forgotten (11 only marks the format; the
+        // column of packed chunks stays, with the chunks in it: migration 12 adds it only
+        // when missing).
         let nine = include_str!("../migrations/postgres/0009_step_rows_unchecked.sql");
         let function = &nine[nine.find("CREATE FUNCTION").expect("migration 9 makes it")
             ..nine.find("CREATE TRIGGER").expect("migration 9 makes it")];
@@ -413,16 +438,17 @@ fn a_store_of_format_9_migrates_to_10_and_deleted_runs_take_their_chunks() {
         assert_eq!(count, 1, "the run left, stopped by max_steps");
         assert_eq!(rows_of(&schema.url, pruned).await, (0, 0, 0));
 
-        // A new run's chunk: lz4 wherever the server offers it.
+        // The text chunks' column is lz4 again wherever the server offers it; a new
+        // run's chunk is packed (format 12), kept as it came.
+        assert_eq!(
+            events_compression(&mut c).await,
+            if offered { "l" } else { "" }
+        );
         let (ex, record) = created_ticker(&store, 300).await;
         drive(&ex, &store, record.run_id, "w", &DriveOptions::default())
             .await
             .expect("drives");
-        let expected = if offered { "lz4" } else { "pglz" };
-        assert_eq!(
-            chunk_compression(&mut c, record.run_id).await.as_deref(),
-            Some(expected)
-        );
+        assert_eq!(largest_chunk(&mut c, record.run_id).await, (true, None));
         store.close().await;
     });
 }

@@ -79,8 +79,8 @@ impl Cols for AnyRow {
     fn opt_int(&self, col: &str) -> Result<Option<i64>, sqlx::Error> {
         either!(self, AnyRow, r => r.opt_int(col))
     }
-    fn chunk(&self, col: &str) -> Result<ChunkValue, sqlx::Error> {
-        either!(self, AnyRow, r => r.chunk(col))
+    fn chunk(&self, col: &str, packed: &str) -> Result<ChunkValue, sqlx::Error> {
+        either!(self, AnyRow, r => r.chunk(col, packed))
     }
 }
 

@@ -73,7 +73,8 @@ impl<'a> From<&'a [u8]> for Arg<'a> {
         Arg::Bytes(v)
     }
 }
-/// A chunk's events bound: bytes when packed (SQLite's `BLOB`), else text.
+/// A chunk's events bound: bytes when packed (SQLite's `BLOB`, PostgreSQL's `BYTEA`),
+/// else text.
 impl<'a> From<&'a ChunkValue> for Arg<'a> {
     fn from(v: &'a ChunkValue) -> Self {
         match v {
@@ -314,10 +315,13 @@ pub struct Dialect {
     /// Tells listening workers that a run may have become runnable (PostgreSQL's
     /// `pg_notify`); none on SQLite, whose workers poll.
     pub notify_runnable: Option<&'static str>,
-    /// Whether a checkpoint packs its event chunk, lz4-compressed in the client, and binds
-    /// it as bytes (SQLite, format 11, ADR 0059), or binds the texts as they are
-    /// (PostgreSQL, which compresses them itself, ADR 0057).
-    pub packs_events: bool,
+    /// The column of `event_chunks` a checkpoint writes its event chunk to, packed in the
+    /// client (lz4, `store/packed.rs`) and bound as bytes: `events` on SQLite (a `BLOB`
+    /// value of the text column, format 11, ADR 0059: chunks of older formats are text
+    /// values of the same column), `packed` on PostgreSQL (a `BYTEA` column stored
+    /// without the server's compression, format 12, ADR 0063: the text chunks of older
+    /// formats stay in `events`). Readers select [`Dialect::packed_read`] beside `events`.
+    pub packed_column: &'static str,
     /// Whether the checkpoint answers the run row as one column, `info`, the JSON array
     /// of its [`super::rows::INFO`] columns (SQLite, ADR 0062: SQLite compiles each
     /// column of a view's `RETURNING` as a subquery when it prepares the statement, once
@@ -337,6 +341,18 @@ impl Dialect {
                 "WITH changed AS ({statement} RETURNING 1) {notify} FROM changed"
             )),
             None => Cow::Borrowed(statement),
+        }
+    }
+
+    /// What a reader of event chunks selects as column `packed` beside `events`
+    /// ([`super::rows::Cols::chunk`]): [`Dialect::packed_column`] where it is a column of
+    /// its own (PostgreSQL), else `NULL` (SQLite, whose packed chunks are `BLOB` values of
+    /// `events`).
+    pub fn packed_read(&self) -> &'static str {
+        if self.packed_column == "events" {
+            "NULL"
+        } else {
+            self.packed_column
         }
     }
 

@@ -83,8 +83,8 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
         begin_create: "BEGIN IMMEDIATE",
         create_run: None,
         notify_runnable: None,
-        // Packed in the client: SQLite has no compression of its own (ADR 0059).
-        packs_events: true,
+        // Packed in the client, a `BLOB` value of the text column (ADR 0059).
+        packed_column: "events",
         answers_json: true,
         claim_lock: "",
         greatest: "MAX",
@@ -148,8 +148,8 @@ fn postgres_checkpoint(snapshot: bool, returning: &str) -> String {
          WHERE id = $1 AND seq = $2 - 1 AND owner = $7 \
            AND lease_expires_ms > COALESCE($6::BIGINT, {POSTGRES_NOW}) RETURNING {returning}), \
          {writes}, \
-         ev AS (INSERT INTO event_chunks (run_id, first_seq, last_seq, seq, events) \
-           SELECT $1, $16, $17, $2, $15::TEXT FROM up WHERE $17::BIGINT >= $16::BIGINT) \
+         ev AS (INSERT INTO event_chunks (run_id, first_seq, last_seq, seq, packed) \
+           SELECT $1, $16, $17, $2, $15::BYTEA FROM up WHERE $17::BIGINT >= $16::BIGINT) \
          SELECT up.*, pg_notify({}, $1) AS told, \
            CASE WHEN $8::BOOLEAN THEN NULL ELSE pg_notify({}, '') END AS woke FROM up",
         events_channel!(),
@@ -178,7 +178,9 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
     // in the same round trip rather than one more statement after it (ADR 0050), by the
     // answer's `told` and `woke` columns (`pg_notify` returns nothing to read). The
     // events come as one chunk, their texts one a line, kept as one row (format 8, ADR
-    // 0053: no row nor foreign-key check per event).
+    // 0053: no row nor foreign-key check per event), packed in the client and bound as
+    // bytes, which the server keeps as they come (format 12, ADR 0063: no UTF-8 check of
+    // a text parameter, no compression in TOAST).
     checkpoint: postgres_checkpoint(false, INFO),
     checkpoint_snapshot: postgres_checkpoint(true, INFO),
     checkpoint_changes: Some(postgres_checkpoint(false, CHANGED)),
@@ -203,7 +205,8 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
         runnable_channel!()
     )),
     notify_runnable: Some(concat!("SELECT pg_notify(", runnable_channel!(), ", '')")),
-    packs_events: false,
+    // Packed in the client, a `BYTEA` column of its own stored as it comes (ADR 0063).
+    packed_column: "packed",
     answers_json: false,
     claim_lock: " FOR UPDATE SKIP LOCKED",
     greatest: "GREATEST",

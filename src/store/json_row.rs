@@ -92,7 +92,7 @@ impl Cols for JsonRow {
         }
     }
 
-    fn chunk(&self, col: &str) -> Result<ChunkValue, sqlx::Error> {
+    fn chunk(&self, col: &str, _packed: &str) -> Result<ChunkValue, sqlx::Error> {
         // A run row has no event chunk.
         Err(sqlx::Error::ColumnNotFound(col.to_string()))
     }

@@ -1,9 +1,11 @@
-//! A checkpoint's event texts as a row keeps them (`event_chunks.events`): SQLite packs
-//! them, lz4-compressed in the client (format 11, ADR 0059); PostgreSQL keeps them as
-//! text and compresses them itself (lz4 in its TOAST storage, format 10, ADR 0057).
-//! Chunks a SQLite store kept before format 11 are text and stay so: a chunk reads back
-//! by the type of its value (`BLOB` packed, `TEXT` as it is), so the texts read back are
-//! the same, byte for byte, whichever format wrote them.
+//! A checkpoint's event texts as a row keeps them: packed, lz4-compressed in the client,
+//! on both stores. SQLite keeps a packed chunk as a `BLOB` value of
+//! `event_chunks.events` (format 11, ADR 0059); PostgreSQL in a `BYTEA` column of its own,
+//! `event_chunks.packed`, stored without the server's compression (format 12, ADR 0063).
+//! Chunks kept before are text (SQLite before format 11, PostgreSQL before 12, compressed
+//! by the server) and stay so: a chunk reads back by where and how its value is kept
+//! ([`sqlite_chunk`], [`pg_chunk`]), so the texts read back are the same, byte for byte,
+//! whichever format wrote them.
 //!
 //! A packed chunk is the texts' length in bytes (a little-endian `u32`) and then one lz4
 //! block of them (`lz4_flex`'s `compress_prepend_size`).
@@ -14,9 +16,9 @@ use sqlx::{Row, TypeInfo, ValueRef};
 /// (public only as what [`super::rows::Cols`] reads; not exported).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ChunkValue {
-    /// The texts, one a line (PostgreSQL; SQLite before format 11).
+    /// The texts, one a line (chunks kept before format 11 on SQLite, 12 on PostgreSQL).
     Text(String),
-    /// The texts packed ([`ChunkValue::of`]).
+    /// The texts packed ([`ChunkValue::pack`]).
     Packed(Vec<u8>),
 }
 
@@ -27,14 +29,9 @@ fn unpacked_bound(n: usize) -> usize {
 }
 
 impl ChunkValue {
-    /// `texts` as a checkpoint binds them: packed when the store `packs` (SQLite), else
-    /// as they are.
-    pub(crate) fn of(texts: String, packs: bool) -> Self {
-        if packs {
-            ChunkValue::Packed(lz4_flex::compress_prepend_size(texts.as_bytes()))
-        } else {
-            ChunkValue::Text(texts)
-        }
+    /// `texts` packed, as a checkpoint binds them (both stores).
+    pub(crate) fn pack(texts: &str) -> Self {
+        ChunkValue::Packed(lz4_flex::compress_prepend_size(texts.as_bytes()))
     }
 
     /// The texts: a packed chunk unpacked (the length it claims checked, against
@@ -72,9 +69,12 @@ impl ChunkValue {
 
 /// Column `col` of a SQLite row as a chunk: packed when its value is a `BLOB`, else text
 /// (a `TEXT` column keeps a `BLOB` value as it is: SQLite types values, not columns).
+/// SQLite has no column of packed chunks: the readers' `packed` column is `NULL` there
+/// (`Dialect::packed_read`), and not read.
 pub(crate) fn sqlite_chunk(
     row: &sqlx::sqlite::SqliteRow,
     col: &str,
+    _packed: &str,
 ) -> Result<ChunkValue, sqlx::Error> {
     let packed = {
         let value = row.try_get_raw(col)?;
@@ -87,6 +87,20 @@ pub(crate) fn sqlite_chunk(
     })
 }
 
+/// A PostgreSQL row's chunk: column `packed` (`BYTEA`, format 12) when it is set, else
+/// the text of column `col` (the chunks kept before format 12). A row with neither is an
+/// error naming the column (the caller names the run).
+pub(crate) fn pg_chunk(
+    row: &sqlx::postgres::PgRow,
+    col: &str,
+    packed: &str,
+) -> Result<ChunkValue, sqlx::Error> {
+    match row.try_get::<Option<Vec<u8>>, _>(packed)? {
+        Some(bytes) => Ok(ChunkValue::Packed(bytes)),
+        None => row.try_get(col).map(ChunkValue::Text),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -97,14 +111,14 @@ mod tests {
 
     proptest! {
         /// Proves, for all texts, that a packed chunk unpacks to the texts packed, byte
-        /// for byte, and that a store that does not pack binds them as they are.
+        /// for byte, and that a text chunk (kept by an older format) reads as it is.
         #[test]
         fn packed_texts_unpack_to_themselves(texts in ".{0,2000}", copies in 1usize..40) {
             let texts = texts.repeat(copies);
-            let packed = ChunkValue::of(texts.clone(), true);
+            let packed = ChunkValue::pack(&texts);
             prop_assert!(matches!(packed, ChunkValue::Packed(_)));
             prop_assert_eq!(packed.texts(MAX).expect("unpacks"), texts.clone());
-            prop_assert_eq!(ChunkValue::of(texts.clone(), false), ChunkValue::Text(texts));
+            prop_assert_eq!(ChunkValue::Text(texts.clone()).texts(MAX).expect("text"), texts);
         }
 
         /// Proves, for all byte strings, that unpacking one never panics nor allocates
@@ -123,7 +137,7 @@ mod tests {
         bytes.extend_from_slice(&[0x10, b'a']);
         let err = ChunkValue::Packed(bytes).texts(MAX).unwrap_err();
         assert!(err.contains("claim 4294967295 bytes"), "{err}");
-        let packed = ChunkValue::of("x".repeat(5000), true);
+        let packed = ChunkValue::pack(&"x".repeat(5000));
         let err = packed.texts(100).unwrap_err();
         assert!(err.contains("claim 5000 bytes"), "{err}");
         let err = ChunkValue::Packed(vec![1, 2]).texts(MAX).unwrap_err();

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use sqlx::Row;
 
-use super::packed::{ChunkValue, sqlite_chunk};
+use super::packed::{ChunkValue, pg_chunk, sqlite_chunk};
 use super::trace_once::put_back_trace;
 use super::{RunInfo, StepDelta, StoreError, StoredStatus, owner_gone};
 use crate::contracts::SYSTEM_SLICE;
@@ -23,8 +23,10 @@ pub trait Cols {
     fn int(&self, col: &str) -> Result<i64, sqlx::Error>;
     /// A nullable integer column.
     fn opt_int(&self, col: &str) -> Result<Option<i64>, sqlx::Error>;
-    /// An event chunk's texts, as the row holds them (text, or packed: format 11).
-    fn chunk(&self, col: &str) -> Result<ChunkValue, sqlx::Error>;
+    /// An event chunk's texts, as the row holds them: text in column `col`, or packed
+    /// (SQLite: a `BLOB` value of `col`, format 11; PostgreSQL: column `packed`, the
+    /// reader's `Dialect::packed_read`, format 12).
+    fn chunk(&self, col: &str, packed: &str) -> Result<ChunkValue, sqlx::Error>;
 }
 
 /// `Cols` for a sqlx row type; `$chunk` reads an event chunk.
@@ -43,18 +45,16 @@ macro_rules! cols {
             fn opt_int(&self, col: &str) -> Result<Option<i64>, sqlx::Error> {
                 self.try_get(col)
             }
-            fn chunk(&self, col: &str) -> Result<ChunkValue, sqlx::Error> {
-                $chunk(self, col)
+            fn chunk(&self, col: &str, packed: &str) -> Result<ChunkValue, sqlx::Error> {
+                $chunk(self, col, packed)
             }
         }
     };
 }
-// SQLite packs chunks from format 11 (ADR 0059); PostgreSQL keeps them as text.
+// Chunks packed in the client: SQLite's from format 11 (ADR 0059), PostgreSQL's from 12
+// (ADR 0063).
 cols!(sqlx::sqlite::SqliteRow, sqlite_chunk);
-cols!(
-    sqlx::postgres::PgRow,
-    |row: &sqlx::postgres::PgRow, col: &str| row.try_get(col).map(ChunkValue::Text)
-);
+cols!(sqlx::postgres::PgRow, pg_chunk);
 
 /// [`INFO`] as a literal, for the statements that end with it ([`INSERT_RUN`]).
 macro_rules! info_columns {
@@ -150,8 +150,10 @@ pub(crate) fn info_after(
 /// makes the same schema (formats 9 and 10 change PostgreSQL's alone: SQLite's migrations
 /// 9 and 10 only mark them, ADRs 0054 and 0057; format 11 changes SQLite's alone, its
 /// event chunks packed in the client, ADR 0059, and PostgreSQL's migration 11 only marks
-/// it). A database with a higher one is refused, untouched.
-pub const STORE_FORMAT: i64 = 11;
+/// it; format 12 changes PostgreSQL's alone, its event chunks packed in the client too,
+/// ADR 0063, and SQLite's migration 12 only marks it). A database with a higher one is
+/// refused, untouched.
+pub const STORE_FORMAT: i64 = 12;
 
 pub(crate) fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)

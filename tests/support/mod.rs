@@ -6,6 +6,8 @@
 //!   crash tests.
 //! * [`crash`]: SIGKILL at random points of runs of the `pactgraph` binary, their
 //!   uninterrupted references, and the checks that a resumed run ended as they did.
+//! * [`packed`]: packed event chunks against the text chunks of an older format, the
+//!   same scenario on both stores.
 //! * [`random_workflow`]: random valid workflows with random rule outcomes and their
 //!   inputs, for the runtime's and the run store's property tests.
 //! * [`stores`]: both run stores (SQLite, and PostgreSQL at `PG_URL`) for the store tests.
@@ -19,6 +21,8 @@
 
 pub mod cli;
 pub mod crash;
+#[cfg(feature = "store")]
+pub mod packed;
 pub mod random_workflow;
 pub mod runtime;
 #[cfg(feature = "store")]

@@ -19,7 +19,8 @@ use crate::store::{Durability, StoreError, dialects};
 /// The embedded migrations: the whole schema of format 4 at once, then the events table,
 /// then the checkpoint's changes (format 9: step rows without a foreign key, ADR 0054;
 /// format 10: event chunks deleted with their run by the same trigger, lz4, ADR 0057;
-/// format 11 only marked: SQLite packs its chunks, ADR 0059).
+/// format 11 only marked: SQLite packs its chunks, ADR 0059; format 12: event chunks
+/// packed in the client too, in a `BYTEA` column, ADR 0063).
 static MIGRATIONS: &[Step] = &[
     (
         4,
@@ -60,6 +61,11 @@ static MIGRATIONS: &[Step] = &[
         11,
         "format eleven",
         include_str!("../../../migrations/postgres/0011_format_eleven.sql"),
+    ),
+    (
+        12,
+        "packed event chunks",
+        include_str!("../../../migrations/postgres/0012_packed_event_chunks.sql"),
     ),
 ];
 

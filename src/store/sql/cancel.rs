@@ -89,7 +89,7 @@ impl<B: Backend> Store<B> {
         write_events(
             &mut tx,
             (&run, trace_from),
-            (seq, self.dialect.packs_events),
+            (seq, self.dialect.packed_column),
             stamp,
         )
         .await?;

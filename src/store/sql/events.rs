@@ -9,12 +9,12 @@ use crate::store::packed::ChunkValue;
 use crate::store::rows::{Cols, to_i64, to_u64};
 
 /// Writes the events of run `run`'s transition from trace index `trace_from`, made by
-/// checkpoint `seq` and numbered from `stamp`, on `on` as one chunk (packed when `packs`:
-/// SQLite, format 11).
+/// checkpoint `seq` and numbered from `stamp`, on `on` as one chunk, packed, into column
+/// `column` (`Dialect::packed_column`).
 pub(super) async fn write_events<E: Exec>(
     on: &mut E,
     (run, trace_from): (&RunState, usize),
-    (seq, packs): (u64, bool),
+    (seq, column): (u64, &str),
     stamp: EventStamp,
 ) -> Result<(), StoreError> {
     let id = run.run_id;
@@ -23,15 +23,15 @@ pub(super) async fn write_events<E: Exec>(
     let Some((first, last)) = chunk.seqs else {
         return Ok(());
     };
-    sql(
-        "INSERT INTO event_chunks (run_id, first_seq, last_seq, seq, events) \
-         VALUES ($1, $2, $3, $4, $5)",
-    )
+    sql(&format!(
+        "INSERT INTO event_chunks (run_id, first_seq, last_seq, seq, {column}) \
+         VALUES ($1, $2, $3, $4, $5)"
+    ))
     .bind(id.to_string())
     .bind(to_i64(first))
     .bind(to_i64(last))
     .bind(to_i64(seq))
-    .bind(&ChunkValue::of(chunk.texts, packs))
+    .bind(&ChunkValue::pack(&chunk.texts))
     .execute(on)
     .await
     .map_err(StoreError::db("writing events", Some(id)))?;
@@ -170,8 +170,9 @@ impl<B: Backend> Store<B> {
             return Ok(Vec::new());
         };
         let rows = sql(&format!(
-            "SELECT first_seq, last_seq, events {CHUNKS_AFTER} AND first_seq <= $3 \
-             ORDER BY first_seq"
+            "SELECT first_seq, last_seq, events, {} AS packed {CHUNKS_AFTER} \
+             AND first_seq <= $3 ORDER BY first_seq",
+            self.dialect.packed_read()
         ))
         .bind(&key)
         .bind(to_i64(after))
@@ -185,7 +186,7 @@ impl<B: Backend> Store<B> {
             let first = to_u64(row.int("first_seq").map_err(&db)?);
             let last = to_u64(row.int("last_seq").map_err(&db)?);
             let texts = row
-                .chunk("events")
+                .chunk("events", "packed")
                 .map_err(&db)?
                 .texts(MAX_EVENT_BYTES)
                 .map_err(|reason| StoreError::Corrupt {

@@ -21,18 +21,23 @@ const STEP: i64 = 3;
 const CHUNK: i64 = 4;
 
 /// The load statement (`$1` the run's id, `$2` the checkpoint to load up to, `NULL` for
-/// its last; `int` the dialect's integer cast): the run's row first (its [`INFO`]
+/// its last; `int` the dialect's integer cast, `packed` what it reads a chunk's packed
+/// column as, `Dialect::packed_read`): the run's row first (its [`INFO`]
 /// columns, `format`, `workflow_file`, `base_dir`, `snapshot_seq` and `at`, the
 /// checkpoint loaded), then the document, the latest snapshot at or before `at`, the
 /// step rows after it up to `at`, in order, and the event chunks of those checkpoints
 /// (their trace items, format 8), in order. The rows after the first carry their number
 /// in `seq` and their text in `delta` (the document, the snapshot's run state, a step's
-/// delta), every other column `NULL`. One statement reads one snapshot of the database
+/// delta, a chunk's texts unless packed), a chunk's packed texts in `packed`, every
+/// other column `NULL`. One statement reads one snapshot of the database
 /// on both backends, as the read transaction of four statements it replaces did.
-fn load_sql(int: &str) -> String {
+fn load_sql(int: &str, packed: &str) -> String {
+    // The `packed` column of the rows that are not chunks: typed, so that PostgreSQL
+    // matches it with the chunks' `BYTEA` (an untyped `NULL` resolves as text).
+    const NO_PACKED: &str = "CAST(NULL AS BYTEA)";
     // A row after the first: `seq` in its place among the `INFO` columns (a compound
     // select matches columns by position), every other one `NULL`.
-    let body = |part: i64, seq: &str, text: &str, from: &str| {
+    let body = |part: i64, seq: &str, (text, packed): (&str, &str), from: &str| {
         let info: Vec<String> = INFO
             .split(',')
             .map(str::trim)
@@ -44,7 +49,7 @@ fn load_sql(int: &str) -> String {
         format!(
             " UNION ALL SELECT CAST({part} AS BIGINT) AS part, {}, NULL AS format, \
              NULL AS workflow_file, NULL AS base_dir, NULL AS snapshot_seq, NULL AS at, \
-             {text} AS delta FROM {from}",
+             {text} AS delta, {packed} AS packed FROM {from}",
             info.join(", ")
         )
     };
@@ -55,26 +60,26 @@ fn load_sql(int: &str) -> String {
          s AS (SELECT seq, run_state FROM snapshots \
            WHERE run_id = $1 AND seq <= (SELECT at FROM r) ORDER BY seq DESC LIMIT 1) \
          SELECT CAST({ROW} AS BIGINT) AS part, {INFO}, format, workflow_file, base_dir, \
-           snapshot_seq, at, NULL AS delta FROM r{}{}{}{} \
+           snapshot_seq, at, NULL AS delta, {NO_PACKED} AS packed FROM r{}{}{}{} \
          ORDER BY part, seq",
         body(
             DOCUMENT,
             "NULL",
-            "d.document",
+            ("d.document", NO_PACKED),
             "documents d WHERE d.digest = (SELECT digest FROM r)"
         ),
-        body(SNAPSHOT, "s.seq", "s.run_state", "s"),
+        body(SNAPSHOT, "s.seq", ("s.run_state", NO_PACKED), "s"),
         body(
             STEP,
             "st.seq",
-            "st.delta",
+            ("st.delta", NO_PACKED),
             "steps st WHERE st.run_id = $1 AND st.seq > (SELECT seq FROM s) \
              AND st.seq <= (SELECT at FROM r)"
         ),
         body(
             CHUNK,
             "ec.seq",
-            "ec.events",
+            ("ec.events", packed),
             "event_chunks ec WHERE ec.run_id = $1 AND ec.seq > (SELECT seq FROM s) \
              AND ec.seq <= (SELECT at FROM r)"
         ),
@@ -96,12 +101,15 @@ impl<B: Backend> Store<B> {
             what,
             reason,
         };
-        let rows = sql(&load_sql(self.dialect.int_param))
-            .bind(&key)
-            .bind(upto.map(to_i64))
-            .fetch_all(&mut self.db.read().await?)
-            .await
-            .map_err(&db)?;
+        let rows = sql(&load_sql(
+            self.dialect.int_param,
+            self.dialect.packed_read(),
+        ))
+        .bind(&key)
+        .bind(upto.map(to_i64))
+        .fetch_all(&mut self.db.read().await?)
+        .await
+        .map_err(&db)?;
         let part = |i: usize| -> Result<Option<i64>, StoreError> {
             rows.get(i).map(|r| r.int("part")).transpose().map_err(&db)
         };
@@ -143,7 +151,8 @@ impl<B: Backend> Store<B> {
             .iter()
             .map(|r| {
                 let seq = to_u64(r.int("seq").map_err(&db)?);
-                let texts = r.chunk("delta").map_err(&db)?.texts(MAX_EVENT_BYTES);
+                let texts = r.chunk("delta", "packed").map_err(&db)?;
+                let texts = texts.texts(MAX_EVENT_BYTES);
                 Ok((
                     seq,
                     texts.map_err(|reason| corrupt(chunk_name(seq), reason))?,

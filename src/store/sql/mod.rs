@@ -192,8 +192,11 @@ impl<B: Backend> Store<B> {
             .await
             .map_err(&db)?;
         // Their trace items, kept in their checkpoints' events (format 8, ADR 0053).
-        let chunks = sql("SELECT seq, events FROM event_chunks WHERE run_id = $1 \
-             AND seq >= (SELECT MIN(seq) FROM steps WHERE run_id = $1) ORDER BY seq")
+        let chunks = sql(&format!(
+            "SELECT seq, events, {} AS packed FROM event_chunks WHERE run_id = $1 \
+             AND seq >= (SELECT MIN(seq) FROM steps WHERE run_id = $1) ORDER BY seq",
+            self.dialect.packed_read()
+        ))
         .bind(id.to_string())
         .fetch_all(&mut c)
         .await
@@ -201,7 +204,10 @@ impl<B: Backend> Store<B> {
         .iter()
         .map(|r| {
             let seq = to_u64(r.int("seq").map_err(&db)?);
-            let texts = r.chunk("events").map_err(&db)?.texts(MAX_EVENT_BYTES);
+            let texts = r
+                .chunk("events", "packed")
+                .map_err(&db)?
+                .texts(MAX_EVENT_BYTES);
             let texts = texts.map_err(|reason| StoreError::Corrupt {
                 run_id: id,
                 what: events::chunk_name(seq),

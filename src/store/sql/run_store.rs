@@ -340,8 +340,9 @@ impl<B: Backend> Store<B> {
         let chunk = transition_chunk(run, trace_from, seq, stamp)
             .map_err(|reason| StoreError::CannotContinue { run_id: id, reason })?;
         let (first_event, last_event) = chunk.seqs.unwrap_or((stamp.first_seq, 0));
-        // Packed on SQLite (format 11, ADR 0059).
-        let event_texts = ChunkValue::of(chunk.texts, self.dialect.packs_events);
+        // Packed in the client (SQLite from format 11, ADR 0059; PostgreSQL from 12, ADR
+        // 0063).
+        let event_texts = ChunkValue::pack(&chunk.texts);
         // One statement (SQLite's `checkpoint_in` trigger, PostgreSQL's data-modifying
         // `WITH`): fenced, atomic, one round trip, the events with it; the run row as it
         // is after it comes back.

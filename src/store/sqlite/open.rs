@@ -82,6 +82,11 @@ static MIGRATIONS: &[Step] = &[
         "packed event chunks",
         include_str!("../../../migrations/sqlite/0011_packed_event_chunks.sql"),
     ),
+    (
+        12,
+        "format twelve",
+        include_str!("../../../migrations/sqlite/0012_format_twelve.sql"),
+    ),
 ];
 
 impl SqliteStore {
