@@ -12,6 +12,7 @@ use serde_json::Value;
 ///
 /// The text is scanned eight bytes at a time for a byte that needs escaping, and copied
 /// in runs between such bytes: an id (a node's name, a rule's reason) is copied whole.
+#[inline]
 pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
     out.reserve(bytes.len() + 2);
@@ -29,6 +30,7 @@ pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
 }
 
 /// Appends `s` as a JSON string, or `null`.
+#[inline]
 pub(crate) fn write_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
     match s {
         Some(s) => write_str(out, s),
@@ -37,6 +39,7 @@ pub(crate) fn write_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
 }
 
 /// Appends `n` as a JSON number (as `serde_json` writes an integer).
+#[inline]
 pub(crate) fn write_u64(out: &mut Vec<u8>, n: u64) {
     out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
