@@ -267,16 +267,7 @@ fn a_store_of_format_7_migrates_and_keeps_its_history() {
 fn store_of_an_older_format_migrates(format: u32, migration: &str) {
     let b = Bench::new(BIN);
     let wf = asker(&b);
-    let r = b.run(&[
-        "run",
-        wf.to_str().unwrap(),
-        "--quiet",
-        "--name",
-        "old",
-        "--stream",
-    ]);
-    assert_eq!(r.code, 4, "{}", r.err);
-    let streamed: Vec<String> = r.out.lines().map(str::to_string).collect();
+    let streamed = b.paused_stream(&wf, "old");
     // Back to the older format: a row per event (migration 5's table, each chunk's lines
     // cut apart), its view and trigger, the later migrations not applied.
     let view_and_trigger = &migration[migration.find("CREATE VIEW").unwrap()..];
@@ -307,17 +298,9 @@ fn store_of_an_older_format_migrates(format: u32, migration: &str) {
         .unwrap();
     assert!(ok.success());
     // `--until-pause`: a plain watch follows the paused run until it ends.
-    let before = b.run(&["runs", "watch", "old", "--until-pause"]);
-    assert_eq!(before.code, 4, "{}", before.err);
     // The history is the stream's events (the outcome object, printed last, aside).
-    let history: Vec<&str> = before.out.lines().collect();
-    assert_eq!(
-        history,
-        streamed[..streamed.len() - 1],
-        "the history written before"
-    );
-    let r = b.run(&["runs", "resume", "old", "--answer", "yes", "--quiet"]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let before = b.history_until_pause("old", &streamed, "the history written before");
+    b.resume_yes("old");
     let watched = b.run(&["runs", "watch", "old"]);
     assert_eq!(watched.code, 0, "{}", watched.err);
     let events = lines(&watched.out);

@@ -193,6 +193,34 @@ impl Bench {
         ran
     }
 
+    /// Runs the workflow at `wf` (one that asks, as [`ASKER`] does) as run `name` with
+    /// `--stream`: asserts it pauses (exit 4) and returns the lines it streamed, the
+    /// outcome object last.
+    pub fn paused_stream(&self, wf: &Path, name: &str) -> Vec<String> {
+        let wf = wf.to_str().expect("a UTF-8 path");
+        let r = self.run(&["run", wf, "--quiet", "--name", name, "--stream"]);
+        assert_eq!(r.code, 4, "{}", r.err);
+        r.out.lines().map(str::to_string).collect()
+    }
+
+    /// `runs watch NAME --until-pause` on a run paused by [`Bench::paused_stream`]: asserts
+    /// it exits 4 and prints the streamed lines but the last (the outcome object): the
+    /// history the store kept is what was streamed (`what` says which history, for the
+    /// failure message). Returns what the watch printed.
+    pub fn history_until_pause(&self, name: &str, streamed: &[String], what: &str) -> Ran {
+        let before = self.run(&["runs", "watch", name, "--until-pause"]);
+        assert_eq!(before.code, 4, "{}", before.err);
+        let history: Vec<&str> = before.out.lines().collect();
+        assert_eq!(history, streamed[..streamed.len() - 1], "{what}");
+        before
+    }
+
+    /// `runs resume NAME --answer yes --quiet`, asserting it ends with exit 0.
+    pub fn resume_yes(&self, name: &str) {
+        let r = self.run(&["runs", "resume", name, "--answer", "yes", "--quiet"]);
+        assert_eq!(r.code, 0, "{}", r.err);
+    }
+
     /// Starts the binary with `args` in the background (output to files in the folder).
     pub fn spawn(&self, args: &[&str], tag: &str) -> Child {
         let out = std::fs::File::create(self.dir.join(format!("{tag}.out"))).expect("out");

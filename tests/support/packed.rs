@@ -61,16 +61,7 @@ fn lines(out: &str) -> Vec<Value> {
 pub fn old_format_loads_and_goes_on(b: &Bench, store: &OldFormat<'_>) {
     let current = pactgraph::store::STORE_FORMAT;
     let wf = b.file("ask.json", ASKER);
-    let r = b.run(&[
-        "run",
-        wf.to_str().unwrap(),
-        "--quiet",
-        "--name",
-        "old",
-        "--stream",
-    ]);
-    assert_eq!(r.code, 4, "{}", r.err);
-    let streamed: Vec<String> = r.out.lines().map(str::to_string).collect();
+    let streamed = b.paused_stream(&wf, "old");
     run_loop(b);
     let shown = b.run(&["runs", "show", "loop", "--trace"]);
     assert_eq!(shown.code, 0, "{}", shown.err);
@@ -91,18 +82,10 @@ pub fn old_format_loads_and_goes_on(b: &Bench, store: &OldFormat<'_>) {
     assert_eq!((store.format)(b), current);
     assert!((store.kinds)(b).iter().all(|k| k == "text"));
     assert_eq!(b.run(&["runs", "watch", "loop"]).out, watched_loop.out);
-    let before = b.run(&["runs", "watch", "old", "--until-pause"]);
-    assert_eq!(before.code, 4, "{}", before.err);
-    let history: Vec<&str> = before.out.lines().collect();
-    assert_eq!(
-        history,
-        streamed[..streamed.len() - 1],
-        "the history of the older format"
-    );
+    let before = b.history_until_pause("old", &streamed, "the history of the older format");
 
     // Resumed: its new chunks are packed, beside the text ones.
-    let r = b.run(&["runs", "resume", "old", "--answer", "yes", "--quiet"]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    b.resume_yes("old");
     let kinds = (store.kinds)(b);
     assert!(
         kinds.iter().any(|k| k == "packed") && kinds.iter().any(|k| k == "text"),
