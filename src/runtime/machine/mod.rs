@@ -27,6 +27,7 @@ mod planner;
 mod planning;
 mod retry;
 mod step;
+mod step_parts;
 mod team;
 mod views;
 mod writes;
