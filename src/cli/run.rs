@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::runtime::{Executor, RunEvents, RunRecord, document_dir};
+use crate::runtime::{Clock, Executor, RunEvents, RunRecord, document_dir};
 use crate::store::{
     AnyStore, Continue, CreateOptions, Dependencies, OnDepFailure, RunStore, StoreError, StoredRun,
 };
@@ -95,78 +95,55 @@ pub struct DepArgs {
 /// `pactgraph run FILE ...`.
 pub fn run(args: RunArgs) -> ExitCode {
     let outputs = Outputs {
-        trace_out: args.trace_out,
-        state_out: args.state_out,
+        trace_out: args.trace_out.clone(),
+        state_out: args.state_out.clone(),
         quiet: args.quiet,
         frozen_clock: args.frozen_clock,
-        shape: args.shape,
+        shape: args.shape.clone(),
         stream: None,
-    };
-    let file = args.file.as_path();
-    let initial = match parse_input(args.input.as_deref()) {
-        Ok(v) => v,
-        Err(message) => return exit::usage(&message),
-    };
-    let checked = check_file(file, false);
-    if !outputs.quiet && checked.is_runnable() && checked.report.count(Severity::Warning) > 0 {
-        eprint!("{}", checked.report.render_human(checked.source()));
-    }
-    let mut graph = match checked.into_valid() {
-        Ok(g) => g,
-        Err(checked) => {
-            eprint!("{}", checked.report.render_human(checked.source()));
-            return exit::failed(&format!(
-                "{} is not a valid workflow; nothing ran",
-                file.display()
-            ));
-        }
-    };
-    if let Some(n) = args.max_steps {
-        graph = match with_max_steps(graph, n) {
-            Ok(g) => g,
-            Err(code) => return code,
-        };
-    }
-    if !args.models.is_empty() {
-        graph = match with_models(graph, &args.models) {
-            Ok(g) => g,
-            Err(code) => return code,
-        };
-    }
-    let doc = graph.to_document();
-    // `--ttl`, else the document's `retention`: checked before anything runs.
-    let ttl = match (&args.ttl, &doc.retention) {
-        (Some(t), _) => Some(store::parse_duration("--ttl", t)),
-        (None, Some(r)) => Some(store::parse_duration("the document's retention", r)),
-        (None, None) => None,
-    };
-    let ttl = match ttl.transpose() {
-        Ok(t) => t,
-        Err(message) => return exit::usage(&message),
-    };
-    let base_dir = document_dir(file);
-    let executor = match Executor::builder(graph)
-        .base_dir(&base_dir)
-        .clock(outputs.clock())
-        .build()
-    {
-        Ok(e) => e,
-        Err(e) => return exit::failed(&format!("{}: {e}", file.display())),
-    };
-    let state = match executor.start(initial) {
-        Ok(s) => s,
-        Err(e) => return exit::failed(&format!("{}: --input: {e}", file.display())),
-    };
-    let mut record = RunRecord::new(doc, state);
-    record.workflow_file = Some(file.display().to_string());
-    record.base_dir = Some(base_dir.display().to_string());
-    let rt = match store::runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
     };
     if args.stream && args.deps.detach {
         return exit::usage("--stream prints a run as it runs; --detach leaves it to a worker");
     }
+    let rt = match store::runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    let ready = Ready {
+        file: args.file.clone(),
+        input: args.input.clone(),
+        quiet: args.quiet,
+        clock: outputs.clock(),
+        max_steps: args.max_steps,
+        models: args.models.clone(),
+        ttl: args.ttl.clone(),
+    };
+    // The store is opened while the workflow loads (ADR 0068): the workflow and the
+    // input are read, checked and made a run on a thread of the runtime's blocking pool
+    // while this one waits on the store's server or file. A workflow or an input refused
+    // is reported first, as when the store was opened after them; the store's own
+    // failure only after both.
+    let (ready, opened) = if store::opens_early(&args.store) {
+        let loading = rt.spawn_blocking(move || ready.load());
+        rt.block_on(async {
+            let opened = store::try_open(&args.store).await;
+            let ready = match loading.await {
+                Ok(ready) => ready,
+                Err(e) => std::panic::resume_unwind(e.into_panic()),
+            };
+            (ready, Some(opened))
+        })
+    } else {
+        (ready.load(), None)
+    };
+    let Loaded {
+        executor,
+        record,
+        ttl,
+    } = match ready {
+        Ok(loaded) => loaded,
+        Err(code) => return code,
+    };
     let mut outputs = outputs;
     let executor = if args.stream {
         // Subscribed before the run starts; printed on a thread of its own.
@@ -178,9 +155,13 @@ pub fn run(args: RunArgs) -> ExitCode {
     };
     let outputs = outputs;
     let code = rt.block_on(async {
-        let store = match store::open(&args.store).await {
+        let opened = match opened {
+            Some(opened) => opened,
+            None => store::try_open(&args.store).await,
+        };
+        let store = match opened {
             Ok(s) => s,
-            Err(code) => return code,
+            Err(unopened) => return unopened.report(),
         };
         let Some(store) = store else {
             if !args.deps.after.is_empty() || args.deps.detach {
@@ -220,6 +201,78 @@ pub fn run(args: RunArgs) -> ExitCode {
     // Every return above: the printer (if any) ends before the runtime does.
     rt.block_on(outputs.finish_stream());
     code
+}
+
+/// What `run` reads before its first step: the workflow, the input, the overrides.
+struct Ready {
+    file: PathBuf,
+    input: Option<String>,
+    quiet: bool,
+    clock: Clock,
+    max_steps: Option<u32>,
+    models: Vec<(String, String)>,
+    ttl: Option<String>,
+}
+
+/// The run `run` is to start: its executor, its record and how long it is kept.
+struct Loaded {
+    executor: Executor,
+    record: RunRecord,
+    ttl: Option<std::time::Duration>,
+}
+
+impl Ready {
+    /// Reads and checks the input and the workflow, and starts the run in memory; a
+    /// refusal is printed (its exit code returned). Nothing here touches the store.
+    fn load(self) -> Result<Loaded, ExitCode> {
+        let file = self.file.as_path();
+        let initial = parse_input(self.input.as_deref()).map_err(|m| exit::usage(&m))?;
+        let checked = check_file(file, false);
+        if !self.quiet && checked.is_runnable() && checked.report.count(Severity::Warning) > 0 {
+            eprint!("{}", checked.report.render_human(checked.source()));
+        }
+        let mut graph = match checked.into_valid() {
+            Ok(g) => g,
+            Err(checked) => {
+                eprint!("{}", checked.report.render_human(checked.source()));
+                return Err(exit::failed(&format!(
+                    "{} is not a valid workflow; nothing ran",
+                    file.display()
+                )));
+            }
+        };
+        if let Some(n) = self.max_steps {
+            graph = with_max_steps(graph, n)?;
+        }
+        if !self.models.is_empty() {
+            graph = with_models(graph, &self.models)?;
+        }
+        let doc = graph.to_document();
+        // `--ttl`, else the document's `retention`: checked before anything runs.
+        let ttl = match (&self.ttl, &doc.retention) {
+            (Some(t), _) => Some(store::parse_duration("--ttl", t)),
+            (None, Some(r)) => Some(store::parse_duration("the document's retention", r)),
+            (None, None) => None,
+        };
+        let ttl = ttl.transpose().map_err(|m| exit::usage(&m))?;
+        let base_dir = document_dir(file);
+        let executor = Executor::builder(graph)
+            .base_dir(&base_dir)
+            .clock(self.clock)
+            .build()
+            .map_err(|e| exit::failed(&format!("{}: {e}", file.display())))?;
+        let state = executor
+            .start(initial)
+            .map_err(|e| exit::failed(&format!("{}: --input: {e}", file.display())))?;
+        let mut record = RunRecord::new(doc, state);
+        record.workflow_file = Some(file.display().to_string());
+        record.base_dir = Some(base_dir.display().to_string());
+        Ok(Loaded {
+            executor,
+            record,
+            ttl,
+        })
+    }
 }
 
 /// The dependencies `args` name, resolved in `store` (an unknown or ambiguous run, a bad

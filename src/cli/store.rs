@@ -80,13 +80,60 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
 /// `postgres://` is a usage error; a store that cannot be opened (its folder cannot be
 /// made, the file is not a database, a newer format) fails with exit 1.
 pub async fn open(args: &StoreArgs) -> Result<Option<AnyStore>, ExitCode> {
-    open_for(args, 2, true).await
+    try_open(args).await.map_err(Unopened::report)
 }
 
 /// As [`open`], keeping `connections` connections to a PostgreSQL server (a worker or a
 /// server: SQLite's reads on a pool of their own).
 pub async fn open_with(args: &StoreArgs, connections: u32) -> Result<Option<AnyStore>, ExitCode> {
-    open_for(args, connections, false).await
+    open_for(args, connections, false)
+        .await
+        .map_err(Unopened::report)
+}
+
+/// As [`open`], the failure not yet printed: `run` opens its store while it loads the
+/// workflow (ADR 0068), and a workflow that is not valid is reported first.
+pub async fn try_open(args: &StoreArgs) -> Result<Option<AnyStore>, Unopened> {
+    open_for(args, 2, true).await
+}
+
+/// Whether `run` opens the store `args` name while it loads the workflow (ADR 0068): a
+/// PostgreSQL server, whose connection (a server process started, the password
+/// exchanged, the schema's format read) takes milliseconds of waiting, or a SQLite file
+/// that exists (its WAL read back at open). Not a SQLite file still to be made: a command
+/// refused for its workflow or its input leaves no store behind, as before.
+pub fn opens_early(args: &StoreArgs) -> bool {
+    let url = args.store.trim();
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return true;
+    }
+    url.strip_prefix("sqlite:")
+        .map(|rest| rest.strip_prefix("//").unwrap_or(rest))
+        .is_some_and(|path| {
+            !path.is_empty()
+                && path != ":memory:"
+                && !path.contains('?')
+                && std::path::Path::new(path).is_file()
+        })
+}
+
+/// Why a store was not opened, reported by [`Unopened::report`].
+#[derive(Debug)]
+pub enum Unopened {
+    /// A URL of no store pactgraph knows (exit 2).
+    Usage(String),
+    /// The store's own error (exit 1, or 2 for a bad URL).
+    Store(StoreError),
+}
+
+impl Unopened {
+    /// Prints why and gives the exit code.
+    pub fn report(self) -> ExitCode {
+        match self {
+            Unopened::Usage(message) => exit::usage(&message),
+            Unopened::Store(e) => error(&e),
+        }
+    }
 }
 
 /// Opens the store `args` name; `one_shot`: a command doing one thing at a time, whose
@@ -95,7 +142,7 @@ async fn open_for(
     args: &StoreArgs,
     connections: u32,
     one_shot: bool,
-) -> Result<Option<AnyStore>, ExitCode> {
+) -> Result<Option<AnyStore>, Unopened> {
     let url = args.store.trim();
     if url == "none" {
         return Ok(None);
@@ -104,7 +151,7 @@ async fn open_for(
         || url.starts_with("postgres://")
         || url.starts_with("postgresql://"))
     {
-        return Err(exit::usage(&format!(
+        return Err(Unopened::Usage(format!(
             "--store {url}: expected `sqlite:PATH`, `postgres://USER:PASSWORD@HOST:PORT/DATABASE` \
              or `none`"
         )));
@@ -123,7 +170,7 @@ async fn open_for(
     } else {
         AnyStore::open_with(url, durability, connections).await
     }
-    .map_err(|e| error(&e))?;
+    .map_err(Unopened::Store)?;
     if store.backend() == "sqlite" {
         // The SQLite connections stay open until the process exits (ADR 0059): the last
         // connection of a database to close copies the whole WAL into the database file
