@@ -1,19 +1,23 @@
 //! Driving a stored run: claim it, step it, checkpoint its steps (at effects or every
 //! step: `store/batch.rs`), renew the lease, watch for a cancel, let it go.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::task::Poll;
 
 use super::batch::{Batch, Limits};
 use super::delta::{Before, StepDelta};
 use super::drive_options::DriveOptions;
 use super::rows::cancel_run;
 use super::{
-    Checkpoint, Clock, Lease, RunInfo, RunStore, Settled, StoreError, StoredRun, StoredStatus,
-    attempt_key, duration_ms, settle,
+    Checkpoint, Clock, Lease, PreparedCheckpoint, RunInfo, RunStore, Settled, StoreError,
+    StoredRun, StoredStatus, attempt_key, duration_ms, settle,
 };
 use crate::contracts::WorkflowDocument;
 use crate::runtime::{
-    EventStamp, Executor, RunId, RunState, transition_event_count, transition_events,
+    EventStamp, Executor, RunEvent, RunId, RunState, transition_event_count, transition_events,
 };
 
 /// How [`drive_with`] continues a stored run before stepping it.
@@ -135,8 +139,16 @@ pub(crate) async fn drive_claimed<S: RunStore>(
         loaded,
         last_event,
         event_seq: AtomicU64::new(0),
+        writing: None,
+        cancel_requested: false,
     };
     let result = driver.run(how).await;
+    // A checkpoint still being written when the drive stopped on an error of its own is
+    // waited for (so that the lease is given up after it, not beside it); its own error
+    // is only logged: the drive's came first.
+    if let Err(e) = driver.settle().await {
+        tracing::debug!("the checkpoint in flight when run {id}'s drive stopped: {e}");
+    }
     // A failed store call (a commit refused for want of space, an I/O error) or a lease
     // found lapsed stops the run at once: its lease is given up as after an interruption
     // (the step in flight may have run: its next attempt is one more), so `runs resume`
@@ -182,7 +194,26 @@ struct Driver<'a, S> {
     last_event: Option<u64>,
     /// The `seq` of the run's last kept event (docs/spec/events.md).
     event_seq: AtomicU64,
+    /// A checkpoint of pure steps being written while the run steps on (ADR 0068): at
+    /// most one, waited for before the next checkpoint, any effect or any other call to
+    /// the store.
+    writing: Option<Writing<'a>>,
+    /// A cancel was asked (the last checkpoint's answer said so).
+    cancel_requested: bool,
 }
+
+/// A checkpoint being written: the store's answer to come, and the events its steps made,
+/// published to the executor's subscribers once it is committed.
+struct Writing<'a> {
+    /// In a mutex only to be `Sync` (the drive's future is sent between threads and
+    /// borrows the driver across awaits): it is only ever reached through `&mut`, never
+    /// locked.
+    answer: Mutex<Answer<'a>>,
+    publish: Option<Vec<RunEvent>>,
+}
+
+/// The store's answer to a checkpoint being written.
+type Answer<'a> = Pin<Box<dyn Future<Output = Result<RunInfo, StoreError>> + Send + 'a>>;
 
 /// How waiting for dependencies ended.
 enum Waited {
@@ -278,7 +309,7 @@ impl<S: RunStore> Driver<'_, S> {
         // effects it goes to the first effect after it (the pure steps before need none):
         // the effect that was in flight when the run's last process died.
         let mut attempt = info.attempt_for(&run);
-        let mut cancel = info.cancel_requested;
+        self.cancel_requested = info.cancel_requested;
         let mut done = 0u64;
         let half = duration_ms(self.options.lease) / 2;
         let limits = Limits::of(
@@ -288,7 +319,7 @@ impl<S: RunStore> Driver<'_, S> {
         );
         let mut batch = Batch::start(&mut run);
         while run.is_running() && self.options.max_checkpoints.is_none_or(|m| done < m) {
-            if cancel {
+            if self.cancel_requested {
                 self.flush(&mut run, &mut batch, &mut seq).await?;
                 self.cancel(&mut run, seq).await?;
                 return Ok(run);
@@ -299,6 +330,9 @@ impl<S: RunStore> Driver<'_, S> {
             }
             if self.lease_expires_ms.saturating_sub(self.clock.now_ms()) < half {
                 self.renew().await?;
+                if self.cancel_requested {
+                    continue;
+                }
             }
             if let Some(f) = self.options.before_step {
                 f(&run);
@@ -322,46 +356,115 @@ impl<S: RunStore> Driver<'_, S> {
                 attempt = 1;
             }
             if batch.took(&run, effectful, limits) {
-                info = self.commit(&mut run, &mut batch, &mut seq).await?;
-                cancel = info.cancel_requested;
+                // A batch of pure steps full by its count or its time, the run still
+                // running, is written while the next steps are taken (ADR 0068): they
+                // are pure too, or wait for it before their effect. A step that
+                // performed an effect, a pause or an end is committed before going on.
+                let overlap =
+                    !effectful && run.is_running() && limits.overlaps() && self.may_overlap();
+                self.commit(&mut run, &mut batch, &mut seq, overlap).await?;
                 attempt = 1;
                 done += 1;
+            } else {
+                // The answer of the checkpoint being written, if it came: a refusal or a
+                // cancel is seen at once, not at the next commit.
+                self.poll_writing().await?;
             }
         }
         // Every way out of the loop commits first (a step that ends or pauses the run is
-        // committed with its batch; `max_checkpoints` counts commits): nothing is pending.
+        // committed with its batch; `max_checkpoints` counts commits): nothing is pending
+        // once the checkpoint being written, if any, is.
+        self.settle().await?;
         debug_assert_eq!(batch.steps(), 0, "uncommitted steps at the end of a drive");
         Ok(run)
     }
 
-    /// Commits the steps of `batch` (one checkpoint, `seq` + 1) and starts the next batch.
+    /// Whether a checkpoint may be left writing while the run steps on: not with a
+    /// checkpoint limit to honour exactly, nor while an interruption is asked.
+    fn may_overlap(&self) -> bool {
+        self.options.max_checkpoints.is_none() && !self.interrupted()
+    }
+
+    /// Waits for the checkpoint being written, if any: its answer read (a cancel asked),
+    /// its events published. Every call to the store but that write waits for this
+    /// first: a run's checkpoints are written one at a time, in order.
+    async fn settle(&mut self) -> Result<(), StoreError> {
+        if let Some(writing) = self.writing.take() {
+            let answer = writing
+                .answer
+                .into_inner()
+                .unwrap_or_else(PoisonError::into_inner);
+            let info = answer.await?;
+            self.committed(&info, writing.publish);
+        }
+        Ok(())
+    }
+
+    /// Polls the checkpoint being written once, without waiting for it: its answer read
+    /// if it came (its refusal returned).
+    async fn poll_writing(&mut self) -> Result<(), StoreError> {
+        let Some(writing) = self.writing.as_mut() else {
+            return Ok(());
+        };
+        let answer = writing
+            .answer
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        let answer = std::future::poll_fn(|cx| Poll::Ready(answer.as_mut().poll(cx))).await;
+        if let Poll::Ready(answer) = answer {
+            let writing = self.writing.take().expect("polled just above");
+            self.committed(&answer?, writing.publish);
+        }
+        Ok(())
+    }
+
+    /// A checkpoint committed: its answer read, its events published.
+    fn committed(&mut self, info: &RunInfo, publish: Option<Vec<RunEvent>>) {
+        self.cancel_requested = info.cancel_requested;
+        if let (Some(events), Some(bus)) = (publish, self.executor.events()) {
+            bus.publish_owned(events);
+        }
+    }
+
+    /// Commits the steps of `batch` (one checkpoint, `seq` + 1) and starts the next batch;
+    /// with `overlap`, the checkpoint is left writing (see [`Driver::settle`]).
     async fn commit(
-        &self,
+        &mut self,
         run: &mut RunState,
         batch: &mut Batch,
         seq: &mut u64,
-    ) -> Result<RunInfo, StoreError> {
+        overlap: bool,
+    ) -> Result<(), StoreError> {
+        self.settle().await?;
         let delta = batch.delta(run);
-        let info = self
-            .checkpoint(Checkpoint::new(*seq + 1, &delta, run))
-            .await?;
+        let (prepared, publish) = self.prepare(Checkpoint::new(*seq + 1, &delta, run)).await?;
         run.events_made();
         *seq += 1;
         *batch = Batch::start(run);
-        Ok(info)
+        self.writing = Some(Writing {
+            answer: Mutex::new(Box::pin(self.store.write_checkpoint(prepared))),
+            publish,
+        });
+        if overlap {
+            // Polled once: the statement is sent (and, on SQLite, handed to its
+            // connection's thread) before the next step.
+            self.poll_writing().await
+        } else {
+            self.settle().await
+        }
     }
 
-    /// Commits the steps of `batch`, if any.
+    /// Commits the steps of `batch`, if any, and waits for every checkpoint written.
     async fn flush(
-        &self,
+        &mut self,
         run: &mut RunState,
         batch: &mut Batch,
         seq: &mut u64,
     ) -> Result<(), StoreError> {
         if batch.steps() > 0 {
-            self.commit(run, batch, seq).await?;
+            self.commit(run, batch, seq, false).await?;
         }
-        Ok(())
+        self.settle().await
     }
 
     /// Takes one step of `run` (not yet checkpointed: the caller's batch holds it). Says
@@ -371,6 +474,15 @@ impl<S: RunStore> Driver<'_, S> {
         let mut step = self.executor.begin_step(run);
         let mut effectful = false;
         while let Some(mut effect) = step.take_effect() {
+            if !effectful {
+                // No effect starts before every step before it is committed (brief section
+                // 13): the batch of pure steps still being written is waited for, and a
+                // cancel its answer brings stops the run before the effect.
+                self.settle().await?;
+                if self.cancel_requested {
+                    return Ok(Stepped::Cancelled);
+                }
+            }
             if !std::mem::replace(&mut effectful, true) {
                 effect.set_attempt(attempt);
             } else if effect.attempt() > attempt {
@@ -442,23 +554,39 @@ impl<S: RunStore> Driver<'_, S> {
 
     /// Writes `checkpoint` with its events numbered on from the run's last, then
     /// publishes them to the executor's subscribers (docs/spec/events.md).
-    async fn checkpoint(&self, checkpoint: Checkpoint<'_>) -> Result<RunInfo, StoreError> {
+    async fn checkpoint(&mut self, checkpoint: Checkpoint<'_>) -> Result<RunInfo, StoreError> {
+        self.settle().await?;
+        let (prepared, publish) = self.prepare(checkpoint).await?;
+        let info = self.store.write_checkpoint(prepared).await?;
+        self.committed(&info, publish);
+        Ok(info)
+    }
+
+    /// `checkpoint` made ready to write, its events numbered on from the run's last (the
+    /// next checkpoint's from its), with the events to publish once it is committed when
+    /// the executor has subscribers.
+    async fn prepare(
+        &self,
+        checkpoint: Checkpoint<'_>,
+    ) -> Result<(PreparedCheckpoint, Option<Vec<RunEvent>>), StoreError> {
         let (run, trace_from, seq) = (checkpoint.run, checkpoint.delta.trace_from, checkpoint.seq);
         let stamp = EventStamp {
             first_seq: self.event_seq.load(Ordering::Relaxed) + 1,
             at_ms: self.clock.now_ms(),
         };
-        let info = self
+        let prepared = self
             .store
-            .checkpoint(self.id, self.owner, checkpoint.events(stamp))
+            .prepare_checkpoint(self.id, self.owner, checkpoint.events(stamp))
             .await?;
         let made = transition_event_count(run, trace_from, Some(seq), stamp.first_seq);
         self.event_seq
             .store(stamp.first_seq + made - 1, Ordering::Relaxed);
-        if let Some(bus) = self.executor.events().filter(|b| b.has_subscribers()) {
-            bus.publish_owned(transition_events(run, trace_from, Some(seq), stamp));
-        }
-        Ok(info)
+        let publish = self
+            .executor
+            .events()
+            .filter(|b| b.has_subscribers())
+            .map(|_| transition_events(run, trace_from, Some(seq), stamp));
+        Ok((prepared, publish))
     }
 
     /// Numbers the run's next events on from the last its store keeps (`known`, else
@@ -476,6 +604,7 @@ impl<S: RunStore> Driver<'_, S> {
     }
 
     async fn renew(&mut self) -> Result<(), StoreError> {
+        self.settle().await?;
         let lease = self
             .store
             .renew(self.id, self.owner, self.options.lease)
@@ -485,7 +614,7 @@ impl<S: RunStore> Driver<'_, S> {
     }
 
     /// Stops `run` (as of checkpoint `seq`) as cancelled, as one more checkpoint.
-    async fn cancel(&self, run: &mut RunState, seq: u64) -> Result<(), StoreError> {
+    async fn cancel(&mut self, run: &mut RunState, seq: u64) -> Result<(), StoreError> {
         let before = Before::of(run);
         cancel_run(run, self.clock.now_ms()).map_err(|reason| self.cannot(reason))?;
         let delta = StepDelta::between(&before, run);

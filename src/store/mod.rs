@@ -37,6 +37,7 @@ mod last_info;
 mod owner;
 mod packed;
 mod postgres;
+mod prepared;
 mod rows;
 mod sql;
 mod sqlite;
@@ -61,6 +62,7 @@ pub use follow::Follower;
 pub(crate) use owner::local_owner_pattern;
 pub use owner::{local_owner, owner_gone};
 pub use postgres::{PgDb, PgOptions, PgStore};
+pub use prepared::PreparedCheckpoint;
 pub use rows::STORE_FORMAT;
 pub use sql::{RunStorage, Store};
 pub use sqlite::{Durability, SqliteDb, SqliteOptions, SqliteStore};
@@ -442,6 +444,28 @@ pub trait RunStore: Send + Sync {
         id: RunId,
         owner: &str,
         checkpoint: Checkpoint<'_>,
+    ) -> impl Future<Output = Result<RunInfo, StoreError>> + Send;
+
+    /// The first half of [`RunStore::checkpoint`]: checkpoint `checkpoint` of run `id` by
+    /// `owner` made ready to write (the delta's text, a snapshot when due, the events
+    /// packed), holding nothing of the run. Writes nothing; reads the store only for a
+    /// checkpoint without [`Checkpoint::events`] (where its events start).
+    fn prepare_checkpoint(
+        &self,
+        id: RunId,
+        owner: &str,
+        checkpoint: Checkpoint<'_>,
+    ) -> impl Future<Output = Result<PreparedCheckpoint, StoreError>> + Send;
+
+    /// The second half of [`RunStore::checkpoint`]: writes `prepared`, fenced, in one
+    /// transaction, riding out a transient fault as `checkpoint` does. Checkpoints of one
+    /// run are written one at a time, in order: each is prepared after the one before it
+    /// was written (its answer decides how the next is written). Cancel safety: dropping
+    /// the future leaves the checkpoint written or not (the store refuses the next
+    /// checkpoint of a run whose last did not land: its `seq` does not follow).
+    fn write_checkpoint(
+        &self,
+        prepared: PreparedCheckpoint,
     ) -> impl Future<Output = Result<RunInfo, StoreError>> + Send;
 
     /// Loads run `id`: its row, document and the run state as of its last checkpoint.

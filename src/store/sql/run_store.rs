@@ -14,8 +14,9 @@ use crate::store::rows::{Cols, INFO, Written, info_after, info_from_row, to_i64}
 use crate::store::trace_once::StoredDelta;
 use crate::store::trace_weight::to_json_and_trace_bytes;
 use crate::store::{
-    Checkpoint, CreateOptions, DependencySpec, Lease, PruneFilter, RunFilter, RunInfo, RunStore,
-    StoreError, StoredRun, StoredStatus, Wakeups, attempt_key, duration_ms, owner_gone,
+    Checkpoint, CreateOptions, DependencySpec, Lease, PreparedCheckpoint, PruneFilter, RunFilter,
+    RunInfo, RunStore, StoreError, StoredRun, StoredStatus, Wakeups, attempt_key, duration_ms,
+    owner_gone,
 };
 
 impl<B: Backend> RunStore for Store<B> {
@@ -33,8 +34,22 @@ impl<B: Backend> RunStore for Store<B> {
         owner: &str,
         checkpoint: Checkpoint<'_>,
     ) -> Result<RunInfo, StoreError> {
+        let prepared = self.prepare_checkpoint(id, owner, checkpoint).await?;
+        self.write_checkpoint(prepared).await
+    }
+
+    async fn prepare_checkpoint(
+        &self,
+        id: RunId,
+        owner: &str,
+        checkpoint: Checkpoint<'_>,
+    ) -> Result<PreparedCheckpoint, StoreError> {
+        self.prepare(id, owner, checkpoint).await
+    }
+
+    async fn write_checkpoint(&self, prepared: PreparedCheckpoint) -> Result<RunInfo, StoreError> {
         self.ride_out("checkpoint", |tried| {
-            self.checkpoint_once(id, owner, checkpoint, tried > 0)
+            self.checkpoint_once(&prepared, tried > 0)
         })
         .await
     }
@@ -274,15 +289,13 @@ impl<B: Backend> Store<B> {
             .map_err(StoreError::db("claim", Some(id)))
     }
 
-    /// One try of a checkpoint; `again` when an earlier try failed on a transient fault
-    /// (it may have committed before its answer was lost: found committed, it is).
-    async fn checkpoint_once(
+    /// Checkpoint `checkpoint` of run `id` by `owner` as its statement binds it.
+    async fn prepare(
         &self,
         id: RunId,
         owner: &str,
         checkpoint: Checkpoint<'_>,
-        again: bool,
-    ) -> Result<RunInfo, StoreError> {
+    ) -> Result<PreparedCheckpoint, StoreError> {
         let Checkpoint {
             seq,
             delta,
@@ -322,7 +335,7 @@ impl<B: Backend> Store<B> {
         let snapshot = snapshot.map(|(text, _)| text);
         let document = document.map(|(doc, digest)| {
             let text = serde_json::to_string(doc).expect("a document is plain data");
-            (text, digest)
+            (text, digest.to_string())
         });
         // Its events (docs/spec/events.md), numbered from the driver's stamp, else on from
         // the run's last kept event (the lease makes this the one writer; the events'
@@ -343,6 +356,55 @@ impl<B: Backend> Store<B> {
         // Packed in the client (SQLite from format 11, ADR 0059; PostgreSQL from 12, ADR
         // 0063).
         let event_texts = ChunkValue::pack(&chunk.texts);
+        Ok(PreparedCheckpoint {
+            id,
+            owner: owner.to_string(),
+            seq,
+            steps: run.steps,
+            status,
+            termination_reason: run.termination_reason(),
+            running,
+            next_key,
+            next_attempt,
+            document,
+            delta,
+            delta_weight,
+            snapshot,
+            events: event_texts,
+            first_event,
+            last_event,
+            now,
+        })
+    }
+
+    /// One try of writing checkpoint `prepared`; `again` when an earlier try failed on a
+    /// transient fault (it may have committed before its answer was lost: found
+    /// committed, it is).
+    async fn checkpoint_once(
+        &self,
+        prepared: &PreparedCheckpoint,
+        again: bool,
+    ) -> Result<RunInfo, StoreError> {
+        let PreparedCheckpoint {
+            id,
+            ref owner,
+            seq,
+            steps,
+            status,
+            termination_reason,
+            running,
+            ref next_key,
+            next_attempt,
+            ref document,
+            ref delta,
+            delta_weight,
+            ref snapshot,
+            events: ref event_texts,
+            first_event,
+            last_event,
+            now,
+        } = *prepared;
+        let owner = owner.as_str();
         // One statement (SQLite's `checkpoint_in` trigger, PostgreSQL's data-modifying
         // `WITH`): fenced, atomic, one round trip, the events with it; the run row as it
         // is after it comes back.
@@ -360,19 +422,19 @@ impl<B: Backend> Store<B> {
         let row = sql(statement)
             .bind(id.to_string())
             .bind(to_i64(seq))
-            .bind(i64::from(run.steps))
+            .bind(i64::from(steps))
             .bind(status.as_str())
-            .bind(run.termination_reason().map(TerminationReason::as_str))
+            .bind(termination_reason.map(TerminationReason::as_str))
             .bind(self.bound_now())
             .bind(owner)
             .bind(running)
-            .bind(&next_key)
+            .bind(next_key)
             .bind(i64::from(next_attempt))
-            .bind(document.as_ref().map(|(_, digest)| *digest))
+            .bind(document.as_ref().map(|(_, digest)| digest.as_str()))
             .bind(document.as_ref().map(|(text, _)| text.as_str()))
-            .bind(&delta)
+            .bind(delta)
             .bind(snapshot.as_deref())
-            .bind(&event_texts)
+            .bind(event_texts)
             .bind(to_i64(first_event))
             .bind(to_i64(last_event))
             // Every row read, not the first: SQLite commits the statement's implicit
@@ -408,9 +470,9 @@ impl<B: Backend> Store<B> {
             Some((_, known)) => {
                 let written = Written {
                     seq,
-                    steps: run.steps,
+                    steps,
                     status,
-                    termination_reason: run.termination_reason(),
+                    termination_reason,
                     owner,
                 };
                 info_after(&known, written, &row, now)?

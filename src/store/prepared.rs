@@ -1,0 +1,52 @@
+//! A checkpoint made ready to write ([`RunStore::prepare_checkpoint`](super::RunStore::prepare_checkpoint)): everything its
+//! statement binds, made from the run when it is prepared, so that the run may step on
+//! while the checkpoint is written ([`RunStore::write_checkpoint`](super::RunStore::write_checkpoint), ADR 0068).
+
+use super::StoredStatus;
+use super::packed::ChunkValue;
+use crate::runtime::{RunId, TerminationReason};
+
+/// One checkpoint as its statement binds it: the run row's new values, the delta's text,
+/// a snapshot when one is due, the document when the run takes a new one, and the
+/// events packed as one chunk. It holds no reference to the run: a driver may step the
+/// run on (pure steps only: brief section 13) while the store writes it.
+#[derive(Debug)]
+pub struct PreparedCheckpoint {
+    pub(crate) id: RunId,
+    pub(crate) owner: String,
+    pub(crate) seq: u64,
+    pub(crate) steps: u32,
+    pub(crate) status: StoredStatus,
+    pub(crate) termination_reason: Option<TerminationReason>,
+    pub(crate) running: bool,
+    pub(crate) next_key: String,
+    pub(crate) next_attempt: u32,
+    /// The new document's text and digest.
+    pub(crate) document: Option<(String, String)>,
+    /// The delta's JSON text, and its weight without its trace items (ADR 0049).
+    pub(crate) delta: String,
+    pub(crate) delta_weight: usize,
+    pub(crate) snapshot: Option<String>,
+    pub(crate) events: ChunkValue,
+    pub(crate) first_event: u64,
+    pub(crate) last_event: u64,
+    /// The store's clock when it was prepared (what a refusal is judged at).
+    pub(crate) now: u64,
+}
+
+impl PreparedCheckpoint {
+    /// The run it checkpoints.
+    pub fn run_id(&self) -> RunId {
+        self.id
+    }
+
+    /// Its number: the run's stored `seq` after it.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Whether the run is still running after it.
+    pub fn running(&self) -> bool {
+        self.running
+    }
+}
