@@ -227,6 +227,69 @@ fn pure_steps_are_committed_in_batches() {
     }
 }
 
+/// Proves: no effect starts while a batch of pure steps is still being written (ADR 0068:
+/// a full batch of pure steps is written while the next steps are taken). With batches
+/// of two, each tick's two pure steps fill a batch, written as `tick` is planned; when
+/// `tick`'s handler runs (the effect), the store already holds every step before it: its
+/// `steps` is the handler's `step` (steps taken before this one), on both stores. The run
+/// ends as the uninterrupted one and reloads as it ended.
+#[test]
+fn no_effect_starts_while_pure_steps_are_being_written() {
+    const TICKS: u32 = 30;
+    let g = graph(mixed(TICKS));
+    let document = g.to_document();
+    let rt = rt();
+    for backend in backends() {
+        rt.block_on(async {
+            let held = open(backend).await;
+            let store = held.store.clone();
+            // (the step the handler ran at, the steps the store held then)
+            let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let (reader, log) = (store.clone(), Arc::clone(&seen));
+            let ex = builder(g.clone())
+                .node_handler("tick", move |input: pactgraph::runtime::NodeInput| {
+                    let (reader, log) = (reader.clone(), Arc::clone(&log));
+                    async move {
+                        // The reference run in memory is in no store: nothing to see.
+                        if let Ok(held) = reader.info(input.run_id).await {
+                            log.lock().unwrap().push((input.step, held.steps));
+                        }
+                        let n = input.view.get("n").and_then(Value::as_u64).unwrap_or(0) + 1;
+                        let mut w = serde_json::Map::new();
+                        w.insert("n".into(), json!(n));
+                        w.insert("done".into(), json!(n >= u64::from(TICKS)));
+                        w.insert("phase".into(), json!("a"));
+                        Ok(w)
+                    }
+                })
+                .build()
+                .unwrap();
+            let mut whole = ex.start(mixed_input()).unwrap();
+            ex.run_in_place(&mut whole).await;
+            seen.lock().unwrap().clear();
+            let record = RunRecord::new(document.clone(), ex.start(mixed_input()).unwrap());
+            let id = record.run_id;
+            store
+                .create(&record, &CreateOptions::default())
+                .await
+                .unwrap();
+            let options = DriveOptions::default().batch(2, Duration::from_secs(3600));
+            let run = drive(&ex, &store, id, "a", &options).await.unwrap();
+            assert_same_end(&run, &whole);
+            assert_eq!(store.load(id).await.unwrap().record.run, run);
+            let seen = seen.lock().unwrap().clone();
+            assert_eq!(seen.len(), TICKS as usize, "{backend:?}");
+            for (step, held) in seen {
+                assert_eq!(
+                    u64::from(held),
+                    u64::from(step),
+                    "{backend:?}: the effect at step {step} started with {held} steps committed"
+                );
+            }
+        });
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(32))]
 
