@@ -255,3 +255,49 @@ fn bad_postgres_stores_exit_1_with_a_clear_error() {
         assert!(r.err.contains("has format 99, newer than"), "{}", r.err);
     }
 }
+
+/// Proves `run` opens its store while it loads the workflow without changing what a
+/// refused command reports or leaves (ADR 0068): a workflow that is not valid is reported
+/// (exit 1, its diagnostics) before a PostgreSQL server that does not answer, an input
+/// that is not JSON is a usage error (exit 2) before it, and neither leaves a SQLite
+/// store behind where none was (a new file is only made once the run is to start).
+#[test]
+fn a_refused_workflow_is_reported_before_the_store_and_leaves_no_store() {
+    let b = bench();
+    let bad = b.file("bad.json", r#"{"workflow": "w", "entry": "nobody"}"#);
+    let good = b.file("wf.json", &support::cli::ticker_json(1, 5));
+    let dead = "postgres://me:s3cret@127.0.0.1:1/runs";
+    let r = b.run(&["run", bad.to_str().unwrap(), "--store", dead]);
+    assert_eq!(r.code, 1, "{}", r.err);
+    assert!(r.err.contains("is not a valid workflow"), "{}", r.err);
+    assert!(!r.err.contains("cannot open the run store"), "{}", r.err);
+    let r = b.run(&[
+        "run",
+        good.to_str().unwrap(),
+        "--input",
+        "{no",
+        "--store",
+        dead,
+    ]);
+    assert_eq!(r.code, 2, "{}", r.err);
+    assert!(r.err.contains("--input"), "{}", r.err);
+    assert!(!r.err.contains("cannot open the run store"), "{}", r.err);
+    // A SQLite store still to be made is made only for a run that starts.
+    let db = b.dir.join("fresh/store.db");
+    let url = format!("sqlite:{}", db.display());
+    let r = b.run(&["run", bad.to_str().unwrap(), "--store", &url]);
+    assert_eq!(r.code, 1, "{}", r.err);
+    assert!(!db.exists(), "a refused workflow made a store");
+    // An existing store (opened while the workflow loads) and a valid run.
+    let r = b.run(&["run", good.to_str().unwrap(), "--quiet", "--store", &url]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(db.is_file());
+    let r = b.run(&["run", bad.to_str().unwrap(), "--store", &url]);
+    assert_eq!(r.code, 1, "{}", r.err);
+    assert!(r.err.contains("is not a valid workflow"), "{}", r.err);
+    let r = b.run(&["run", good.to_str().unwrap(), "--quiet", "--store", &url]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let r = b.run(&["runs", "list", "--store", &url]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert_eq!(r.out.lines().count(), 3, "a header and two runs: {}", r.out);
+}
