@@ -99,7 +99,7 @@ pub fn run(args: RunArgs) -> ExitCode {
         state_out: args.state_out.clone(),
         quiet: args.quiet,
         frozen_clock: args.frozen_clock,
-        shape: args.shape.clone(),
+        shape: args.shape,
         stream: None,
     };
     if args.stream && args.deps.detach {
