@@ -240,7 +240,7 @@ enum Stepped {
     Interrupted,
 }
 
-impl<S: RunStore> Driver<'_, S> {
+impl<'a, S: RunStore> Driver<'a, S> {
     async fn run(&mut self, how: Continue) -> Result<RunState, StoreError> {
         let stored = match self.loaded.take() {
             Some(stored) => stored,
@@ -441,8 +441,28 @@ impl<S: RunStore> Driver<'_, S> {
         run.events_made();
         *seq += 1;
         *batch = Batch::start(run);
+        let (store, run_id) = (self.store, self.id);
+        let answer: Answer<'a> = if overlap {
+            // Its events are packed on a thread of the runtime's blocking pool, beside
+            // the next steps, then written.
+            Box::pin(async move {
+                let prepared = tokio::task::spawn_blocking(move || {
+                    let mut prepared = prepared;
+                    prepared.pack_events();
+                    prepared
+                })
+                .await
+                .map_err(|e| StoreError::CannotContinue {
+                    run_id,
+                    reason: format!("packing the events of a checkpoint: {e}"),
+                })?;
+                store.write_checkpoint(prepared).await
+            })
+        } else {
+            Box::pin(store.write_checkpoint(prepared))
+        };
         self.writing = Some(Writing {
-            answer: Mutex::new(Box::pin(self.store.write_checkpoint(prepared))),
+            answer: Mutex::new(answer),
             publish,
         });
         if overlap {

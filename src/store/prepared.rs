@@ -27,6 +27,8 @@ pub struct PreparedCheckpoint {
     pub(crate) delta: String,
     pub(crate) delta_weight: usize,
     pub(crate) snapshot: Option<String>,
+    /// The events' texts, one a line, until [`PreparedCheckpoint::pack_events`] packs
+    /// them (as every checkpoint of this format writes them).
     pub(crate) events: ChunkValue,
     pub(crate) first_event: u64,
     pub(crate) last_event: u64,
@@ -48,5 +50,16 @@ impl PreparedCheckpoint {
     /// Whether the run is still running after it.
     pub fn running(&self) -> bool {
         self.running
+    }
+
+    /// Packs its events' texts (lz4, `store/packed.rs`), as writing it would: a driver
+    /// writing a checkpoint while the run steps on packs it on another thread first
+    /// (ADR 0068). Packing packed events does nothing.
+    ///
+    /// Complexity: linear in the texts' bytes.
+    pub fn pack_events(&mut self) {
+        if let ChunkValue::Text(texts) = &self.events {
+            self.events = ChunkValue::pack(texts);
+        }
     }
 }

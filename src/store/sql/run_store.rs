@@ -47,7 +47,11 @@ impl<B: Backend> RunStore for Store<B> {
         self.prepare(id, owner, checkpoint).await
     }
 
-    async fn write_checkpoint(&self, prepared: PreparedCheckpoint) -> Result<RunInfo, StoreError> {
+    async fn write_checkpoint(
+        &self,
+        mut prepared: PreparedCheckpoint,
+    ) -> Result<RunInfo, StoreError> {
+        prepared.pack_events();
         self.ride_out("checkpoint", |tried| {
             self.checkpoint_once(&prepared, tried > 0)
         })
@@ -354,8 +358,8 @@ impl<B: Backend> Store<B> {
             .map_err(|reason| StoreError::CannotContinue { run_id: id, reason })?;
         let (first_event, last_event) = chunk.seqs.unwrap_or((stamp.first_seq, 0));
         // Packed in the client (SQLite from format 11, ADR 0059; PostgreSQL from 12, ADR
-        // 0063).
-        let event_texts = ChunkValue::pack(&chunk.texts);
+        // 0063), when it is written or before (`PreparedCheckpoint::pack_events`).
+        let event_texts = ChunkValue::Text(chunk.texts);
         Ok(PreparedCheckpoint {
             id,
             owner: owner.to_string(),
