@@ -146,7 +146,7 @@ pub(crate) async fn drive_claimed<S: RunStore>(
     // A checkpoint still being written when the drive stopped on an error of its own is
     // waited for (so that the lease is given up after it, not beside it); its own error
     // is only logged: the drive's came first.
-    if let Err(e) = driver.settle().await {
+    if let Err(e) = driver.written().await {
         tracing::debug!("the checkpoint in flight when run {id}'s drive stopped: {e}");
     }
     // A failed store call (a commit refused for want of space, an I/O error) or a lease
@@ -374,7 +374,7 @@ impl<'a, S: RunStore> Driver<'a, S> {
         // Every way out of the loop commits first (a step that ends or pauses the run is
         // committed with its batch; `max_checkpoints` counts commits): nothing is pending
         // once the checkpoint being written, if any, is.
-        self.settle().await?;
+        self.written().await?;
         debug_assert_eq!(batch.steps(), 0, "uncommitted steps at the end of a drive");
         Ok(run)
     }
@@ -388,7 +388,7 @@ impl<'a, S: RunStore> Driver<'a, S> {
     /// Waits for the checkpoint being written, if any: its answer read (a cancel asked),
     /// its events published. Every call to the store but that write waits for this
     /// first: a run's checkpoints are written one at a time, in order.
-    async fn settle(&mut self) -> Result<(), StoreError> {
+    async fn written(&mut self) -> Result<(), StoreError> {
         if let Some(writing) = self.writing.take() {
             let answer = writing
                 .answer
@@ -427,7 +427,7 @@ impl<'a, S: RunStore> Driver<'a, S> {
     }
 
     /// Commits the steps of `batch` (one checkpoint, `seq` + 1) and starts the next batch;
-    /// with `overlap`, the checkpoint is left writing (see [`Driver::settle`]).
+    /// with `overlap`, the checkpoint is left writing (see [`Driver::written`]).
     async fn commit(
         &mut self,
         run: &mut RunState,
@@ -435,7 +435,7 @@ impl<'a, S: RunStore> Driver<'a, S> {
         seq: &mut u64,
         overlap: bool,
     ) -> Result<(), StoreError> {
-        self.settle().await?;
+        self.written().await?;
         let delta = batch.delta(run);
         let (prepared, publish) = self.prepare(Checkpoint::new(*seq + 1, &delta, run)).await?;
         run.events_made();
@@ -470,7 +470,7 @@ impl<'a, S: RunStore> Driver<'a, S> {
             // connection's thread) before the next step.
             self.poll_writing().await
         } else {
-            self.settle().await
+            self.written().await
         }
     }
 
@@ -484,7 +484,7 @@ impl<'a, S: RunStore> Driver<'a, S> {
         if batch.steps() > 0 {
             self.commit(run, batch, seq, false).await?;
         }
-        self.settle().await
+        self.written().await
     }
 
     /// Takes one step of `run` (not yet checkpointed: the caller's batch holds it). Says
@@ -498,7 +498,7 @@ impl<'a, S: RunStore> Driver<'a, S> {
                 // No effect starts before every step before it is committed (brief section
                 // 13): the batch of pure steps still being written is waited for, and a
                 // cancel its answer brings stops the run before the effect.
-                self.settle().await?;
+                self.written().await?;
                 if self.cancel_requested {
                     return Ok(Stepped::Cancelled);
                 }
@@ -575,7 +575,7 @@ impl<'a, S: RunStore> Driver<'a, S> {
     /// Writes `checkpoint` with its events numbered on from the run's last, then
     /// publishes them to the executor's subscribers (docs/spec/events.md).
     async fn checkpoint(&mut self, checkpoint: Checkpoint<'_>) -> Result<RunInfo, StoreError> {
-        self.settle().await?;
+        self.written().await?;
         let (prepared, publish) = self.prepare(checkpoint).await?;
         let info = self.store.write_checkpoint(prepared).await?;
         self.committed(&info, publish);
@@ -624,7 +624,7 @@ impl<'a, S: RunStore> Driver<'a, S> {
     }
 
     async fn renew(&mut self) -> Result<(), StoreError> {
-        self.settle().await?;
+        self.written().await?;
         let lease = self
             .store
             .renew(self.id, self.owner, self.options.lease)
