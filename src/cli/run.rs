@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 use crate::runtime::{Clock, Executor, RunEvents, RunRecord, document_dir};
 use crate::store::{
-    AnyStore, Continue, CreateOptions, Dependencies, OnDepFailure, RunStore, StoreError, StoredRun,
+    AnyStore, Continue, CreateOptions, Dependencies, OnDepFailure, PreparedCreate, RunStore,
+    StoreError, StoredRun,
 };
 use crate::validator::{Severity, ValidGraph, Validator, check_file};
 use serde_json::{Value, json};
@@ -117,6 +118,7 @@ pub fn run(args: RunArgs) -> ExitCode {
         max_steps: args.max_steps,
         models: args.models.clone(),
         ttl: args.ttl.clone(),
+        stored: args.store.store.trim() != "none",
     };
     // The store is opened while the workflow loads (ADR 0068): the workflow and the
     // input are read, checked and made a run on a thread of the runtime's blocking pool
@@ -140,6 +142,7 @@ pub fn run(args: RunArgs) -> ExitCode {
         executor,
         record,
         ttl,
+        create,
     } = match ready {
         Ok(loaded) => loaded,
         Err(code) => return code,
@@ -184,7 +187,11 @@ pub fn run(args: RunArgs) -> ExitCode {
             Ok(None) => {}
             Err(code) => return code,
         }
-        let info = match store.create(&record, &options).await {
+        let created = match create {
+            Some(prepared) => store.create_prepared(&record, prepared, &options).await,
+            None => store.create(&record, &options).await,
+        };
+        let info = match created {
             Ok(info) => info,
             Err(e) => return store::error(&e),
         };
@@ -212,6 +219,8 @@ struct Ready {
     max_steps: Option<u32>,
     models: Vec<(String, String)>,
     ttl: Option<String>,
+    /// The run is to be stored: its create's texts are made with it.
+    stored: bool,
 }
 
 /// The run `run` is to start: its executor, its record and how long it is kept.
@@ -219,6 +228,8 @@ struct Loaded {
     executor: Executor,
     record: RunRecord,
     ttl: Option<std::time::Duration>,
+    /// The create's texts (the document's and the state's), made while the store opens.
+    create: Option<PreparedCreate>,
 }
 
 impl Ready {
@@ -267,10 +278,15 @@ impl Ready {
         let mut record = RunRecord::new(doc, state);
         record.workflow_file = Some(file.display().to_string());
         record.base_dir = Some(base_dir.display().to_string());
+        let create = match self.stored {
+            true => Some(PreparedCreate::of(&record).map_err(|e| store::error(&e))?),
+            false => None,
+        };
         Ok(Loaded {
             executor,
             record,
             ttl,
+            create,
         })
     }
 }

@@ -62,7 +62,7 @@ pub use follow::Follower;
 pub(crate) use owner::local_owner_pattern;
 pub use owner::{local_owner, owner_gone};
 pub use postgres::{PgDb, PgOptions, PgStore};
-pub use prepared::PreparedCheckpoint;
+pub use prepared::{PreparedCheckpoint, PreparedCreate};
 pub use rows::STORE_FORMAT;
 pub use sql::{RunStorage, Store};
 pub use sqlite::{Durability, SqliteDb, SqliteOptions, SqliteStore};
@@ -432,6 +432,15 @@ pub trait RunStore: Send + Sync {
     fn create(
         &self,
         record: &RunRecord,
+        options: &CreateOptions,
+    ) -> impl Future<Output = Result<RunInfo, StoreError>> + Send;
+
+    /// [`RunStore::create`] with the texts of `record` already made ([`PreparedCreate::of`]
+    /// of this record; one of another run is refused, [`StoreError::CannotContinue`]).
+    fn create_prepared(
+        &self,
+        record: &RunRecord,
+        prepared: PreparedCreate,
         options: &CreateOptions,
     ) -> impl Future<Output = Result<RunInfo, StoreError>> + Send;
 

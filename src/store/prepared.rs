@@ -2,9 +2,9 @@
 //! statement binds, made from the run when it is prepared, so that the run may step on
 //! while the checkpoint is written ([`RunStore::write_checkpoint`](super::RunStore::write_checkpoint), ADR 0068).
 
-use super::StoredStatus;
 use super::packed::ChunkValue;
-use crate::runtime::{RunId, TerminationReason};
+use super::{StoreError, StoredStatus};
+use crate::runtime::{RunId, RunRecord, TerminationReason, digest_of};
 
 /// One checkpoint as its statement binds it: the run row's new values, the delta's text,
 /// a snapshot when one is due, the document when the run takes a new one, and the
@@ -61,5 +61,46 @@ impl PreparedCheckpoint {
         if let ChunkValue::Text(texts) = &self.events {
             self.events = ChunkValue::pack(texts);
         }
+    }
+}
+
+/// A run's creation made ready to write ([`RunStore::create_prepared`](super::RunStore::create_prepared)):
+/// its document's and its state's texts, made from the record (and its digest checked)
+/// before the store is at hand. `pactgraph run` makes it while the store opens (ADR 0068).
+#[derive(Debug, Clone)]
+pub struct PreparedCreate {
+    pub(crate) id: RunId,
+    pub(crate) document: String,
+    pub(crate) run_state: String,
+}
+
+impl PreparedCreate {
+    /// The texts `record` is stored with; its document's digest checked against the
+    /// record's (a record whose digest does not match is refused, [`StoreError::Corrupt`]).
+    ///
+    /// Complexity: linear in the document's and the state's sizes.
+    pub fn of(record: &RunRecord) -> Result<Self, StoreError> {
+        let id = record.run_id;
+        let computed = digest_of(&record.document);
+        if computed != record.digest {
+            return Err(StoreError::Corrupt {
+                run_id: id,
+                what: "document".into(),
+                reason: format!(
+                    "its digest is {computed}, the record says {}",
+                    record.digest
+                ),
+            });
+        }
+        Ok(Self {
+            id,
+            document: serde_json::to_string(&record.document).expect("a document is plain data"),
+            run_state: serde_json::to_string(&record.run).expect("a run state is plain data"),
+        })
+    }
+
+    /// The run it creates.
+    pub fn run_id(&self) -> RunId {
+        self.id
     }
 }

@@ -2,34 +2,34 @@
 //! dependencies, in one write transaction; the row as inserted comes back with the insert.
 
 use super::Store;
-use crate::runtime::{RunRecord, TerminationReason, digest_of};
+use crate::runtime::{RunRecord, TerminationReason};
 use crate::store::db::{Backend, Begin, Conn, Tx, sql};
 use crate::store::rows::{
     Cols, INSERT_RUN, info_from_row, is_unique_violation, stored_status, to_i64,
 };
-use crate::store::{CreateOptions, RunInfo, RunStore, StoreError, attempt_key};
+use crate::store::{CreateOptions, PreparedCreate, RunInfo, RunStore, StoreError, attempt_key};
 
 impl<B: Backend> Store<B> {
-    /// Stores `record` as a new run (see [`RunStore::create`]).
+    /// Stores `record` as a new run with its texts `prepared` (see
+    /// [`RunStore::create_prepared`]).
     pub(super) async fn create_run(
         &self,
         record: &RunRecord,
+        prepared: PreparedCreate,
         options: &CreateOptions,
     ) -> Result<RunInfo, StoreError> {
         let id = record.run_id;
-        let computed = digest_of(&record.document);
-        if computed != record.digest {
-            return Err(StoreError::Corrupt {
+        if prepared.id != id {
+            return Err(StoreError::CannotContinue {
                 run_id: id,
-                what: "document".into(),
-                reason: format!(
-                    "its digest is {computed}, the record says {}",
-                    record.digest
-                ),
+                reason: format!("its create was prepared for run {}", prepared.id),
             });
         }
-        let document = serde_json::to_string(&record.document).expect("a document is plain data");
-        let run_state = serde_json::to_string(&record.run).expect("a run state is plain data");
+        let PreparedCreate {
+            document,
+            run_state,
+            ..
+        } = prepared;
         let now = self.now();
         let db = StoreError::db("create", Some(id));
         let key = id.to_string();

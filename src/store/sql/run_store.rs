@@ -14,9 +14,9 @@ use crate::store::rows::{Cols, INFO, Written, info_after, info_from_row, to_i64}
 use crate::store::trace_once::StoredDelta;
 use crate::store::trace_weight::to_json_and_trace_bytes;
 use crate::store::{
-    Checkpoint, CreateOptions, DependencySpec, Lease, PreparedCheckpoint, PruneFilter, RunFilter,
-    RunInfo, RunStore, StoreError, StoredRun, StoredStatus, Wakeups, attempt_key, duration_ms,
-    owner_gone,
+    Checkpoint, CreateOptions, DependencySpec, Lease, PreparedCheckpoint, PreparedCreate,
+    PruneFilter, RunFilter, RunInfo, RunStore, StoreError, StoredRun, StoredStatus, Wakeups,
+    attempt_key, duration_ms, owner_gone,
 };
 
 impl<B: Backend> RunStore for Store<B> {
@@ -25,7 +25,17 @@ impl<B: Backend> RunStore for Store<B> {
         record: &RunRecord,
         options: &CreateOptions,
     ) -> Result<RunInfo, StoreError> {
-        self.create_run(record, options).await
+        self.create_run(record, PreparedCreate::of(record)?, options)
+            .await
+    }
+
+    async fn create_prepared(
+        &self,
+        record: &RunRecord,
+        prepared: PreparedCreate,
+        options: &CreateOptions,
+    ) -> Result<RunInfo, StoreError> {
+        self.create_run(record, prepared, options).await
     }
 
     async fn checkpoint(
