@@ -11,8 +11,8 @@ use pactgraph::runtime::{
     Executor, ExecutorBuilder, RunId, RunRecord, RunState, RunStatus, TerminationReason, TraceKind,
 };
 use pactgraph::store::{
-    AnyStore, Before, Checkpoint, Checkpoints, Clock, CreateOptions, DriveOptions, PruneFilter,
-    RunFilter, RunStore, SqliteStore, StepDelta, StoreError, StoredStatus, drive,
+    AnyStore, Before, Checkpoint, Checkpoints, Clock, CreateOptions, DriveOptions, PreparedCreate,
+    PruneFilter, RunFilter, RunStore, SqliteStore, StepDelta, StoreError, StoredStatus, drive,
 };
 use serde_json::{Value, json};
 use support::runtime::{builder, graph, rt};
@@ -74,6 +74,45 @@ async fn step(ex: &Executor, run: &mut RunState) -> StepDelta {
     let before = Before::of(run);
     ex.step(run).await;
     StepDelta::between(&before, run)
+}
+
+/// Proves a create prepared ahead (ADR 0068: `pactgraph run` makes the texts while the
+/// store opens) stores the run as `create` does, and that bad input is refused writing
+/// nothing: a create prepared for another run, and a record whose digest does not match
+/// its document.
+#[test]
+fn a_prepared_create_stores_the_run_and_refuses_another_runs_texts() {
+    rt().block_on(async {
+        for backend in backends() {
+            let held = open(backend).await;
+            let store = &held.store;
+            let (_, a) = setup(ticker(3, "a"), json!({"big": "x"}));
+            let (_, b) = setup(ticker(3, "b"), json!({"big": "y"}));
+            let for_b = PreparedCreate::of(&b).expect("prepares");
+            assert_eq!(for_b.run_id(), b.run_id);
+            let err = store
+                .create_prepared(&a, for_b.clone(), &CreateOptions::default())
+                .await
+                .expect_err("another run's texts");
+            assert!(
+                matches!(err, StoreError::CannotContinue { run_id, .. } if run_id == a.run_id),
+                "{err}"
+            );
+            assert!(err.to_string().contains(&b.run_id.to_string()), "{err}");
+            assert!(store.info(a.run_id).await.is_err(), "nothing written");
+            store
+                .create_prepared(&b, for_b, &CreateOptions::default())
+                .await
+                .expect("creates");
+            let loaded = store.load(b.run_id).await.expect("loads");
+            assert_eq!(loaded.record.run, b.run);
+            assert_eq!(loaded.record.document, b.document);
+            let mut wrong = a.clone();
+            wrong.digest = b.digest.clone();
+            let err = PreparedCreate::of(&wrong).expect_err("a digest that does not match");
+            assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+        }
+    });
 }
 
 /// Proves sequence fencing: a checkpoint whose number is not the next one (a duplicate
