@@ -47,6 +47,19 @@ fn mixed(ticks: u32) -> Value {
     })
 }
 
+/// What `tick` writes: `n` one more, `done` once it reaches `ticks`, `phase` back to `a`.
+fn tick_writes(
+    view: &serde_json::Map<String, Value>,
+    ticks: u32,
+) -> serde_json::Map<String, Value> {
+    let n = view.get("n").and_then(Value::as_u64).unwrap_or(0) + 1;
+    let mut w = serde_json::Map::new();
+    w.insert("n".into(), json!(n));
+    w.insert("done".into(), json!(n >= u64::from(ticks)));
+    w.insert("phase".into(), json!("a"));
+    w
+}
+
 /// The mixed chain's executor; `calls` counts the handler's calls (its effects).
 fn mixed_executor(ticks: u32, calls: Arc<AtomicU32>) -> (Executor, pactgraph::WorkflowDocument) {
     let g = graph(mixed(ticks));
@@ -56,12 +69,7 @@ fn mixed_executor(ticks: u32, calls: Arc<AtomicU32>) -> (Executor, pactgraph::Wo
             "tick",
             sync_node(move |input| {
                 calls.fetch_add(1, Ordering::SeqCst);
-                let n = input.view.get("n").and_then(Value::as_u64).unwrap_or(0) + 1;
-                let mut w = serde_json::Map::new();
-                w.insert("n".into(), json!(n));
-                w.insert("done".into(), json!(n >= u64::from(ticks)));
-                w.insert("phase".into(), json!("a"));
-                Ok(w)
+                Ok(tick_writes(&input.view, ticks))
             }),
         )
         .build()
@@ -254,12 +262,7 @@ fn no_effect_starts_while_pure_steps_are_being_written() {
                         if let Ok(held) = reader.info(input.run_id).await {
                             log.lock().unwrap().push((input.step, held.steps));
                         }
-                        let n = input.view.get("n").and_then(Value::as_u64).unwrap_or(0) + 1;
-                        let mut w = serde_json::Map::new();
-                        w.insert("n".into(), json!(n));
-                        w.insert("done".into(), json!(n >= u64::from(TICKS)));
-                        w.insert("phase".into(), json!("a"));
-                        Ok(w)
+                        Ok(tick_writes(&input.view, TICKS))
                     }
                 })
                 .build()
