@@ -241,7 +241,8 @@ fn snapshots_are_compressed_with_lz4_where_the_server_has_it() {
 /// Proves the checkpoint's notifications (the answer's `told` and `woke` columns): a
 /// committed checkpoint wakes the run's followers (`event_wakeups`); one that leaves the
 /// run running wakes no worker, one that ends it wakes the workers (`wakeups`: runs
-/// depending on it may be runnable); a refused checkpoint wakes nobody. Real
+/// depending on it may be runnable); a refused checkpoint wakes nobody; a store that
+/// migrated the schema and one that found it current tell on the same channel. Real
 /// `LISTEN`/`NOTIFY`; the waits for silence are 700 ms, for a word 10 s.
 #[test]
 fn a_checkpoint_tells_followers_and_at_the_end_workers() {
@@ -286,12 +287,16 @@ fn a_checkpoint_tells_followers_and_at_the_end_workers() {
             tokio::time::timeout(silent, workers.next()).await.is_err(),
             "a checkpoint of a running run woke the workers"
         );
-        // The run ends: both.
+        // The run ends: both. Written by a store opened on the schema now current, which
+        // read the events channel's name in its open's probe (the first store, on a new
+        // schema, read it after the migrations; both bind it to their checkpoints, ADR
+        // 0067): the followers listening since hear it on the same channel.
+        let reopened = PgStore::open(&schema.url).await.expect("opens again");
         let before = Before::of(&run);
         ex.step(&mut run).await;
         assert_eq!(run.status(), RunStatus::Stopped);
         let delta = StepDelta::between(&before, &run);
-        store
+        reopened
             .checkpoint(id, "a", Checkpoint::new(2, &delta, &run))
             .await
             .expect("checkpoints the end");
@@ -301,6 +306,7 @@ fn a_checkpoint_tells_followers_and_at_the_end_workers() {
         tokio::time::timeout(said, workers.next())
             .await
             .expect("the workers are told the run stopped running");
+        reopened.close().await;
         store.close().await;
     });
 }

@@ -270,7 +270,9 @@ pub struct Dialect {
     /// returns no row. A checkpoint leaving the run not running (ended, waiting, paused)
     /// also tells listening workers that runs may have become runnable (PostgreSQL: in the
     /// same statement, sent at its commit; SQLite's workers poll). The statement of a
-    /// checkpoint without a snapshot (`$14` `NULL`).
+    /// checkpoint without a snapshot (`$14` `NULL`). PostgreSQL's statements take one bind
+    /// more, `$18`: the name of the schema's events channel its followers are told on,
+    /// read once at the store's open (`Store::events_channel`, ADR 0067).
     pub checkpoint: String,
     /// [`Dialect::checkpoint`]'s statement for a checkpoint carrying a snapshot (`$14`
     /// set): the same binds, the same answer (SQLite: the same statement; PostgreSQL: one

@@ -86,11 +86,12 @@ pub(crate) fn redact(url: &str) -> String {
 }
 
 /// What the one statement of an open tells: the migrations applied (version, checksum,
-/// whether it succeeded) and the database's clock, read between `sent` and `back` on the
-/// store's clock.
+/// whether it succeeded), the database's clock, read between `sent` and `back` on the
+/// store's clock, and the name of the schema's events channel.
 struct Probe {
     applied: Vec<(i64, Vec<u8>, bool)>,
     now_ms: i64,
+    events_channel: String,
     sent: u64,
     back: u64,
 }
@@ -98,8 +99,9 @@ struct Probe {
 /// SQLSTATE `undefined_table`: a new database, no migration applied yet.
 const UNDEFINED_TABLE: &str = "42P01";
 
-/// Reads the migrations applied and the database's clock in one round trip; `None` on a
-/// database without pactgraph's schema (no `_sqlx_migrations` table).
+/// Reads the migrations applied, the database's clock and the events channel's name (what
+/// the checkpoints bind, ADR 0067) in one round trip; `None` on a database without
+/// pactgraph's schema (no `_sqlx_migrations` table).
 async fn probe(
     conn: &mut PgConnection,
     url: &str,
@@ -107,10 +109,12 @@ async fn probe(
 ) -> Result<Option<Probe>, StoreError> {
     let sent = clock.now_ms();
     let rows = sqlx::query(&format!(
-        "SELECT version, checksum, success, {} AS now_ms FROM _sqlx_migrations \
-         UNION ALL SELECT NULL, NULL, NULL, {} ORDER BY version NULLS LAST",
+        "SELECT version, checksum, success, {} AS now_ms, NULL AS channel \
+         FROM _sqlx_migrations \
+         UNION ALL SELECT NULL, NULL, NULL, {}, {} ORDER BY version NULLS LAST",
         dialects::POSTGRES.now_ms,
-        dialects::POSTGRES.now_ms
+        dialects::POSTGRES.now_ms,
+        dialects::EVENTS_CHANNEL
     ))
     .fetch_all(&mut *conn)
     .await;
@@ -125,8 +129,12 @@ async fn probe(
     let read = |e: sqlx::Error| open_error(url, format!("reading the migrations: {e}"));
     let mut applied = Vec::with_capacity(rows.len());
     let mut now_ms = 0;
+    let mut events_channel = String::new();
     for row in &rows {
         now_ms = row.try_get("now_ms").map_err(read)?;
+        if let Some(channel) = row.try_get::<Option<String>, _>("channel").map_err(read)? {
+            events_channel = channel;
+        }
         let version: Option<i64> = row.try_get("version").map_err(read)?;
         if let Some(version) = version {
             let checksum: Vec<u8> = row.try_get("checksum").map_err(read)?;
@@ -137,6 +145,7 @@ async fn probe(
     Ok(Some(Probe {
         applied,
         now_ms,
+        events_channel,
         sent,
         back,
     }))
@@ -224,18 +233,25 @@ impl PgStore {
             refuse_newer(&shown, found.applied.iter().map(|a| a.0).max().unwrap_or(0))?;
         }
         let migrator = migrator(MIGRATIONS, &shown).await?;
-        let clock_read = match found {
-            Some(found) if current(&found.applied, &migrator) => {
-                Some((found.sent, found.back, found.now_ms))
-            }
+        let (clock_read, events_channel) = match found {
+            Some(found) if current(&found.applied, &migrator) => (
+                Some((found.sent, found.back, found.now_ms)),
+                found.events_channel,
+            ),
             // New, older or failed half-way: the migrator (under its advisory lock, so
-            // that processes opening a new database together migrate it once).
+            // that processes opening a new database together migrate it once), then the
+            // channel's name in the schema the migrations made current.
             _ => {
                 migrator
                     .run(&mut first)
                     .await
                     .map_err(|e| open_err(format!("migrations: {e}")))?;
-                None
+                let channel: String =
+                    sqlx::query_scalar(&format!("SELECT {}", dialects::EVENTS_CHANNEL))
+                        .fetch_one(&mut first)
+                        .await
+                        .map_err(|e| open_err(format!("the events channel: {e}")))?;
+                (None, channel)
             }
         };
         let conns = Conns::new(
@@ -252,7 +268,11 @@ impl PgStore {
             &dialects::POSTGRES,
             options.snapshot_every,
             options.clock,
-        );
+        )
+        // Every connection of the store has the same `search_path`, so the same current
+        // schema and channel, which `runs watch` and the event feeds compute again on
+        // their own connection when they listen (`event_wakeups`).
+        .with_events_channel(events_channel);
         // Rows are shown as of the database's clock (leases are fenced on it): read by
         // the probe, or once more after the migrations.
         match clock_read {

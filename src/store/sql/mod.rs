@@ -47,6 +47,11 @@ pub struct Store<B> {
     /// The database's clock minus this store's (milliseconds), measured when it opened:
     /// what [`Store::now`] adds to the local clock to show rows as the database sees them.
     clock_offset: Arc<AtomicI64>,
+    /// The name of the events channel a checkpoint tells its run's followers on
+    /// (`dialects::EVENTS_CHANNEL` as the database evaluated it once, at the open), bound
+    /// to PostgreSQL's checkpoint statements (`$18`) rather than computed by each (ADR
+    /// 0067); `None` on SQLite, which notifies nobody.
+    events_channel: Option<Arc<str>>,
 }
 
 /// How long a call failing on a transient fault (a lost connection, a restarting server)
@@ -87,7 +92,20 @@ impl<B: Backend> Store<B> {
             infos: Arc::default(),
             clock,
             clock_offset: Arc::default(),
+            events_channel: None,
         }
+    }
+
+    /// This store with `name` as its events channel's (see [`Store::events_channel`]).
+    pub(crate) fn with_events_channel(mut self, name: String) -> Self {
+        self.events_channel = Some(name.into());
+        self
+    }
+
+    /// The events channel's name bound to the checkpoint statements, if the dialect
+    /// notifies (PostgreSQL).
+    pub(crate) fn events_channel(&self) -> Option<&str> {
+        self.events_channel.as_deref()
     }
 
     /// Measures how far the database's clock is from this store's (one round trip):
@@ -132,6 +150,7 @@ impl<B: Backend> Store<B> {
             infos: self.infos,
             clock: self.clock,
             clock_offset: self.clock_offset,
+            events_channel: self.events_channel,
         }
     }
 

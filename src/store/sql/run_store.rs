@@ -433,7 +433,7 @@ impl<B: Backend> Store<B> {
             (None, Some((changes, _))) => changes,
             (None, None) => &self.dialect.checkpoint,
         };
-        let row = sql(statement)
+        let query = sql(statement)
             .bind(id.to_string())
             .bind(to_i64(seq))
             .bind(i64::from(steps))
@@ -450,10 +450,16 @@ impl<B: Backend> Store<B> {
             .bind(snapshot.as_deref())
             .bind(event_texts)
             .bind(to_i64(first_event))
-            .bind(to_i64(last_event))
-            // Every row read, not the first: SQLite commits the statement's implicit
-            // transaction when it runs to its end, and only then says a commit failed
-            // (a full disk); a statement dropped after its first row lost that error.
+            .bind(to_i64(last_event));
+        // PostgreSQL's names the events channel as bound, read once at the open (ADR 0067).
+        let query = match self.events_channel() {
+            Some(channel) => query.bind(channel),
+            None => query,
+        };
+        // Every row read, not the first: SQLite commits the statement's implicit
+        // transaction when it runs to its end, and only then says a commit failed (a full
+        // disk); a statement dropped after its first row lost that error.
+        let row = query
             .fetch_all(&mut self.db.write().await?)
             .await
             .map(|rows| rows.into_iter().next());
