@@ -29,7 +29,10 @@ impl<B: Backend> Store<B> {
             });
         }
         let document = serde_json::to_string(&record.document).expect("a document is plain data");
-        let run_state = serde_json::to_string(&record.run).expect("a run state is plain data");
+        // Through `runtime::to_json_string`: the same text, with no out-of-line `Vec` call
+        // per piece (the state holds the run's whole input; ADR 0066).
+        let run_state =
+            crate::runtime::to_json_string(&record.run).expect("a run state is plain data");
         let now = self.now();
         let db = StoreError::db("create", Some(id));
         let key = id.to_string();
