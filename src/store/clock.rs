@@ -86,6 +86,7 @@ impl Clock {
     }
 
     /// The time now, in milliseconds since the Unix epoch.
+    #[inline]
     pub fn now_ms(&self) -> u64 {
         match &self.manual {
             None => now_ms().saturating_add_signed(self.skew_ms),

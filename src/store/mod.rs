@@ -619,6 +619,7 @@ pub trait RunStore: Send + Sync {
 }
 
 /// Milliseconds since the Unix epoch.
+#[inline]
 pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -95,7 +95,10 @@ impl PreparedCreate {
         Ok(Self {
             id,
             document: serde_json::to_string(&record.document).expect("a document is plain data"),
-            run_state: serde_json::to_string(&record.run).expect("a run state is plain data"),
+            // Through `runtime::to_json_string`: the same text, with no out-of-line `Vec`
+            // call per piece (the state holds the run's whole input; ADR 0066).
+            run_state: crate::runtime::to_json_string(&record.run)
+                .expect("a run state is plain data"),
         })
     }
 

@@ -244,6 +244,7 @@ pub(crate) struct SliceWriter<'a> {
 
 impl SliceWriter<'_> {
     /// The slice `key` at this level, if present.
+    #[inline]
     pub(crate) fn get(&self, key: &str) -> Option<&Value> {
         crate::contracts::lookup::get(self.state, key)
     }

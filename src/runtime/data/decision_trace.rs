@@ -113,6 +113,7 @@ impl Deref for ItemRef<'_> {
 
 impl<'a> ItemRef<'a> {
     /// Its JSON form, borrowed from the trace (for serde and the event writer).
+    #[inline]
     pub(super) fn out(&self) -> ItemOut<'a> {
         let names = self.names;
         self.item.out(|n| names.get(*n), self.candidates())

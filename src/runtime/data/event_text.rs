@@ -18,6 +18,7 @@ use super::changes::{RecordedInput, SliceChange};
 use super::events::{EventKind, EventStamp, Part, RunEvent, transition_parts};
 use super::json_text::{write_opt_str, write_serde, write_str, write_u64, write_value};
 use super::run_state::RunState;
+use super::text_buf::Text;
 use super::trace::{ItemOut, UsageOut};
 
 /// The fields of an event after its envelope, and the closing brace.
@@ -56,39 +57,39 @@ impl<'a> From<&'a RecordedInput> for Input<'a> {
 }
 
 /// Appends `{"seq":SEQ,"run_id":"RUN","event":"NAME","at_ms":AT` (no closing brace).
-fn write_head(out: &mut Vec<u8>, seq: u64, run_id: &str, name: &str, at_ms: u64) {
-    out.extend_from_slice(b"{\"seq\":");
+fn write_head(out: &mut Text<'_>, seq: u64, run_id: &str, name: &str, at_ms: u64) {
+    out.put(b"{\"seq\":");
     write_u64(out, seq);
-    out.extend_from_slice(b",\"run_id\":\"");
+    out.put(b",\"run_id\":\"");
     // A run id is 26 characters of Crockford base32: nothing to escape.
-    out.extend_from_slice(run_id.as_bytes());
-    out.extend_from_slice(b"\",\"event\":\"");
-    out.extend_from_slice(name.as_bytes());
-    out.extend_from_slice(b"\",\"at_ms\":");
+    out.put(run_id.as_bytes());
+    out.put(b"\",\"event\":\"");
+    out.put(name.as_bytes());
+    out.put(b"\",\"at_ms\":");
     write_u64(out, at_ms);
 }
 
 impl Fields<'_> {
     /// Appends the fields (each preceded by its comma) and the event's closing brace.
-    fn write(&self, out: &mut Vec<u8>) {
+    fn write(&self, out: &mut Text<'_>) {
         match self {
             Self::Started {
                 workflow,
                 input,
                 changes,
             } => {
-                out.extend_from_slice(b",\"workflow\":");
+                out.put(b",\"workflow\":");
                 write_str(out, workflow);
                 if let Some(input) = input {
-                    out.extend_from_slice(b",\"input\":");
+                    out.put(b",\"input\":");
                     match input {
                         Input::Value(v) => write_value(out, v),
                         // Written by `write_fields` when recorded: the same text.
-                        Input::Text(text) => out.extend_from_slice(text.as_bytes()),
+                        Input::Text(text) => out.put(text.as_bytes()),
                     }
                 }
                 if *changes {
-                    out.extend_from_slice(b",\"changes\":true");
+                    out.put(b",\"changes\":true");
                 }
                 out.push(b'}');
             }
@@ -98,16 +99,16 @@ impl Fields<'_> {
                 writes,
                 changes,
             } => {
-                out.extend_from_slice(b",\"index\":");
+                out.put(b",\"index\":");
                 write_u64(out, *index as u64);
-                out.extend_from_slice(b",\"item\":");
+                out.put(b",\"item\":");
                 item.write_json(out);
                 if let Some(writes) = writes {
-                    out.extend_from_slice(b",\"writes\":");
+                    out.put(b",\"writes\":");
                     write_value(out, writes);
                 }
                 if !changes.is_empty() {
-                    out.extend_from_slice(b",\"changes\":");
+                    out.put(b",\"changes\":");
                     write_serde(out, changes);
                 }
                 out.push(b'}');
@@ -120,15 +121,15 @@ impl Fields<'_> {
 /// Appends `kind`'s fields and the closing brace, as `serde_json` writes them: the kind is
 /// serialized into `out` and its tag (`{"event":"NAME"`, which an internally tagged enum
 /// writes first) cut out after it, leaving `}` or `,` and the fields then `}`.
-fn write_kind_fields(out: &mut Vec<u8>, kind: &EventKind) {
+fn write_kind_fields(out: &mut Text<'_>, kind: &EventKind) {
     let start = out.len();
     write_serde(out, kind);
     let head = br#"{"event":""#.len() + kind.name().len() + 1;
     debug_assert!(
-        out[start..].starts_with(format!(r#"{{"event":"{}""#, kind.name()).as_bytes()),
+        out.as_bytes()[start..].starts_with(format!(r#"{{"event":"{}""#, kind.name()).as_bytes()),
         "a kind's JSON starts with its tag"
     );
-    out.drain(start..(start + head).min(out.len()));
+    out.cut(start, head);
 }
 
 impl<'a> Fields<'a> {
@@ -177,6 +178,7 @@ pub fn write_transition_events(
     let first = stamp.first_seq.max(1);
     let mut seq = first;
     out.reserve(256 * (run.trace.len().saturating_sub(trace_from) + 2));
+    let mut out = Text::new(out);
     transition_parts(run, trace_from, checkpoint, first, |part| {
         if seq > first {
             out.push(b'\n');
@@ -206,8 +208,8 @@ pub fn write_transition_events(
             ),
             Part::Other(kind) => (kind.name(), Fields::Kind(kind)),
         };
-        write_head(out, seq, run_id, name, stamp.at_ms);
-        fields.write(out);
+        write_head(&mut out, seq, run_id, name, stamp.at_ms);
+        fields.write(&mut out);
         seq += 1;
     });
     (seq > first).then(|| (first, seq - 1))
@@ -216,30 +218,30 @@ pub fn write_transition_events(
 impl ItemOut<'_> {
     /// Appends the item's JSON text: `serde_json`'s bytes for it (its `Serialize`), the ids
     /// copied in runs, numbers through `itoa`.
-    pub(super) fn write_json(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(b"{\"step\":");
+    pub(super) fn write_json(&self, out: &mut Text<'_>) {
+        out.put(b"{\"step\":");
         write_u64(out, u64::from(self.step));
-        out.extend_from_slice(b",\"depth\":");
+        out.put(b",\"depth\":");
         write_u64(out, u64::from(self.depth));
-        out.extend_from_slice(b",\"supervisor\":");
+        out.put(b",\"supervisor\":");
         write_opt_str(out, self.supervisor);
-        out.extend_from_slice(b",\"subgraph\":");
+        out.put(b",\"subgraph\":");
         write_opt_str(out, self.subgraph);
-        out.extend_from_slice(b",\"kind\":\"");
-        out.extend_from_slice(self.kind.as_str().as_bytes());
+        out.put(b",\"kind\":\"");
+        out.put(self.kind.as_str().as_bytes());
         out.push(b'"');
         if let Some(source) = self.source {
-            out.extend_from_slice(b",\"source\":");
+            out.put(b",\"source\":");
             write_str(out, source);
         }
-        out.extend_from_slice(b",\"target\":");
+        out.put(b",\"target\":");
         write_opt_str(out, self.target);
-        out.extend_from_slice(b",\"reason\":");
+        out.put(b",\"reason\":");
         write_opt_str(out, self.reason);
-        out.extend_from_slice(b",\"termination_reason\":");
+        out.put(b",\"termination_reason\":");
         write_opt_str(out, self.termination_reason.map(|r| r.as_str()));
         if !self.candidates.is_empty() {
-            out.extend_from_slice(b",\"candidates\":[");
+            out.put(b",\"candidates\":[");
             for (i, c) in self.candidates.iter().enumerate() {
                 if i > 0 {
                     out.push(b',');
@@ -248,21 +250,21 @@ impl ItemOut<'_> {
             }
             out.push(b']');
         }
-        out.extend_from_slice(b",\"at_ms\":");
+        out.put(b",\"at_ms\":");
         write_u64(out, self.at_ms);
-        out.extend_from_slice(b",\"duration_us\":");
+        out.put(b",\"duration_us\":");
         write_u64(out, self.duration_us);
         self.usage.write_field(out);
         if let Some(chain) = self.chain {
-            out.extend_from_slice(b",\"chain\":");
+            out.put(b",\"chain\":");
             write_serde(out, chain);
         }
         if let Some(call) = self.model_call {
-            out.extend_from_slice(b",\"model_call\":");
+            out.put(b",\"model_call\":");
             write_serde(out, call);
         }
         if let Some(call) = self.tool_call {
-            out.extend_from_slice(b",\"tool_call\":");
+            out.put(b",\"tool_call\":");
             write_serde(out, call);
         }
         out.push(b'}');
@@ -271,12 +273,12 @@ impl ItemOut<'_> {
 
 impl UsageOut<'_> {
     /// Appends `,"usage":...` when the item has a usage record.
-    fn write_field(&self, out: &mut Vec<u8>) {
+    fn write_field(&self, out: &mut Text<'_>) {
         match (self.reported, self.wall_us) {
             (None, None) => {}
             // A node run that reported none: its record is its wall time alone.
             (None, Some(us)) => {
-                out.extend_from_slice(b",\"usage\":{\"wall_ms\":");
+                out.put(b",\"usage\":{\"wall_ms\":");
                 if us.is_multiple_of(1000) {
                     write_u64(out, us / 1000);
                 } else {
@@ -285,7 +287,7 @@ impl UsageOut<'_> {
                 out.push(b'}');
             }
             _ => {
-                out.extend_from_slice(b",\"usage\":");
+                out.put(b",\"usage\":");
                 write_serde(out, self);
             }
         }
@@ -300,6 +302,7 @@ impl RunEvent {
     pub fn write_json(&self, out: &mut Vec<u8>) {
         let mut buf = [0; ulid::ULID_LEN];
         out.reserve(384);
+        let out = &mut Text::new(out);
         write_head(
             out,
             self.seq,
@@ -310,7 +313,7 @@ impl RunEvent {
         Fields::of(&self.kind).write(out);
         if self.dropped > 0 {
             out.pop();
-            out.extend_from_slice(b",\"dropped\":");
+            out.put(b",\"dropped\":");
             write_u64(out, self.dropped);
             out.push(b'}');
         }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
+use super::Text;
 use super::write_transition_events;
 use crate::runtime::data::events::{EventKind, EventStamp, RunEvent, transition_events};
 use crate::runtime::{
@@ -160,10 +161,10 @@ proptest! {
         for (item, interned) in items.iter().zip(trace.iter()) {
             let expected = serde_json::to_vec(item).expect("an item");
             let mut out = Vec::new();
-            item.out(|n| n, &item.candidates).write_json(&mut out);
+            item.out(|n| n, &item.candidates).write_json(&mut Text::new(&mut out));
             prop_assert_eq!(&out, &expected);
             out.clear();
-            interned.out().write_json(&mut out);
+            interned.out().write_json(&mut Text::new(&mut out));
             prop_assert_eq!(&out, &expected);
         }
         let changes: Vec<SliceChange> = change
@@ -288,7 +289,7 @@ fn an_input_recorded_as_text_reads_back() {
 
     let text = |v: &Value| {
         let mut out = Vec::new();
-        write_value(&mut out, v);
+        write_value(&mut Text::new(&mut out), v);
         RecordedInput::Text(String::from_utf8(out).expect("UTF-8").into_boxed_str())
     };
     let input = json!({"task": ["a\"b", 1.5, -3, null, {"k\u{1}": true}]});

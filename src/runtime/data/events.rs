@@ -329,13 +329,22 @@ pub(super) fn transition_parts<'a>(
     let end = run.trace.len();
     for (i, item) in items.enumerate() {
         let index = trace_from + i;
-        while writes.next_if(|(at, _)| *at < index).is_some() {}
-        let wrote = writes.next_if(|(at, _)| *at == index).map(|(_, w)| w);
+        // `peek` and `next` rather than `Peekable::next_if`, which is not `#[inline]`
+        // (called out of line without thin-local LTO, ADR 0066).
+        while writes.peek().is_some_and(|(at, _)| *at < index) {
+            writes.next();
+        }
+        let wrote = if writes.peek().is_some_and(|(at, _)| *at == index) {
+            writes.next().map(|(_, w)| w)
+        } else {
+            None
+        };
         let mut here = Vec::new();
-        while let Some((n, c)) = changes.next_if(|(n, c)| {
+        while changes.peek().is_some_and(|(n, c)| {
             let at = if *n < stamped { c.at() } else { end };
             at <= index + 1 || index == last
         }) {
+            let Some((n, c)) = changes.next() else { break };
             here.push(if n < stamped {
                 c.clone()
             } else {

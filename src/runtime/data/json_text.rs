@@ -6,6 +6,8 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use super::text_buf::Text;
+
 /// Appends `s` as a JSON string: quoted, and escaped exactly as `serde_json` escapes it
 /// (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, and `\u00XX` in lowercase hex for the other
 /// control characters below U+0020; nothing else, not even U+007F or non-ASCII text).
@@ -13,50 +15,49 @@ use serde_json::Value;
 /// The text is scanned eight bytes at a time for a byte that needs escaping, and copied
 /// in runs between such bytes: an id (a node's name, a rule's reason) is copied whole.
 #[inline]
-pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn write_str(out: &mut Text<'_>, s: &str) {
     let bytes = s.as_bytes();
-    out.reserve(bytes.len() + 2);
     out.push(b'"');
     let mut copied = 0;
     let mut at = 0;
     while let Some(found) = next_escape(bytes, at) {
-        out.extend_from_slice(&bytes[copied..found]);
+        out.put(&bytes[copied..found]);
         write_escape(out, bytes[found]);
         copied = found + 1;
         at = found + 1;
     }
-    out.extend_from_slice(&bytes[copied..]);
+    out.put(&bytes[copied..]);
     out.push(b'"');
 }
 
 /// Appends `s` as a JSON string, or `null`.
 #[inline]
-pub(crate) fn write_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
+pub(crate) fn write_opt_str(out: &mut Text<'_>, s: Option<&str>) {
     match s {
         Some(s) => write_str(out, s),
-        None => out.extend_from_slice(b"null"),
+        None => out.put(b"null"),
     }
 }
 
 /// Appends `n` as a JSON number (as `serde_json` writes an integer).
 #[inline]
-pub(crate) fn write_u64(out: &mut Vec<u8>, n: u64) {
-    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+pub(crate) fn write_u64(out: &mut Text<'_>, n: u64) {
+    out.put(itoa::Buffer::new().format(n).as_bytes());
 }
 
 /// Appends `value` as `serde_json` writes it (compact): strings through [`write_str`],
 /// integers through `itoa`, floating-point numbers through `serde_json` itself. What a
 /// node's writes and a run's input are written with (ADR 0056).
-pub(crate) fn write_value(out: &mut Vec<u8>, value: &Value) {
+pub(crate) fn write_value(out: &mut Text<'_>, value: &Value) {
     match value {
-        Value::Null => out.extend_from_slice(b"null"),
-        Value::Bool(true) => out.extend_from_slice(b"true"),
-        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Null => out.put(b"null"),
+        Value::Bool(true) => out.put(b"true"),
+        Value::Bool(false) => out.put(b"false"),
         Value::Number(n) => {
             if let Some(n) = n.as_u64() {
                 write_u64(out, n);
             } else if let Some(n) = n.as_i64() {
-                out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+                out.put(itoa::Buffer::new().format(n).as_bytes());
             } else {
                 write_serde(out, n);
             }
@@ -78,7 +79,7 @@ pub(crate) fn write_value(out: &mut Vec<u8>, value: &Value) {
 
 /// Appends the object of `fields` as [`write_value`] writes an object.
 pub(crate) fn write_fields<'a>(
-    out: &mut Vec<u8>,
+    out: &mut Text<'_>,
     fields: impl Iterator<Item = (&'a String, &'a Value)>,
 ) {
     out.push(b'{');
@@ -95,7 +96,7 @@ pub(crate) fn write_fields<'a>(
 
 /// Appends `value` as `serde_json` writes it (for the parts of a text that are rare or
 /// not worth writing by hand: a node's writes, a usage record, a chain stage).
-pub(crate) fn write_serde(out: &mut Vec<u8>, value: &(impl Serialize + ?Sized)) {
+pub(crate) fn write_serde(out: &mut Text<'_>, value: &(impl Serialize + ?Sized)) {
     serde_json::to_writer(&mut *out, value).expect("plain data serializes");
 }
 
@@ -140,17 +141,17 @@ fn next_escape(bytes: &[u8], from: usize) -> Option<usize> {
         .map(|i| base + i)
 }
 
-fn write_escape(out: &mut Vec<u8>, b: u8) {
+fn write_escape(out: &mut Text<'_>, b: u8) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     match b {
-        b'"' => out.extend_from_slice(b"\\\""),
-        b'\\' => out.extend_from_slice(b"\\\\"),
-        0x08 => out.extend_from_slice(b"\\b"),
-        0x0C => out.extend_from_slice(b"\\f"),
-        b'\n' => out.extend_from_slice(b"\\n"),
-        b'\r' => out.extend_from_slice(b"\\r"),
-        b'\t' => out.extend_from_slice(b"\\t"),
-        _ => out.extend_from_slice(&[
+        b'"' => out.put(b"\\\""),
+        b'\\' => out.put(b"\\\\"),
+        0x08 => out.put(b"\\b"),
+        0x0C => out.put(b"\\f"),
+        b'\n' => out.put(b"\\n"),
+        b'\r' => out.put(b"\\r"),
+        b'\t' => out.put(b"\\t"),
+        _ => out.put(&[
             b'\\',
             b'u',
             b'0',
@@ -167,6 +168,13 @@ mod tests {
 
     use super::*;
 
+    /// What `write` writes into an empty buffer.
+    fn written(write: impl FnOnce(&mut Text<'_>)) -> Vec<u8> {
+        let mut out = Vec::new();
+        write(&mut Text::new(&mut out));
+        out
+    }
+
     /// Proves `write_str` writes `serde_json`'s bytes for every string: quotes,
     /// backslashes, every control character, U+007F and non-ASCII text, at every position
     /// of an eight-byte word (the scan's lanes) and in the remainder after the words.
@@ -176,8 +184,7 @@ mod tests {
             let c = char::from_u32(c).expect("a char");
             for at in 0..17 {
                 let s: String = "a".repeat(at) + &c.to_string() + "bc";
-                let mut out = Vec::new();
-                write_str(&mut out, &s);
+                let out = written(|out| write_str(out, &s));
                 let expected = serde_json::to_string(&s).expect("a string");
                 assert_eq!(
                     String::from_utf8(out).expect("UTF-8"),
@@ -212,8 +219,7 @@ mod tests {
         /// For all JSON values, `write_value` writes `serde_json`'s compact text.
         #[test]
         fn values_are_serde_jsons_text(v in value()) {
-            let mut out = Vec::new();
-            write_value(&mut out, &v);
+            let out = written(|out| write_value(out, &v));
             prop_assert_eq!(&out, &serde_json::to_vec(&v).expect("a value"));
         }
 
@@ -225,15 +231,12 @@ mod tests {
             n: u64,
             some: bool,
         ) {
-            let mut out = Vec::new();
-            write_str(&mut out, &s);
+            let out = written(|out| write_str(out, &s));
             prop_assert_eq!(&out, &serde_json::to_vec(&s).expect("a string"));
             let opt = some.then_some(s.as_str());
-            out.clear();
-            write_opt_str(&mut out, opt);
+            let out = written(|out| write_opt_str(out, opt));
             prop_assert_eq!(&out, &serde_json::to_vec(&opt).expect("an option"));
-            out.clear();
-            write_u64(&mut out, n);
+            let out = written(|out| write_u64(out, n));
             prop_assert_eq!(&out, &serde_json::to_vec(&n).expect("a number"));
         }
     }

@@ -27,6 +27,7 @@ mod session;
 mod slices;
 mod status;
 mod team_state;
+mod text_buf;
 mod trace;
 
 pub use accounting::Accounting;
@@ -54,6 +55,8 @@ pub use session::{Session, ToolCaller};
 pub use slices::{State, Writes};
 pub use status::{RunStatus, TerminationReason};
 pub use team_state::{Broadcast, BroadcastKind, MemberProgress, MemberStatus, TeamPhase, TeamRun};
+#[cfg(feature = "store")]
+pub(crate) use text_buf::to_json_string;
 pub use trace::{
     Chain, ChainTrigger, InternedItem, ItemDetail, MAX_TRACE_DEPTH, TraceItem, TraceKind,
 };

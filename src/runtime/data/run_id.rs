@@ -13,19 +13,28 @@ pub struct RunId(ulid::Ulid);
 impl RunId {
     /// A new id: it sorts after every id made in an earlier millisecond, and after every
     /// id this process made before (one monotonic generator per process: ids made in
-    /// the same millisecond count up instead of taking fresh random bits).
+    /// the same millisecond count up instead of taking fresh random bits). The algorithm
+    /// of `ulid::Generator` (the reference generator's), with the random bits from the
+    /// operating system (`getrandom`), so that `ulid` builds without `rand`'s stack
+    /// (ADR 0066).
     pub fn new() -> Self {
-        static GENERATOR: std::sync::Mutex<ulid::Generator> =
-            std::sync::Mutex::new(ulid::Generator::new());
+        static LAST: std::sync::Mutex<ulid::Ulid> = std::sync::Mutex::new(ulid::Ulid::nil());
         // A poisoned generator still holds the last id made: keep counting from it.
-        let mut generator = GENERATOR
+        let mut last = LAST
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match generator.generate() {
-            Ok(id) => Self(id),
-            // 2^80 ids in one millisecond: the generator moves on to the next one.
-            Err(overflow) => Self(overflow.commit_overflow_random()),
-        }
+        let ms = now_ms();
+        let id = if ms <= last.timestamp_ms() {
+            // The same millisecond (or the clock went back): one more than the last.
+            // 2^80 ids in one millisecond overflow into the next one, as the generator's
+            // `commit_overflow_random` does: a fresh random part on the next millisecond.
+            last.increment()
+                .unwrap_or_else(|next| ulid::Ulid::from_parts(next.timestamp_ms(), random_bits()))
+        } else {
+            ulid::Ulid::from_parts(ms, random_bits())
+        };
+        *last = id;
+        Self(id)
     }
 
     /// Its text (as `Display` writes it) in `buf`, without allocating.
@@ -37,6 +46,34 @@ impl RunId {
     pub fn created_ms(&self) -> u64 {
         self.0.timestamp_ms()
     }
+}
+
+/// Milliseconds since the Unix epoch (0 before it).
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// 128 random bits (a ULID keeps the low 80) from the operating system. Should it have
+/// none to give, the time hashed with std's random hash keys (which std drew once per
+/// thread): ids stay unique within the process by the generator's count, and unlikely to
+/// collide across processes.
+fn random_bits() -> u128 {
+    let mut bytes = [0u8; 16];
+    if getrandom::fill(&mut bytes).is_ok() {
+        return u128::from_ne_bytes(bytes);
+    }
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    let high = hasher.finish();
+    hasher.write_u64(high);
+    (u128::from(high) << 64) | u128::from(hasher.finish())
 }
 
 impl Default for RunId {

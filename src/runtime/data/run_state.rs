@@ -18,6 +18,7 @@ use super::run_id::RunId;
 use super::session::Session;
 use super::slices::State;
 use super::status::{RunStatus, TerminationReason};
+use super::text_buf::Text;
 use crate::contracts::SYSTEM_SLICE;
 
 /// Where a run stands, as one value: a running run always has a next step, a paused run
@@ -302,7 +303,7 @@ impl RunState {
                 let input = state.iter().filter(|(k, _)| k.as_str() != SYSTEM_SLICE);
                 if text {
                     let mut out = Vec::new();
-                    write_fields(&mut out, input);
+                    write_fields(&mut Text::new(&mut out), input);
                     let out = String::from_utf8(out).expect("written from UTF-8 text");
                     RecordedInput::Text(out.into_boxed_str())
                 } else {
