@@ -82,6 +82,20 @@ fn mixed_input() -> Value {
     json!({"n": 0, "phase": "a", "big": big})
 }
 
+/// A run of the mixed chain on its input, created in `store`: its id.
+async fn create_mixed(
+    store: &AnyStore,
+    document: &pactgraph::WorkflowDocument,
+    ex: &Executor,
+) -> pactgraph::runtime::RunId {
+    let record = RunRecord::new(document.clone(), ex.start(mixed_input()).unwrap());
+    store
+        .create(&record, &CreateOptions::default())
+        .await
+        .unwrap();
+    record.run_id
+}
+
 /// The steps (by number) each checkpoint of run `id` carries, from its step rows.
 async fn steps_per_checkpoint(store: &AnyStore, id: pactgraph::runtime::RunId) -> Vec<Vec<u32>> {
     store
@@ -140,12 +154,7 @@ fn effects_are_committed_at_once_with_the_pure_steps_before_them() {
             rt.block_on(async {
                 let held = open(backend).await;
                 let store = held.store.clone();
-                let record = RunRecord::new(document.clone(), ex.start(mixed_input()).unwrap());
-                let id = record.run_id;
-                store
-                    .create(&record, &CreateOptions::default())
-                    .await
-                    .unwrap();
+                let id = create_mixed(&store, &document, &ex).await;
                 let options = DriveOptions::default().checkpoints(mode);
                 let run = drive(&ex, &store, id, "a", &options).await.unwrap();
                 assert_same_end(&run, &whole);
@@ -270,12 +279,7 @@ fn no_effect_starts_while_pure_steps_are_being_written() {
             let mut whole = ex.start(mixed_input()).unwrap();
             ex.run_in_place(&mut whole).await;
             seen.lock().unwrap().clear();
-            let record = RunRecord::new(document.clone(), ex.start(mixed_input()).unwrap());
-            let id = record.run_id;
-            store
-                .create(&record, &CreateOptions::default())
-                .await
-                .unwrap();
+            let id = create_mixed(&store, &document, &ex).await;
             let options = DriveOptions::default().batch(2, Duration::from_secs(3600));
             let run = drive(&ex, &store, id, "a", &options).await.unwrap();
             assert_same_end(&run, &whole);
