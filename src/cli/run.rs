@@ -207,6 +207,10 @@ pub fn run(args: RunArgs) -> ExitCode {
     });
     // Every return above: the printer (if any) ends before the runtime does.
     rt.block_on(outputs.finish_stream());
+    // Every task is done (the run awaited its checkpoints, the printer its lines): the
+    // idle threads of the blocking pool (the loading thread, the checkpoints' packing) are
+    // left to the process's exit rather than woken and joined one by one (ADR 0068).
+    rt.shutdown_background();
     code
 }
 
