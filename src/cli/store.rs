@@ -108,13 +108,9 @@ pub fn opens_early(args: &StoreArgs) -> bool {
         return true;
     }
     url.strip_prefix("sqlite:")
-        .map(|rest| rest.strip_prefix("//").unwrap_or(rest))
-        .is_some_and(|path| {
-            !path.is_empty()
-                && path != ":memory:"
-                && !path.contains('?')
-                && std::path::Path::new(path).is_file()
-        })
+        .filter(|rest| *rest != ":memory:")
+        .and_then(|rest| crate::store::sqlite_file_path(rest).ok())
+        .is_some_and(|path| path.is_file())
 }
 
 /// Why a store was not opened, reported by [`Unopened::report`].

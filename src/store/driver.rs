@@ -441,37 +441,44 @@ impl<'a, S: RunStore> Driver<'a, S> {
         run.events_made();
         *seq += 1;
         *batch = Batch::start(run);
+        if !overlap {
+            return self.write_now(prepared, publish).await.map(drop);
+        }
+        // Its events are packed on a thread of the runtime's blocking pool, beside the
+        // next steps, then written.
         let (store, run_id) = (self.store, self.id);
-        let answer: Answer<'a> = if overlap {
-            // Its events are packed on a thread of the runtime's blocking pool, beside
-            // the next steps, then written.
-            Box::pin(async move {
-                let prepared = tokio::task::spawn_blocking(move || {
-                    let mut prepared = prepared;
-                    prepared.pack_events();
-                    prepared
-                })
-                .await
-                .map_err(|e| StoreError::CannotContinue {
-                    run_id,
-                    reason: format!("packing the events of a checkpoint: {e}"),
-                })?;
-                store.write_checkpoint(prepared).await
+        let answer: Answer<'a> = Box::pin(async move {
+            let prepared = tokio::task::spawn_blocking(move || {
+                let mut prepared = prepared;
+                prepared.pack_events();
+                prepared
             })
-        } else {
-            Box::pin(store.write_checkpoint(prepared))
-        };
+            .await
+            .map_err(|e| StoreError::CannotContinue {
+                run_id,
+                reason: format!("packing the events of a checkpoint: {e}"),
+            })?;
+            store.write_checkpoint(prepared).await
+        });
         self.writing = Some(Writing {
             answer: Mutex::new(answer),
             publish,
         });
-        if overlap {
-            // Polled once: the statement is sent (and, on SQLite, handed to its
-            // connection's thread) before the next step.
-            self.poll_writing().await
-        } else {
-            self.written().await
-        }
+        // Polled once: the statement is sent (and, on SQLite, handed to its connection's
+        // thread) before the next step.
+        self.poll_writing().await
+    }
+
+    /// Writes `prepared` and waits for it (no other checkpoint is being written), then
+    /// publishes `publish`.
+    async fn write_now(
+        &mut self,
+        prepared: PreparedCheckpoint,
+        publish: Option<Vec<RunEvent>>,
+    ) -> Result<RunInfo, StoreError> {
+        let info = self.store.write_checkpoint(prepared).await?;
+        self.committed(&info, publish);
+        Ok(info)
     }
 
     /// Commits the steps of `batch`, if any, and waits for every checkpoint written.
@@ -577,9 +584,7 @@ impl<'a, S: RunStore> Driver<'a, S> {
     async fn checkpoint(&mut self, checkpoint: Checkpoint<'_>) -> Result<RunInfo, StoreError> {
         self.written().await?;
         let (prepared, publish) = self.prepare(checkpoint).await?;
-        let info = self.store.write_checkpoint(prepared).await?;
-        self.committed(&info, publish);
-        Ok(info)
+        self.write_now(prepared, publish).await
     }
 
     /// `checkpoint` made ready to write, its events numbered on from the run's last (the

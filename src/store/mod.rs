@@ -65,6 +65,7 @@ pub use postgres::{PgDb, PgOptions, PgStore};
 pub use prepared::{PreparedCheckpoint, PreparedCreate};
 pub use rows::STORE_FORMAT;
 pub use sql::{RunStorage, Store};
+pub(crate) use sqlite::file_path as sqlite_file_path;
 pub use sqlite::{Durability, SqliteDb, SqliteOptions, SqliteStore};
 pub use wakeups::Wakeups;
 pub use worker::{WorkEvent, WorkSummary, WorkerOptions, work};

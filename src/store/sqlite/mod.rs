@@ -9,6 +9,8 @@ use std::time::Duration;
 
 mod open;
 
+pub(crate) use open::file_path;
+
 use sqlx::pool::PoolConnection;
 use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{Connection, Sqlite, SqliteConnection, Transaction};

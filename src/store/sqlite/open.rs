@@ -25,6 +25,19 @@ use crate::store::{StoreError, dialects};
 /// 0062; docs/performance.md, "SQLite: the checkpoint's answer and the WAL read at open").
 const WAL_AUTOCHECKPOINT: u32 = 1_000;
 
+/// The file a `sqlite:` URL names, from what follows `sqlite:` (`//` before it allowed):
+/// no path and query parameters are refused, saying why.
+pub(crate) fn file_path(rest: &str) -> Result<PathBuf, &'static str> {
+    let path = rest.strip_prefix("//").unwrap_or(rest);
+    if path.is_empty() {
+        return Err("no file path after `sqlite:`");
+    }
+    if path.contains('?') {
+        return Err("query parameters are not supported");
+    }
+    Ok(PathBuf::from(path))
+}
+
 /// The embedded migrations.
 static MIGRATIONS: &[Step] = &[
     (
@@ -118,14 +131,7 @@ impl SqliteStore {
                 .parse::<SqliteConnectOptions>()
                 .map_err(|e| open_err(e.to_string()))?
         } else {
-            let path = rest.strip_prefix("//").unwrap_or(rest);
-            if path.is_empty() {
-                return Err(bad("no file path after `sqlite:`"));
-            }
-            if path.contains('?') {
-                return Err(bad("query parameters are not supported"));
-            }
-            let path = PathBuf::from(path);
+            let path = file_path(rest).map_err(bad)?;
             if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
                 std::fs::create_dir_all(parent).map_err(|e| {
                     open_err(format!(
