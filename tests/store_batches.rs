@@ -12,13 +12,14 @@ use std::time::Duration;
 
 use pactgraph::runtime::{Executor, RunRecord, RunState, TraceKind, sync_node};
 use pactgraph::store::{
-    AnyStore, Checkpoints, CreateOptions, DriveOptions, RunStore, StoredStatus, drive,
+    AnyStore, Checkpoints, Continue, CreateOptions, DriveOptions, RunStore, StoreError,
+    StoredStatus, drive, drive_with_then,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use support::random_workflow::{input, workflow};
 use support::runtime::{builder, graph, rt};
-use support::stores::{backends, open, open_with};
+use support::stores::{Backend, admin, backends, open, open_with};
 
 /// A mixed chain: `p1` and `p2` (`set` nodes, pure) then `tick` (a handler: an effect),
 /// over and over, until `tick` has run `ticks` times.
@@ -293,6 +294,137 @@ fn no_effect_starts_while_pure_steps_are_being_written() {
                     "{backend:?}: the effect at step {step} started with {held} steps committed"
                 );
             }
+        });
+    }
+}
+
+/// Makes every update that ends a run fail on `url`'s store (`refuse`), or lifts that.
+fn refuse_ends(backend: Backend, url: &str, refuse: bool) {
+    match backend {
+        Backend::Sqlite => {
+            let sql = if refuse {
+                "CREATE TRIGGER refuse_end BEFORE UPDATE OF status ON runs \
+                 WHEN NEW.status IN ('completed', 'stopped', 'failed') \
+                 BEGIN SELECT RAISE(ABORT, 'injected: no run may end'); END"
+            } else {
+                "DROP TRIGGER refuse_end"
+            };
+            let (url, sql) = (url.to_string(), sql.to_string());
+            std::thread::spawn(move || {
+                rt().block_on(async {
+                    use sqlx::Connection;
+                    let mut c = sqlx::SqliteConnection::connect(&url).await.unwrap();
+                    sqlx::raw_sql(&sql).execute(&mut c).await.unwrap();
+                })
+            })
+            .join()
+            .unwrap();
+        }
+        Backend::Postgres => admin(
+            url,
+            if refuse {
+                "CREATE FUNCTION refuse_end() RETURNS trigger LANGUAGE plpgsql AS \
+                 $$ BEGIN RAISE EXCEPTION 'injected: no run may end'; END $$; \
+                 CREATE TRIGGER refuse_end BEFORE UPDATE ON runs FOR EACH ROW \
+                 WHEN (NEW.status IN ('completed', 'stopped', 'failed')) \
+                 EXECUTE FUNCTION refuse_end()"
+            } else {
+                "DROP TRIGGER refuse_end ON runs; DROP FUNCTION refuse_end()"
+            },
+        ),
+    }
+}
+
+/// Proves, on both stores, what `drive_with_then` promises (ADR 0069): `then` is made of
+/// the run as it ended while its last checkpoint is written, and what it made comes back
+/// only once that checkpoint and the release are done: the store then holds the run as
+/// returned, ended and let go. When the last checkpoint fails (every update that ends a
+/// run refused by a trigger), `then` was called but its result is not returned: the
+/// store's error is, the run is kept as its previous checkpoint left it, `interrupted`,
+/// and a later drive (the trigger dropped) ends it as the uninterrupted run, each effect
+/// run once.
+#[test]
+fn what_is_made_beside_the_last_checkpoint_comes_back_only_once_it_is_committed() {
+    const TICKS: u32 = 4;
+    let rt = rt();
+    for backend in backends() {
+        rt.block_on(async {
+            let held = open(backend).await;
+            let store = held.store.clone();
+            let calls = Arc::new(AtomicU32::new(0));
+            let (ex, document) = mixed_executor(TICKS, Arc::clone(&calls));
+            let mut whole = ex.start(mixed_input()).unwrap();
+            ex.run_in_place(&mut whole).await;
+            calls.store(0, Ordering::SeqCst);
+            let options = DriveOptions::default();
+
+            // Committed: what `then` made, with the run as the store holds it.
+            let id = create_mixed(&store, &document, &ex).await;
+            let (run, made) = drive_with_then(
+                &ex,
+                &store,
+                id,
+                "a",
+                &options,
+                Continue::AsStored,
+                |run: &RunState| (run.steps(), run.status()),
+            )
+            .await
+            .unwrap();
+            assert_same_end(&run, &whole);
+            assert_eq!(made, (whole.steps(), whole.status()));
+            assert_eq!(store.load(id).await.unwrap().record.run, run);
+            let info = store.info(id).await.unwrap();
+            assert_eq!(info.status, StoredStatus::Completed, "{backend:?}");
+            assert_eq!(info.owner, None, "{backend:?}: let go");
+
+            // The last checkpoint refused.
+            calls.store(0, Ordering::SeqCst);
+            let id = create_mixed(&store, &document, &ex).await;
+            refuse_ends(backend, &held.url, true);
+            let called = Arc::new(AtomicU32::new(0));
+            let count = Arc::clone(&called);
+            let refused = drive_with_then(
+                &ex,
+                &store,
+                id,
+                "a",
+                &options,
+                Continue::AsStored,
+                move |run: &RunState| {
+                    count.fetch_add(1, Ordering::SeqCst);
+                    run.steps()
+                },
+            )
+            .await;
+            match refused {
+                Err(e @ StoreError::Database { .. }) => {
+                    assert!(e.to_string().contains("injected"), "{backend:?}: {e}");
+                }
+                other => panic!("{backend:?}: the last checkpoint refused, got {other:?}"),
+            }
+            assert_eq!(
+                called.load(Ordering::SeqCst),
+                1,
+                "{backend:?}: `then` was made"
+            );
+            let info = store.info(id).await.unwrap();
+            assert_eq!(info.status, StoredStatus::Interrupted, "{backend:?}");
+            assert!(
+                store.load(id).await.unwrap().record.run.is_running(),
+                "{backend:?}: the last batch (the end) is not kept"
+            );
+            assert_eq!(calls.load(Ordering::SeqCst), TICKS, "{backend:?}");
+
+            refuse_ends(backend, &held.url, false);
+            let finished = drive(&ex, &store, id, "b", &options).await.unwrap();
+            assert_same_end(&finished, &whole);
+            assert_eq!(store.load(id).await.unwrap().record.run, finished);
+            assert_eq!(
+                calls.load(Ordering::SeqCst),
+                TICKS,
+                "{backend:?}: no effect ran again (the last batch was pure steps)"
+            );
         });
     }
 }

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use crate::runtime::{Clock, Executor, Pending, RunId, RunRecord, RunState};
 use crate::store::{
     AnyStore, Checkpoints, Continue, DriveOptions, RunInfo, RunStore, StoreError, StoredRun,
-    drive_created, drive_with, local_owner,
+    drive_created, drive_created_then, drive_with, drive_with_then, local_owner,
 };
 use crate::validator::ValidGraph;
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::exit;
 use crate::cli::outcome::{
-    Outputs, finish, finish_stored, interrupted_json, write_json, write_line,
+    Outputs, finish, finish_stored, interrupted_json, outcome_text, write_json, write_line,
 };
 use crate::cli::store;
 
@@ -199,10 +199,33 @@ async fn drive_stored(
     // a later resume recomputes them).
     let interrupt = CancellationToken::new();
     options = options.interrupt_on(interrupt.clone());
+    // The outcome printed, when it is about the run the drive ends with (no saved run to
+    // write), is made while its last checkpoint is written and its lease given up
+    // (ADR 0069); it is printed only once both are done.
+    let render = (outputs.state_out.is_none() && default_state_out.is_none()).then(|| {
+        let (shape, line) = (outputs.shape, outputs.stream.is_some());
+        move |run: &RunState| outcome_text(run, shape, line)
+    });
     let drive = async {
-        match created {
-            Some(created) => drive_created(executor, store, *created, &owner, &options, how).await,
-            None => drive_with(executor, store, id, &owner, &options, how).await,
+        match (created, render) {
+            (Some(created), Some(render)) => {
+                drive_created_then(executor, store, *created, &owner, &options, how, render)
+                    .await
+                    .map(|(run, text)| (run, Some(text)))
+            }
+            (Some(created), None) => {
+                drive_created(executor, store, *created, &owner, &options, how)
+                    .await
+                    .map(|run| (run, None))
+            }
+            (None, Some(render)) => {
+                drive_with_then(executor, store, id, &owner, &options, how, render)
+                    .await
+                    .map(|(run, text)| (run, Some(text)))
+            }
+            (None, None) => drive_with(executor, store, id, &owner, &options, how)
+                .await
+                .map(|run| (run, None)),
         }
     };
     tokio::pin!(drive);
@@ -267,8 +290,8 @@ async fn drive_stored(
         Ok(Err(e)) => store::error(&e),
         // The drive returns the run as it last committed it, the stored run: it is
         // loaded again (its snapshot and deltas) only to write it whole.
-        Ok(Ok(run)) if outputs.state_out.is_none() && default_state_out.is_none() => {
-            finish_stored(&run, outputs)
+        Ok(Ok((run, rendered))) if outputs.state_out.is_none() && default_state_out.is_none() => {
+            finish_stored(&run, outputs, rendered)
         }
         Ok(Ok(_)) => match store.load(id).await {
             Ok(stored) => finish(&stored.record, outputs, default_state_out, true),

@@ -160,17 +160,37 @@ pub fn finish(
         outputs,
         state_out.map(|p| (saved, p)),
         stored,
+        None,
     )
 }
 
 /// [`finish`] for a stored run when no saved run is to be written (no `--state-out`):
 /// the run as the drive last committed it is the stored one, so it is not loaded again.
-pub fn finish_stored(run: &RunState, outputs: &Outputs) -> ExitCode {
+/// `rendered` is its [`outcome_text`] when it was made while the run's last checkpoint was
+/// written (ADR 0069).
+pub fn finish_stored(run: &RunState, outputs: &Outputs, rendered: Option<Vec<u8>>) -> ExitCode {
     debug_assert!(
         outputs.state_out.is_none(),
         "--state-out needs the whole record"
     );
-    finish_with(run.run_id(), run, outputs, None, true)
+    finish_with(run.run_id(), run, outputs, None, true, rendered)
+}
+
+/// The text `run`, `resume` and `runs resume` print of `run`'s outcome ([`outcome_json`]
+/// as `shape` says): pretty JSON and a line break, or (`--stream`, `line`) one line of
+/// JSON Lines like the events before it.
+pub fn outcome_text(run: &RunState, shape: ShapeArgs, line: bool) -> Vec<u8> {
+    let printed = outcome_json(run, shape);
+    let mut out = Vec::new();
+    let written = if line {
+        serde_json::to_writer(&mut out, &printed)
+    } else {
+        serde_json::to_writer_pretty(&mut out, &printed)
+    };
+    // A `Value` (string keys, finite numbers) always serializes.
+    written.expect("a JSON value serializes");
+    out.push(b'\n');
+    out
 }
 
 /// The rest of [`finish`]: `state_out` is the saved run and where it goes, if anywhere.
@@ -180,6 +200,7 @@ fn finish_with(
     outputs: &Outputs,
     state_out: Option<(&RunRecord, &Path)>,
     stored: bool,
+    rendered: Option<Vec<u8>>,
 ) -> ExitCode {
     if let Some(path) = &outputs.trace_out
         && let Err(e) = std::fs::write(path, run.trace().to_json_pretty())
@@ -209,12 +230,11 @@ fn finish_with(
             );
         }
     }
-    let printed = outcome_json(run, outputs.shape);
-    let written = if outputs.stream.is_some() {
-        // `--stream`: JSON Lines, the outcome one line like the events before it.
-        write_line(&printed)
-    } else {
-        write_json(Ok(std::io::stdout().lock()), &printed, "\n")
+    let text =
+        rendered.unwrap_or_else(|| outcome_text(run, outputs.shape, outputs.stream.is_some()));
+    let written = {
+        let mut out = std::io::stdout().lock();
+        out.write_all(&text).and_then(|()| out.flush())
     };
     if let Err(e) = written {
         return exit::failed(&format!("cannot write the result: {e}"));

@@ -1,5 +1,6 @@
-//! Driving a stored run: claim it, step it, checkpoint its steps (at effects or every
-//! step: `store/batch.rs`), renew the lease, watch for a cancel, let it go.
+//! Driving a stored run under its lease: step it, checkpoint its steps (at effects or every
+//! step: `store/batch.rs`), renew the lease, watch for a cancel. Claiming it and letting it
+//! go: `store/drive.rs`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -9,176 +10,19 @@ use std::task::Poll;
 
 use super::batch::{Batch, Limits};
 use super::delta::{Before, StepDelta};
+use super::drive::Continue;
 use super::drive_options::DriveOptions;
 use super::rows::cancel_run;
 use super::{
     Checkpoint, Clock, Lease, PreparedCheckpoint, RunInfo, RunStore, Settled, StoreError,
     StoredRun, StoredStatus, attempt_key, duration_ms, settle,
 };
-use crate::contracts::WorkflowDocument;
 use crate::runtime::{
     EventStamp, Executor, RunEvent, RunId, RunState, transition_event_count, transition_events,
 };
 
-/// How [`drive_with`] continues a stored run before stepping it.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum Continue {
-    /// From its last checkpoint, as it is (a queued, running or interrupted run).
-    AsStored,
-    /// A run awaiting input, with the answer (the resume is one checkpoint).
-    Answer(String),
-    /// A run ended by its last step (failed, or stopped by a guard such as
-    /// `max_steps_exceeded`) is reopened as it was before that step, which is tried again
-    /// with its next attempt; with a document, the run continues under it (higher
-    /// budgets). The reopening is one checkpoint.
-    Reopen(Option<Box<WorkflowDocument>>),
-}
-
-/// Continues run `id` from its last checkpoint with `executor` (built from the run's
-/// document) as `owner`: [`drive_with`] with [`Continue::AsStored`].
-pub async fn drive<S: RunStore>(
-    executor: &Executor,
-    store: &S,
-    id: RunId,
-    owner: &str,
-    options: &DriveOptions,
-) -> Result<RunState, StoreError> {
-    drive_with(executor, store, id, owner, options, Continue::AsStored).await
-}
-
-/// Claims the lease on run `id` for `owner`, loads the run, continues it as `how` says,
-/// steps it with [`Executor::begin_step`], [`Executor::perform`],
-/// [`Executor::resolve_step`] and [`Executor::commit_step`], checkpoints its steps as
-/// [`DriveOptions::checkpoints`] says (at effects: a step that performed an effect at once,
-/// with the pure steps before it; pure steps at a pause, the end, or once a batch is full;
-/// or every step), renews the lease as it goes (between steps, and while an effect runs, each time
-/// half of it is left) and releases it at the end. Returns the run as last checkpointed.
-/// Needs a tokio runtime with time enabled.
-///
-/// Each node call gets the attempt the store keeps for its step: 1, or more when the
-/// step is run again (its previous owner died or was interrupted mid-step, or it is a
-/// reopened failed step). A cancel asked through [`RunStore::cancel`] while the run runs
-/// is seen at the next checkpoint or within [`DriveOptions::cancel_poll`] while an effect
-/// runs: the effect is dropped (its program killed) and the run is checkpointed as
-/// stopped (`cancelled`).
-///
-/// A checkpoint that is refused (its lease lost to another owner, say) keeps none of its
-/// steps: the error is returned and the run in the store is as its last checkpoint left
-/// it. [`DriveOptions::interrupt`] stops it cleanly: the effect in flight is dropped,
-/// the steps taken since the last checkpoint are committed, the lease is given up
-/// ([`RunStore::interrupt`] when an effect was in flight, else released) and
-/// [`StoreError::Interrupted`] is returned. Dropping the future mid-step instead loses
-/// the step in flight and the pure steps not yet committed, which a later drive
-/// recomputes (call [`RunStore::interrupt`] then, so that the next effect's attempt
-/// counts the one in flight).
-pub async fn drive_with<S: RunStore>(
-    executor: &Executor,
-    store: &S,
-    id: RunId,
-    owner: &str,
-    options: &DriveOptions,
-    how: Continue,
-) -> Result<RunState, StoreError> {
-    let lease = store.claim(id, owner, options.lease).await?;
-    drive_claimed(executor, store, None, &lease, options, how, None).await
-}
-
-/// [`drive_with`] of run `created`, which this process just stored with
-/// [`RunStore::create`] (its row as the create returned it, its record as given): the run
-/// is claimed but not loaded again, its state handed over as it is in memory (what a load
-/// would rebuild from the snapshot the create wrote, byte for byte). `pactgraph run` drives
-/// the run it creates this way: a load would parse back the snapshot (the whole input)
-/// it has just written.
-pub async fn drive_created<S: RunStore>(
-    executor: &Executor,
-    store: &S,
-    created: StoredRun,
-    owner: &str,
-    options: &DriveOptions,
-    how: Continue,
-) -> Result<RunState, StoreError> {
-    let lease = store.claim(created.info.id, owner, options.lease).await?;
-    // A run just created has no event yet (a create writes none): its events are numbered
-    // from 1 without asking the store (one round trip fewer, ADR 0060). Had another
-    // process written some since, it would have moved the run's `seq` too, and this
-    // drive's first checkpoint would be refused with them.
-    drive_claimed(
-        executor,
-        store,
-        Some(created),
-        &lease,
-        options,
-        how,
-        Some(0),
-    )
-    .await
-}
-
-/// [`drive_with`] on a run `lease` already holds, loaded as `loaded` when given (a
-/// worker claims and loads a run to build its executor: the drive does neither again);
-/// the `seq` of its last kept event `last_event` when known (else read from the store).
-pub(crate) async fn drive_claimed<S: RunStore>(
-    executor: &Executor,
-    store: &S,
-    loaded: Option<StoredRun>,
-    lease: &Lease,
-    options: &DriveOptions,
-    how: Continue,
-    last_event: Option<u64>,
-) -> Result<RunState, StoreError> {
-    let (id, owner) = (lease.run_id, lease.owner.as_str());
-    let mut driver = Driver {
-        executor,
-        store,
-        id,
-        owner,
-        options,
-        lease_expires_ms: lease.expires_ms,
-        clock: store.clock(),
-        loaded,
-        last_event,
-        event_seq: AtomicU64::new(0),
-        writing: None,
-        cancel_requested: false,
-    };
-    let result = driver.run(how).await;
-    // A checkpoint still being written when the drive stopped on an error of its own is
-    // waited for (so that the lease is given up after it, not beside it); its own error
-    // is only logged: the drive's came first.
-    if let Err(e) = driver.written().await {
-        tracing::debug!("the checkpoint in flight when run {id}'s drive stopped: {e}");
-    }
-    // A failed store call (a commit refused for want of space, an I/O error) or a lease
-    // found lapsed stops the run at once: its lease is given up as after an interruption
-    // (the step in flight may have run: its next attempt is one more), so `runs resume`
-    // continues it. A lapsed lease no one took yet is still this owner's to give up: a
-    // clean release would let the step run again as the same attempt. If the store cannot
-    // record even that, the lease lapses (or its owner's process ends).
-    // An interruption that dropped an effect in flight is given up the same way; one
-    // between steps (every step committed, none in flight) is a clean release.
-    let released = match &result {
-        Err(
-            StoreError::Database { .. }
-            | StoreError::LeaseLost { .. }
-            | StoreError::Interrupted {
-                in_flight: true, ..
-            },
-        ) => store.interrupt(id, owner).await,
-        _ => match store.release(id, owner).await {
-            // The lease lapsed after the last commit and no one took it: a release is
-            // fenced like a checkpoint, so it is given up as after an interruption
-            // (nothing was in flight: every step is committed).
-            Err(StoreError::LeaseLost { holder: None, .. }) => store.interrupt(id, owner).await,
-            other => other,
-        },
-    };
-    let run = result?;
-    released?;
-    Ok(run)
-}
-
-struct Driver<'a, S> {
+/// A run being driven under its lease.
+pub(super) struct Driver<'a, S> {
     executor: &'a Executor,
     store: &'a S,
     id: RunId,
@@ -241,7 +85,51 @@ enum Stepped {
 }
 
 impl<'a, S: RunStore> Driver<'a, S> {
-    async fn run(&mut self, how: Continue) -> Result<RunState, StoreError> {
+    /// The drive of the run `lease` holds, loaded as `loaded` when given; the `seq` of its
+    /// last kept event `last_event` when known.
+    pub(super) fn new(
+        executor: &'a Executor,
+        store: &'a S,
+        lease: &'a Lease,
+        options: &'a DriveOptions,
+        loaded: Option<StoredRun>,
+        last_event: Option<u64>,
+    ) -> Self {
+        Self {
+            executor,
+            store,
+            id: lease.run_id,
+            owner: &lease.owner,
+            options,
+            lease_expires_ms: lease.expires_ms,
+            clock: store.clock(),
+            loaded,
+            last_event,
+            event_seq: AtomicU64::new(0),
+            writing: None,
+            cancel_requested: false,
+        }
+    }
+
+    /// The store driven through.
+    pub(super) fn store(&self) -> &'a S {
+        self.store
+    }
+
+    /// The run driven.
+    pub(super) fn id(&self) -> RunId {
+        self.id
+    }
+
+    /// The lease's owner.
+    pub(super) fn owner(&self) -> &'a str {
+        self.owner
+    }
+
+    /// Steps the run to its end, a pause or a stop, and returns it. Its last checkpoint
+    /// may still be being written ([`Driver::written`] waits for it): the caller makes
+    /// what it will of the run meanwhile (ADR 0069).
+    pub(super) async fn run(&mut self, how: Continue) -> Result<RunState, StoreError> {
         let stored = match self.loaded.take() {
             Some(stored) => stored,
             None => self.store.load(self.id).await?,
@@ -360,8 +248,11 @@ impl<'a, S: RunStore> Driver<'a, S> {
                 // running, is written while the next steps are taken (ADR 0068): they
                 // are pure too, or wait for it before their effect. A step that
                 // performed an effect, a pause or an end is committed before going on.
+                // The checkpoint of a run that ended or paused is left writing too: it
+                // is the last, and nothing but the caller's work on the run (which
+                // `drive_created_then` does meanwhile) comes before it is waited for.
                 let overlap =
-                    !effectful && run.is_running() && limits.overlaps() && self.may_overlap();
+                    self.may_overlap() && (!run.is_running() || (!effectful && limits.overlaps()));
                 self.commit(&mut run, &mut batch, &mut seq, overlap).await?;
                 attempt = 1;
                 done += 1;
@@ -373,8 +264,7 @@ impl<'a, S: RunStore> Driver<'a, S> {
         }
         // Every way out of the loop commits first (a step that ends or pauses the run is
         // committed with its batch; `max_checkpoints` counts commits): nothing is pending
-        // once the checkpoint being written, if any, is.
-        self.written().await?;
+        // once the checkpoint being written, if any, is. The caller waits for it.
         debug_assert_eq!(batch.steps(), 0, "uncommitted steps at the end of a drive");
         Ok(run)
     }
@@ -388,7 +278,7 @@ impl<'a, S: RunStore> Driver<'a, S> {
     /// Waits for the checkpoint being written, if any: its answer read (a cancel asked),
     /// its events published. Every call to the store but that write waits for this
     /// first: a run's checkpoints are written one at a time, in order.
-    async fn written(&mut self) -> Result<(), StoreError> {
+    pub(super) async fn written(&mut self) -> Result<(), StoreError> {
         if let Some(writing) = self.writing.take() {
             let answer = writing
                 .answer

@@ -27,6 +27,7 @@ mod db;
 mod delta;
 mod deps;
 mod dialects;
+mod drive;
 mod drive_options;
 mod driver;
 mod error;
@@ -55,8 +56,8 @@ pub use deps::{
     DEFAULT_DEP_TIMEOUT, Dependencies, DependencySpec, OnDepFailure, Settled, settle,
     settle_dependents,
 };
+pub use drive::{Continue, drive, drive_created, drive_created_then, drive_with, drive_with_then};
 pub use drive_options::DriveOptions;
-pub use driver::{Continue, drive, drive_created, drive_with};
 pub use error::StoreError;
 pub use follow::Follower;
 pub(crate) use owner::local_owner_pattern;

@@ -17,7 +17,7 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio_util::sync::CancellationToken;
 
-use super::driver::drive_claimed;
+use super::drive::drive_claimed;
 use super::{Checkpoints, Continue, DriveOptions, RunStore, StoreError, StoredRun, local_owner};
 use crate::runtime::{Executor, RunId, RunState};
 

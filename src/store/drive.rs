@@ -1,0 +1,296 @@
+//! The drive functions: claim a stored run, drive it ([`Driver`](super::driver)), let it
+//! go; and [`drive_created_then`], which makes something of the run as it ended while its
+//! last checkpoint is written and its lease given up.
+
+use super::drive_options::DriveOptions;
+use super::driver::Driver;
+use super::{Lease, RunStore, StoreError, StoredRun};
+use crate::contracts::WorkflowDocument;
+use crate::runtime::{Executor, RunId, RunState};
+
+/// How [`drive_with`] continues a stored run before stepping it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Continue {
+    /// From its last checkpoint, as it is (a queued, running or interrupted run).
+    AsStored,
+    /// A run awaiting input, with the answer (the resume is one checkpoint).
+    Answer(String),
+    /// A run ended by its last step (failed, or stopped by a guard such as
+    /// `max_steps_exceeded`) is reopened as it was before that step, which is tried again
+    /// with its next attempt; with a document, the run continues under it (higher
+    /// budgets). The reopening is one checkpoint.
+    Reopen(Option<Box<WorkflowDocument>>),
+}
+
+/// Continues run `id` from its last checkpoint with `executor` (built from the run's
+/// document) as `owner`: [`drive_with`] with [`Continue::AsStored`].
+pub async fn drive<S: RunStore>(
+    executor: &Executor,
+    store: &S,
+    id: RunId,
+    owner: &str,
+    options: &DriveOptions,
+) -> Result<RunState, StoreError> {
+    drive_with(executor, store, id, owner, options, Continue::AsStored).await
+}
+
+/// Claims the lease on run `id` for `owner`, loads the run, continues it as `how` says,
+/// steps it with [`Executor::begin_step`], [`Executor::perform`],
+/// [`Executor::resolve_step`] and [`Executor::commit_step`], checkpoints its steps as
+/// [`DriveOptions::checkpoints`] says (at effects: a step that performed an effect at once,
+/// with the pure steps before it; pure steps at a pause, the end, or once a batch is full;
+/// or every step), renews the lease as it goes (between steps, and while an effect runs, each time
+/// half of it is left) and releases it at the end. Returns the run as last checkpointed.
+/// Needs a tokio runtime with time enabled.
+///
+/// Each node call gets the attempt the store keeps for its step: 1, or more when the
+/// step is run again (its previous owner died or was interrupted mid-step, or it is a
+/// reopened failed step). A cancel asked through [`RunStore::cancel`] while the run runs
+/// is seen at the next checkpoint or within [`DriveOptions::cancel_poll`] while an effect
+/// runs: the effect is dropped (its program killed) and the run is checkpointed as
+/// stopped (`cancelled`).
+///
+/// A checkpoint that is refused (its lease lost to another owner, say) keeps none of its
+/// steps: the error is returned and the run in the store is as its last checkpoint left
+/// it. [`DriveOptions::interrupt`] stops it cleanly: the effect in flight is dropped,
+/// the steps taken since the last checkpoint are committed, the lease is given up
+/// ([`RunStore::interrupt`] when an effect was in flight, else released) and
+/// [`StoreError::Interrupted`] is returned. Dropping the future mid-step instead loses
+/// the step in flight and the pure steps not yet committed, which a later drive
+/// recomputes (call [`RunStore::interrupt`] then, so that the next effect's attempt
+/// counts the one in flight).
+pub async fn drive_with<S: RunStore>(
+    executor: &Executor,
+    store: &S,
+    id: RunId,
+    owner: &str,
+    options: &DriveOptions,
+    how: Continue,
+) -> Result<RunState, StoreError> {
+    let lease = store.claim(id, owner, options.lease).await?;
+    drive_claimed(executor, store, None, &lease, options, how, None).await
+}
+
+/// [`drive_with`], and `then` made of the run as it ended ([`drive_created_then`] says
+/// how and when).
+pub async fn drive_with_then<S: RunStore, T: Send + 'static>(
+    executor: &Executor,
+    store: &S,
+    id: RunId,
+    owner: &str,
+    options: &DriveOptions,
+    how: Continue,
+    then: impl FnOnce(&RunState) -> T + Send + 'static,
+) -> Result<(RunState, T), StoreError> {
+    let lease = store.claim(id, owner, options.lease).await?;
+    let (run, made) = drive_claimed_then(
+        executor,
+        store,
+        None,
+        &lease,
+        options,
+        how,
+        None,
+        Some(then),
+    )
+    .await?;
+    Ok((
+        run,
+        made.expect("`then` is called when the drive ends without an error"),
+    ))
+}
+
+/// [`drive_with`] of run `created`, which this process just stored with
+/// [`RunStore::create`] (its row as the create returned it, its record as given): the run
+/// is claimed but not loaded again, its state handed over as it is in memory (what a load
+/// would rebuild from the snapshot the create wrote, byte for byte). `pactgraph run` drives
+/// the run it creates this way: a load would parse back the snapshot (the whole input)
+/// it has just written.
+pub async fn drive_created<S: RunStore>(
+    executor: &Executor,
+    store: &S,
+    created: StoredRun,
+    owner: &str,
+    options: &DriveOptions,
+    how: Continue,
+) -> Result<RunState, StoreError> {
+    let none = None::<fn(&RunState)>;
+    drive_created_inner(executor, store, created, owner, options, how, none)
+        .await
+        .map(|(run, _)| run)
+}
+
+/// [`drive_created`], and `then` made of the run as it ended, as the drive gives it back:
+/// `then` is called on a thread of the runtime's blocking pool while the run's last
+/// checkpoint is written and its lease given up, and what it made is returned with the run
+/// once all three are done (ADR 0069). `pactgraph run` renders the outcome it prints this
+/// way: the run's last commit and its release are not waited for before that work starts.
+///
+/// `then` is called only when the drive's steps ended without an error, and what it made
+/// is dropped when the last checkpoint or the release then fails (that error is
+/// returned): what it made is about a run whose every step is committed only when this
+/// returns `Ok`. A panic in `then` is resumed here, after the lease is given up.
+pub async fn drive_created_then<S: RunStore, T: Send + 'static>(
+    executor: &Executor,
+    store: &S,
+    created: StoredRun,
+    owner: &str,
+    options: &DriveOptions,
+    how: Continue,
+    then: impl FnOnce(&RunState) -> T + Send + 'static,
+) -> Result<(RunState, T), StoreError> {
+    let (run, made) =
+        drive_created_inner(executor, store, created, owner, options, how, Some(then)).await?;
+    Ok((
+        run,
+        made.expect("`then` is called when the drive ends without an error"),
+    ))
+}
+
+async fn drive_created_inner<S: RunStore, T: Send + 'static>(
+    executor: &Executor,
+    store: &S,
+    created: StoredRun,
+    owner: &str,
+    options: &DriveOptions,
+    how: Continue,
+    then: Option<impl FnOnce(&RunState) -> T + Send + 'static>,
+) -> Result<(RunState, Option<T>), StoreError> {
+    let lease = store.claim(created.info.id, owner, options.lease).await?;
+    // A run just created has no event yet (a create writes none): its events are numbered
+    // from 1 without asking the store (one round trip fewer, ADR 0060). Had another
+    // process written some since, it would have moved the run's `seq` too, and this
+    // drive's first checkpoint would be refused with them.
+    drive_claimed_then(
+        executor,
+        store,
+        Some(created),
+        &lease,
+        options,
+        how,
+        Some(0),
+        then,
+    )
+    .await
+}
+
+/// [`drive_with`] on a run `lease` already holds, loaded as `loaded` when given (a
+/// worker claims and loads a run to build its executor: the drive does neither again);
+/// the `seq` of its last kept event `last_event` when known (else read from the store).
+pub(crate) async fn drive_claimed<S: RunStore>(
+    executor: &Executor,
+    store: &S,
+    loaded: Option<StoredRun>,
+    lease: &Lease,
+    options: &DriveOptions,
+    how: Continue,
+    last_event: Option<u64>,
+) -> Result<RunState, StoreError> {
+    let none = None::<fn(&RunState)>;
+    drive_claimed_then(
+        executor, store, loaded, lease, options, how, last_event, none,
+    )
+    .await
+    .map(|(run, _)| run)
+}
+
+/// [`drive_claimed`], with `then` (when given) made of the run as it ended while its last
+/// checkpoint is written and its lease given up.
+#[allow(clippy::too_many_arguments)]
+async fn drive_claimed_then<S: RunStore, T: Send + 'static>(
+    executor: &Executor,
+    store: &S,
+    loaded: Option<StoredRun>,
+    lease: &Lease,
+    options: &DriveOptions,
+    how: Continue,
+    last_event: Option<u64>,
+    then: Option<impl FnOnce(&RunState) -> T + Send + 'static>,
+) -> Result<(RunState, Option<T>), StoreError> {
+    let mut driver = Driver::new(executor, store, lease, options, loaded, last_event);
+    // The run as its steps ended; its last checkpoint may still be being written.
+    let run = match driver.run(how).await {
+        Ok(run) => run,
+        Err(e) => return Err(give_up(&mut driver, e).await),
+    };
+    let Some(then) = then else {
+        end(&mut driver).await?;
+        return Ok((run, None));
+    };
+    // The run goes to a thread of the blocking pool and back: this task goes on polling
+    // the last checkpoint's answer and the release (on PostgreSQL, its connection is
+    // driven by those polls).
+    let making = tokio::task::spawn_blocking(move || {
+        let made = then(&run);
+        (run, made)
+    });
+    let ended = end(&mut driver).await;
+    let (run, made) = match making.await {
+        Ok(both) => both,
+        Err(e) => match e.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(e) => {
+                return Err(StoreError::CannotContinue {
+                    run_id: lease.run_id,
+                    reason: format!("making the outcome of the run as it ended: {e}"),
+                });
+            }
+        },
+    };
+    ended?;
+    Ok((run, Some(made)))
+}
+
+/// Waits for the last checkpoint, if it is still being written, then releases the lease
+/// of a drive whose steps ended without an error. A last checkpoint that fails stops the
+/// drive as any failed store call does ([`give_up`]).
+async fn end<S: RunStore>(driver: &mut Driver<'_, S>) -> Result<(), StoreError> {
+    if let Err(e) = driver.written().await {
+        return Err(give_up(driver, e).await);
+    }
+    let (store, id, owner) = (driver.store(), driver.id(), driver.owner());
+    match store.release(id, owner).await {
+        // The lease lapsed after the last commit and no one took it: a release is fenced
+        // like a checkpoint, so it is given up as after an interruption (nothing was in
+        // flight: every step is committed).
+        Err(StoreError::LeaseLost { holder: None, .. }) => store.interrupt(id, owner).await,
+        other => other,
+    }
+}
+
+/// Gives up the lease of a drive stopped by `error`, which is returned (an error giving
+/// the lease up is not: the drive's came first).
+async fn give_up<S: RunStore>(driver: &mut Driver<'_, S>, error: StoreError) -> StoreError {
+    // A checkpoint still being written when the drive stopped on an error of its own is
+    // waited for (so that the lease is given up after it, not beside it); its own error
+    // is only logged: the drive's came first.
+    let id = driver.id();
+    if let Err(e) = driver.written().await {
+        tracing::debug!("the checkpoint in flight when run {id}'s drive stopped: {e}");
+    }
+    let (store, owner) = (driver.store(), driver.owner());
+    // A failed store call (a commit refused for want of space, an I/O error) or a lease
+    // found lapsed stops the run at once: its lease is given up as after an interruption
+    // (the step in flight may have run: its next attempt is one more), so `runs resume`
+    // continues it. A lapsed lease no one took yet is still this owner's to give up: a
+    // clean release would let the step run again as the same attempt. If the store cannot
+    // record even that, the lease lapses (or its owner's process ends).
+    // An interruption that dropped an effect in flight is given up the same way; one
+    // between steps (every step committed, none in flight) is a clean release.
+    let released = match &error {
+        StoreError::Database { .. }
+        | StoreError::LeaseLost { .. }
+        | StoreError::Interrupted {
+            in_flight: true, ..
+        } => store.interrupt(id, owner).await,
+        _ => match store.release(id, owner).await {
+            Err(StoreError::LeaseLost { holder: None, .. }) => store.interrupt(id, owner).await,
+            other => other,
+        },
+    };
+    if let Err(e) = released {
+        tracing::debug!("giving up run {id}'s lease after its drive stopped: {e}");
+    }
+    error
+}
