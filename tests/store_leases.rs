@@ -10,10 +10,11 @@ use std::time::Duration;
 
 use pactgraph::runtime::{Executor, RunId};
 use pactgraph::store::{
-    AnyStore, Before, Checkpoint, Clock, DriveOptions, PgOptions, PgStore, RunStore, SqliteOptions,
-    SqliteStore, StepDelta, StoreError, StoredStatus, drive,
+    AnyStore, Before, Checkpoint, Clock, Continue, CreateOptions, DriveOptions, PgOptions, PgStore,
+    RunStore, SqliteOptions, SqliteStore, StepDelta, StoreError, StoredStatus, drive,
+    drive_created,
 };
-use support::runtime::{created_ticker, rt};
+use support::runtime::{builder, created_ticker, graph, rt, ticker};
 use support::stores::{Backend, backends, open};
 
 /// Five minutes, in milliseconds: how far the skewed workers' clocks are off.
@@ -208,6 +209,98 @@ fn a_release_after_the_lease_lapsed_is_refused() {
                 .claim(id, "b", Duration::from_secs(60))
                 .await
                 .expect("another owner claims it");
+        });
+    }
+}
+
+/// Proves a run created claimed (`CreateOptions::claimed_by`, what `pactgraph run` does,
+/// ADR 0069) is held from its create's own statement, on the database's clock: (1) it is
+/// `running`, its owner the one named, its lease about the length asked from now; no
+/// other worker (its clock right or 5 minutes off) can claim it or lists it runnable;
+/// `drive_created` drives it as that owner without claiming it again (its attempt stays
+/// 1) to the end and lets it go. (2) A short lease taken by a create from a process whose
+/// clock is 5 minutes ahead lapses 300 ms later by the database's clock, and another
+/// worker takes the run over.
+#[test]
+fn a_run_created_claimed_is_held_from_its_create_on_the_databases_clock() {
+    for backend in backends() {
+        rt().block_on(async {
+            let held = open(backend).await;
+            let right = held.store.clone();
+            let ahead = worker_store(backend, &held.url, Clock::skewed(SKEW)).await;
+            let g = graph(ticker(5));
+            let ex = builder(g.clone()).build().unwrap();
+            let new_record = || {
+                pactgraph::runtime::RunRecord::new(
+                    g.to_document(),
+                    ex.start(serde_json::json!({})).unwrap(),
+                )
+            };
+
+            // (1) Held from the create, driven without a second claim.
+            let record = new_record();
+            let id = record.run_id;
+            let long = Duration::from_secs(60);
+            let before = Clock::system().now_ms();
+            right
+                .create(&record, &CreateOptions::default().claimed_by("maker", long))
+                .await
+                .expect("creates");
+            let info = right.info(id).await.unwrap();
+            assert_eq!(info.status, StoredStatus::Running, "{backend:?}");
+            assert_eq!(info.owner.as_deref(), Some("maker"), "{backend:?}");
+            assert_eq!(info.attempt, 1, "{backend:?}");
+            let lease = info.lease_expires_ms.expect("a lease");
+            assert!(
+                lease >= before + 59_000 && lease <= Clock::system().now_ms() + 61_000,
+                "{backend:?}: the lease ({lease}) is 60 s from the create ({before})"
+            );
+            for (who, store) in [("right", &right), ("ahead", &ahead)] {
+                held_by_another(store.claim(id, who, long).await, who);
+                let runnable = store.runnable(100).await.unwrap();
+                assert!(
+                    runnable.iter().all(|r| r.id != id),
+                    "{who} lists it runnable"
+                );
+            }
+            let stored = right.load(id).await.unwrap();
+            let run = drive_created(
+                &ex,
+                &right,
+                stored,
+                "maker",
+                &DriveOptions::default(),
+                Continue::AsStored,
+            )
+            .await
+            .expect("drives");
+            assert!(!run.is_running(), "{backend:?}: it ended");
+            let info = right.info(id).await.unwrap();
+            assert!(info.status.is_ended(), "{backend:?}: {}", info.status);
+            assert_eq!(info.owner, None, "{backend:?}: let go");
+            assert_eq!(info.attempt, 1, "{backend:?}: no second claim");
+
+            // (2) A create's short lease lapses on the database's clock.
+            let record = new_record();
+            let id = record.run_id;
+            let short = Duration::from_millis(300);
+            ahead
+                .create(
+                    &record,
+                    &CreateOptions::default().claimed_by("ahead", short),
+                )
+                .await
+                .expect("creates");
+            held_by_another(right.claim(id, "right", long).await, "right, at once");
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            right
+                .claim(id, "right", long)
+                .await
+                .expect("the create's lease lapsed by the database's clock");
+            let run = drive(&ex, &right, id, "right", &DriveOptions::default())
+                .await
+                .expect("drives");
+            assert!(!run.is_running(), "{backend:?}: it ended");
         });
     }
 }

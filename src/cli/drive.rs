@@ -181,13 +181,17 @@ async fn drive_stored(
         Ok(s) => s,
         Err(code) => return code,
     };
-    let owner = local_owner();
     let Stored {
         store,
         id,
         checkpoints,
         created,
     } = stored;
+    // A run this process created claimed is driven by the owner it was created for.
+    let owner = created
+        .as_ref()
+        .and_then(|c| c.info.owner.clone())
+        .unwrap_or_else(local_owner);
     let mut options = DriveOptions::default().checkpoints(checkpoints);
     let progress = !outputs.quiet && std::io::stderr().is_terminal();
     if progress {

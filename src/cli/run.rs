@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use crate::runtime::{Clock, Executor, RunEvents, RunRecord, document_dir};
 use crate::store::{
-    AnyStore, Continue, CreateOptions, Dependencies, OnDepFailure, PreparedCreate, RunStore,
-    StoreError, StoredRun,
+    AnyStore, Continue, CreateOptions, Dependencies, DriveOptions, OnDepFailure, PreparedCreate,
+    RunStore, StoreError, StoredRun, local_owner,
 };
 use crate::validator::{Severity, ValidGraph, Validator, check_file};
 use serde_json::{Value, json};
@@ -181,6 +181,11 @@ pub fn run(args: RunArgs) -> ExitCode {
         }
         if let Some(ttl) = ttl {
             options = options.ttl(ttl);
+        }
+        if !args.deps.detach {
+            // Created claimed by this process (a run left to workers, `--detach`, is not):
+            // no worker takes it before its drive, which does not claim it again.
+            options = options.claimed_by(local_owner(), DriveOptions::default().lease);
         }
         match dependencies(&store, &args.deps, &record).await {
             Ok(Some(deps)) => options = options.after(deps),

@@ -307,7 +307,10 @@ pub struct Dialect {
     /// How a create's transaction begins ([`Begin::Create`]): PostgreSQL's `BEGIN` and its
     /// shared documents lock, taken before the document is written, in one round trip.
     pub begin_create: &'static str,
-    /// A create's writes in one statement (binds as [`super::rows::INSERT_RUN`]'s, then
+    /// A create's insert of the run row ([`super::rows::insert_run`] on this dialect's
+    /// clock).
+    pub insert_run: String,
+    /// A create's writes in one statement (binds as [`Dialect::insert_run`]'s, then
     /// the document's text and the first snapshot), answering the run row's
     /// [`super::rows::INFO`] and telling listening workers a run may be runnable:
     /// PostgreSQL's data-modifying `WITH` clauses, one round trip and one statement to

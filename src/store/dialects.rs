@@ -5,7 +5,7 @@
 use std::sync::LazyLock;
 
 use super::db::Dialect;
-use super::rows::{CHANGED, INFO, INSERT_RUN};
+use super::rows::{CHANGED, INFO, insert_run};
 
 /// SQLite's clock in milliseconds since the Unix epoch: `'now'` is one instant for a
 /// whole statement (triggers included), read when it runs.
@@ -81,6 +81,7 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
         int_param: "",
         documents_lock: None,
         begin_create: "BEGIN IMMEDIATE",
+        insert_run: insert_run(SQLITE_NOW, ""),
         create_run: None,
         notify_runnable: None,
         // Packed in the client, a `BLOB` value of the text column (ADR 0059).
@@ -200,13 +201,15 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
     // The document (once per digest), the run row and its first snapshot; the row's
     // foreign key to its document is checked at the statement's end, when the document
     // the same statement inserted is there. Workers are told when it commits.
+    insert_run: insert_run(POSTGRES_NOW, "::BIGINT"),
     create_run: Some(format!(
-        "WITH doc AS (INSERT INTO documents (digest, document) VALUES ($4, $16) \
+        "WITH doc AS (INSERT INTO documents (digest, document) VALUES ($4, $19) \
            ON CONFLICT (digest) DO NOTHING), \
-         run AS ({INSERT_RUN}), \
-         sn AS (INSERT INTO snapshots (run_id, seq, run_state) SELECT id, seq, $17::TEXT \
+         run AS ({}), \
+         sn AS (INSERT INTO snapshots (run_id, seq, run_state) SELECT id, seq, $20::TEXT \
            FROM run) \
          SELECT run.*, pg_notify({}, '') AS woke FROM run",
+        insert_run(POSTGRES_NOW, "::BIGINT"),
         runnable_channel!()
     )),
     notify_runnable: Some(concat!("SELECT pg_notify(", runnable_channel!(), ", '')")),

@@ -106,7 +106,10 @@ pub async fn drive_with_then<S: RunStore, T: Send + 'static>(
 /// is claimed but not loaded again, its state handed over as it is in memory (what a load
 /// would rebuild from the snapshot the create wrote, byte for byte). `pactgraph run` drives
 /// the run it creates this way: a load would parse back the snapshot (the whole input)
-/// it has just written.
+/// it has just written. A run created claimed by `owner` ([`CreateOptions::claimed_by`])
+/// is not claimed again.
+///
+/// [`CreateOptions::claimed_by`]: super::CreateOptions::claimed_by
 pub async fn drive_created<S: RunStore>(
     executor: &Executor,
     store: &S,
@@ -157,7 +160,17 @@ async fn drive_created_inner<S: RunStore, T: Send + 'static>(
     how: Continue,
     then: Option<impl FnOnce(&RunState) -> T + Send + 'static>,
 ) -> Result<(RunState, Option<T>), StoreError> {
-    let lease = store.claim(created.info.id, owner, options.lease).await?;
+    // Created claimed by `owner` (`CreateOptions::claimed_by`): its lease as the create
+    // took it, on the database's clock; else claimed now.
+    let info = &created.info;
+    let lease = match (info.owner.as_deref(), info.lease_expires_ms) {
+        (Some(holder), Some(expires_ms)) if holder == owner => Lease {
+            run_id: info.id,
+            owner: owner.to_string(),
+            expires_ms,
+        },
+        _ => store.claim(info.id, owner, options.lease).await?,
+    };
     // A run just created has no event yet (a create writes none): its events are numbered
     // from 1 without asking the store (one round trip fewer, ADR 0060). Had another
     // process written some since, it would have moved the run's `seq` too, and this

@@ -56,7 +56,7 @@ macro_rules! cols {
 cols!(sqlx::sqlite::SqliteRow, sqlite_chunk);
 cols!(sqlx::postgres::PgRow, pg_chunk);
 
-/// [`INFO`] as a literal, for the statements that end with it ([`INSERT_RUN`]).
+/// [`INFO`] as a literal, for the statements built from literals that end with it.
 macro_rules! info_columns {
     () => {
         "id, name, workflow, digest, status, termination_reason, steps, seq, created_ms, \
@@ -68,16 +68,21 @@ macro_rules! info_columns {
 /// The columns of a [`RunInfo`], in [`info_from_row`]'s order.
 pub(crate) const INFO: &str = info_columns!();
 
-/// A create's insert of the run row (binds `$1`-`$15`: id, name, workflow, digest, format,
+/// A create's insert of the run row (binds `$1`-`$18`: id, name, workflow, digest, format,
 /// workflow file, base folder, status, termination reason, steps, seq, creation and
-/// update times, expiry, attempt key; no owner, attempt 1), answering its [`INFO`].
-pub(crate) const INSERT_RUN: &str = concat!(
-    "INSERT INTO runs (id, name, workflow, digest, format, workflow_file, base_dir, status, \
-     termination_reason, steps, seq, snapshot_seq, created_ms, updated_ms, expires_ms, owner, \
-     lease_expires_ms, attempt_key, attempt) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, \
-     $10, $11, $11, $12, $13, $14, NULL, NULL, $15, 1) RETURNING ",
-    info_columns!()
-);
+/// update times, expiry, attempt key, then the owner it is created claimed by, the lease's
+/// length in milliseconds and the time the lease is counted from (all three `NULL` for a
+/// run nobody holds; the time `NULL` for the database's clock, `now` on it); attempt 1),
+/// answering its [`INFO`].
+pub(crate) fn insert_run(now: &str, int_param: &str) -> String {
+    format!(
+        "INSERT INTO runs (id, name, workflow, digest, format, workflow_file, base_dir, \
+         status, termination_reason, steps, seq, snapshot_seq, created_ms, updated_ms, \
+         expires_ms, owner, lease_expires_ms, attempt_key, attempt) VALUES ($1, $2, $3, $4, \
+         $5, $6, $7, $8, $9, $10, $11, $11, $12, $13, $14, $16, \
+         COALESCE($18{int_param}, {now}) + $17{int_param}, $15, 1) RETURNING {INFO}"
+    )
+}
 
 /// The columns of [`INFO`] a checkpoint writes from values it does not bind, or that
 /// another writer may change while the run is held (a renewal, a cancel request): what

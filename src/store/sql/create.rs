@@ -4,10 +4,11 @@
 use super::Store;
 use crate::runtime::{RunRecord, TerminationReason};
 use crate::store::db::{Backend, Begin, Conn, Tx, sql};
-use crate::store::rows::{
-    Cols, INSERT_RUN, info_from_row, is_unique_violation, stored_status, to_i64,
+use crate::store::rows::{Cols, info_from_row, is_unique_violation, stored_status, to_i64};
+use crate::store::{
+    CreateOptions, PreparedCreate, RunInfo, RunStore, StoreError, StoredStatus, attempt_key,
+    duration_ms,
 };
-use crate::store::{CreateOptions, PreparedCreate, RunInfo, RunStore, StoreError, attempt_key};
 
 impl<B: Backend> Store<B> {
     /// Stores `record` as a new run with its texts `prepared` (see
@@ -74,8 +75,13 @@ impl<B: Backend> Store<B> {
                 }
             }
         }
-        let status = stored_status(&record.run, record.seq);
-        let mut insert = sql(create_run.unwrap_or(INSERT_RUN))
+        // A run created claimed is running, as a claim would leave it.
+        let claimed = options.claimed_by.as_ref();
+        let status = match stored_status(&record.run, record.seq) {
+            StoredStatus::Queued if claimed.is_some() => StoredStatus::Running,
+            status => status,
+        };
+        let mut insert = sql(create_run.unwrap_or(&self.dialect.insert_run))
             .bind(&key)
             .bind(&options.name)
             .bind(&record.run.workflow)
@@ -95,7 +101,10 @@ impl<B: Backend> Store<B> {
             .bind(to_i64(id.created_ms()))
             .bind(to_i64(now))
             .bind(options.expires_ms.map(to_i64))
-            .bind(attempt_key(&record.run));
+            .bind(attempt_key(&record.run))
+            .bind(claimed.map(|(owner, _)| owner.as_str()))
+            .bind(claimed.map(|(_, lease)| to_i64(duration_ms(*lease))))
+            .bind(self.bound_now());
         if create_run.is_some() {
             insert = insert.bind(&document).bind(&run_state);
         }
