@@ -22,6 +22,13 @@ pub enum ChunkValue {
     Packed(Vec<u8>),
 }
 
+/// `texts` packed: their length and one lz4 block of them.
+///
+/// Complexity: linear in the texts' bytes.
+pub(crate) fn pack(texts: &[u8]) -> Vec<u8> {
+    lz4_flex::compress_prepend_size(texts)
+}
+
 /// The most bytes an lz4 block of `n` bytes unpacks to: a match codes at most 255 bytes
 /// per byte of its length (the block format's bound), plus the block's last literals.
 fn unpacked_bound(n: usize) -> usize {
@@ -30,8 +37,8 @@ fn unpacked_bound(n: usize) -> usize {
 
 impl ChunkValue {
     /// `texts` packed, as a checkpoint binds them (both stores).
-    pub(crate) fn pack(texts: &str) -> Self {
-        ChunkValue::Packed(lz4_flex::compress_prepend_size(texts.as_bytes()))
+    pub(crate) fn pack(texts: &[u8]) -> Self {
+        ChunkValue::Packed(pack(texts))
     }
 
     /// The texts: a packed chunk unpacked (the length it claims checked, against
@@ -115,7 +122,7 @@ mod tests {
         #[test]
         fn packed_texts_unpack_to_themselves(texts in ".{0,2000}", copies in 1usize..40) {
             let texts = texts.repeat(copies);
-            let packed = ChunkValue::pack(&texts);
+            let packed = ChunkValue::pack(texts.as_bytes());
             prop_assert!(matches!(packed, ChunkValue::Packed(_)));
             prop_assert_eq!(packed.texts(MAX).expect("unpacks"), texts.clone());
             prop_assert_eq!(ChunkValue::Text(texts.clone()).texts(MAX).expect("text"), texts);
@@ -137,7 +144,7 @@ mod tests {
         bytes.extend_from_slice(&[0x10, b'a']);
         let err = ChunkValue::Packed(bytes).texts(MAX).unwrap_err();
         assert!(err.contains("claim 4294967295 bytes"), "{err}");
-        let packed = ChunkValue::pack(&"x".repeat(5000));
+        let packed = ChunkValue::pack("x".repeat(5000).as_bytes());
         let err = packed.texts(100).unwrap_err();
         assert!(err.contains("claim 5000 bytes"), "{err}");
         let err = ChunkValue::Packed(vec![1, 2]).texts(MAX).unwrap_err();

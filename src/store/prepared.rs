@@ -2,7 +2,6 @@
 //! statement binds, made from the run when it is prepared, so that the run may step on
 //! while the checkpoint is written ([`RunStore::write_checkpoint`](super::RunStore::write_checkpoint), ADR 0068).
 
-use super::packed::ChunkValue;
 use super::{StoreError, StoredStatus};
 use crate::runtime::{RunId, RunRecord, TerminationReason, digest_of};
 
@@ -27,9 +26,11 @@ pub struct PreparedCheckpoint {
     pub(crate) delta: String,
     pub(crate) delta_weight: usize,
     pub(crate) snapshot: Option<String>,
-    /// The events' texts, one a line, until [`PreparedCheckpoint::pack_events`] packs
-    /// them (as every checkpoint of this format writes them).
-    pub(crate) events: ChunkValue,
+    /// The events' texts, one a line (UTF-8), until [`PreparedCheckpoint::pack_events`]
+    /// packs them (as every checkpoint of this format writes them): then a packed chunk.
+    pub(crate) events: Vec<u8>,
+    /// Whether `events` is packed.
+    pub(crate) packed: bool,
     pub(crate) first_event: u64,
     pub(crate) last_event: u64,
     /// The store's clock when it was prepared (what a refusal is judged at).
@@ -58,8 +59,9 @@ impl PreparedCheckpoint {
     ///
     /// Complexity: linear in the texts' bytes.
     pub fn pack_events(&mut self) {
-        if let ChunkValue::Text(texts) = &self.events {
-            self.events = ChunkValue::pack(texts);
+        if !self.packed {
+            self.events = super::packed::pack(&self.events);
+            self.packed = true;
         }
     }
 }

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::changes::{RecordedInput, SliceChange};
 use super::events::{EventKind, EventStamp, Part, RunEvent, transition_parts};
-use super::json_text::{write_opt_str, write_serde, write_str, write_u64, write_value};
+use super::json_text::{SameNumber, write_opt_str, write_serde, write_str, write_u64, write_value};
 use super::run_state::RunState;
 use super::text_buf::Text;
 use super::trace::{ItemOut, UsageOut};
@@ -70,8 +70,9 @@ fn write_head(out: &mut Text<'_>, seq: u64, run_id: &str, name: &str, at_ms: u64
 }
 
 impl Fields<'_> {
-    /// Appends the fields (each preceded by its comma) and the event's closing brace.
-    fn write(&self, out: &mut Text<'_>) {
+    /// Appends the fields (each preceded by its comma) and the event's closing brace; an
+    /// item's time stamp through `at` (the last one written kept).
+    fn write(&self, out: &mut Text<'_>, at: &mut SameNumber) {
         match self {
             Self::Started {
                 workflow,
@@ -102,7 +103,7 @@ impl Fields<'_> {
                 out.put(b",\"index\":");
                 write_u64(out, *index as u64);
                 out.put(b",\"item\":");
-                item.write_json(out);
+                item.write_json(out, at);
                 if let Some(writes) = writes {
                     out.put(b",\"writes\":");
                     write_value(out, writes);
@@ -178,6 +179,18 @@ pub fn write_transition_events(
     let first = stamp.first_seq.max(1);
     let mut seq = first;
     out.reserve(256 * (run.trace.len().saturating_sub(trace_from) + 2));
+    // What follows a `step` event's `seq`, the same for every one of them (one run, one
+    // time stamp): written once here, copied into each.
+    let mut step_head = Vec::with_capacity(96);
+    write_head(
+        &mut Text::new(&mut step_head),
+        0,
+        run_id,
+        "step",
+        stamp.at_ms,
+    );
+    let step_head = &step_head[br#"{"seq":0"#.len()..];
+    let mut at = SameNumber::new();
     let mut out = Text::new(out);
     transition_parts(run, trace_from, checkpoint, first, |part| {
         if seq > first {
@@ -208,8 +221,14 @@ pub fn write_transition_events(
             ),
             Part::Other(kind) => (kind.name(), Fields::Kind(kind)),
         };
-        write_head(&mut out, seq, run_id, name, stamp.at_ms);
-        fields.write(&mut out);
+        if matches!(fields, Fields::Step { .. }) {
+            out.put(b"{\"seq\":");
+            write_u64(&mut out, seq);
+            out.put(step_head);
+        } else {
+            write_head(&mut out, seq, run_id, name, stamp.at_ms);
+        }
+        fields.write(&mut out, &mut at);
         seq += 1;
     });
     (seq > first).then(|| (first, seq - 1))
@@ -218,7 +237,7 @@ pub fn write_transition_events(
 impl ItemOut<'_> {
     /// Appends the item's JSON text: `serde_json`'s bytes for it (its `Serialize`), the ids
     /// copied in runs, numbers through `itoa`.
-    pub(super) fn write_json(&self, out: &mut Text<'_>) {
+    pub(super) fn write_json(&self, out: &mut Text<'_>, at: &mut SameNumber) {
         out.put(b"{\"step\":");
         write_u64(out, u64::from(self.step));
         out.put(b",\"depth\":");
@@ -251,7 +270,7 @@ impl ItemOut<'_> {
             out.push(b']');
         }
         out.put(b",\"at_ms\":");
-        write_u64(out, self.at_ms);
+        at.write(out, self.at_ms);
         out.put(b",\"duration_us\":");
         write_u64(out, self.duration_us);
         self.usage.write_field(out);
@@ -310,7 +329,7 @@ impl RunEvent {
             self.kind.name(),
             self.at_ms,
         );
-        Fields::of(&self.kind).write(out);
+        Fields::of(&self.kind).write(out, &mut SameNumber::new());
         if self.dropped > 0 {
             out.pop();
             out.put(b",\"dropped\":");

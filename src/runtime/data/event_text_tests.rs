@@ -6,8 +6,8 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use super::Text;
 use super::write_transition_events;
+use super::{SameNumber, Text};
 use crate::runtime::data::events::{EventKind, EventStamp, RunEvent, transition_events};
 use crate::runtime::{
     CallRecord, Candidates, Chain, ChainTrigger, DecisionTrace, RunId, SliceChange,
@@ -161,10 +161,10 @@ proptest! {
         for (item, interned) in items.iter().zip(trace.iter()) {
             let expected = serde_json::to_vec(item).expect("an item");
             let mut out = Vec::new();
-            item.out(|n| n, &item.candidates).write_json(&mut Text::new(&mut out));
+            item.out(|n| n, &item.candidates).write_json(&mut Text::new(&mut out), &mut SameNumber::new());
             prop_assert_eq!(&out, &expected);
             out.clear();
-            interned.out().write_json(&mut Text::new(&mut out));
+            interned.out().write_json(&mut Text::new(&mut out), &mut SameNumber::new());
             prop_assert_eq!(&out, &expected);
         }
         let changes: Vec<SliceChange> = change

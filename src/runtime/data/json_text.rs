@@ -134,11 +134,51 @@ fn next_escape(bytes: &[u8], from: usize) -> Option<usize> {
         }
         base += 8;
     }
-    words
-        .remainder()
-        .iter()
+    // The last bytes (fewer than eight) as one word padded with spaces (which need no
+    // escape): one word test for an id of a few bytes, not a test a byte.
+    let tail = words.remainder();
+    let mut padded = [b' '; 8];
+    padded[..tail.len()].copy_from_slice(tail);
+    if !word_needs_escape(u64::from_ne_bytes(padded)) {
+        return None;
+    }
+    tail.iter()
         .position(|&b| byte_needs_escape(b))
         .map(|i| base + i)
+}
+
+/// A number written once and written again as long as it stays the same: the time
+/// stamps of a checkpoint's events (`at_ms`, thirteen digits, one for all its events; an
+/// item's, the same for many items in a row).
+pub(crate) struct SameNumber {
+    value: u64,
+    digits: [u8; 20],
+    len: usize,
+}
+
+impl SameNumber {
+    /// None written yet.
+    pub(crate) fn new() -> Self {
+        Self {
+            value: 0,
+            digits: [0; 20],
+            len: 0,
+        }
+    }
+
+    /// Appends `n` as [`write_u64`] does, formatting it only when it is not the last one.
+    #[inline]
+    pub(crate) fn write(&mut self, out: &mut Text<'_>, n: u64) {
+        if self.len == 0 || self.value != n {
+            let mut buf = itoa::Buffer::new();
+            let text = buf.format(n).as_bytes();
+            // A `u64` has at most 20 digits.
+            self.digits[..text.len()].copy_from_slice(text);
+            self.len = text.len();
+            self.value = n;
+        }
+        out.put(&self.digits[..self.len]);
+    }
 }
 
 fn write_escape(out: &mut Text<'_>, b: u8) {

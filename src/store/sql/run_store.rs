@@ -9,7 +9,6 @@ use crate::runtime::{EventStamp, RunEvent, RunId, RunRecord, TerminationReason};
 use crate::store::clock::Clock;
 use crate::store::db::{Backend, is_refusal, sql};
 use crate::store::json_row::JsonRow;
-use crate::store::packed::ChunkValue;
 use crate::store::rows::{Cols, INFO, Written, info_after, info_from_row, to_i64};
 use crate::store::trace_once::StoredDelta;
 use crate::store::trace_weight::to_json_and_trace_bytes;
@@ -369,7 +368,7 @@ impl<B: Backend> Store<B> {
         let (first_event, last_event) = chunk.seqs.unwrap_or((stamp.first_seq, 0));
         // Packed in the client (SQLite from format 11, ADR 0059; PostgreSQL from 12, ADR
         // 0063), when it is written or before (`PreparedCheckpoint::pack_events`).
-        let event_texts = ChunkValue::Text(chunk.texts);
+        let event_texts = chunk.texts;
         Ok(PreparedCheckpoint {
             id,
             owner: owner.to_string(),
@@ -385,6 +384,7 @@ impl<B: Backend> Store<B> {
             delta_weight,
             snapshot,
             events: event_texts,
+            packed: false,
             first_event,
             last_event,
             now,
@@ -414,11 +414,16 @@ impl<B: Backend> Store<B> {
             delta_weight,
             ref snapshot,
             events: ref event_texts,
+            packed,
             first_event,
             last_event,
             now,
         } = *prepared;
         let owner = owner.as_str();
+        debug_assert!(
+            packed,
+            "a checkpoint's events are packed before they are bound"
+        );
         // One statement (SQLite's `checkpoint_in` trigger, PostgreSQL's data-modifying
         // `WITH`): fenced, atomic, one round trip, the events with it; the run row as it
         // is after it comes back.
@@ -448,7 +453,7 @@ impl<B: Backend> Store<B> {
             .bind(document.as_ref().map(|(text, _)| text.as_str()))
             .bind(delta)
             .bind(snapshot.as_deref())
-            .bind(event_texts)
+            .bind(event_texts.as_slice())
             .bind(to_i64(first_event))
             .bind(to_i64(last_event));
         // PostgreSQL's names the events channel as bound, read once at the open (ADR 0067).
