@@ -339,8 +339,8 @@ fn refuse_ends(backend: Backend, url: &str, refuse: bool) {
 /// the run as it ended while its last checkpoint is written, and what it made comes back
 /// only once that checkpoint and the release are done: the store then holds the run as
 /// returned, ended and let go. When the last checkpoint fails (every update that ends a
-/// run refused by a trigger), `then` was called but its result is not returned: the
-/// store's error is, the run is kept as its previous checkpoint left it, `interrupted`,
+/// run refused by a trigger), what `then` made (if it was called: the refusal may come
+/// back before the steps are over) is not returned: the store's error is, the run is kept as its previous checkpoint left it, `interrupted`,
 /// and a later drive (the trigger dropped) ends it as the uninterrupted run, each effect
 /// run once.
 #[test]
@@ -403,10 +403,12 @@ fn what_is_made_beside_the_last_checkpoint_comes_back_only_once_it_is_committed(
                 }
                 other => panic!("{backend:?}: the last checkpoint refused, got {other:?}"),
             }
-            assert_eq!(
-                called.load(Ordering::SeqCst),
-                1,
-                "{backend:?}: `then` was made"
+            // Made beside the last checkpoint, unless its refusal came back at once (the
+            // poll that sends it, on a loaded machine): then the steps did not end without
+            // an error, and `then` is not called.
+            assert!(
+                called.load(Ordering::SeqCst) <= 1,
+                "{backend:?}: `then` made once at most"
             );
             let info = store.info(id).await.unwrap();
             assert_eq!(info.status, StoredStatus::Interrupted, "{backend:?}");

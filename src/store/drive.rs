@@ -130,8 +130,9 @@ pub async fn drive_created<S: RunStore>(
 /// once all three are done (ADR 0069). `pactgraph run` renders the outcome it prints this
 /// way: the run's last commit and its release are not waited for before that work starts.
 ///
-/// `then` is called only when the drive's steps ended without an error, and what it made
-/// is dropped when the last checkpoint or the release then fails (that error is
+/// `then` is called only when the drive's steps ended without an error (a last
+/// checkpoint whose refusal comes back at once, before the steps are over, is one), and
+/// what it made is dropped when the last checkpoint or the release then fails (that error is
 /// returned): what it made is about a run whose every step is committed only when this
 /// returns `Ok`. A panic in `then` is resumed here, after the lease is given up.
 pub async fn drive_created_then<S: RunStore, T: Send + 'static>(
