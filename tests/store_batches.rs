@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use pactgraph::runtime::{Executor, RunRecord, RunState, TraceKind, sync_node};
 use pactgraph::store::{
-    AnyStore, Checkpoints, Continue, CreateOptions, DriveOptions, RunStore, StoreError,
-    StoredStatus, drive, drive_with_then,
+    AnyStore, Checkpoints, Continue, CreateOptions, DriveOptions, PreparedCreate, RunStore,
+    StoreError, StoredStatus, drive, drive_creating_then, drive_with_then,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -426,6 +426,102 @@ fn what_is_made_beside_the_last_checkpoint_comes_back_only_once_it_is_committed(
                 calls.load(Ordering::SeqCst),
                 TICKS,
                 "{backend:?}: no effect ran again (the last batch was pure steps)"
+            );
+        });
+    }
+}
+
+/// Proves, on both stores, what `drive_creating_then` promises (ADR 0069, what
+/// `pactgraph run` does): the run's create is in flight while its first pure steps are
+/// taken and is committed before its first effect starts (that effect's handler finds
+/// the run in the store, held by the drive's owner); the run ends as the uninterrupted
+/// one, loads back as it ended, and what `then` made comes back. A create refused (its
+/// name taken by another run) loses nothing but those pure steps: its error comes back,
+/// no run is kept under its id, and the effect never ran.
+#[test]
+fn a_run_created_beside_its_first_steps_is_stored_before_its_first_effect() {
+    const TICKS: u32 = 3;
+    let g = graph(mixed(TICKS));
+    let document = g.to_document();
+    let rt = rt();
+    for backend in backends() {
+        rt.block_on(async {
+            let held = open(backend).await;
+            let store = held.store.clone();
+            // (the run's owner as its first effect found it in the store, or the error)
+            let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let (reader, log) = (store.clone(), Arc::clone(&seen));
+            let ex = builder(g.clone())
+                .node_handler("tick", move |input: pactgraph::runtime::NodeInput| {
+                    let (reader, log) = (reader.clone(), Arc::clone(&log));
+                    async move {
+                        let held = reader.info(input.run_id).await.map(|i| i.owner);
+                        log.lock().unwrap().push(held.map_err(|e| e.to_string()));
+                        Ok(tick_writes(&input.view, TICKS))
+                    }
+                })
+                .build()
+                .unwrap();
+            let mut whole = ex.start(mixed_input()).unwrap();
+            ex.run_in_place(&mut whole).await;
+            seen.lock().unwrap().clear();
+            let options = DriveOptions::default();
+
+            let record = RunRecord::new(document.clone(), ex.start(mixed_input()).unwrap());
+            let id = record.run_id;
+            let prepared = PreparedCreate::of(&record).unwrap();
+            let create = CreateOptions::default().name("creating");
+            let (run, made) = drive_creating_then(
+                &ex,
+                &store,
+                record,
+                prepared,
+                &create,
+                "maker",
+                &options,
+                Continue::AsStored,
+                |run: &RunState| run.steps(),
+            )
+            .await
+            .expect("drives");
+            assert_same_end(&run, &whole);
+            assert_eq!(made, whole.steps());
+            assert_eq!(store.load(id).await.unwrap().record.run, run);
+            let info = store.info(id).await.unwrap();
+            assert_eq!(info.name.as_deref(), Some("creating"), "{backend:?}");
+            assert_eq!(info.owner, None, "{backend:?}: let go");
+            let first = std::mem::take(&mut *seen.lock().unwrap());
+            assert_eq!(first.len(), TICKS as usize, "{backend:?}");
+            assert_eq!(
+                first[0],
+                Ok(Some("maker".to_string())),
+                "{backend:?}: the first effect found its run created and held"
+            );
+
+            // The name is taken: the create is refused, and nothing of the run is kept.
+            let record = RunRecord::new(document.clone(), ex.start(mixed_input()).unwrap());
+            let id = record.run_id;
+            let prepared = PreparedCreate::of(&record).unwrap();
+            let refused = drive_creating_then(
+                &ex,
+                &store,
+                record,
+                prepared,
+                &create,
+                "maker",
+                &options,
+                Continue::AsStored,
+                |run: &RunState| run.steps(),
+            )
+            .await;
+            assert!(
+                matches!(refused, Err(StoreError::NameTaken { .. })),
+                "{backend:?}: {refused:?}"
+            );
+            assert!(store.info(id).await.is_err(), "{backend:?}: no run kept");
+            assert!(
+                seen.lock().unwrap().is_empty(),
+                "{backend:?}: no effect ran for a run not created"
             );
         });
     }

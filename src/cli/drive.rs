@@ -7,8 +7,8 @@ use std::process::ExitCode;
 
 use crate::runtime::{Clock, Executor, Pending, RunId, RunRecord, RunState};
 use crate::store::{
-    AnyStore, Checkpoints, Continue, DriveOptions, RunInfo, RunStore, StoreError, StoredRun,
-    drive_created, drive_created_then, drive_with, drive_with_then, local_owner,
+    AnyStore, Checkpoints, Continue, CreateOptions, DriveOptions, PreparedCreate, RunInfo,
+    RunStore, StoreError, drive_creating_then, drive_with, drive_with_then, local_owner,
 };
 use crate::validator::ValidGraph;
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -24,9 +24,16 @@ use crate::cli::store;
 pub enum Target<'a> {
     /// Stored run `id` in `store`, its steps committed as the third field says.
     Stored(&'a AnyStore, RunId, Checkpoints),
-    /// A run this process has just created in `store` (as the create returned it): driven
-    /// without loading it back, its steps committed as the third field says.
-    Created(&'a AnyStore, Box<StoredRun>, Checkpoints),
+    /// A run this process is creating in `store` (its record, its texts made, the
+    /// create's options): created while its first steps are taken (ADR 0069), its steps
+    /// committed as the last field says.
+    Creating(
+        &'a AnyStore,
+        Box<RunRecord>,
+        PreparedCreate,
+        &'a CreateOptions,
+        Checkpoints,
+    ),
     /// A saved run kept in memory; nothing is stored.
     Memory(Box<RunRecord>),
 }
@@ -49,16 +56,16 @@ pub async fn continue_run(
                 store,
                 id,
                 checkpoints,
-                created: None,
+                start: Start::Stored,
             };
             drive_stored(executor, stored, how, outputs, default_state_out).await
         }
-        Target::Created(store, created, checkpoints) => {
+        Target::Creating(store, record, prepared, create, checkpoints) => {
             let stored = Stored {
                 store,
-                id: created.info.id,
+                id: record.run_id,
                 checkpoints,
-                created: Some(created),
+                start: Start::Creating(record, prepared, create),
             };
             drive_stored(executor, stored, how, outputs, default_state_out).await
         }
@@ -91,13 +98,20 @@ pub async fn continue_run(
     }
 }
 
-/// A stored run to drive: where, which, when its steps are committed, and the run as
-/// this process created it (then not loaded again).
+/// A stored run to drive: where, which, when its steps are committed, and how the drive
+/// starts.
 struct Stored<'a> {
     store: &'a AnyStore,
     id: RunId,
     checkpoints: Checkpoints,
-    created: Option<Box<StoredRun>>,
+    start: Start<'a>,
+}
+
+/// How a drive starts: from the store, or from the run this process is creating (never
+/// loaded back).
+enum Start<'a> {
+    Stored,
+    Creating(Box<RunRecord>, PreparedCreate, &'a CreateOptions),
 }
 
 /// SIGINT and SIGTERM, registered before the run starts.
@@ -185,13 +199,15 @@ async fn drive_stored(
         store,
         id,
         checkpoints,
-        created,
+        start,
     } = stored;
-    // A run this process created claimed is driven by the owner it was created for.
-    let owner = created
-        .as_ref()
-        .and_then(|c| c.info.owner.clone())
-        .unwrap_or_else(local_owner);
+    // A run this process created (or is creating) claimed is driven by the owner it was
+    // created for.
+    let owner = match &start {
+        Start::Creating(_, _, create) => create.claimed_by.as_ref().map(|(o, _)| o.clone()),
+        Start::Stored => None,
+    }
+    .unwrap_or_else(local_owner);
     let mut options = DriveOptions::default().checkpoints(checkpoints);
     let progress = !outputs.quiet && std::io::stderr().is_terminal();
     if progress {
@@ -211,23 +227,20 @@ async fn drive_stored(
         move |run: &RunState| outcome_text(run, shape, line)
     });
     let drive = async {
-        match (created, render) {
-            (Some(created), Some(render)) => {
-                drive_created_then(executor, store, *created, &owner, &options, how, render)
-                    .await
-                    .map(|(run, text)| (run, Some(text)))
+        match (start, render) {
+            (Start::Creating(record, prepared, create), render) => {
+                let then = move |run: &RunState| render.map(|render| render(run));
+                drive_creating_then(
+                    executor, store, *record, prepared, create, &owner, &options, how, then,
+                )
+                .await
             }
-            (Some(created), None) => {
-                drive_created(executor, store, *created, &owner, &options, how)
-                    .await
-                    .map(|run| (run, None))
-            }
-            (None, Some(render)) => {
+            (Start::Stored, Some(render)) => {
                 drive_with_then(executor, store, id, &owner, &options, how, render)
                     .await
                     .map(|(run, text)| (run, Some(text)))
             }
-            (None, None) => drive_with(executor, store, id, &owner, &options, how)
+            (Start::Stored, None) => drive_with(executor, store, id, &owner, &options, how)
                 .await
                 .map(|run| (run, None)),
         }
@@ -281,7 +294,12 @@ async fn drive_stored(
         // commit kept, and is continued by `runs resume`. Said on stderr even with
         // `--quiet`, and in the outcome's `message`.
         Ok(Err(e @ StoreError::Database { .. })) => {
-            let steps = store.info(id).await.map_or(0, |i| i.steps);
+            // A run whose create failed (a drive that was creating it) is not there: the
+            // error is the create's, said as before a run starts.
+            let steps = match store.info(id).await {
+                Ok(info) => info.steps,
+                Err(_) => return store::error(&e),
+            };
             let mut printed = interrupted_json(executor.graph().workflow(), id, steps);
             printed["message"] = e.to_string().into();
             let _ = write_json(Ok(std::io::stdout().lock()), &printed, "\n");

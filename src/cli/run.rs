@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use crate::runtime::{Clock, Executor, RunEvents, RunRecord, document_dir};
 use crate::store::{
     AnyStore, Continue, CreateOptions, Dependencies, DriveOptions, OnDepFailure, PreparedCreate,
-    RunStore, StoreError, StoredRun, local_owner,
+    RunStore, StoreError, local_owner,
 };
 use crate::validator::{Severity, ValidGraph, Validator, check_file};
 use serde_json::{Value, json};
@@ -192,22 +192,28 @@ pub fn run(args: RunArgs) -> ExitCode {
             Ok(None) => {}
             Err(code) => return code,
         }
-        let created = match create {
-            Some(prepared) => store.create_prepared(&record, prepared, &options).await,
-            None => store.create(&record, &options).await,
-        };
-        let info = match created {
-            Ok(info) => info,
+        let prepared = match create.map_or_else(|| PreparedCreate::of(&record), Ok) {
+            Ok(prepared) => prepared,
             Err(e) => return store::error(&e),
         };
         if args.deps.detach {
+            let info = match store.create_prepared(prepared, &options).await {
+                Ok(info) => info,
+                Err(e) => return store::error(&e),
+            };
             let printed = json!({"run_id": info.id, "status": info.status});
             let _ = write_json(Ok(std::io::stdout().lock()), &printed, "\n");
             return ExitCode::SUCCESS;
         }
-        // Handed over as created: loading it back would parse the snapshot just written.
-        let created = StoredRun::created(info, record);
-        let target = Target::Created(&store, Box::new(created), args.checkpoints.get());
+        // Created while its first (pure) steps are taken, and never loaded back (a load
+        // would parse the snapshot just written; ADR 0069).
+        let target = Target::Creating(
+            &store,
+            Box::new(record),
+            prepared,
+            &options,
+            args.checkpoints.get(),
+        );
         continue_run(&executor, target, Continue::AsStored, &outputs, None).await
     });
     // Every return above: the printer (if any) ends before the runtime does.

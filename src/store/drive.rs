@@ -4,9 +4,11 @@
 
 use super::drive_options::DriveOptions;
 use super::driver::Driver;
-use super::{Lease, RunStore, StoreError, StoredRun};
+use super::{
+    CreateOptions, Lease, PreparedCreate, RunInfo, RunStore, StoreError, StoredRun, duration_ms,
+};
 use crate::contracts::WorkflowDocument;
-use crate::runtime::{Executor, RunId, RunState};
+use crate::runtime::{Executor, RunId, RunRecord, RunState};
 
 /// How [`drive_with`] continues a stored run before stepping it.
 #[derive(Debug, Clone, PartialEq)]
@@ -152,6 +154,68 @@ pub async fn drive_created_then<S: RunStore, T: Send + 'static>(
     ))
 }
 
+/// [`drive_created_then`] of `record`, stored as `prepared` (its [`PreparedCreate::of`])
+/// with `create`'s options, created claimed by `owner` for [`DriveOptions::lease`] while
+/// its first steps are taken (ADR 0069): the create is in flight as a checkpoint is, and
+/// waited for as one before the run's first effect, its first checkpoint, any other call
+/// to the store and the end. Steps taken before it are pure: a create that fails (a name
+/// taken, the database's error) loses nothing but them, and its error is returned.
+///
+/// A run with dependencies (`create.dependencies`) is created first, then driven: it
+/// waits for them through the store.
+#[allow(clippy::too_many_arguments)]
+pub async fn drive_creating_then<S: RunStore, T: Send + 'static>(
+    executor: &Executor,
+    store: &S,
+    record: RunRecord,
+    prepared: PreparedCreate,
+    create: &CreateOptions,
+    owner: &str,
+    options: &DriveOptions,
+    how: Continue,
+    then: impl FnOnce(&RunState) -> T + Send + 'static,
+) -> Result<(RunState, T), StoreError> {
+    if prepared.run_id() != record.run_id {
+        return Err(StoreError::CannotContinue {
+            run_id: record.run_id,
+            reason: format!("its create was prepared for run {}", prepared.run_id()),
+        });
+    }
+    let create = create.clone().claimed_by(owner, options.lease);
+    if create.dependencies.is_some() {
+        let info = store.create_prepared(prepared, &create).await?;
+        let created = StoredRun::created(info, record);
+        return drive_created_then(executor, store, created, owner, options, how, then).await;
+    }
+    // The lease as the create takes it, counted from before it is sent (the database
+    // counts from when it runs: later).
+    let lease = Lease {
+        run_id: record.run_id,
+        owner: owner.to_string(),
+        expires_ms: store
+            .clock()
+            .now_ms()
+            .saturating_add(duration_ms(options.lease)),
+    };
+    // The row as the create writes it (what the drive reads of it: a run running, its
+    // first attempt, no cancel asked), until its answer replaces it.
+    let info = RunInfo::creating(&prepared, &create, &lease);
+    let mut driver = Driver::new(
+        executor,
+        store,
+        &lease,
+        options,
+        Some(StoredRun::created(info, record)),
+        Some(0),
+    );
+    driver.writing_first(Box::pin(store.create_prepared(prepared, &create)));
+    let (run, made) = drive_then(driver, how, Some(then)).await?;
+    Ok((
+        run,
+        made.expect("`then` is called when the drive ends without an error"),
+    ))
+}
+
 async fn drive_created_inner<S: RunStore, T: Send + 'static>(
     executor: &Executor,
     store: &S,
@@ -222,7 +286,18 @@ async fn drive_claimed_then<S: RunStore, T: Send + 'static>(
     last_event: Option<u64>,
     then: Option<impl FnOnce(&RunState) -> T + Send + 'static>,
 ) -> Result<(RunState, Option<T>), StoreError> {
-    let mut driver = Driver::new(executor, store, lease, options, loaded, last_event);
+    let driver = Driver::new(executor, store, lease, options, loaded, last_event);
+    drive_then(driver, how, then).await
+}
+
+/// Drives `driver`'s run as `how` says, with `then` (when given) made of the run as it
+/// ended while its last checkpoint is written and its lease given up; lets it go.
+async fn drive_then<S: RunStore, T: Send + 'static>(
+    mut driver: Driver<'_, S>,
+    how: Continue,
+    then: Option<impl FnOnce(&RunState) -> T + Send + 'static>,
+) -> Result<(RunState, Option<T>), StoreError> {
+    let run_id = driver.id();
     // The run as its steps ended; its last checkpoint may still be being written.
     let run = match driver.run(how).await {
         Ok(run) => run,
@@ -246,7 +321,7 @@ async fn drive_claimed_then<S: RunStore, T: Send + 'static>(
             Ok(panic) => std::panic::resume_unwind(panic),
             Err(e) => {
                 return Err(StoreError::CannotContinue {
-                    run_id: lease.run_id,
+                    run_id,
                     reason: format!("making the outcome of the run as it ended: {e}"),
                 });
             }

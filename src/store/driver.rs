@@ -57,7 +57,7 @@ struct Writing<'a> {
 }
 
 /// The store's answer to a checkpoint being written.
-type Answer<'a> = Pin<Box<dyn Future<Output = Result<RunInfo, StoreError>> + Send + 'a>>;
+pub(super) type Answer<'a> = Pin<Box<dyn Future<Output = Result<RunInfo, StoreError>> + Send + 'a>>;
 
 /// How waiting for dependencies ended.
 enum Waited {
@@ -109,6 +109,17 @@ impl<'a, S: RunStore> Driver<'a, S> {
             writing: None,
             cancel_requested: false,
         }
+    }
+
+    /// Starts the drive with `answer` in flight, as a checkpoint being written: the run's
+    /// create (`drive_creating_then`), waited for before the first effect, the first
+    /// checkpoint, any other call to the store and the end.
+    pub(super) fn writing_first(&mut self, answer: Answer<'a>) {
+        debug_assert!(self.writing.is_none(), "nothing written yet");
+        self.writing = Some(Writing {
+            answer: Mutex::new(answer),
+            publish: None,
+        });
     }
 
     /// The store driven through.

@@ -56,7 +56,10 @@ pub use deps::{
     DEFAULT_DEP_TIMEOUT, Dependencies, DependencySpec, OnDepFailure, Settled, settle,
     settle_dependents,
 };
-pub use drive::{Continue, drive, drive_created, drive_created_then, drive_with, drive_with_then};
+pub use drive::{
+    Continue, drive, drive_created, drive_created_then, drive_creating_then, drive_with,
+    drive_with_then,
+};
 pub use drive_options::DriveOptions;
 pub use error::StoreError;
 pub use follow::Follower;
@@ -195,6 +198,38 @@ pub struct RunInfo {
 }
 
 impl RunInfo {
+    /// The row a create of `prepared` with `options` writes, claimed under `lease` (what
+    /// a drive reads of a run whose create is still in flight, `drive_creating_then`).
+    pub(crate) fn creating(
+        prepared: &PreparedCreate,
+        options: &CreateOptions,
+        lease: &Lease,
+    ) -> Self {
+        let row = &prepared.row;
+        let now = now_ms();
+        Self {
+            id: prepared.id,
+            name: options.name.clone(),
+            workflow: row.workflow.clone(),
+            digest: row.digest.clone(),
+            status: match row.status {
+                StoredStatus::Queued => StoredStatus::Running,
+                status => status,
+            },
+            termination_reason: row.termination_reason,
+            steps: row.steps,
+            seq: row.seq,
+            created_ms: prepared.id.created_ms(),
+            updated_ms: now,
+            expires_ms: options.expires_ms,
+            owner: Some(lease.owner.clone()),
+            lease_expires_ms: Some(lease.expires_ms),
+            attempt_key: Some(row.attempt_key.clone()),
+            attempt: 1,
+            cancel_requested: false,
+        }
+    }
+
     /// True when the record has expired at `now_ms`.
     pub fn is_expired(&self, now_ms: u64) -> bool {
         self.expires_ms.is_some_and(|e| e <= now_ms)
@@ -450,11 +485,11 @@ pub trait RunStore: Send + Sync {
         options: &CreateOptions,
     ) -> impl Future<Output = Result<RunInfo, StoreError>> + Send;
 
-    /// [`RunStore::create`] with the texts of `record` already made ([`PreparedCreate::of`]
-    /// of this record; one of another run is refused, [`StoreError::CannotContinue`]).
+    /// [`RunStore::create`] of the record `prepared` was made of ([`PreparedCreate::of`]):
+    /// its texts and its row's values already made, so that the create borrows nothing of
+    /// the record, whose run may step on while it is written ([`drive_creating_then`]).
     fn create_prepared(
         &self,
-        record: &RunRecord,
         prepared: PreparedCreate,
         options: &CreateOptions,
     ) -> impl Future<Output = Result<RunInfo, StoreError>> + Send;

@@ -2,7 +2,8 @@
 //! statement binds, made from the run when it is prepared, so that the run may step on
 //! while the checkpoint is written ([`RunStore::write_checkpoint`](super::RunStore::write_checkpoint), ADR 0068).
 
-use super::{StoreError, StoredStatus};
+use super::rows::stored_status;
+use super::{StoreError, StoredStatus, attempt_key};
 use crate::runtime::{RunId, RunRecord, TerminationReason, digest_of};
 
 /// One checkpoint as its statement binds it: the run row's new values, the delta's text,
@@ -74,6 +75,24 @@ pub struct PreparedCreate {
     pub(crate) id: RunId,
     pub(crate) document: String,
     pub(crate) run_state: String,
+    /// The run row's values, taken from the record: a create needs nothing else of it.
+    pub(crate) row: CreatedRow,
+}
+
+/// What a create writes in the run row besides its texts.
+#[derive(Debug, Clone)]
+pub(crate) struct CreatedRow {
+    pub(crate) workflow: String,
+    pub(crate) digest: String,
+    pub(crate) format: u32,
+    pub(crate) workflow_file: Option<String>,
+    pub(crate) base_dir: Option<String>,
+    pub(crate) status: StoredStatus,
+    pub(crate) termination_reason: Option<TerminationReason>,
+    pub(crate) steps: u32,
+    pub(crate) seq: u64,
+    pub(crate) attempt_key: String,
+    pub(crate) running: bool,
 }
 
 impl PreparedCreate {
@@ -94,8 +113,22 @@ impl PreparedCreate {
                 ),
             });
         }
+        let run = &record.run;
         Ok(Self {
             id,
+            row: CreatedRow {
+                workflow: run.workflow.clone(),
+                digest: record.digest.clone(),
+                format: record.format,
+                workflow_file: record.workflow_file.clone(),
+                base_dir: record.base_dir.clone(),
+                status: stored_status(run, record.seq),
+                termination_reason: run.termination_reason(),
+                steps: run.steps,
+                seq: record.seq,
+                attempt_key: attempt_key(run),
+                running: run.is_running(),
+            },
             document: serde_json::to_string(&record.document).expect("a document is plain data"),
             // Through `runtime::to_json_string`: the same text, with no out-of-line `Vec`
             // call per piece (the state holds the run's whole input; ADR 0066).

@@ -2,34 +2,26 @@
 //! dependencies, in one write transaction; the row as inserted comes back with the insert.
 
 use super::Store;
-use crate::runtime::{RunRecord, TerminationReason};
+use crate::runtime::TerminationReason;
 use crate::store::db::{Backend, Begin, Conn, Tx, sql};
-use crate::store::rows::{Cols, info_from_row, is_unique_violation, stored_status, to_i64};
+use crate::store::rows::{Cols, info_from_row, is_unique_violation, to_i64};
 use crate::store::{
-    CreateOptions, PreparedCreate, RunInfo, RunStore, StoreError, StoredStatus, attempt_key,
-    duration_ms,
+    CreateOptions, PreparedCreate, RunInfo, RunStore, StoreError, StoredStatus, duration_ms,
 };
 
 impl<B: Backend> Store<B> {
-    /// Stores `record` as a new run with its texts `prepared` (see
+    /// Stores the run `prepared` was made of as a new run (see
     /// [`RunStore::create_prepared`]).
     pub(super) async fn create_run(
         &self,
-        record: &RunRecord,
         prepared: PreparedCreate,
         options: &CreateOptions,
     ) -> Result<RunInfo, StoreError> {
-        let id = record.run_id;
-        if prepared.id != id {
-            return Err(StoreError::CannotContinue {
-                run_id: id,
-                reason: format!("its create was prepared for run {}", prepared.id),
-            });
-        }
         let PreparedCreate {
+            id,
             document,
             run_state,
-            ..
+            row: values,
         } = prepared;
         let now = self.now();
         let db = StoreError::db("create", Some(id));
@@ -45,7 +37,7 @@ impl<B: Backend> Store<B> {
         if create_run.is_none() {
             sql("INSERT INTO documents (digest, document) VALUES ($1, $2) \
                  ON CONFLICT (digest) DO NOTHING")
-            .bind(&record.digest)
+            .bind(&values.digest)
             .bind(&document)
             .execute(&mut tx)
             .await
@@ -77,31 +69,26 @@ impl<B: Backend> Store<B> {
         }
         // A run created claimed is running, as a claim would leave it.
         let claimed = options.claimed_by.as_ref();
-        let status = match stored_status(&record.run, record.seq) {
+        let status = match values.status {
             StoredStatus::Queued if claimed.is_some() => StoredStatus::Running,
             status => status,
         };
         let mut insert = sql(create_run.unwrap_or(&self.dialect.insert_run))
             .bind(&key)
             .bind(&options.name)
-            .bind(&record.run.workflow)
-            .bind(&record.digest)
-            .bind(i64::from(record.format))
-            .bind(&record.workflow_file)
-            .bind(&record.base_dir)
+            .bind(&values.workflow)
+            .bind(&values.digest)
+            .bind(i64::from(values.format))
+            .bind(&values.workflow_file)
+            .bind(&values.base_dir)
             .bind(status.as_str())
-            .bind(
-                record
-                    .run
-                    .termination_reason()
-                    .map(TerminationReason::as_str),
-            )
-            .bind(i64::from(record.run.steps))
-            .bind(to_i64(record.seq))
+            .bind(values.termination_reason.map(TerminationReason::as_str))
+            .bind(i64::from(values.steps))
+            .bind(to_i64(values.seq))
             .bind(to_i64(id.created_ms()))
             .bind(to_i64(now))
             .bind(options.expires_ms.map(to_i64))
-            .bind(attempt_key(&record.run))
+            .bind(&values.attempt_key)
             .bind(claimed.map(|(owner, _)| owner.as_str()))
             .bind(claimed.map(|(_, lease)| to_i64(duration_ms(*lease))))
             .bind(self.bound_now());
@@ -120,7 +107,7 @@ impl<B: Backend> Store<B> {
                 .notifying("INSERT INTO snapshots (run_id, seq, run_state) VALUES ($1, $2, $3)");
             sql(&snapshot)
                 .bind(&key)
-                .bind(to_i64(record.seq))
+                .bind(to_i64(values.seq))
                 .bind(&run_state)
                 .execute(&mut tx)
                 .await
@@ -135,7 +122,7 @@ impl<B: Backend> Store<B> {
         // Weighed as a load of it would weigh it (the snapshot just written, nothing to
         // replay): a drive handed the run as created (`drive_created`) snapshots when a
         // load's would, not at its first checkpoint.
-        if record.run.is_running() {
+        if values.running {
             self.weights.loaded(id, run_state.len(), 0);
         }
         let info = match options.dependencies {
@@ -144,7 +131,7 @@ impl<B: Backend> Store<B> {
             None => info_from_row(&row, now),
         }?;
         // Its first checkpoint here answers only what changed (ADR 0057).
-        self.known_row(&info, record.run.is_running());
+        self.known_row(&info, values.running);
         Ok(info)
     }
 }

@@ -24,17 +24,15 @@ impl<B: Backend> RunStore for Store<B> {
         record: &RunRecord,
         options: &CreateOptions,
     ) -> Result<RunInfo, StoreError> {
-        self.create_run(record, PreparedCreate::of(record)?, options)
-            .await
+        self.create_run(PreparedCreate::of(record)?, options).await
     }
 
     async fn create_prepared(
         &self,
-        record: &RunRecord,
         prepared: PreparedCreate,
         options: &CreateOptions,
     ) -> Result<RunInfo, StoreError> {
-        self.create_run(record, prepared, options).await
+        self.create_run(prepared, options).await
     }
 
     async fn checkpoint(
