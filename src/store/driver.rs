@@ -21,6 +21,12 @@ use crate::runtime::{
     EventStamp, Executor, RunEvent, RunId, RunState, transition_event_count, transition_events,
 };
 
+/// How many pure steps are taken between two looks at the answer of the checkpoint being
+/// written (ADR 0069): a few microseconds of steps, where the answer takes a fraction of a
+/// millisecond to come (a look is a few hundred instructions: every step, it was a tenth
+/// of a pure step's cost). An effect, the next checkpoint and the end wait for it anyway.
+const POLL_EVERY: u32 = 16;
+
 /// A run being driven under its lease.
 pub(super) struct Driver<'a, S> {
     executor: &'a Executor,
@@ -217,6 +223,8 @@ impl<'a, S: RunStore> Driver<'a, S> {
             self.options.batch_wait,
         );
         let mut batch = Batch::start(&mut run);
+        // A create in flight (`writing_first`) is sent before the first step.
+        self.poll_writing().await?;
         while run.is_running() && self.options.max_checkpoints.is_none_or(|m| done < m) {
             if self.cancel_requested {
                 self.flush(&mut run, &mut batch, &mut seq).await?;
@@ -267,9 +275,9 @@ impl<'a, S: RunStore> Driver<'a, S> {
                 self.commit(&mut run, &mut batch, &mut seq, overlap).await?;
                 attempt = 1;
                 done += 1;
-            } else {
+            } else if batch.steps() % POLL_EVERY == 0 {
                 // The answer of the checkpoint being written, if it came: a refusal or a
-                // cancel is seen at once, not at the next commit.
+                // cancel is seen within a few pure steps, not at the next commit.
                 self.poll_writing().await?;
             }
         }
