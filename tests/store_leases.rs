@@ -218,7 +218,7 @@ fn a_release_after_the_lease_lapsed_is_refused() {
 /// `running`, its owner the one named, its lease about the length asked from now; no
 /// other worker (its clock right or 5 minutes off) can claim it or lists it runnable;
 /// `drive_created` drives it as that owner without claiming it again (its attempt stays
-/// 1) to the end and lets it go. (2) A short lease taken by a create from a process whose
+/// one) to the end and lets it go. (2) A short lease taken by a create from a process whose
 /// clock is 5 minutes ahead lapses 300 ms later by the database's clock, and another
 /// worker takes the run over.
 #[test]

@@ -30,7 +30,7 @@ pub enum Target<'a> {
     Creating(
         &'a AnyStore,
         Box<RunRecord>,
-        PreparedCreate,
+        Box<PreparedCreate>,
         &'a CreateOptions,
         Checkpoints,
     ),
@@ -111,7 +111,7 @@ struct Stored<'a> {
 /// loaded back).
 enum Start<'a> {
     Stored,
-    Creating(Box<RunRecord>, PreparedCreate, &'a CreateOptions),
+    Creating(Box<RunRecord>, Box<PreparedCreate>, &'a CreateOptions),
 }
 
 /// SIGINT and SIGTERM, registered before the run starts.
@@ -231,7 +231,7 @@ async fn drive_stored(
             (Start::Creating(record, prepared, create), render) => {
                 let then = move |run: &RunState| render.map(|render| render(run));
                 drive_creating_then(
-                    executor, store, *record, prepared, create, &owner, &options, how, then,
+                    executor, store, *record, *prepared, create, &owner, &options, how, then,
                 )
                 .await
             }

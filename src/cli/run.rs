@@ -210,7 +210,7 @@ pub fn run(args: RunArgs) -> ExitCode {
         let target = Target::Creating(
             &store,
             Box::new(record),
-            prepared,
+            Box::new(prepared),
             &options,
             args.checkpoints.get(),
         );

@@ -275,7 +275,7 @@ impl<'a, S: RunStore> Driver<'a, S> {
                 self.commit(&mut run, &mut batch, &mut seq, overlap).await?;
                 attempt = 1;
                 done += 1;
-            } else if batch.steps() % POLL_EVERY == 0 {
+            } else if batch.steps().is_multiple_of(POLL_EVERY) {
                 // The answer of the checkpoint being written, if it came: a refusal or a
                 // cancel is seen within a few pure steps, not at the next commit.
                 self.poll_writing().await?;
