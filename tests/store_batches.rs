@@ -78,6 +78,30 @@ fn mixed_executor(ticks: u32, calls: Arc<AtomicU32>) -> (Executor, pactgraph::Wo
     (ex, document)
 }
 
+/// The mixed chain's executor (`ticks` ticks) whose `tick` handler first reads its run's
+/// row from `store` (as another process would) and logs what `note` makes of it (the
+/// step it runs at, the row or the error reading it), if anything.
+fn reading_executor<T: Send + 'static>(
+    ticks: u32,
+    store: &AnyStore,
+    log: &Arc<std::sync::Mutex<Vec<T>>>,
+    note: fn(u32, Result<pactgraph::store::RunInfo, StoreError>) -> Option<T>,
+) -> Executor {
+    let (reader, log) = (store.clone(), Arc::clone(log));
+    builder(graph(mixed(ticks)))
+        .node_handler("tick", move |input: pactgraph::runtime::NodeInput| {
+            let (reader, log) = (reader.clone(), Arc::clone(&log));
+            async move {
+                if let Some(noted) = note(input.step, reader.info(input.run_id).await) {
+                    log.lock().unwrap().push(noted);
+                }
+                Ok(tick_writes(&input.view, ticks))
+            }
+        })
+        .build()
+        .unwrap()
+}
+
 fn mixed_input() -> Value {
     let big: Vec<String> = (0..2_000).map(|i| format!("item-{i:05}")).collect();
     json!({"n": 0, "phase": "a", "big": big})
@@ -261,22 +285,12 @@ fn no_effect_starts_while_pure_steps_are_being_written() {
         rt.block_on(async {
             let held = open(backend).await;
             let store = held.store.clone();
-            // (the step the handler ran at, the steps the store held then)
+            // (the step the handler ran at, the steps the store held then); the reference
+            // run in memory is in no store: nothing to see.
             let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-            let (reader, log) = (store.clone(), Arc::clone(&seen));
-            let ex = builder(g.clone())
-                .node_handler("tick", move |input: pactgraph::runtime::NodeInput| {
-                    let (reader, log) = (reader.clone(), Arc::clone(&log));
-                    async move {
-                        // The reference run in memory is in no store: nothing to see.
-                        if let Ok(held) = reader.info(input.run_id).await {
-                            log.lock().unwrap().push((input.step, held.steps));
-                        }
-                        Ok(tick_writes(&input.view, TICKS))
-                    }
-                })
-                .build()
-                .unwrap();
+            let ex = reading_executor(TICKS, &store, &seen, |step, held| {
+                held.ok().map(|held| (step, held.steps))
+            });
             let mut whole = ex.start(mixed_input()).unwrap();
             ex.run_in_place(&mut whole).await;
             seen.lock().unwrap().clear();
@@ -448,20 +462,11 @@ fn a_run_created_beside_its_first_steps_is_stored_before_its_first_effect() {
         rt.block_on(async {
             let held = open(backend).await;
             let store = held.store.clone();
-            // (the run's owner as its first effect found it in the store, or the error)
+            // (the run's owner as each effect found it in the store, or the error)
             let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-            let (reader, log) = (store.clone(), Arc::clone(&seen));
-            let ex = builder(g.clone())
-                .node_handler("tick", move |input: pactgraph::runtime::NodeInput| {
-                    let (reader, log) = (reader.clone(), Arc::clone(&log));
-                    async move {
-                        let held = reader.info(input.run_id).await.map(|i| i.owner);
-                        log.lock().unwrap().push(held.map_err(|e| e.to_string()));
-                        Ok(tick_writes(&input.view, TICKS))
-                    }
-                })
-                .build()
-                .unwrap();
+            let ex = reading_executor(TICKS, &store, &seen, |_, held| {
+                Some(held.map(|i| i.owner).map_err(|e| e.to_string()))
+            });
             let mut whole = ex.start(mixed_input()).unwrap();
             ex.run_in_place(&mut whole).await;
             seen.lock().unwrap().clear();

@@ -86,17 +86,8 @@ pub async fn drive_with_then<S: RunStore, T: Send + 'static>(
     then: impl FnOnce(&RunState) -> T + Send + 'static,
 ) -> Result<(RunState, T), StoreError> {
     let lease = store.claim(id, owner, options.lease).await?;
-    let (run, made) = drive_claimed_then(
-        executor,
-        store,
-        None,
-        &lease,
-        options,
-        how,
-        None,
-        Some(then),
-    )
-    .await?;
+    let driver = Driver::new(executor, store, &lease, options, None, None);
+    let (run, made) = drive_then(driver, how, Some(then)).await?;
     Ok((
         run,
         made.expect("`then` is called when the drive ends without an error"),
@@ -240,17 +231,8 @@ async fn drive_created_inner<S: RunStore, T: Send + 'static>(
     // from 1 without asking the store (one round trip fewer, ADR 0060). Had another
     // process written some since, it would have moved the run's `seq` too, and this
     // drive's first checkpoint would be refused with them.
-    drive_claimed_then(
-        executor,
-        store,
-        Some(created),
-        &lease,
-        options,
-        how,
-        Some(0),
-        then,
-    )
-    .await
+    let driver = Driver::new(executor, store, &lease, options, Some(created), Some(0));
+    drive_then(driver, how, then).await
 }
 
 /// [`drive_with`] on a run `lease` already holds, loaded as `loaded` when given (a
@@ -265,29 +247,9 @@ pub(crate) async fn drive_claimed<S: RunStore>(
     how: Continue,
     last_event: Option<u64>,
 ) -> Result<RunState, StoreError> {
-    let none = None::<fn(&RunState)>;
-    drive_claimed_then(
-        executor, store, loaded, lease, options, how, last_event, none,
-    )
-    .await
-    .map(|(run, _)| run)
-}
-
-/// [`drive_claimed`], with `then` (when given) made of the run as it ended while its last
-/// checkpoint is written and its lease given up.
-#[allow(clippy::too_many_arguments)]
-async fn drive_claimed_then<S: RunStore, T: Send + 'static>(
-    executor: &Executor,
-    store: &S,
-    loaded: Option<StoredRun>,
-    lease: &Lease,
-    options: &DriveOptions,
-    how: Continue,
-    last_event: Option<u64>,
-    then: Option<impl FnOnce(&RunState) -> T + Send + 'static>,
-) -> Result<(RunState, Option<T>), StoreError> {
     let driver = Driver::new(executor, store, lease, options, loaded, last_event);
-    drive_then(driver, how, then).await
+    let none = None::<fn(&RunState)>;
+    drive_then(driver, how, none).await.map(|(run, _)| run)
 }
 
 /// Drives `driver`'s run as `how` says, with `then` (when given) made of the run as it
