@@ -201,13 +201,7 @@ async fn drive_stored(
         checkpoints,
         start,
     } = stored;
-    // A run this process created (or is creating) claimed is driven by the owner it was
-    // created for.
-    let owner = match &start {
-        Start::Creating(_, _, create) => create.claimed_by.as_ref().map(|(o, _)| o.clone()),
-        Start::Stored => None,
-    }
-    .unwrap_or_else(local_owner);
+    let owner = local_owner();
     let mut options = DriveOptions::default().checkpoints(checkpoints);
     let progress = !outputs.quiet && std::io::stderr().is_terminal();
     if progress {

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use crate::runtime::{Clock, Executor, RunEvents, RunRecord, document_dir};
 use crate::store::{
-    AnyStore, Continue, CreateOptions, Dependencies, DriveOptions, OnDepFailure, PreparedCreate,
-    RunStore, StoreError, local_owner,
+    AnyStore, Continue, CreateOptions, Dependencies, OnDepFailure, PreparedCreate, RunStore,
+    StoreError,
 };
 use crate::validator::{Severity, ValidGraph, Validator, check_file};
 use serde_json::{Value, json};
@@ -182,11 +182,6 @@ pub fn run(args: RunArgs) -> ExitCode {
         if let Some(ttl) = ttl {
             options = options.ttl(ttl);
         }
-        if !args.deps.detach {
-            // Created claimed by this process (a run left to workers, `--detach`, is not):
-            // no worker takes it before its drive, which does not claim it again.
-            options = options.claimed_by(local_owner(), DriveOptions::default().lease);
-        }
         match dependencies(&store, &args.deps, &record).await {
             Ok(Some(deps)) => options = options.after(deps),
             Ok(None) => {}
@@ -205,8 +200,9 @@ pub fn run(args: RunArgs) -> ExitCode {
             let _ = write_json(Ok(std::io::stdout().lock()), &printed, "\n");
             return ExitCode::SUCCESS;
         }
-        // Created while its first (pure) steps are taken, and never loaded back (a load
-        // would parse the snapshot just written; ADR 0069).
+        // Created claimed by its drive while its first (pure) steps are taken, and never
+        // loaded back (a load would parse the snapshot just written; ADR 0069). A run left
+        // to workers (`--detach`, above) is created unclaimed.
         let target = Target::Creating(
             &store,
             Box::new(record),

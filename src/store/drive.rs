@@ -70,8 +70,10 @@ pub async fn drive_with<S: RunStore>(
     options: &DriveOptions,
     how: Continue,
 ) -> Result<RunState, StoreError> {
-    let lease = store.claim(id, owner, options.lease).await?;
-    drive_claimed(executor, store, None, &lease, options, how, None).await
+    let none = None::<fn(&RunState)>;
+    drive_with_inner(executor, store, id, owner, options, how, none)
+        .await
+        .map(|(run, _)| run)
 }
 
 /// [`drive_with`], and `then` made of the run as it ended ([`drive_created_then`] says
@@ -85,13 +87,32 @@ pub async fn drive_with_then<S: RunStore, T: Send + 'static>(
     how: Continue,
     then: impl FnOnce(&RunState) -> T + Send + 'static,
 ) -> Result<(RunState, T), StoreError> {
+    drive_with_inner(executor, store, id, owner, options, how, Some(then))
+        .await
+        .map(made)
+}
+
+/// Claims run `id` for `owner` and drives it, with `then` when given.
+async fn drive_with_inner<S: RunStore, T: Send + 'static>(
+    executor: &Executor,
+    store: &S,
+    id: RunId,
+    owner: &str,
+    options: &DriveOptions,
+    how: Continue,
+    then: Option<impl FnOnce(&RunState) -> T + Send + 'static>,
+) -> Result<(RunState, Option<T>), StoreError> {
     let lease = store.claim(id, owner, options.lease).await?;
     let driver = Driver::new(executor, store, &lease, options, None, None);
-    let (run, made) = drive_then(driver, how, Some(then)).await?;
-    Ok((
+    drive_then(driver, how, then).await
+}
+
+/// The run and what `then` made of it, from a drive given a `then`.
+fn made<T>((run, made): (RunState, Option<T>)) -> (RunState, T) {
+    (
         run,
         made.expect("`then` is called when the drive ends without an error"),
-    ))
+    )
 }
 
 /// [`drive_with`] of run `created`, which this process just stored with
@@ -137,12 +158,9 @@ pub async fn drive_created_then<S: RunStore, T: Send + 'static>(
     how: Continue,
     then: impl FnOnce(&RunState) -> T + Send + 'static,
 ) -> Result<(RunState, T), StoreError> {
-    let (run, made) =
-        drive_created_inner(executor, store, created, owner, options, how, Some(then)).await?;
-    Ok((
-        run,
-        made.expect("`then` is called when the drive ends without an error"),
-    ))
+    drive_created_inner(executor, store, created, owner, options, how, Some(then))
+        .await
+        .map(made)
 }
 
 /// [`drive_created_then`] of `record`, stored as `prepared` (its [`PreparedCreate::of`])
@@ -200,11 +218,7 @@ pub async fn drive_creating_then<S: RunStore, T: Send + 'static>(
         Some(0),
     );
     driver.writing_first(Box::pin(store.create_prepared(prepared, &create)));
-    let (run, made) = drive_then(driver, how, Some(then)).await?;
-    Ok((
-        run,
-        made.expect("`then` is called when the drive ends without an error"),
-    ))
+    drive_then(driver, how, Some(then)).await.map(made)
 }
 
 async fn drive_created_inner<S: RunStore, T: Send + 'static>(
@@ -300,11 +314,15 @@ async fn end<S: RunStore>(driver: &mut Driver<'_, S>) -> Result<(), StoreError> 
     if let Err(e) = driver.written().await {
         return Err(give_up(driver, e).await);
     }
+    release(driver).await
+}
+
+/// Releases the drive's lease; one that lapsed and no one took is given up as after an
+/// interruption (a release is fenced like a checkpoint: its step may run again, and its
+/// next attempt is one more).
+async fn release<S: RunStore>(driver: &Driver<'_, S>) -> Result<(), StoreError> {
     let (store, id, owner) = (driver.store(), driver.id(), driver.owner());
     match store.release(id, owner).await {
-        // The lease lapsed after the last commit and no one took it: a release is fenced
-        // like a checkpoint, so it is given up as after an interruption (nothing was in
-        // flight: every step is committed).
         Err(StoreError::LeaseLost { holder: None, .. }) => store.interrupt(id, owner).await,
         other => other,
     }
@@ -335,10 +353,7 @@ async fn give_up<S: RunStore>(driver: &mut Driver<'_, S>, error: StoreError) -> 
         | StoreError::Interrupted {
             in_flight: true, ..
         } => store.interrupt(id, owner).await,
-        _ => match store.release(id, owner).await {
-            Err(StoreError::LeaseLost { holder: None, .. }) => store.interrupt(id, owner).await,
-            other => other,
-        },
+        _ => release(driver).await,
     };
     if let Err(e) = released {
         tracing::debug!("giving up run {id}'s lease after its drive stopped: {e}");

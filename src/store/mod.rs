@@ -212,10 +212,7 @@ impl RunInfo {
             name: options.name.clone(),
             workflow: row.workflow.clone(),
             digest: row.digest.clone(),
-            status: match row.status {
-                StoredStatus::Queued => StoredStatus::Running,
-                status => status,
-            },
+            status: row.status(options.claimed_by.is_some()),
             termination_reason: row.termination_reason,
             steps: row.steps,
             seq: row.seq,

@@ -95,6 +95,17 @@ pub(crate) struct CreatedRow {
     pub(crate) running: bool,
 }
 
+impl CreatedRow {
+    /// The status the row is created with: a run created claimed is running where it
+    /// would be queued, as a claim leaves it.
+    pub(crate) fn status(&self, claimed: bool) -> StoredStatus {
+        match self.status {
+            StoredStatus::Queued if claimed => StoredStatus::Running,
+            status => status,
+        }
+    }
+}
+
 impl PreparedCreate {
     /// The texts `record` is stored with; its document's digest checked against the
     /// record's (a record whose digest does not match is refused, [`StoreError::Corrupt`]).

@@ -60,6 +60,11 @@ impl<'a> From<&'a RecordedInput> for Input<'a> {
 fn write_head(out: &mut Text<'_>, seq: u64, run_id: &str, name: &str, at_ms: u64) {
     out.put(b"{\"seq\":");
     write_u64(out, seq);
+    write_head_after_seq(out, run_id, name, at_ms);
+}
+
+/// Appends `,"run_id":"RUN","event":"NAME","at_ms":AT`: a head after its `seq`.
+fn write_head_after_seq(out: &mut Text<'_>, run_id: &str, name: &str, at_ms: u64) {
     out.put(b",\"run_id\":\"");
     // A run id is 26 characters of Crockford base32: nothing to escape.
     out.put(run_id.as_bytes());
@@ -182,14 +187,7 @@ pub fn write_transition_events(
     // What follows a `step` event's `seq`, the same for every one of them (one run, one
     // time stamp): written once here, copied into each.
     let mut step_head = Vec::with_capacity(96);
-    write_head(
-        &mut Text::new(&mut step_head),
-        0,
-        run_id,
-        "step",
-        stamp.at_ms,
-    );
-    let step_head = &step_head[br#"{"seq":0"#.len()..];
+    write_head_after_seq(&mut Text::new(&mut step_head), run_id, "step", stamp.at_ms);
     let mut at = SameNumber::new();
     let mut out = Text::new(out);
     transition_parts(run, trace_from, checkpoint, first, |part| {
@@ -224,7 +222,7 @@ pub fn write_transition_events(
         if matches!(fields, Fields::Step { .. }) {
             out.put(b"{\"seq\":");
             write_u64(&mut out, seq);
-            out.put(step_head);
+            out.put(&step_head);
         } else {
             write_head(&mut out, seq, run_id, name, stamp.at_ms);
         }

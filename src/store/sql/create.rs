@@ -5,9 +5,7 @@ use super::Store;
 use crate::runtime::TerminationReason;
 use crate::store::db::{Backend, Begin, Conn, Tx, sql};
 use crate::store::rows::{Cols, info_from_row, is_unique_violation, to_i64};
-use crate::store::{
-    CreateOptions, PreparedCreate, RunInfo, RunStore, StoreError, StoredStatus, duration_ms,
-};
+use crate::store::{CreateOptions, PreparedCreate, RunInfo, RunStore, StoreError, duration_ms};
 
 impl<B: Backend> Store<B> {
     /// Stores the run `prepared` was made of as a new run (see
@@ -67,12 +65,8 @@ impl<B: Backend> Store<B> {
                 }
             }
         }
-        // A run created claimed is running, as a claim would leave it.
         let claimed = options.claimed_by.as_ref();
-        let status = match values.status {
-            StoredStatus::Queued if claimed.is_some() => StoredStatus::Running,
-            status => status,
-        };
+        let status = values.status(claimed.is_some());
         let mut insert = sql(create_run.unwrap_or(&self.dialect.insert_run))
             .bind(&key)
             .bind(&options.name)
