@@ -180,17 +180,74 @@ pub fn finish_stored(run: &RunState, outputs: &Outputs, rendered: Option<Vec<u8>
 /// as `shape` says): pretty JSON and a line break, or (`--stream`, `line`) one line of
 /// JSON Lines like the events before it.
 pub fn outcome_text(run: &RunState, shape: ShapeArgs, line: bool) -> Vec<u8> {
-    let printed = outcome_json(run, shape);
     let mut out = Vec::new();
-    let written = if line {
-        serde_json::to_writer(&mut out, &printed)
+    let written = if shape.full {
+        write_outcome(&mut out, &outcome_json(run, shape), line)
     } else {
-        serde_json::to_writer_pretty(&mut out, &printed)
+        // The default shape borrowed from the run: the same text as `outcome_json`'s
+        // value, without a copy of every string of the state (ADR 0070).
+        write_outcome(&mut out, &Outcome::of(run, shape), line)
     };
-    // A `Value` (string keys, finite numbers) always serializes.
-    written.expect("a JSON value serializes");
+    // String keys and finite numbers: always serializes.
+    written.expect("an outcome serializes");
     out.push(b'\n');
     out
+}
+
+/// Writes `outcome` into `out`: on one line, or pretty.
+fn write_outcome(
+    out: &mut Vec<u8>,
+    outcome: &impl Serialize,
+    line: bool,
+) -> serde_json::Result<()> {
+    if line {
+        serde_json::to_writer(out, outcome)
+    } else {
+        serde_json::to_writer_pretty(out, outcome)
+    }
+}
+
+/// [`outcome_json`]'s object when not `--full`, borrowed from the run: the same keys in
+/// the same order, so the same text.
+#[derive(Serialize)]
+struct Outcome<'a> {
+    workflow: &'a str,
+    run_id: RunId,
+    status: RunStatus,
+    termination_reason: Option<crate::runtime::TerminationReason>,
+    steps: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+    state: SlicesBut<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    question: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace: Option<Value>,
+}
+
+impl<'a> Outcome<'a> {
+    fn of(run: &'a RunState, shape: ShapeArgs) -> Self {
+        Self {
+            workflow: run.workflow(),
+            run_id: run.run_id(),
+            status: run.status(),
+            termination_reason: run.termination_reason(),
+            steps: run.steps(),
+            message: run.message(),
+            state: SlicesBut(run.state()),
+            question: run.question(),
+            trace: shape.trace.then(|| trace_json(run)),
+        }
+    }
+}
+
+/// A state's slices but `system`, as a map.
+struct SlicesBut<'a>(&'a Map<String, Value>);
+
+impl Serialize for SlicesBut<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().filter(|(k, _)| k.as_str() != SYSTEM_SLICE))
+    }
 }
 
 /// The rest of [`finish`]: `state_out` is the saved run and where it goes, if anywhere.
@@ -269,4 +326,72 @@ pub fn write_json(
     serde_json::to_writer_pretty(&mut out, value)?;
     out.write_all(end.as_bytes())?;
     out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{GraphBuilder, synth};
+    use crate::runtime::Executor;
+    use crate::validator::ValidGraph;
+
+    /// Proves `outcome_text` prints exactly `outcome_json`'s value, pretty and on one
+    /// line, in every shape (default, `--trace`, `--full`, both), for runs that completed,
+    /// stopped with a message, and paused with a question: the default shape, written
+    /// from the run without a copy of its state, keeps the keys and their order.
+    #[test]
+    fn the_outcome_text_is_the_outcome_values() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        let input = json!({"task": ["a\"b", "é\n", 1.5, {"k": [null, true]}]});
+        let mut runs = Vec::new();
+        for doc in [synth::supervisor_loop(3), synth::nested_levels(2)] {
+            let graph = GraphBuilder::from_document(doc).build().expect("compiles");
+            let ex = Executor::builder(ValidGraph::new(graph).expect("valid"))
+                .build()
+                .expect("builds");
+            let mut run = ex.start(input.clone()).expect("starts");
+            while run.is_running() {
+                rt.block_on(ex.step(&mut run));
+            }
+            runs.push(run);
+        }
+        let mut paused = runs[0].clone();
+        paused
+            .set_control(
+                RunStatus::AwaitingInput,
+                Some(crate::runtime::TerminationReason::AwaitingInput),
+                None,
+                Some("which one?".into()),
+                Some(crate::runtime::Pending::Decide {
+                    supervisor: "boss".into(),
+                }),
+            )
+            .expect("a paused run");
+        runs.push(paused);
+        let mut failed = runs[1].clone();
+        failed
+            .set_control(
+                RunStatus::Failed,
+                Some(crate::runtime::TerminationReason::NodeFailed),
+                Some("it \"failed\"".into()),
+                None,
+                None,
+            )
+            .expect("a failed run");
+        runs.push(failed);
+        for run in &runs {
+            for (full, trace) in [(false, false), (false, true), (true, false), (true, true)] {
+                let shape = ShapeArgs { full, trace };
+                let value = outcome_json(run, shape);
+                let mut pretty = serde_json::to_vec_pretty(&value).expect("serializes");
+                pretty.push(b'\n');
+                assert_eq!(outcome_text(run, shape, false), pretty, "{shape:?}");
+                let mut line = serde_json::to_vec(&value).expect("serializes");
+                line.push(b'\n');
+                assert_eq!(outcome_text(run, shape, true), line, "{shape:?}");
+            }
+        }
+    }
 }

@@ -30,7 +30,6 @@ mod testing;
 
 pub use builder::{ExecutorBuildError, ExecutorBuilder, document_dir};
 #[cfg(feature = "store")]
-pub(crate) use data::to_json_string;
 pub use data::{
     Accounting, AdvisingRun, BROADCAST_KEY, Broadcast, BroadcastKind, COST_USD, CallRecord,
     Candidates, Chain, ChainTrigger, Clock, DEFAULT_EVENT_BUFFER, DecisionTrace, DeltaPublisher,

@@ -141,9 +141,11 @@ impl PreparedCreate {
                 running: run.is_running(),
             },
             document: serde_json::to_string(&record.document).expect("a document is plain data"),
-            // Through `runtime::to_json_string`: the same text, with no out-of-line `Vec`
-            // call per piece (the state holds the run's whole input; ADR 0066).
-            run_state: crate::runtime::to_json_string(&record.run)
+            // `serde_json`'s text, the state (the run's whole input) written by hand
+            // (ADR 0070).
+            run_state: record
+                .run
+                .to_json_text()
                 .expect("a run state is plain data"),
         })
     }

@@ -18,6 +18,11 @@ use super::text_buf::Text;
 pub(crate) fn write_str(out: &mut Text<'_>, s: &str) {
     let bytes = s.as_bytes();
     out.push(b'"');
+    // An id or a word: copied and tested eight bytes at a time in one pass (ADR 0070).
+    if bytes.len() <= SHORT && out.put_words(bytes, |w| !word_needs_escape(w)) {
+        out.push(b'"');
+        return;
+    }
     let mut copied = 0;
     let mut at = 0;
     while let Some(found) = next_escape(bytes, at) {
@@ -29,6 +34,10 @@ pub(crate) fn write_str(out: &mut Text<'_>, s: &str) {
     out.put(&bytes[copied..]);
     out.push(b'"');
 }
+
+/// The longest string [`write_str`] copies a word at a time; a longer one is scanned, then
+/// copied in runs.
+const SHORT: usize = 64;
 
 /// Appends `s` as a JSON string, or `null`.
 #[inline]
@@ -42,7 +51,7 @@ pub(crate) fn write_opt_str(out: &mut Text<'_>, s: Option<&str>) {
 /// Appends `n` as a JSON number (as `serde_json` writes an integer).
 #[inline]
 pub(crate) fn write_u64(out: &mut Text<'_>, n: u64) {
-    out.put(itoa::Buffer::new().format(n).as_bytes());
+    out.put_words(itoa::Buffer::new().format(n).as_bytes(), |_| true);
 }
 
 /// Appends `value` as `serde_json` writes it (compact): strings through [`write_str`],
@@ -177,7 +186,7 @@ impl SameNumber {
             self.len = text.len();
             self.value = n;
         }
-        out.put(&self.digits[..self.len]);
+        out.put_words(&self.digits[..self.len], |_| true);
     }
 }
 

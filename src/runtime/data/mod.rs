@@ -56,7 +56,6 @@ pub use slices::{State, Writes};
 pub use status::{RunStatus, TerminationReason};
 pub use team_state::{Broadcast, BroadcastKind, MemberProgress, MemberStatus, TeamPhase, TeamRun};
 #[cfg(feature = "store")]
-pub(crate) use text_buf::to_json_string;
 pub use trace::{
     Chain, ChainTrigger, InternedItem, ItemDetail, MAX_TRACE_DEPTH, TraceItem, TraceKind,
 };
