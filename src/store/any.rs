@@ -90,19 +90,19 @@ macro_rules! exec_either {
     ($ty:ident) => {
         impl Exec for $ty<'_> {
             type Row = AnyRow;
-            async fn fetch_all(&mut self, sql: &Sql<'_>) -> Result<Vec<AnyRow>, sqlx::Error> {
+            async fn fetch_all(&mut self, sql: Sql<'_>) -> Result<Vec<AnyRow>, sqlx::Error> {
                 Ok(match self {
                     $ty::Sqlite(c) => c.fetch_all(sql).await?.into_iter().map(AnyRow::Sqlite).collect(),
                     $ty::Postgres(c) => c.fetch_all(sql).await?.into_iter().map(AnyRow::Postgres).collect(),
                 })
             }
-            async fn fetch_optional(&mut self, sql: &Sql<'_>) -> Result<Option<AnyRow>, sqlx::Error> {
+            async fn fetch_optional(&mut self, sql: Sql<'_>) -> Result<Option<AnyRow>, sqlx::Error> {
                 Ok(match self {
                     $ty::Sqlite(c) => c.fetch_optional(sql).await?.map(AnyRow::Sqlite),
                     $ty::Postgres(c) => c.fetch_optional(sql).await?.map(AnyRow::Postgres),
                 })
             }
-            async fn execute(&mut self, sql: &Sql<'_>) -> Result<u64, sqlx::Error> {
+            async fn execute(&mut self, sql: Sql<'_>) -> Result<u64, sqlx::Error> {
                 either!(self, $ty, c => c.execute(sql).await)
             }
         }

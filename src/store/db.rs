@@ -113,24 +113,24 @@ impl<'a> Sql<'a> {
 
     /// Runs it on `on`: every row.
     pub async fn fetch_all<E: Exec>(self, on: &mut E) -> Result<Vec<E::Row>, sqlx::Error> {
-        on.fetch_all(&self).await
+        on.fetch_all(self).await
     }
 
     /// Runs it on `on`: the first row, if any.
     pub async fn fetch_optional<E: Exec>(self, on: &mut E) -> Result<Option<E::Row>, sqlx::Error> {
-        on.fetch_optional(&self).await
+        on.fetch_optional(self).await
     }
 
     /// Runs it on `on`: its one row (`RowNotFound` if none).
     pub async fn fetch_one<E: Exec>(self, on: &mut E) -> Result<E::Row, sqlx::Error> {
-        on.fetch_optional(&self)
+        on.fetch_optional(self)
             .await?
             .ok_or(sqlx::Error::RowNotFound)
     }
 
     /// Runs it on `on`: how many rows it changed.
     pub async fn execute<E: Exec>(self, on: &mut E) -> Result<u64, sqlx::Error> {
-        on.execute(&self).await
+        on.execute(self).await
     }
 }
 
@@ -141,15 +141,15 @@ pub trait Exec: Send {
     /// Every row of `sql`.
     fn fetch_all(
         &mut self,
-        sql: &Sql<'_>,
+        sql: Sql<'_>,
     ) -> impl Future<Output = Result<Vec<Self::Row>, sqlx::Error>> + Send;
     /// The first row of `sql`, if any.
     fn fetch_optional(
         &mut self,
-        sql: &Sql<'_>,
+        sql: Sql<'_>,
     ) -> impl Future<Output = Result<Option<Self::Row>, sqlx::Error>> + Send;
     /// Runs `sql`; how many rows it changed.
-    fn execute(&mut self, sql: &Sql<'_>) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+    fn execute(&mut self, sql: Sql<'_>) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
 }
 
 /// A sqlx connection type statements run on (SQLite's or PostgreSQL's).
@@ -159,15 +159,15 @@ pub trait Raw: Send {
     /// Every row of `sql`.
     fn fetch_all(
         &mut self,
-        sql: &Sql<'_>,
+        sql: Sql<'_>,
     ) -> impl Future<Output = Result<Vec<Self::Row>, sqlx::Error>> + Send;
     /// The first row of `sql`, if any.
     fn fetch_optional(
         &mut self,
-        sql: &Sql<'_>,
+        sql: Sql<'_>,
     ) -> impl Future<Output = Result<Option<Self::Row>, sqlx::Error>> + Send;
     /// Runs `sql`; how many rows it changed.
-    fn execute(&mut self, sql: &Sql<'_>) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+    fn execute(&mut self, sql: Sql<'_>) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
 }
 
 /// `Raw` for a sqlx connection type: binds each [`Arg`] with its sqlx type (`TEXT`,
@@ -176,13 +176,13 @@ macro_rules! raw {
     ($db:ty, $conn:ty, $row:ty) => {
         impl Raw for $conn {
             type Row = $row;
-            async fn fetch_all(&mut self, sql: &Sql<'_>) -> Result<Vec<$row>, sqlx::Error> {
+            async fn fetch_all(&mut self, sql: Sql<'_>) -> Result<Vec<$row>, sqlx::Error> {
                 query::<$db>(sql).fetch_all(self).await
             }
-            async fn fetch_optional(&mut self, sql: &Sql<'_>) -> Result<Option<$row>, sqlx::Error> {
+            async fn fetch_optional(&mut self, sql: Sql<'_>) -> Result<Option<$row>, sqlx::Error> {
                 query::<$db>(sql).fetch_optional(self).await
             }
-            async fn execute(&mut self, sql: &Sql<'_>) -> Result<u64, sqlx::Error> {
+            async fn execute(&mut self, sql: Sql<'_>) -> Result<u64, sqlx::Error> {
                 Ok(query::<$db>(sql).execute(self).await?.rows_affected())
             }
         }
@@ -195,28 +195,31 @@ raw!(
 );
 raw!(sqlx::Postgres, sqlx::PgConnection, sqlx::postgres::PgRow);
 
-/// The sqlx query for `sql` on database `DB`, its values bound.
-fn query<'q, DB>(sql: &'q Sql<'_>) -> sqlx::query::Query<'q, DB, DB::Arguments<'q>>
+/// The sqlx query for `sql` on database `DB`, its values bound: an owned text moved into
+/// it (a large one, a run's state, is not copied when the query is sent; ADR 0070).
+fn query<'q, DB>(sql: Sql<'q>) -> sqlx::query::Query<'q, DB, DB::Arguments<'q>>
 where
     DB: sqlx::Database,
     Option<&'q str>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     bool: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     &'q [u8]: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
     let mut q = sqlx::query::<DB>(sql.text);
-    for arg in &sql.args {
+    for arg in sql.args {
         q = match arg {
-            Arg::Text(t) => q.bind(t.as_deref()),
-            Arg::Int(i) => q.bind(*i),
-            Arg::Bool(b) => q.bind(*b),
-            Arg::Bytes(b) => q.bind(*b),
+            Arg::Text(Some(Cow::Owned(t))) => q.bind(Some(t)),
+            Arg::Text(Some(Cow::Borrowed(t))) => q.bind(Some(t)),
+            Arg::Text(None) => q.bind(None::<&str>),
+            Arg::Int(i) => q.bind(i),
+            Arg::Bool(b) => q.bind(b),
+            Arg::Bytes(b) => q.bind(b),
         };
     }
     q
 }
 
-/// A held connection or a transaction runs statements on the connection it holds.
 impl<T> Exec for T
 where
     T: DerefMut + Send,
@@ -225,17 +228,17 @@ where
     type Row = <T::Target as Raw>::Row;
     fn fetch_all(
         &mut self,
-        sql: &Sql<'_>,
+        sql: Sql<'_>,
     ) -> impl Future<Output = Result<Vec<Self::Row>, sqlx::Error>> + Send {
         (**self).fetch_all(sql)
     }
     fn fetch_optional(
         &mut self,
-        sql: &Sql<'_>,
+        sql: Sql<'_>,
     ) -> impl Future<Output = Result<Option<Self::Row>, sqlx::Error>> + Send {
         (**self).fetch_optional(sql)
     }
-    fn execute(&mut self, sql: &Sql<'_>) -> impl Future<Output = Result<u64, sqlx::Error>> + Send {
+    fn execute(&mut self, sql: Sql<'_>) -> impl Future<Output = Result<u64, sqlx::Error>> + Send {
         (**self).execute(sql)
     }
 }

@@ -121,15 +121,15 @@ impl Tx for PgTx<'_> {
 
 impl Exec for Conn<'_> {
     type Row = PgRow;
-    async fn fetch_all(&mut self, sql: &Sql<'_>) -> Result<Vec<PgRow>, sqlx::Error> {
+    async fn fetch_all(&mut self, sql: Sql<'_>) -> Result<Vec<PgRow>, sqlx::Error> {
         let watch = self.watch;
         watch.check(self.raw().fetch_all(sql).await)
     }
-    async fn fetch_optional(&mut self, sql: &Sql<'_>) -> Result<Option<PgRow>, sqlx::Error> {
+    async fn fetch_optional(&mut self, sql: Sql<'_>) -> Result<Option<PgRow>, sqlx::Error> {
         let watch = self.watch;
         watch.check(self.raw().fetch_optional(sql).await)
     }
-    async fn execute(&mut self, sql: &Sql<'_>) -> Result<u64, sqlx::Error> {
+    async fn execute(&mut self, sql: Sql<'_>) -> Result<u64, sqlx::Error> {
         let watch = self.watch;
         watch.check(self.raw().execute(sql).await)
     }
@@ -137,14 +137,14 @@ impl Exec for Conn<'_> {
 
 impl Exec for PgTx<'_> {
     type Row = PgRow;
-    async fn fetch_all(&mut self, sql: &Sql<'_>) -> Result<Vec<PgRow>, sqlx::Error> {
+    async fn fetch_all(&mut self, sql: Sql<'_>) -> Result<Vec<PgRow>, sqlx::Error> {
         self.watch.check(Raw::fetch_all(&mut *self.tx, sql).await)
     }
-    async fn fetch_optional(&mut self, sql: &Sql<'_>) -> Result<Option<PgRow>, sqlx::Error> {
+    async fn fetch_optional(&mut self, sql: Sql<'_>) -> Result<Option<PgRow>, sqlx::Error> {
         self.watch
             .check(Raw::fetch_optional(&mut *self.tx, sql).await)
     }
-    async fn execute(&mut self, sql: &Sql<'_>) -> Result<u64, sqlx::Error> {
+    async fn execute(&mut self, sql: Sql<'_>) -> Result<u64, sqlx::Error> {
         self.watch.check(Raw::execute(&mut *self.tx, sql).await)
     }
 }

@@ -86,14 +86,22 @@ impl<B: Backend> Store<B> {
             .bind(claimed.map(|(owner, _)| owner.as_str()))
             .bind(claimed.map(|(_, lease)| to_i64(duration_ms(*lease))))
             .bind(self.bound_now());
-        if create_run.is_some() {
-            insert = insert.bind(&document).bind(&run_state);
+        // The state (the run's whole input) is moved into the statement that writes it,
+        // not copied (ADR 0070).
+        let state_len = run_state.len();
+        let (run_state, snapshot_state) = if create_run.is_some() {
+            (Some(run_state), None)
+        } else {
+            (None, Some(run_state))
+        };
+        if let Some(run_state) = run_state {
+            insert = insert.bind(&document).bind(run_state);
         }
         let row = match insert.fetch_one(&mut tx).await {
             Err(e) if is_unique_violation(&e) => return Err(StoreError::Exists { run_id: id }),
             other => other.map_err(&db)?,
         };
-        if create_run.is_none() {
+        if let Some(run_state) = snapshot_state {
             // Delivered to listening workers when the run is committed, told by the
             // snapshot's insert (one round trip for both, `Dialect::notifying`).
             let snapshot = self
@@ -102,7 +110,7 @@ impl<B: Backend> Store<B> {
             sql(&snapshot)
                 .bind(&key)
                 .bind(to_i64(values.seq))
-                .bind(&run_state)
+                .bind(run_state)
                 .execute(&mut tx)
                 .await
                 .map_err(&db)?;
@@ -117,7 +125,7 @@ impl<B: Backend> Store<B> {
         // replay): a drive handed the run as created (`drive_created`) snapshots when a
         // load's would, not at its first checkpoint.
         if values.running {
-            self.weights.loaded(id, run_state.len(), 0);
+            self.weights.loaded(id, state_len, 0);
         }
         let info = match options.dependencies {
             // Its dependencies changed the row the insert returned (`waiting`).
