@@ -29,7 +29,6 @@ mod step_counts;
 mod testing;
 
 pub use builder::{ExecutorBuildError, ExecutorBuilder, document_dir};
-#[cfg(feature = "store")]
 pub use data::{
     Accounting, AdvisingRun, BROADCAST_KEY, Broadcast, BroadcastKind, COST_USD, CallRecord,
     Candidates, Chain, ChainTrigger, Clock, DEFAULT_EVENT_BUFFER, DecisionTrace, DeltaPublisher,

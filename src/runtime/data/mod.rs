@@ -55,7 +55,6 @@ pub use session::{Session, ToolCaller};
 pub use slices::{State, Writes};
 pub use status::{RunStatus, TerminationReason};
 pub use team_state::{Broadcast, BroadcastKind, MemberProgress, MemberStatus, TeamPhase, TeamRun};
-#[cfg(feature = "store")]
 pub use trace::{
     Chain, ChainTrigger, InternedItem, ItemDetail, MAX_TRACE_DEPTH, TraceItem, TraceKind,
 };

@@ -250,8 +250,10 @@ fn unless_empty<S: SerializeStruct, T: Serialize>(
 }
 
 /// The fields of one [`Part`] of a run state, as an object of their own.
+#[cfg(any(feature = "store", test))]
 struct PartOf<'a>(&'a RunState, Part);
 
+#[cfg(any(feature = "store", test))]
 impl Serialize for PartOf<'_> {
     fn serialize<Ser: Serializer>(&self, serializer: Ser) -> Result<Ser::Ok, Ser::Error> {
         let mut s = serializer.serialize_struct("RunState", FIELDS)?;
