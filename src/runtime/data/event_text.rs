@@ -14,15 +14,18 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::candidates::Candidates;
 use super::changes::{RecordedInput, SliceChange};
 use super::events::{EventKind, EventStamp, Part, RunEvent, transition_parts};
 use super::json_text::{SameNumber, write_opt_str, write_serde, write_str, write_u64, write_value};
 use super::run_state::RunState;
+use super::status::TerminationReason;
 use super::text_buf::Text;
-use super::trace::{ItemOut, UsageOut};
+use super::trace::{ItemOut, TraceKind, UsageOut};
 
-/// The fields of an event after its envelope, and the closing brace.
-enum Fields<'a> {
+/// The fields of an event after its envelope, and the closing brace: borrowed for `'a`, a
+/// `step` event's item for `'i` (the run's trace, borrowed longer than one event's parts).
+enum Fields<'a, 'i> {
     /// `run_started`'s, its input borrowed.
     Started {
         workflow: &'a str,
@@ -32,7 +35,7 @@ enum Fields<'a> {
     /// A `step` event's, its item borrowed.
     Step {
         index: usize,
-        item: ItemOut<'a>,
+        item: ItemOut<'i>,
         writes: Option<&'a Value>,
         changes: &'a [SliceChange],
     },
@@ -74,10 +77,10 @@ fn write_head_after_seq(out: &mut Text<'_>, run_id: &str, name: &str, at_ms: u64
     write_u64(out, at_ms);
 }
 
-impl Fields<'_> {
+impl<'i> Fields<'_, 'i> {
     /// Appends the fields (each preceded by its comma) and the event's closing brace; an
-    /// item's time stamp through `at` (the last one written kept).
-    fn write(&self, out: &mut Text<'_>, at: &mut SameNumber) {
+    /// item's time stamp and middle through `seen` (what the texts before it repeat).
+    fn write(&self, out: &mut Text<'_>, seen: &mut Seen<'i>) {
         match self {
             Self::Started {
                 workflow,
@@ -108,7 +111,7 @@ impl Fields<'_> {
                 out.put(b",\"index\":");
                 write_u64(out, *index as u64);
                 out.put(b",\"item\":");
-                item.write_json(out, at);
+                item.write_json(out, seen);
                 if let Some(writes) = writes {
                     out.put(b",\"writes\":");
                     write_value(out, writes);
@@ -138,7 +141,7 @@ fn write_kind_fields(out: &mut Text<'_>, kind: &EventKind) {
     out.cut(start, head);
 }
 
-impl<'a> Fields<'a> {
+impl<'a> Fields<'a, 'a> {
     /// The fields of `kind`.
     fn of(kind: &'a EventKind) -> Self {
         match kind {
@@ -188,7 +191,7 @@ pub fn write_transition_events(
     // time stamp): written once here, copied into each.
     let mut step_head = Vec::with_capacity(96);
     write_head_after_seq(&mut Text::new(&mut step_head), run_id, "step", stamp.at_ms);
-    let mut at = SameNumber::new();
+    let mut seen = Seen::chunk();
     let mut out = Text::new(out);
     transition_parts(run, trace_from, checkpoint, first, |part| {
         if seq > first {
@@ -226,20 +229,49 @@ pub fn write_transition_events(
         } else {
             write_head(&mut out, seq, run_id, name, stamp.at_ms);
         }
-        fields.write(&mut out, &mut at);
+        fields.write(&mut out, &mut seen);
         seq += 1;
     });
     (seq > first).then(|| (first, seq - 1))
 }
 
-impl ItemOut<'_> {
+impl<'a> ItemOut<'a> {
     /// Appends the item's JSON text: `serde_json`'s bytes for it (its `Serialize`), the ids
     /// copied in runs, numbers through `itoa`.
-    pub(super) fn write_json(&self, out: &mut Text<'_>, at: &mut SameNumber) {
+    pub(super) fn write_json(&self, out: &mut Text<'_>, seen: &mut Seen<'a>) {
         out.put(b"{\"step\":");
         write_u64(out, u64::from(self.step));
         out.put(b",\"depth\":");
         write_u64(out, u64::from(self.depth));
+        match &mut seen.middles {
+            Some(middles) => middles.write(out, self),
+            None => self.write_middle(out),
+        }
+        out.put(b",\"at_ms\":");
+        seen.at.write(out, self.at_ms);
+        out.put(b",\"duration_us\":");
+        write_u64(out, self.duration_us);
+        self.usage.write_field(out);
+        if let Some(chain) = self.chain {
+            out.put(b",\"chain\":");
+            write_serde(out, chain);
+        }
+        if let Some(call) = self.model_call {
+            out.put(b",\"model_call\":");
+            write_serde(out, call);
+        }
+        if let Some(call) = self.tool_call {
+            out.put(b",\"tool_call\":");
+            write_serde(out, call);
+        }
+        out.push(b'}');
+    }
+}
+
+impl<'a> ItemOut<'a> {
+    /// Appends the item's middle: its fields from `supervisor` to its candidates, the ids
+    /// and names a loop's items repeat (ADR 0070).
+    fn write_middle(&self, out: &mut Text<'_>) {
         out.put(b",\"supervisor\":");
         write_opt_str(out, self.supervisor);
         out.put(b",\"subgraph\":");
@@ -267,24 +299,112 @@ impl ItemOut<'_> {
             }
             out.push(b']');
         }
-        out.put(b",\"at_ms\":");
-        at.write(out, self.at_ms);
-        out.put(b",\"duration_us\":");
-        write_u64(out, self.duration_us);
-        self.usage.write_field(out);
-        if let Some(chain) = self.chain {
-            out.put(b",\"chain\":");
-            write_serde(out, chain);
+    }
+
+    /// What decides the item's middle text: its kind, termination reason, and its ids and
+    /// candidates' list, borrowed.
+    fn middle_key(&self) -> MiddleKey<'a> {
+        MiddleKey {
+            kind: self.kind,
+            termination_reason: self.termination_reason,
+            ids: [
+                self.supervisor,
+                self.subgraph,
+                self.source,
+                self.target,
+                self.reason,
+            ],
+            candidates: self.candidates,
         }
-        if let Some(call) = self.model_call {
-            out.put(b",\"model_call\":");
-            write_serde(out, call);
+    }
+}
+
+/// See [`ItemOut::middle_key`]. Two keys are the same when their ids and lists are the
+/// same memory, address and length: borrowed for `'a`, that memory holds the same bytes
+/// (the trace's name table holds each id once), so the same middle text.
+#[derive(Clone, Copy)]
+struct MiddleKey<'a> {
+    kind: TraceKind,
+    termination_reason: Option<TerminationReason>,
+    ids: [Option<&'a str>; 5],
+    candidates: &'a Candidates,
+}
+
+impl PartialEq for MiddleKey<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        let same = |a: Option<&str>, b: Option<&str>| match (a, b) {
+            (Some(a), Some(b)) => std::ptr::eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        self.kind == other.kind
+            && self.termination_reason == other.termination_reason
+            && self.ids.iter().zip(&other.ids).all(|(a, b)| same(*a, *b))
+            && std::ptr::eq::<[Arc<str>]>(&**self.candidates, &**other.candidates)
+    }
+}
+
+/// How many distinct middles a chunk's writer keeps: a loop's items cycle through a few
+/// (a decision, a dispatch, a return).
+const MIDDLES: usize = 4;
+
+/// The last [`MIDDLES`] distinct item middles written into one checkpoint's chunk, by
+/// key: a middle seen again is copied, not written again (ADR 0070).
+struct Middles<'a> {
+    kept: Vec<(MiddleKey<'a>, Vec<u8>)>,
+    /// The entry the next new middle replaces once [`MIDDLES`] are kept.
+    next: usize,
+}
+
+impl<'a> Middles<'a> {
+    /// Appends `item`'s middle: copied when kept, else written, then kept.
+    fn write(&mut self, out: &mut Text<'_>, item: &ItemOut<'a>) {
+        let key = item.middle_key();
+        if let Some((_, text)) = self.kept.iter().find(|(k, _)| *k == key) {
+            out.put(text);
+            return;
         }
-        if let Some(call) = self.tool_call {
-            out.put(b",\"tool_call\":");
-            write_serde(out, call);
+        let mut text = match self.kept.len() {
+            n if n < MIDDLES => Vec::with_capacity(192),
+            _ => std::mem::take(&mut self.kept[self.next].1),
+        };
+        text.clear();
+        item.write_middle(&mut Text::new(&mut text));
+        out.put(&text);
+        if self.kept.len() < MIDDLES {
+            self.kept.push((key, text));
+        } else {
+            self.kept[self.next] = (key, text);
+            self.next = (self.next + 1) % MIDDLES;
         }
-        out.push(b'}');
+    }
+}
+
+/// What texts written one after the other repeat: the last time stamp written, and, in a
+/// checkpoint's chunk, the last items' middles.
+pub(super) struct Seen<'a> {
+    pub(super) at: SameNumber,
+    middles: Option<Middles<'a>>,
+}
+
+impl Seen<'_> {
+    /// For one event's text: nothing kept but the time stamp.
+    pub(super) fn once() -> Self {
+        Self {
+            at: SameNumber::new(),
+            middles: None,
+        }
+    }
+
+    /// For a checkpoint's chunk: middles kept too.
+    pub(super) fn chunk() -> Self {
+        Self {
+            at: SameNumber::new(),
+            middles: Some(Middles {
+                kept: Vec::new(),
+                next: 0,
+            }),
+        }
     }
 }
 
@@ -327,7 +447,7 @@ impl RunEvent {
             self.kind.name(),
             self.at_ms,
         );
-        Fields::of(&self.kind).write(out, &mut SameNumber::new());
+        Fields::of(&self.kind).write(out, &mut Seen::once());
         if self.dropped > 0 {
             out.pop();
             out.put(b",\"dropped\":");

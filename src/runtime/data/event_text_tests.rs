@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::write_transition_events;
-use super::{SameNumber, Text};
+use super::{Seen, Text};
 use crate::runtime::data::events::{EventKind, EventStamp, RunEvent, transition_events};
 use crate::runtime::{
     CallRecord, Candidates, Chain, ChainTrigger, DecisionTrace, RunId, SliceChange,
@@ -161,10 +161,10 @@ proptest! {
         for (item, interned) in items.iter().zip(trace.iter()) {
             let expected = serde_json::to_vec(item).expect("an item");
             let mut out = Vec::new();
-            item.out(|n| n, &item.candidates).write_json(&mut Text::new(&mut out), &mut SameNumber::new());
+            item.out(|n| n, &item.candidates).write_json(&mut Text::new(&mut out), &mut Seen::once());
             prop_assert_eq!(&out, &expected);
             out.clear();
-            interned.out().write_json(&mut Text::new(&mut out), &mut SameNumber::new());
+            interned.out().write_json(&mut Text::new(&mut out), &mut Seen::once());
             prop_assert_eq!(&out, &expected);
         }
         let changes: Vec<SliceChange> = change
@@ -299,4 +299,32 @@ fn an_input_recorded_as_text_reads_back() {
         deep = json!([deep]);
     }
     assert_eq!(text(&deep).to_value(), None);
+}
+
+proptest! {
+    /// For all sequences of items drawn from a pool of up to seven distinct ones (more than
+    /// the middles a chunk keeps: evictions, and a middle written again after its
+    /// eviction), written one after the other with one chunk's `Seen` (each middle seen
+    /// again copied), every item's text is exactly `serde_json`'s: read through the
+    /// trace's name table (one id, one address) and as plain data (an id cloned from the
+    /// pool shares its address; equal ids at other addresses are written, not copied).
+    #[test]
+    fn items_written_in_a_row_are_serde_jsons(
+        pool in prop::collection::vec(item(), 1..8),
+        picks in prop::collection::vec(any::<prop::sample::Index>(), 1..40),
+    ) {
+        let items: Vec<TraceItem> = picks.iter().map(|i| pool[i.index(pool.len())].clone()).collect();
+        let trace = DecisionTrace::from(items.clone());
+        let mut interned_seen = Seen::chunk();
+        let mut plain_seen = Seen::chunk();
+        for (item, interned) in items.iter().zip(trace.iter()) {
+            let expected = serde_json::to_vec(item).expect("an item");
+            let mut out = Vec::new();
+            interned.out().write_json(&mut Text::new(&mut out), &mut interned_seen);
+            prop_assert_eq!(&out, &expected);
+            out.clear();
+            item.out(|n| n, &item.candidates).write_json(&mut Text::new(&mut out), &mut plain_seen);
+            prop_assert_eq!(&out, &expected);
+        }
+    }
 }
