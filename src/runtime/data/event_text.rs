@@ -10,11 +10,11 @@
 //! copied, no count changed), the run id encoded once, the input of `run_started`
 //! borrowed.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::candidates::Candidates;
 use super::changes::{RecordedInput, SliceChange};
 use super::events::{EventKind, EventStamp, Part, RunEvent, transition_parts};
 use super::json_text::{SameNumber, write_opt_str, write_serde, write_str, write_u64, write_value};
@@ -301,47 +301,37 @@ impl<'a> ItemOut<'a> {
         }
     }
 
-    /// What decides the item's middle text: its kind, termination reason, and its ids and
-    /// candidates' list, borrowed.
+    /// What decides the item's middle text: its kind, termination reason, and where its
+    /// ids and candidates' list are, borrowed.
     fn middle_key(&self) -> MiddleKey<'a> {
+        let at = |s: Option<&str>| s.map_or((0, 0), |s| (s.as_ptr() as usize, s.len()));
         MiddleKey {
             kind: self.kind,
             termination_reason: self.termination_reason,
-            ids: [
-                self.supervisor,
-                self.subgraph,
-                self.source,
-                self.target,
-                self.reason,
+            at: [
+                at(self.supervisor),
+                at(self.subgraph),
+                at(self.source),
+                at(self.target),
+                at(self.reason),
+                (self.candidates.as_ptr() as usize, self.candidates.len()),
             ],
-            candidates: self.candidates,
+            borrowed: PhantomData,
         }
     }
 }
 
-/// See [`ItemOut::middle_key`]. Two keys are the same when their ids and lists are the
-/// same memory, address and length: borrowed for `'a`, that memory holds the same bytes
-/// (the trace's name table holds each id once), so the same middle text.
-#[derive(Clone, Copy)]
+/// See [`ItemOut::middle_key`]: the address and length of each id (supervisor, subgraph,
+/// source, target, reason; `(0, 0)` when absent, as no text is at address 0) and of the
+/// candidates' list. Two keys are the same when those are: borrowed for `'a`, the same
+/// memory holds the same bytes (the trace's name table holds each id once and cannot
+/// change while borrowed), so the same middle text.
+#[derive(Clone, Copy, PartialEq, Eq)]
 struct MiddleKey<'a> {
     kind: TraceKind,
     termination_reason: Option<TerminationReason>,
-    ids: [Option<&'a str>; 5],
-    candidates: &'a Candidates,
-}
-
-impl PartialEq for MiddleKey<'_> {
-    fn eq(&self, other: &Self) -> bool {
-        let same = |a: Option<&str>, b: Option<&str>| match (a, b) {
-            (Some(a), Some(b)) => std::ptr::eq(a, b),
-            (None, None) => true,
-            _ => false,
-        };
-        self.kind == other.kind
-            && self.termination_reason == other.termination_reason
-            && self.ids.iter().zip(&other.ids).all(|(a, b)| same(*a, *b))
-            && std::ptr::eq::<[Arc<str>]>(&**self.candidates, &**other.candidates)
-    }
+    at: [(usize, usize); 6],
+    borrowed: PhantomData<&'a str>,
 }
 
 /// How many distinct middles a chunk's writer keeps: a loop's items cycle through a few
