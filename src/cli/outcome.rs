@@ -84,29 +84,8 @@ pub fn outcome_json(run: &RunState, shape: ShapeArgs) -> Value {
         }
         return full;
     }
-    let mut out = Map::with_capacity(9);
-    out.insert("workflow".into(), json!(run.workflow()));
-    out.insert("run_id".into(), json!(run.run_id()));
-    out.insert("status".into(), json!(run.status()));
-    out.insert("termination_reason".into(), json!(run.termination_reason()));
-    out.insert("steps".into(), json!(run.steps()));
-    if let Some(m) = run.message() {
-        out.insert("message".into(), json!(m));
-    }
-    let state: Map<String, Value> = run
-        .state()
-        .iter()
-        .filter(|(k, _)| k.as_str() != SYSTEM_SLICE)
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    out.insert("state".into(), Value::Object(state));
-    if let Some(q) = run.question() {
-        out.insert("question".into(), json!(q));
-    }
-    if shape.trace {
-        out.insert("trace".into(), trace_json(run));
-    }
-    Value::Object(out)
+    // The default shape is `Outcome`'s (what `outcome_text` prints borrowed), as a value.
+    serde_json::to_value(Outcome::of(run, shape)).expect("an outcome is plain data")
 }
 
 /// What `run` prints when a signal interrupted a stored run: `{workflow, run_id, status:
@@ -207,8 +186,8 @@ fn write_outcome(
     }
 }
 
-/// [`outcome_json`]'s object when not `--full`, borrowed from the run: the same keys in
-/// the same order, so the same text.
+/// The outcome's object when not `--full` (see [`outcome_json`]), borrowed from the run:
+/// printed from it without a copy of its state (ADR 0070).
 #[derive(Serialize)]
 struct Outcome<'a> {
     workflow: &'a str,

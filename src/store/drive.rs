@@ -70,10 +70,9 @@ pub async fn drive_with<S: RunStore>(
     options: &DriveOptions,
     how: Continue,
 ) -> Result<RunState, StoreError> {
-    let none = None::<fn(&RunState)>;
-    drive_with_inner(executor, store, id, owner, options, how, none)
+    drive_with_inner(executor, store, id, owner, options, how, NO_THEN)
         .await
-        .map(|(run, _)| run)
+        .map(unmade)
 }
 
 /// [`drive_with`], and `then` made of the run as it ended ([`drive_created_then`] says
@@ -107,6 +106,14 @@ async fn drive_with_inner<S: RunStore, T: Send + 'static>(
     drive_then(driver, how, then).await
 }
 
+/// The `then` of a drive given none.
+const NO_THEN: Option<fn(&RunState)> = None;
+
+/// The run, from a drive given no `then` ([`NO_THEN`]).
+fn unmade((run, _): (RunState, Option<()>)) -> RunState {
+    run
+}
+
 /// The run and what `then` made of it, from a drive given a `then`.
 fn made<T>((run, made): (RunState, Option<T>)) -> (RunState, T) {
     (
@@ -132,10 +139,9 @@ pub async fn drive_created<S: RunStore>(
     options: &DriveOptions,
     how: Continue,
 ) -> Result<RunState, StoreError> {
-    let none = None::<fn(&RunState)>;
-    drive_created_inner(executor, store, created, owner, options, how, none)
+    drive_created_inner(executor, store, created, owner, options, how, NO_THEN)
         .await
-        .map(|(run, _)| run)
+        .map(unmade)
 }
 
 /// [`drive_created`], and `then` made of the run as it ended, as the drive gives it back:
@@ -262,8 +268,7 @@ pub(crate) async fn drive_claimed<S: RunStore>(
     last_event: Option<u64>,
 ) -> Result<RunState, StoreError> {
     let driver = Driver::new(executor, store, lease, options, loaded, last_event);
-    let none = None::<fn(&RunState)>;
-    drive_then(driver, how, none).await.map(|(run, _)| run)
+    drive_then(driver, how, NO_THEN).await.map(unmade)
 }
 
 /// Drives `driver`'s run as `how` says, with `then` (when given) made of the run as it

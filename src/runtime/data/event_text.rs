@@ -266,9 +266,7 @@ impl<'a> ItemOut<'a> {
         }
         out.push(b'}');
     }
-}
 
-impl<'a> ItemOut<'a> {
     /// Appends the item's middle: its fields from `supervisor` to its candidates, the ids
     /// and names a loop's items repeat (ADR 0070).
     fn write_middle(&self, out: &mut Text<'_>) {
@@ -354,19 +352,18 @@ impl<'a> Middles<'a> {
             out.put(text);
             return;
         }
-        let mut text = match self.kept.len() {
-            n if n < MIDDLES => Vec::with_capacity(192),
-            _ => std::mem::take(&mut self.kept[self.next].1),
+        let text = if self.kept.len() < MIDDLES {
+            self.kept.push((key, Vec::with_capacity(192)));
+            &mut self.kept.last_mut().expect("just pushed").1
+        } else {
+            let slot = &mut self.kept[self.next];
+            self.next = (self.next + 1) % MIDDLES;
+            slot.0 = key;
+            &mut slot.1
         };
         text.clear();
-        item.write_middle(&mut Text::new(&mut text));
-        out.put(&text);
-        if self.kept.len() < MIDDLES {
-            self.kept.push((key, text));
-        } else {
-            self.kept[self.next] = (key, text);
-            self.next = (self.next + 1) % MIDDLES;
-        }
+        item.write_middle(&mut Text::new(text));
+        out.put(text);
     }
 }
 

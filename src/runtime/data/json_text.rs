@@ -6,7 +6,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::text_buf::Text;
+use super::text_buf::{Text, short_word};
 
 /// Appends `s` as a JSON string: quoted, and escaped exactly as `serde_json` escapes it
 /// (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, and `\u00XX` in lowercase hex for the other
@@ -157,9 +157,7 @@ fn next_escape(bytes: &[u8], from: usize) -> Option<usize> {
     // The last bytes (fewer than eight) as one word padded with spaces (which need no
     // escape): one word test for an id of a few bytes, not a test a byte.
     let tail = words.remainder();
-    let mut padded = [b' '; 8];
-    padded[..tail.len()].copy_from_slice(tail);
-    if !word_needs_escape(u64::from_ne_bytes(padded)) {
+    if tail.is_empty() || !word_needs_escape(short_word(tail)) {
         return None;
     }
     tail.iter()

@@ -160,10 +160,11 @@ impl<'a> Text<'a> {
 /// The longest piece [`Text::put_words`] takes.
 pub(crate) const WORDS_MAX: usize = 256;
 
-/// `tail` (one to seven bytes) as a word, the lanes past it spaces: four, two and one
-/// bytes moved as `tail`'s length has them, no loop (which would become a `memcpy` call).
+/// `tail` (one to seven bytes) as a word, the lanes past it spaces (which no JSON text
+/// escapes): four, two and one bytes moved as `tail`'s length has them, no loop (which
+/// would become a `memcpy` call).
 #[inline(always)]
-fn short_word(tail: &[u8]) -> u64 {
+pub(crate) fn short_word(tail: &[u8]) -> u64 {
     let n = tail.len();
     let mut word = [b' '; 8];
     let mut k = 0;
