@@ -16,7 +16,7 @@ use pactgraph::store::{
 };
 use serde_json::{Value, json};
 use support::runtime::{builder, graph, rt};
-use support::stores::{Backend, admin, backends, open, open_clocked};
+use support::stores::{backends, count_snapshot_writes, open, open_clocked, snapshot_writes};
 
 const LEASE: Duration = Duration::from_secs(60);
 
@@ -372,58 +372,6 @@ fn trace_growth_alone_takes_no_snapshot() {
             assert!(use_.step_bytes < use_.snapshot_bytes / 4, "{use_:?}");
             assert_eq!(store.load(id).await.unwrap().record.run, run);
         });
-    }
-}
-
-/// Counts the snapshots written to the store at `url` (on `backend`) from now on: a
-/// trigger on the `snapshots` table adds each insert and its bytes to a row of
-/// `snapshot_writes` (read by [`snapshot_writes`]).
-async fn count_snapshot_writes(backend: Backend, url: &str) {
-    match backend {
-        Backend::Sqlite => {
-            use sqlx::Connection;
-            let mut c = sqlx::SqliteConnection::connect(url)
-                .await
-                .expect("connects");
-            sqlx::raw_sql(
-                "CREATE TABLE snapshot_writes (n INTEGER NOT NULL, bytes INTEGER NOT NULL); \
-                 INSERT INTO snapshot_writes VALUES (0, 0); \
-                 CREATE TRIGGER snapshot_written AFTER INSERT ON snapshots BEGIN \
-                   UPDATE snapshot_writes SET n = n + 1, bytes = bytes + length(NEW.run_state); \
-                 END;",
-            )
-            .execute(&mut c)
-            .await
-            .expect("adds the counting trigger");
-        }
-        Backend::Postgres => admin(
-            url,
-            "CREATE TABLE snapshot_writes (n BIGINT NOT NULL, bytes BIGINT NOT NULL); \
-             INSERT INTO snapshot_writes VALUES (0, 0); \
-             CREATE FUNCTION snapshot_written() RETURNS trigger LANGUAGE plpgsql AS $$ \
-               BEGIN UPDATE snapshot_writes SET n = n + 1, \
-                 bytes = bytes + length(NEW.run_state); RETURN NULL; END $$; \
-             CREATE TRIGGER snapshot_written AFTER INSERT ON snapshots \
-               FOR EACH ROW EXECUTE FUNCTION snapshot_written();",
-        ),
-    }
-}
-
-/// The snapshots written since [`count_snapshot_writes`]: how many, and their bytes.
-async fn snapshot_writes(backend: Backend, url: &str) -> (i64, i64) {
-    use sqlx::Connection;
-    let q = "SELECT n, bytes FROM snapshot_writes";
-    match backend {
-        Backend::Sqlite => {
-            let mut c = sqlx::SqliteConnection::connect(url)
-                .await
-                .expect("connects");
-            sqlx::query_as(q).fetch_one(&mut c).await.expect("reads")
-        }
-        Backend::Postgres => {
-            let mut c = sqlx::PgConnection::connect(url).await.expect("connects");
-            sqlx::query_as(q).fetch_one(&mut c).await.expect("reads")
-        }
     }
 }
 

@@ -344,26 +344,30 @@ impl<'a, S: RunStore> Driver<'a, S> {
         seq: &mut u64,
         overlap: bool,
     ) -> Result<(), StoreError> {
-        self.written().await?;
+        // Prepared (and, when left writing, packed) before the checkpoint before it is
+        // waited for (ADR 0071): what it carries depends on the run alone, and the wait
+        // (the create of a run created beside its first steps, or a slow write) is spent
+        // on it. It is still written after that one's answer, one at a time, in order.
         let delta = batch.delta(run);
         let (prepared, publish) = self.prepare(Checkpoint::new(*seq + 1, &delta, run)).await?;
         run.events_made();
         *seq += 1;
         *batch = Batch::start(run);
         if !overlap {
+            self.written().await?;
             return self.write_now(prepared, publish).await.map(drop);
         }
         // Its events are packed on a thread of the runtime's blocking pool, beside the
-        // next steps, then written.
+        // next steps (started now: a task runs without being polled), then written.
+        let packing = tokio::task::spawn_blocking(move || {
+            let mut prepared = prepared;
+            prepared.pack_events();
+            prepared
+        });
+        self.written().await?;
         let (store, run_id) = (self.store, self.id);
         let answer: Answer<'a> = Box::pin(async move {
-            let prepared = tokio::task::spawn_blocking(move || {
-                let mut prepared = prepared;
-                prepared.pack_events();
-                prepared
-            })
-            .await
-            .map_err(|e| StoreError::CannotContinue {
+            let prepared = packing.await.map_err(|e| StoreError::CannotContinue {
                 run_id,
                 reason: format!("packing the events of a checkpoint: {e}"),
             })?;

@@ -23,9 +23,8 @@ pub struct PreparedCheckpoint {
     pub(crate) next_attempt: u32,
     /// The new document's text and digest.
     pub(crate) document: Option<(String, String)>,
-    /// The delta's JSON text, and its weight without its trace items (ADR 0049).
+    /// The delta's JSON text (weighed when prepared: ADR 0049, 0071).
     pub(crate) delta: String,
-    pub(crate) delta_weight: usize,
     pub(crate) snapshot: Option<String>,
     /// The events' texts, one a line (UTF-8), until [`PreparedCheckpoint::pack_events`]
     /// packs them (as every checkpoint of this format writes them): then a packed chunk.

@@ -15,6 +15,28 @@ impl<B: Backend> Store<B> {
         prepared: PreparedCreate,
         options: &CreateOptions,
     ) -> Result<RunInfo, StoreError> {
+        // Weighed as a load of it would weigh it (the snapshot just written, nothing to
+        // replay): a drive handed the run as created (`drive_created`) snapshots when a
+        // load's would, not at its first checkpoint. Before the first await (ADR 0071):
+        // a run created beside its first steps prepares its first checkpoint while the
+        // create is in flight; a create that fails forgets it.
+        let id = prepared.id;
+        if prepared.row.running {
+            self.weights.loaded(id, prepared.run_state.len(), 0);
+        }
+        let created = self.create_inner(prepared, options).await;
+        if created.is_err() {
+            self.weights.forget(id);
+        }
+        created
+    }
+
+    /// [`Store::create_run`] but the run's weights.
+    async fn create_inner(
+        &self,
+        prepared: PreparedCreate,
+        options: &CreateOptions,
+    ) -> Result<RunInfo, StoreError> {
         let PreparedCreate {
             id,
             document,
@@ -88,7 +110,6 @@ impl<B: Backend> Store<B> {
             .bind(self.bound_now());
         // The state (the run's whole input) is moved into the statement that writes it,
         // not copied (ADR 0070).
-        let state_len = run_state.len();
         let (run_state, snapshot_state) = if create_run.is_some() {
             (Some(run_state), None)
         } else {
@@ -121,12 +142,6 @@ impl<B: Backend> Store<B> {
         tx.commit().await.map_err(&db)?;
         // The connection goes back before the next statement takes one.
         drop(c);
-        // Weighed as a load of it would weigh it (the snapshot just written, nothing to
-        // replay): a drive handed the run as created (`drive_created`) snapshots when a
-        // load's would, not at its first checkpoint.
-        if values.running {
-            self.weights.loaded(id, state_len, 0);
-        }
         let info = match options.dependencies {
             // Its dependencies changed the row the insert returned (`waiting`).
             Some(_) => self.info(id).await,

@@ -59,10 +59,16 @@ impl<B: Backend> RunStore for Store<B> {
         mut prepared: PreparedCheckpoint,
     ) -> Result<RunInfo, StoreError> {
         prepared.pack_events();
-        self.ride_out("checkpoint", |tried| {
-            self.checkpoint_once(&prepared, tried > 0)
-        })
-        .await
+        let written = self
+            .ride_out("checkpoint", |tried| {
+                self.checkpoint_once(&prepared, tried > 0)
+            })
+            .await;
+        if written.is_err() {
+            // Weighed as prepared (see `prepare`): its next load weighs the run again.
+            self.weights.forget(prepared.id);
+        }
+        written
     }
 
     async fn load(&self, id: RunId) -> Result<StoredRun, StoreError> {
@@ -344,6 +350,11 @@ impl<B: Backend> Store<B> {
             .then(|| to_json_and_trace_bytes(run));
         // A snapshot is weighed whole, trace included (`Weights::weigh`, ADR 0049).
         let snapshot = snapshot.map(|(text, _)| text);
+        // Weighed as it is prepared, not when its answer comes (ADR 0071): a drive
+        // prepares its checkpoints in the order it writes them, the next one sometimes
+        // before this one's answer; a write that fails forgets the run's weights.
+        self.weights
+            .weigh(id, running, delta_weight, snapshot.as_deref());
         let document = document.map(|(doc, digest)| {
             let text = serde_json::to_string(doc).expect("a document is plain data");
             (text, digest.to_string())
@@ -379,7 +390,6 @@ impl<B: Backend> Store<B> {
             next_attempt,
             document,
             delta,
-            delta_weight,
             snapshot,
             events: event_texts,
             packed: false,
@@ -409,7 +419,6 @@ impl<B: Backend> Store<B> {
             next_attempt,
             ref document,
             ref delta,
-            delta_weight,
             ref snapshot,
             events: ref event_texts,
             packed,
@@ -485,8 +494,6 @@ impl<B: Backend> Store<B> {
                 return Err(self.refusal(id, owner, seq, now).await);
             }
         };
-        self.weights
-            .weigh(id, running, delta_weight, snapshot.as_deref());
         // Not running any more, runs waiting on this one may be runnable now: the
         // checkpoint statement told the listening workers (`Dialect::checkpoint`).
         let info = match known {
