@@ -515,8 +515,10 @@ pub trait RunStore: Send + Sync {
 
     /// The second half of [`RunStore::checkpoint`]: writes `prepared`, fenced, in one
     /// transaction, riding out a transient fault as `checkpoint` does. Checkpoints of one
-    /// run are written one at a time, in order: each is prepared after the one before it
-    /// was written (its answer decides how the next is written). Cancel safety: dropping
+    /// run are prepared and written in order, written one at a time; one may be prepared
+    /// before the one before it is answered (ADR 0071: a checkpoint is weighed for the
+    /// snapshot rule when prepared; the answer decides only how the next is written, which
+    /// the write reads). A write that fails forgets the run's weights. Cancel safety: dropping
     /// the future leaves the checkpoint written or not (the store refuses the next
     /// checkpoint of a run whose last did not land: its `seq` does not follow).
     fn write_checkpoint(
