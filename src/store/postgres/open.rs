@@ -108,7 +108,10 @@ async fn probe(
     clock: &Clock,
 ) -> Result<Option<Probe>, StoreError> {
     let sent = clock.now_ms();
-    let rows = sqlx::query(&format!(
+    // Nothing bound: sent as a simple query, parsed, planned and run in one round trip
+    // (a prepared statement's `Parse` is a round trip of its own, ~1 ms on a new
+    // backend's cold catalog caches; ADR 0071). Its values come back as text.
+    let rows = sqlx::raw_sql(&format!(
         "SELECT version, checksum, success, {} AS now_ms, NULL AS channel \
          FROM _sqlx_migrations \
          UNION ALL SELECT NULL, NULL, NULL, {}, {} ORDER BY version NULLS LAST",
