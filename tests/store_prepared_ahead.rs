@@ -1,6 +1,8 @@
-//! A checkpoint is prepared before the checkpoint in flight is answered (ADR 0071): what
-//! it carries depends on the run alone, and the wait for the one before (the create of a
-//! run created beside its first steps, or a slow write) is spent making it. Both stores.
+//! What ADR 0071 changed about a drive's checkpoints, on both stores: a checkpoint is
+//! prepared before the checkpoint in flight is answered (what it carries depends on the run
+//! alone, and the wait for the one before, the create of a run created beside its first
+//! steps or a slow write, is spent making it); the checkpoint that stops a run gives its
+//! lease up in the same statement where the store can (PostgreSQL), with no release after.
 #![cfg(feature = "store")]
 
 mod support;
@@ -13,7 +15,7 @@ use pactgraph::store::{
 };
 use serde_json::json;
 use support::runtime::{builder, graph, rt, ticker};
-use support::stores::{backends, count_snapshot_writes, open, snapshot_writes};
+use support::stores::{Backend, admin, backends, count_snapshot_writes, open, snapshot_writes};
 
 /// Proves: checkpoints prepared while the run's create is in flight weigh the run as the
 /// store will have it. A run created beside its first steps (`drive_creating_then`), in
@@ -107,5 +109,112 @@ fn checkpoints_prepared_while_the_create_is_in_flight_weigh_the_created_run() {
                 both - created_first
             );
         });
+    }
+}
+
+/// Counts, on the store at `url`, the updates of a run row that take its owner away: as a
+/// release does (`seq` unchanged) and as a checkpoint does (`seq` one more).
+async fn count_lets_go(backend: Backend, url: &str) {
+    match backend {
+        Backend::Sqlite => {
+            use sqlx::Connection;
+            let mut c = sqlx::SqliteConnection::connect(url)
+                .await
+                .expect("connects");
+            sqlx::raw_sql(
+                "CREATE TABLE lets_go (released INTEGER NOT NULL, with_checkpoint INTEGER NOT NULL); \
+                 INSERT INTO lets_go VALUES (0, 0); \
+                 CREATE TRIGGER let_go AFTER UPDATE ON runs \
+                   WHEN OLD.owner IS NOT NULL AND NEW.owner IS NULL BEGIN \
+                   UPDATE lets_go SET released = released + (NEW.seq = OLD.seq), \
+                     with_checkpoint = with_checkpoint + (NEW.seq = OLD.seq + 1); \
+                 END;",
+            )
+            .execute(&mut c)
+            .await
+            .expect("adds the counting trigger");
+        }
+        Backend::Postgres => admin(
+            url,
+            "CREATE TABLE lets_go (released BIGINT NOT NULL, with_checkpoint BIGINT NOT NULL); \
+             INSERT INTO lets_go VALUES (0, 0); \
+             CREATE FUNCTION let_go() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+               IF OLD.owner IS NOT NULL AND NEW.owner IS NULL THEN \
+                 UPDATE lets_go SET \
+                   released = released + CASE WHEN NEW.seq = OLD.seq THEN 1 ELSE 0 END, \
+                   with_checkpoint = with_checkpoint \
+                     + CASE WHEN NEW.seq = OLD.seq + 1 THEN 1 ELSE 0 END; \
+               END IF; RETURN NULL; END $$; \
+             CREATE TRIGGER let_go AFTER UPDATE ON runs \
+               FOR EACH ROW EXECUTE FUNCTION let_go();",
+        ),
+    }
+}
+
+/// What [`count_lets_go`] counted: (by a release, with a checkpoint).
+async fn lets_go(backend: Backend, url: &str) -> (i64, i64) {
+    use sqlx::Connection;
+    let q = "SELECT released, with_checkpoint FROM lets_go";
+    match backend {
+        Backend::Sqlite => {
+            let mut c = sqlx::SqliteConnection::connect(url)
+                .await
+                .expect("connects");
+            sqlx::query_as(q).fetch_one(&mut c).await.expect("reads")
+        }
+        Backend::Postgres => {
+            let mut c = sqlx::PgConnection::connect(url).await.expect("connects");
+            sqlx::query_as(q).fetch_one(&mut c).await.expect("reads")
+        }
+    }
+}
+
+/// Proves: a drive whose run stops (here it ends) gives its lease up with the run's last
+/// checkpoint on PostgreSQL (one update of the run row takes the owner away and advances
+/// its `seq`; no release after it), and with a release after that checkpoint on SQLite
+/// (whose checkpoint is a trigger of its schema); both leave the run without an owner or a
+/// lease, ended as the run in memory, at effects and with `--checkpoints steps`.
+#[test]
+fn the_checkpoint_that_stops_a_run_gives_its_lease_up_where_the_store_can() {
+    const STEPS: u32 = 40;
+    let g = graph(ticker(STEPS));
+    let document = g.to_document();
+    let ex = builder(g).build().expect("builds");
+    let rt = rt();
+    let mut whole = ex.start(json!({})).expect("starts");
+    rt.block_on(ex.run_in_place(&mut whole));
+    for backend in backends() {
+        for options in [
+            DriveOptions::default(),
+            DriveOptions::default().checkpoints(pactgraph::store::Checkpoints::Steps),
+        ] {
+            rt.block_on(async {
+                let held = open(backend).await;
+                let store = held.store.clone();
+                count_lets_go(backend, &held.url).await;
+                let record = RunRecord::new(document.clone(), ex.start(json!({})).unwrap());
+                let id = record.run_id;
+                store
+                    .create(&record, &CreateOptions::default())
+                    .await
+                    .expect("creates");
+                let run = drive(&ex, &store, id, "a", &options).await.expect("drives");
+                assert_eq!(run.state(), whole.state(), "{backend}");
+                let info = store.info(id).await.unwrap();
+                assert!(info.status.is_ended(), "{backend}: {info:?}");
+                assert_eq!(info.owner, None, "{backend}: let go");
+                assert_eq!(info.lease_expires_ms, None, "{backend}: let go");
+                assert_eq!(store.load(id).await.unwrap().record.run, run);
+                let counted = lets_go(backend, &held.url).await;
+                let expected = match backend {
+                    Backend::Postgres => (0, 1),
+                    Backend::Sqlite => (1, 0),
+                };
+                assert_eq!(
+                    counted, expected,
+                    "{backend}: (released, let go with a checkpoint) after {options:?}"
+                );
+            });
+        }
     }
 }

@@ -151,7 +151,9 @@ fn postgres_checkpoint(snapshot: bool, returning: &str) -> String {
            termination_reason = $5, updated_ms = COALESCE($6::BIGINT, {POSTGRES_NOW}), \
            {sets}\
            attempt_key = CASE WHEN $8 THEN $9 ELSE attempt_key END, \
-           attempt = CASE WHEN $8 THEN $10 ELSE attempt END \
+           attempt = CASE WHEN $8 THEN $10 ELSE attempt END, \
+           owner = CASE WHEN $19::BOOLEAN THEN NULL ELSE owner END, \
+           lease_expires_ms = CASE WHEN $19::BOOLEAN THEN NULL ELSE lease_expires_ms END \
          WHERE id = $1 AND seq = $2 - 1 AND owner = $7 \
            AND lease_expires_ms > COALESCE($6::BIGINT, {POSTGRES_NOW}) RETURNING {returning}), \
          {writes}, \

@@ -313,11 +313,15 @@ async fn drive_then<S: RunStore, T: Send + 'static>(
 }
 
 /// Waits for the last checkpoint, if it is still being written, then releases the lease
-/// of a drive whose steps ended without an error. A last checkpoint that fails stops the
+/// of a drive whose steps ended without an error, unless that checkpoint gave it up (a run
+/// that stopped running, on PostgreSQL: ADR 0071). A last checkpoint that fails stops the
 /// drive as any failed store call does ([`give_up`]).
 async fn end<S: RunStore>(driver: &mut Driver<'_, S>) -> Result<(), StoreError> {
     if let Err(e) = driver.written().await {
         return Err(give_up(driver, e).await);
+    }
+    if driver.let_go() {
+        return Ok(());
     }
     release(driver).await
 }

@@ -50,6 +50,9 @@ pub(super) struct Driver<'a, S> {
     writing: Option<Writing<'a>>,
     /// A cancel was asked (the last checkpoint's answer said so).
     cancel_requested: bool,
+    /// The last checkpoint's answer shows no owner: it gave the lease up with the run's
+    /// stop (`Checkpoint::let_go`, ADR 0071), so the drive's end releases nothing.
+    let_go: bool,
 }
 
 /// A checkpoint being written: the store's answer to come, and the events its steps made,
@@ -114,6 +117,7 @@ impl<'a, S: RunStore> Driver<'a, S> {
             event_seq: AtomicU64::new(0),
             writing: None,
             cancel_requested: false,
+            let_go: false,
         }
     }
 
@@ -141,6 +145,11 @@ impl<'a, S: RunStore> Driver<'a, S> {
     /// The lease's owner.
     pub(super) fn owner(&self) -> &'a str {
         self.owner
+    }
+
+    /// Whether the last checkpoint written gave the lease up (ADR 0071).
+    pub(super) fn let_go(&self) -> bool {
+        self.let_go
     }
 
     /// Steps the run to its end, a pause or a stop, and returns it. Its last checkpoint
@@ -330,6 +339,7 @@ impl<'a, S: RunStore> Driver<'a, S> {
     /// A checkpoint committed: its answer read, its events published.
     fn committed(&mut self, info: &RunInfo, publish: Option<Vec<RunEvent>>) {
         self.cancel_requested = info.cancel_requested;
+        self.let_go = info.owner.is_none();
         if let (Some(events), Some(bus)) = (publish, self.executor.events()) {
             bus.publish_owned(events);
         }
@@ -349,7 +359,15 @@ impl<'a, S: RunStore> Driver<'a, S> {
         // (the create of a run created beside its first steps, or a slow write) is spent
         // on it. It is still written after that one's answer, one at a time, in order.
         let delta = batch.delta(run);
-        let (prepared, publish) = self.prepare(Checkpoint::new(*seq + 1, &delta, run)).await?;
+        // A run that stopped running is let go with its last checkpoint where the store
+        // can (ADR 0071): every way out of the drive's loop ends the drive.
+        let checkpoint = Checkpoint::new(*seq + 1, &delta, run);
+        let checkpoint = if run.is_running() {
+            checkpoint
+        } else {
+            checkpoint.letting_go()
+        };
+        let (prepared, publish) = self.prepare(checkpoint).await?;
         run.events_made();
         *seq += 1;
         *batch = Batch::start(run);

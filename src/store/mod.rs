@@ -435,6 +435,10 @@ pub struct Checkpoint<'a> {
     /// them gives it; without one the store numbers them on from the run's last kept
     /// event, at its own clock's time.
     pub events: Option<EventStamp>,
+    /// A checkpoint of a run that stopped running (paused or ended) also gives the lease
+    /// up, where the store does both in one statement (PostgreSQL; ADR 0071): the answer
+    /// then shows no owner, and no `release` is needed. Elsewhere it is ignored.
+    pub let_go: bool,
 }
 
 impl<'a> Checkpoint<'a> {
@@ -447,6 +451,7 @@ impl<'a> Checkpoint<'a> {
             next_attempt: 1,
             document: None,
             events: None,
+            let_go: false,
         }
     }
 
@@ -460,6 +465,13 @@ impl<'a> Checkpoint<'a> {
     /// plus one).
     pub fn next_attempt(mut self, n: u32) -> Self {
         self.next_attempt = n.max(1);
+        self
+    }
+
+    /// Gives the lease up with the checkpoint if the run stopped running (see
+    /// [`Checkpoint::let_go`]).
+    pub fn letting_go(mut self) -> Self {
+        self.let_go = true;
         self
     }
 

@@ -19,6 +19,9 @@ pub struct PreparedCheckpoint {
     pub(crate) status: StoredStatus,
     pub(crate) termination_reason: Option<TerminationReason>,
     pub(crate) running: bool,
+    /// Gives the lease up in the same statement (a run that stopped running, where the
+    /// backend can: [`super::Checkpoint::let_go`]).
+    pub(crate) let_go: bool,
     pub(crate) next_key: String,
     pub(crate) next_attempt: u32,
     /// The new document's text and digest.

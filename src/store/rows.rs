@@ -135,13 +135,16 @@ pub(crate) fn info_after(
 ) -> Result<RunInfo, StoreError> {
     let db = StoreError::db("reading the run row", Some(known.id));
     let lease_expires_ms = row.opt_int("lease_expires_ms").map_err(&db)?.map(to_u64);
+    // A checkpoint is fenced on a current lease: it leaves none only when it gave the
+    // lease up with the checkpoint (`Checkpoint::let_go`), and the owner with it.
+    let owner = lease_expires_ms.map(|_| written.owner);
     Ok(RunInfo {
-        status: shown_status(written.status, Some(written.owner), lease_expires_ms, now),
+        status: shown_status(written.status, owner, lease_expires_ms, now),
         termination_reason: written.termination_reason,
         steps: written.steps,
         seq: written.seq,
         updated_ms: to_u64(row.int("updated_ms").map_err(&db)?),
-        owner: Some(written.owner.to_string()),
+        owner: owner.map(str::to_string),
         lease_expires_ms,
         attempt_key: row.opt_text("attempt_key").map_err(&db)?,
         attempt: u32::try_from(row.int("attempt").map_err(&db)?).unwrap_or(1),

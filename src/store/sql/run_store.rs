@@ -320,6 +320,7 @@ impl<B: Backend> Store<B> {
             next_attempt,
             document,
             events,
+            let_go,
         } = checkpoint;
         let trace_from = delta.trace_from;
         let now = self.now();
@@ -386,6 +387,7 @@ impl<B: Backend> Store<B> {
             status,
             termination_reason: run.termination_reason(),
             running,
+            let_go: let_go && !running,
             next_key,
             next_attempt,
             document,
@@ -415,6 +417,7 @@ impl<B: Backend> Store<B> {
             status,
             termination_reason,
             running,
+            let_go,
             ref next_key,
             next_attempt,
             ref document,
@@ -463,9 +466,11 @@ impl<B: Backend> Store<B> {
             .bind(event_texts.as_slice())
             .bind(to_i64(first_event))
             .bind(to_i64(last_event));
-        // PostgreSQL's names the events channel as bound, read once at the open (ADR 0067).
+        // PostgreSQL's names the events channel as bound, read once at the open (ADR 0067),
+        // and gives the lease up with the checkpoint that stops the run when asked (ADR
+        // 0071: no release after it).
         let query = match self.events_channel() {
-            Some(channel) => query.bind(channel),
+            Some(channel) => query.bind(channel).bind(let_go),
             None => query,
         };
         // Every row read, not the first: SQLite commits the statement's implicit
