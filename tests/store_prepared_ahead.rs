@@ -15,7 +15,9 @@ use pactgraph::store::{
 };
 use serde_json::json;
 use support::runtime::{builder, graph, rt, ticker};
-use support::stores::{Backend, admin, backends, count_snapshot_writes, open, snapshot_writes};
+use support::stores::{
+    Backend, add_counter, backends, count_snapshot_writes, open, snapshot_writes, two_counts,
+};
 
 /// Proves: checkpoints prepared while the run's create is in flight weigh the run as the
 /// store will have it. A run created beside its first steps (`drive_creating_then`), in
@@ -115,58 +117,39 @@ fn checkpoints_prepared_while_the_create_is_in_flight_weigh_the_created_run() {
 /// Counts, on the store at `url`, the updates of a run row that take its owner away: as a
 /// release does (`seq` unchanged) and as a checkpoint does (`seq` one more).
 async fn count_lets_go(backend: Backend, url: &str) {
-    match backend {
-        Backend::Sqlite => {
-            use sqlx::Connection;
-            let mut c = sqlx::SqliteConnection::connect(url)
-                .await
-                .expect("connects");
-            sqlx::raw_sql(
-                "CREATE TABLE lets_go (released INTEGER NOT NULL, with_checkpoint INTEGER NOT NULL); \
-                 INSERT INTO lets_go VALUES (0, 0); \
-                 CREATE TRIGGER let_go AFTER UPDATE ON runs \
-                   WHEN OLD.owner IS NOT NULL AND NEW.owner IS NULL BEGIN \
-                   UPDATE lets_go SET released = released + (NEW.seq = OLD.seq), \
-                     with_checkpoint = with_checkpoint + (NEW.seq = OLD.seq + 1); \
-                 END;",
-            )
-            .execute(&mut c)
-            .await
-            .expect("adds the counting trigger");
-        }
-        Backend::Postgres => admin(
-            url,
-            "CREATE TABLE lets_go (released BIGINT NOT NULL, with_checkpoint BIGINT NOT NULL); \
-             INSERT INTO lets_go VALUES (0, 0); \
-             CREATE FUNCTION let_go() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
-               IF OLD.owner IS NOT NULL AND NEW.owner IS NULL THEN \
-                 UPDATE lets_go SET \
-                   released = released + CASE WHEN NEW.seq = OLD.seq THEN 1 ELSE 0 END, \
-                   with_checkpoint = with_checkpoint \
-                     + CASE WHEN NEW.seq = OLD.seq + 1 THEN 1 ELSE 0 END; \
-               END IF; RETURN NULL; END $$; \
-             CREATE TRIGGER let_go AFTER UPDATE ON runs \
-               FOR EACH ROW EXECUTE FUNCTION let_go();",
-        ),
-    }
+    add_counter(
+        backend,
+        url,
+        "CREATE TABLE lets_go (released INTEGER NOT NULL, with_checkpoint INTEGER NOT NULL); \
+         INSERT INTO lets_go VALUES (0, 0); \
+         CREATE TRIGGER let_go AFTER UPDATE ON runs \
+           WHEN OLD.owner IS NOT NULL AND NEW.owner IS NULL BEGIN \
+           UPDATE lets_go SET released = released + (NEW.seq = OLD.seq), \
+             with_checkpoint = with_checkpoint + (NEW.seq = OLD.seq + 1); \
+         END;",
+        "CREATE TABLE lets_go (released BIGINT NOT NULL, with_checkpoint BIGINT NOT NULL); \
+         INSERT INTO lets_go VALUES (0, 0); \
+         CREATE FUNCTION let_go() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+           IF OLD.owner IS NOT NULL AND NEW.owner IS NULL THEN \
+             UPDATE lets_go SET \
+               released = released + CASE WHEN NEW.seq = OLD.seq THEN 1 ELSE 0 END, \
+               with_checkpoint = with_checkpoint \
+                 + CASE WHEN NEW.seq = OLD.seq + 1 THEN 1 ELSE 0 END; \
+           END IF; RETURN NULL; END $$; \
+         CREATE TRIGGER let_go AFTER UPDATE ON runs \
+           FOR EACH ROW EXECUTE FUNCTION let_go();",
+    )
+    .await;
 }
 
 /// What [`count_lets_go`] counted: (by a release, with a checkpoint).
 async fn lets_go(backend: Backend, url: &str) -> (i64, i64) {
-    use sqlx::Connection;
-    let q = "SELECT released, with_checkpoint FROM lets_go";
-    match backend {
-        Backend::Sqlite => {
-            let mut c = sqlx::SqliteConnection::connect(url)
-                .await
-                .expect("connects");
-            sqlx::query_as(q).fetch_one(&mut c).await.expect("reads")
-        }
-        Backend::Postgres => {
-            let mut c = sqlx::PgConnection::connect(url).await.expect("connects");
-            sqlx::query_as(q).fetch_one(&mut c).await.expect("reads")
-        }
-    }
+    two_counts(
+        backend,
+        url,
+        "SELECT released, with_checkpoint FROM lets_go",
+    )
+    .await
 }
 
 /// Proves: a drive whose run stops (here it ends) gives its lease up with the run's last

@@ -253,38 +253,50 @@ pub fn unpack_chunks(db: &std::path::Path) -> usize {
 /// trigger on the `snapshots` table adds each insert and its bytes to a row of
 /// `snapshot_writes` (read by [`snapshot_writes`]).
 pub async fn count_snapshot_writes(backend: Backend, url: &str) {
+    add_counter(
+        backend,
+        url,
+        "CREATE TABLE snapshot_writes (n INTEGER NOT NULL, bytes INTEGER NOT NULL); \
+         INSERT INTO snapshot_writes VALUES (0, 0); \
+         CREATE TRIGGER snapshot_written AFTER INSERT ON snapshots BEGIN \
+           UPDATE snapshot_writes SET n = n + 1, bytes = bytes + length(NEW.run_state); \
+         END;",
+        "CREATE TABLE snapshot_writes (n BIGINT NOT NULL, bytes BIGINT NOT NULL); \
+         INSERT INTO snapshot_writes VALUES (0, 0); \
+         CREATE FUNCTION snapshot_written() RETURNS trigger LANGUAGE plpgsql AS $$ \
+           BEGIN UPDATE snapshot_writes SET n = n + 1, \
+             bytes = bytes + length(NEW.run_state); RETURN NULL; END $$; \
+         CREATE TRIGGER snapshot_written AFTER INSERT ON snapshots \
+           FOR EACH ROW EXECUTE FUNCTION snapshot_written();",
+    )
+    .await;
+}
+
+/// Runs the statements that add a counting trigger to the store at `url`: `sqlite`'s on
+/// SQLite, `postgres`'s on PostgreSQL (read back with [`two_counts`]).
+pub async fn add_counter(backend: Backend, url: &str, sqlite: &str, postgres: &str) {
     match backend {
         Backend::Sqlite => {
             let mut c = sqlx::SqliteConnection::connect(url)
                 .await
                 .expect("connects");
-            sqlx::raw_sql(
-                "CREATE TABLE snapshot_writes (n INTEGER NOT NULL, bytes INTEGER NOT NULL); \
-                 INSERT INTO snapshot_writes VALUES (0, 0); \
-                 CREATE TRIGGER snapshot_written AFTER INSERT ON snapshots BEGIN \
-                   UPDATE snapshot_writes SET n = n + 1, bytes = bytes + length(NEW.run_state); \
-                 END;",
-            )
-            .execute(&mut c)
-            .await
-            .expect("adds the counting trigger");
+            sqlx::raw_sql(sqlite)
+                .execute(&mut c)
+                .await
+                .expect("adds the counting trigger");
         }
-        Backend::Postgres => admin(
-            url,
-            "CREATE TABLE snapshot_writes (n BIGINT NOT NULL, bytes BIGINT NOT NULL); \
-             INSERT INTO snapshot_writes VALUES (0, 0); \
-             CREATE FUNCTION snapshot_written() RETURNS trigger LANGUAGE plpgsql AS $$ \
-               BEGIN UPDATE snapshot_writes SET n = n + 1, \
-                 bytes = bytes + length(NEW.run_state); RETURN NULL; END $$; \
-             CREATE TRIGGER snapshot_written AFTER INSERT ON snapshots \
-               FOR EACH ROW EXECUTE FUNCTION snapshot_written();",
-        ),
+        Backend::Postgres => admin(url, postgres),
     }
 }
 
 /// The snapshots written since [`count_snapshot_writes`]: how many, and their bytes.
 pub async fn snapshot_writes(backend: Backend, url: &str) -> (i64, i64) {
-    let q = "SELECT n, bytes FROM snapshot_writes";
+    two_counts(backend, url, "SELECT n, bytes FROM snapshot_writes").await
+}
+
+/// The one row of two integers query `q` reads on the store at `url` (on `backend`):
+/// what a counting trigger added up.
+pub async fn two_counts(backend: Backend, url: &str, q: &str) -> (i64, i64) {
     match backend {
         Backend::Sqlite => {
             let mut c = sqlx::SqliteConnection::connect(url)
