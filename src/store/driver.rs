@@ -360,13 +360,9 @@ impl<'a, S: RunStore> Driver<'a, S> {
         // on it. It is still written after that one's answer, one at a time, in order.
         let delta = batch.delta(run);
         // A run that stopped running is let go with its last checkpoint where the store
-        // can (ADR 0071): every way out of the drive's loop ends the drive.
-        let checkpoint = Checkpoint::new(*seq + 1, &delta, run);
-        let checkpoint = if run.is_running() {
-            checkpoint
-        } else {
-            checkpoint.letting_go()
-        };
+        // can (ADR 0071; the store ignores this for a run still running): every way out
+        // of the drive's loop ends the drive.
+        let checkpoint = Checkpoint::new(*seq + 1, &delta, run).letting_go();
         let (prepared, publish) = self.prepare(checkpoint).await?;
         run.events_made();
         *seq += 1;
