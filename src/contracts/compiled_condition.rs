@@ -77,7 +77,13 @@ impl CompiledCondition {
         match self {
             Self::Const(b) => *b,
             Self::Exists(p, exists) => exists_holds(find(p), *exists),
-            Self::Equals(p, value) => equals_holds(find(p), value),
+            // A boolean or a string compared in place (the common trigger), not in a
+            // call of `json_equal`.
+            Self::Equals(p, value) => match (find(p), value) {
+                (Some(Value::Bool(x)), Value::Bool(y)) => x == y,
+                (Some(Value::String(x)), Value::String(y)) => x == y,
+                (found, value) => equals_holds(found, value),
+            },
             Self::In(p, values) => in_holds(find(p), values),
             Self::All(cs) => cs.iter().all(|c| c.eval(state)),
             Self::Any(cs) => cs.iter().any(|c| c.eval(state)),

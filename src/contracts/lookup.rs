@@ -27,26 +27,41 @@ pub(crate) fn get<'m>(map: &'m Map<String, Value>, key: &str) -> Option<&'m Valu
 /// objects on both sides list their keys in the same order (a value compared with the
 /// copy it was written from, say); objects in another order fall back to `==`.
 pub(crate) fn same(a: &Value, b: &Value) -> bool {
+    if let Some(equal) = same_leaf(a, b) {
+        return equal;
+    }
     match (a, b) {
         (Value::Object(x), Value::Object(y)) => {
             x.len() == y.len()
-                && (x
-                    .iter()
-                    .zip(y)
-                    .all(|((kx, vx), (ky, vy))| kx == ky && same(vx, vy))
-                    || x == y)
+                && (x.iter().zip(y).all(|((kx, vx), (ky, vy))| {
+                    // A leaf member compared here, not in a call of its own.
+                    kx == ky && same_leaf(vx, vy).unwrap_or_else(|| same(vx, vy))
+                }) || x == y)
         }
         (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b))
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y)
+                    .all(|(a, b)| same_leaf(a, b).unwrap_or_else(|| same(a, b)))
         }
-        // The common leaves compared here, without a call to `Value`'s `==`.
+        _ => a == b,
+    }
+}
+
+/// `a == b` when `a` is a leaf (null, a boolean, a number, a string), compared in place
+/// without a call to `Value`'s `==`; `None` when `a` is an array or an object. Numbers
+/// compare as `Value`'s `==` compares them (by representation); values of two kinds
+/// differ.
+#[inline(always)]
+fn same_leaf(a: &Value, b: &Value) -> Option<bool> {
+    Some(match (a, b) {
+        (Value::Array(_) | Value::Object(_), _) => return None,
         (Value::Bool(x), Value::Bool(y)) => x == y,
         (Value::String(x), Value::String(y)) => x == y,
         (Value::Null, Value::Null) => true,
-        // Numbers compare as `Value`'s `==` compares them (by representation).
         (Value::Number(x), Value::Number(y)) => x == y,
-        _ => a == b,
-    }
+        _ => false,
+    })
 }
 
 #[cfg(test)]

@@ -369,29 +369,37 @@ impl Executor {
         if !run.is_running() {
             return run.status();
         }
-        if let Some(events) = &self.events {
-            // Published once committed (docs/spec/events.md), without a store.
-            run.record_values();
-            let trace_before = run.trace.len();
-            let status = self.step_quietly(run).await;
-            events.after_step(run, trace_before);
-            run.events_made();
-            return status;
-        }
-        self.step_quietly(run).await
-    }
-
-    /// [`Executor::step`] without publishing events.
-    async fn step_quietly(&self, run: &mut RunState) -> RunStatus {
+        // Published once committed (docs/spec/events.md), without a store.
+        let trace_before = match &self.events {
+            Some(_) => {
+                run.record_values();
+                run.trace.len()
+            }
+            None => 0,
+        };
         // The span costs a few hundred instructions a step even with no subscriber (more
-        // when a dependency turns on tracing's `log` bridge): take it only when wanted.
-        if !tracing::enabled!(target: "pactgraph", tracing::Level::INFO) {
-            return match self.step_at_once(run) {
+        // when a dependency turns on tracing's `log` bridge): taken only when wanted. The
+        // common step is planned and committed here, in this future, not in a second one
+        // made and polled for it.
+        let status = if tracing::enabled!(target: "pactgraph", tracing::Level::INFO) {
+            Box::pin(self.step_in_span(run)).await
+        } else {
+            match self.step_at_once(run) {
                 Ok(status) => status,
                 // Boxed so the common step without effects keeps a small future.
                 Err(step) => Box::pin(self.finish_step(run, *step)).await,
-            };
+            }
+        };
+        if let Some(events) = &self.events {
+            events.after_step(run, trace_before);
+            run.events_made();
         }
+        status
+    }
+
+    /// [`Executor::step`] in a `pactgraph.step` span, with what the step decided recorded
+    /// on it.
+    async fn step_in_span(&self, run: &mut RunState) -> RunStatus {
         let first = run.trace.len();
         let span = tracing::info_span!(
             target: "pactgraph",
