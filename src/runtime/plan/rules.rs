@@ -22,19 +22,6 @@ fn default_reason(default: Option<&RoutingDecision>) -> &'static str {
     }
 }
 
-/// The best of `(priority, matched)` pairs in trigger order: (priority, trigger index) of
-/// the highest matching priority, the earlier trigger on ties. Lazy: a condition is
-/// evaluated only when the iterator is advanced.
-fn best_of(triggers: impl Iterator<Item = (i64, bool)>) -> Option<(i64, usize)> {
-    triggers
-        .enumerate()
-        .filter(|(_, (_, matched))| *matched)
-        .fold(None, |best, (ti, (priority, _))| match best {
-            Some((p, _)) if p >= priority => best,
-            _ => Some((priority, ti)),
-        })
-}
-
 /// Orders matches `(priority, allow index, trigger index)` best first. The sort is stable,
 /// so `allow` order breaks ties.
 fn rank(matched: &mut [(i64, usize, usize)]) {
@@ -86,9 +73,20 @@ impl RuleTable {
 }
 
 impl RuleEntry {
-    /// The best matching trigger on `state`: (priority, trigger index).
+    /// The best matching trigger on `state`: (priority, trigger index) of the highest
+    /// matching priority, the earlier trigger on ties. A trigger that cannot win (its priority no higher than a match found before
+    /// it) is not evaluated: conditions have no effects, and the answer is the same.
     fn best(&self, state: &State) -> Option<(i64, usize)> {
-        best_of(self.triggers.iter().map(|(p, c)| (*p, c.eval(state))))
+        let mut best: Option<(i64, usize)> = None;
+        for (ti, (priority, condition)) in self.triggers.iter().enumerate() {
+            if best.is_some_and(|(p, _)| p >= *priority) {
+                continue;
+            }
+            if condition.eval(state) {
+                best = Some((*priority, ti));
+            }
+        }
+        best
     }
 }
 
