@@ -91,6 +91,21 @@ impl CompiledCondition {
         }
     }
 
+    /// Calls `slice` with the first token of each of the condition's paths (the slice it
+    /// reads), in order; a path that is not a JSON Pointer reads nothing.
+    pub(crate) fn slices_read(&self, slice: &mut impl FnMut(&str)) {
+        match self {
+            Self::Const(_) => {}
+            Self::Exists(p, _) | Self::Equals(p, _) | Self::In(p, _) => {
+                if let Some(first) = p.as_ref().and_then(ParsedPointer::first) {
+                    slice(first);
+                }
+            }
+            Self::All(cs) | Self::Any(cs) => cs.iter().for_each(|c| c.slices_read(slice)),
+            Self::Not(c) => c.slices_read(slice),
+        }
+    }
+
     /// True when some path of the condition starts in the `system` slice.
     pub(crate) fn reads_system(&self) -> bool {
         match self {

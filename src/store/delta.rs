@@ -561,6 +561,7 @@ impl StepDelta {
             c.question.clone(),
             c.pending.clone(),
         )?;
+        run.forget_decision();
         self.root.apply(&mut run.state);
         run.stack.truncate(self.frames_kept);
         for f in &self.frames {

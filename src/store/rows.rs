@@ -347,6 +347,7 @@ pub(crate) fn end_run(
     item.at_ms = at_ms;
     run.trace.push(item);
     run.set_control(status, Some(reason), Some(message.to_string()), None, None)?;
+    run.forget_decision();
     let open: Vec<_> = run.stack.drain(..).map(Into::into).collect();
     run.uncommitted.extend(open);
     if let Some(serde_json::Value::Object(system)) = run.state.get_mut(SYSTEM_SLICE)

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::decision_memo::{DecisionMemo, slice_bit};
 use super::slices::State;
 use crate::contracts::SYSTEM_SLICE;
 
@@ -26,6 +27,8 @@ pub(crate) struct Changes {
     /// The values nodes wrote, per trace item, while a store or an event bus records them
     /// for the run's `step` events (docs/spec/events.md); `None`: not recorded.
     values: Option<Box<StepValues>>,
+    /// The run's last rule decision, while it may be taken again (ADR 0072).
+    memo: Option<DecisionMemo>,
 }
 
 /// What the `run_started` and `step` events of the transitions since the last commit
@@ -213,7 +216,31 @@ impl Changes {
         }
     }
 
+    /// Keeps `memo`, the decision a step commits, nothing written since.
+    #[inline]
+    pub(crate) fn remember(&mut self, memo: DecisionMemo) {
+        self.memo = Some(memo);
+    }
+
+    /// Forgets the last decision: the frames changed (a level's slices replaced whole),
+    /// or the state was changed other than through a [`SliceWriter`].
+    #[inline]
+    pub(crate) fn forget_decision(&mut self) {
+        self.memo = None;
+    }
+
+    /// The last decision and what was written since, if kept.
+    #[inline]
+    pub(crate) fn memo(&self) -> Option<&DecisionMemo> {
+        self.memo.as_ref()
+    }
+
     fn record(&mut self, level: usize, key: &str, value: Option<&Value>) {
+        if let Some(m) = &mut self.memo
+            && m.level == level
+        {
+            m.written |= slice_bit(key);
+        }
         if self.on {
             self.written.push((level, key.to_string()));
         }

@@ -10,6 +10,7 @@ mod callstack;
 mod candidates;
 pub(crate) mod changes;
 mod clock;
+pub(crate) mod decision_memo;
 mod decision_trace;
 mod event_bus;
 mod event_text;

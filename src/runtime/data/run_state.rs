@@ -320,7 +320,21 @@ impl RunState {
     pub(crate) fn push_frame(&mut self, frame: Frame) {
         let level = self.stack.len() + 1;
         self.changes.opened_frame(level, &frame.state);
+        self.changes.forget_decision();
         self.stack.push(frame);
+    }
+
+    /// Forgets the last rule decision (ADR 0072): for a change of the state or frames
+    /// other than through [`RunState::level_state_mut`], [`RunState::push_frame`] and
+    /// [`RunState::pop_frame`].
+    pub(crate) fn forget_decision(&mut self) {
+        self.changes.forget_decision();
+    }
+
+    /// Closes the innermost frame (a return, or a guard ending it), if any.
+    pub(crate) fn pop_frame(&mut self) -> Option<Frame> {
+        self.changes.forget_decision();
+        self.stack.pop()
     }
 
     /// Marks where the slice changes made so far are seen from: the next trace item.

@@ -92,7 +92,12 @@ impl Tx<'_> {
                 target,
                 reason,
                 candidates,
+                memo,
             }) => {
+                // Kept before anything this step writes, so that its writes count.
+                if let Some(m) = memo {
+                    self.run.changes.remember(*m);
+                }
                 let mut it = self.record(TraceKind::Decision, *supervisor);
                 it.set_target(*target);
                 it.set_reason(*reason);
@@ -397,7 +402,7 @@ impl Tx<'_> {
     /// holds their plans in that order).
     fn stop_global(&mut self, supervisor: Arc<str>, stop: StopGlobal, frames: &[&SubgraphPlan]) {
         for sg in frames {
-            let Some(frame) = self.run.stack.pop() else {
+            let Some(frame) = self.run.pop_frame() else {
                 break;
             };
             commit(
@@ -470,6 +475,7 @@ impl Tx<'_> {
                 .then_some(message)
                 .flatten(),
         };
+        self.run.forget_decision();
         let open = self.run.stack.drain(..).map(Into::into);
         self.run.uncommitted.extend(open);
         // Every level has ended.

@@ -119,7 +119,7 @@ impl Tx<'_> {
                 Some(supervisor),
             );
         }
-        let Some(frame) = self.run.stack.pop() else {
+        let Some(frame) = self.run.pop_frame() else {
             return;
         };
         self.level_ended(frame.depth);

@@ -16,6 +16,7 @@ use super::step::{
     TeamTurn, Then, ready,
 };
 use crate::contracts::{RoutingDecision, SupervisorOutput};
+use crate::runtime::data::decision_memo::DecisionMemo;
 use crate::runtime::data::{Chain, Clock, Pending, RunState, RunStatus, TraceKind};
 use crate::runtime::effects::{CancelWatch, EffectOutput, Fault, Produced};
 use crate::runtime::plan::{Plan, PolicyRun};
@@ -227,16 +228,36 @@ impl<'e> Planner<'e> {
                     PolicyRun::Rules(table) => {
                         // Triggers on `/system/...` see it as policies do: built fresh (and
                         // only then made and dropped, ADR 0064).
+                        // Or taken again from the run's memo when no slice its triggers
+                        // read was written since the table last decided on this level
+                        // (ADR 0072); a decision made here is remembered at commit.
+                        let depth = run.stack.len();
+                        let mut memo = None;
                         let verdict = if table.reads_system {
                             table.decide(&self.plan.policy_view(run))
+                        } else if let Some(taken) = run
+                            .changes
+                            .memo()
+                            .and_then(|m| m.taken(table.id, depth, table.reads))
+                        {
+                            let verdict = table.again(taken);
+                            debug_assert_eq!(
+                                table.decide(run.level_state()).taken,
+                                Some(taken),
+                                "a decision taken again is the one made afresh"
+                            );
+                            verdict
                         } else {
-                            table.decide(run.level_state())
+                            let verdict = table.decide(run.level_state());
+                            memo = verdict.taken.map(|t| DecisionMemo::new(table.id, depth, t));
+                            verdict
                         };
                         let decided = Decided::Rules {
                             supervisor: &sp.id,
                             target: verdict.winner.map_or(&table.default_label, |e| &e.id),
                             reason: verdict.reason,
                             candidates: verdict.candidates,
+                            memo,
                         };
                         match verdict.winner {
                             // A winning trigger names an `allow` entry of the right kind:

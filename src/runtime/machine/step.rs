@@ -24,6 +24,7 @@ use std::sync::Arc;
 use super::budgets::GuardStop;
 use crate::contracts::{Advisors, StopGlobal, StopLocal};
 use crate::model::ChatMessage;
+use crate::runtime::data::decision_memo::DecisionMemo;
 use crate::runtime::data::{
     AdvisingRun, Candidates, Chain, HttpAttempt, NodeOutput, RunState, TerminationReason,
     ToolCallStatus, ToolCaller, TraceItem, TraceKind, Usage,
@@ -203,6 +204,8 @@ pub(crate) enum Decided<'e> {
         target: &'e Arc<str>,
         reason: &'e Arc<str>,
         candidates: Cow<'e, Candidates>,
+        /// A decision made afresh, for the run to keep when the step commits (ADR 0072).
+        memo: Option<DecisionMemo>,
     },
     /// A policy's decision (a handler, a program or an agent): boxed, so that the rule
     /// decision of a loop step stays small as the step moves.

@@ -3,11 +3,17 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::contracts::compiled_condition::CompiledCondition;
 use crate::contracts::{RoutingDecision, SupervisorContract};
 use crate::graph::{Registry, Resolved};
+use crate::runtime::data::decision_memo::{Taken, slice_bit};
 use crate::runtime::data::{Candidates, State};
+
+/// The ids of rule tables: unique in the process, so that a run's memo of a decision
+/// (ADR 0072) is never taken for a table of another executor.
+static TABLE_IDS: AtomicU64 = AtomicU64::new(1);
 
 /// The reason recorded when the trigger `trigger` of `id` wins.
 fn rule_reason(id: &str, trigger: usize, priority: i64) -> String {
@@ -62,6 +68,10 @@ pub(crate) struct RuleTable {
     /// True when some trigger reads `/system/...` (the executor then decides on a state
     /// with `system` built fresh).
     pub(crate) reads_system: bool,
+    /// This table's id (unique in the process).
+    pub(crate) id: u64,
+    /// The buckets ([`slice_bit`]) of the slices its triggers read.
+    pub(crate) reads: u64,
 }
 
 impl RuleTable {
@@ -97,6 +107,9 @@ pub(crate) struct RuleVerdict<'a> {
     pub(crate) winner: Option<&'a RuleEntry>,
     pub(crate) candidates: Cow<'a, Candidates>,
     pub(crate) reason: &'a Arc<str>,
+    /// The verdict as indices, to be taken again ([`RuleTable::again`]); `None` when
+    /// several entries matched (their ranked list is not kept).
+    pub(crate) taken: Option<Taken>,
 }
 
 impl RuleTable {
@@ -148,9 +161,15 @@ impl RuleTable {
         let reads_system = entries
             .iter()
             .any(|e| e.triggers.iter().any(|(_, c)| c.reads_system()));
+        let mut reads = 0;
+        for (_, c) in entries.iter().flat_map(|e| &e.triggers) {
+            c.slices_read(&mut |slice| reads |= slice_bit(slice));
+        }
         Self {
             entries,
             reads_system,
+            id: TABLE_IDS.fetch_add(1, Ordering::Relaxed),
+            reads,
             default: contract.default.clone(),
             default_label,
             default_reason: default_reason(contract.default.as_ref()).into(),
@@ -175,12 +194,13 @@ impl RuleTable {
             }
         }
         let Some((_, i, ti)) = best else {
-            return RuleVerdict {
-                winner: None,
-                candidates: Cow::Owned(Candidates::none()),
-                reason: &self.default_reason,
-            };
+            return self.again(None);
         };
+        if count == 1
+            && let (Ok(i), Ok(ti)) = (u32::try_from(i), u32::try_from(ti))
+        {
+            return self.again(Some((i, ti)));
+        }
         let winner = &self.entries[i];
         let candidates = if count == 1 {
             Cow::Borrowed(&winner.alone)
@@ -203,6 +223,30 @@ impl RuleTable {
             winner: Some(winner),
             candidates,
             reason: &winner.reasons[ti],
+            taken: None,
+        }
+    }
+
+    /// The verdict `taken` names: the default (`None`), or entry `i` alone matching by
+    /// its trigger `ti`. `taken` comes from this table's [`RuleTable::decide`].
+    #[inline]
+    pub(crate) fn again(&self, taken: Taken) -> RuleVerdict<'_> {
+        match taken.and_then(|(i, ti)| {
+            let e = self.entries.get(i as usize)?;
+            Some((e, e.reasons.get(ti as usize)?))
+        }) {
+            Some((e, reason)) => RuleVerdict {
+                winner: Some(e),
+                candidates: Cow::Borrowed(&e.alone),
+                reason,
+                taken: Some(taken),
+            },
+            None => RuleVerdict {
+                winner: None,
+                candidates: Cow::Owned(Candidates::none()),
+                reason: &self.default_reason,
+                taken: Some(None),
+            },
         }
     }
 }
