@@ -92,12 +92,7 @@ impl Tx<'_> {
                 target,
                 reason,
                 candidates,
-                memo,
             }) => {
-                // Kept before anything this step writes, so that its writes count.
-                if let Some(m) = memo {
-                    self.run.changes.remember(*m);
-                }
                 let mut it = self.record(TraceKind::Decision, *supervisor);
                 it.set_target(*target);
                 it.set_reason(*reason);

@@ -232,7 +232,6 @@ impl<'e> Planner<'e> {
                         // read was written since the table last decided on this level
                         // (ADR 0072); a decision made here is remembered at commit.
                         let depth = run.stack.len();
-                        let mut memo = None;
                         let verdict = if table.reads_system {
                             table.decide(&self.plan.policy_view(run))
                         } else if let Some(taken) = run
@@ -249,7 +248,8 @@ impl<'e> Planner<'e> {
                             verdict
                         } else {
                             let verdict = table.decide(run.level_state());
-                            memo = verdict.taken.map(|t| DecisionMemo::new(table.id, depth, t));
+                            step.memo =
+                                verdict.taken.map(|t| DecisionMemo::new(table.id, depth, t));
                             verdict
                         };
                         let decided = Decided::Rules {
@@ -257,7 +257,6 @@ impl<'e> Planner<'e> {
                             target: verdict.winner.map_or(&table.default_label, |e| &e.id),
                             reason: verdict.reason,
                             candidates: verdict.candidates,
-                            memo,
                         };
                         match verdict.winner {
                             // A winning trigger names an `allow` entry of the right kind:
@@ -427,6 +426,11 @@ pub(crate) fn commit_in_place(plan: &Plan, run: &mut RunState, step: &mut Step<'
         return run.status();
     }
     if let Stage::Ready(planned) = &mut step.stage {
+        // A rule decision made afresh is kept before anything this step writes, so that
+        // its writes count (ADR 0072).
+        if let Some(m) = step.memo {
+            run.changes.remember(m);
+        }
         // Every slice change made before this step is seen from its first item on.
         run.values_seen_from_here();
         Tx {

@@ -47,6 +47,9 @@ pub struct Step<'e> {
     /// Steps taken and trace length of the run it was planned on: a step commits only to
     /// a run that has not moved since.
     pub(crate) base: (u32, usize),
+    /// A rule decision made afresh, for the run to keep when the step commits (ADR
+    /// 0072). Here rather than in the decision, which moves with the planned step.
+    pub(crate) memo: Option<DecisionMemo>,
 }
 
 impl std::fmt::Debug for Step<'_> {
@@ -71,6 +74,7 @@ impl Step<'_> {
             stage: Stage::Idle,
             at_ms: 0,
             base: (run.steps, run.trace.len()),
+            memo: None,
         }
     }
 
@@ -204,8 +208,6 @@ pub(crate) enum Decided<'e> {
         target: &'e Arc<str>,
         reason: &'e Arc<str>,
         candidates: Cow<'e, Candidates>,
-        /// A decision made afresh, for the run to keep when the step commits (ADR 0072).
-        memo: Option<DecisionMemo>,
     },
     /// A policy's decision (a handler, a program or an agent): boxed, so that the rule
     /// decision of a loop step stays small as the step moves.
