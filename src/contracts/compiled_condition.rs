@@ -5,7 +5,6 @@
 use serde_json::{Map, Value};
 
 use super::Condition;
-use super::SYSTEM_SLICE;
 use super::condition::{equals_holds, exists_holds, in_holds};
 use super::pointer::ParsedPointer;
 
@@ -106,16 +105,13 @@ impl CompiledCondition {
         }
     }
 
-    /// True when some path of the condition starts in the `system` slice.
+    /// True when some path of the condition starts in the `system` slice (a rule table
+    /// finds it with its other slices, in one walk).
+    #[cfg(test)]
     pub(crate) fn reads_system(&self) -> bool {
-        match self {
-            Self::Const(_) => false,
-            Self::Exists(p, _) | Self::Equals(p, _) | Self::In(p, _) => {
-                p.as_ref().is_some_and(|p| p.first() == Some(SYSTEM_SLICE))
-            }
-            Self::All(cs) | Self::Any(cs) => cs.iter().any(Self::reads_system),
-            Self::Not(c) => c.reads_system(),
-        }
+        let mut system = false;
+        self.slices_read(&mut |slice| system |= slice == crate::contracts::SYSTEM_SLICE);
+        system
     }
 }
 
@@ -214,7 +210,11 @@ mod tests {
             .collect();
         let want: Vec<bool> = conditions()
             .iter()
-            .map(|c| c.slices().iter().any(|s| s == SYSTEM_SLICE))
+            .map(|c| {
+                c.slices()
+                    .iter()
+                    .any(|s| s == crate::contracts::SYSTEM_SLICE)
+            })
             .collect();
         assert_eq!(reads, want);
         assert!(reads.iter().any(|r| *r) && reads.iter().any(|r| !*r));

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::contracts::compiled_condition::CompiledCondition;
-use crate::contracts::{RoutingDecision, SupervisorContract};
+use crate::contracts::{RoutingDecision, SYSTEM_SLICE, SupervisorContract};
 use crate::graph::{Registry, Resolved};
 use crate::runtime::data::decision_memo::{Taken, slice_bit};
 use crate::runtime::data::{Candidates, State};
@@ -84,8 +84,9 @@ impl RuleTable {
 
 impl RuleEntry {
     /// The best matching trigger on `state`: (priority, trigger index) of the highest
-    /// matching priority, the earlier trigger on ties. A trigger that cannot win (its priority no higher than a match found before
-    /// it) is not evaluated: conditions have no effects, and the answer is the same.
+    /// matching priority, the earlier trigger on ties. A trigger that cannot win (its
+    /// priority no higher than a match found before it) is not evaluated: conditions have
+    /// no effects, and the answer is the same.
     fn best(&self, state: &State) -> Option<(i64, usize)> {
         let mut best: Option<(i64, usize)> = None;
         for (ti, (priority, condition)) in self.triggers.iter().enumerate() {
@@ -158,12 +159,14 @@ impl RuleTable {
             Some(d) => d.target().unwrap_or(d.kind()).into(),
             None => RoutingDecision::stop_local().kind().into(),
         };
-        let reads_system = entries
-            .iter()
-            .any(|e| e.triggers.iter().any(|(_, c)| c.reads_system()));
-        let mut reads = 0;
+        // The slices the triggers read, in one walk: their buckets, and whether `system`
+        // is among them.
+        let (mut reads, mut reads_system) = (0, false);
         for (_, c) in entries.iter().flat_map(|e| &e.triggers) {
-            c.slices_read(&mut |slice| reads |= slice_bit(slice));
+            c.slices_read(&mut |slice| {
+                reads |= slice_bit(slice);
+                reads_system |= slice == SYSTEM_SLICE;
+            });
         }
         Self {
             entries,
