@@ -86,6 +86,7 @@ impl Budgets {
         self
     }
     /// True when a usage budget (`max_tokens` or `max_cost_usd`) is set.
+    #[inline]
     pub fn limits_usage(&self) -> bool {
         self.max_tokens.is_some() || self.max_cost_usd.is_some()
     }

@@ -20,27 +20,44 @@ impl GuardStop {
 }
 
 /// Cancellation and the run deadline (checked at the start of every step).
+///
+/// Inlined where it is called: the common step (not cancelled, within its deadline) is
+/// a few comparisons; a guard that trips is built in [`clock_stop`], out of line.
+#[inline(always)]
 pub(crate) fn check_clock(
     run: &RunState,
     budgets: &Budgets,
     cancel: &CancelWatch,
     now_ms: u64,
 ) -> Result<(), GuardStop> {
-    if cancel.is_cancelled() {
-        return Err(GuardStop::new(
-            TerminationReason::Cancelled,
-            "the run was cancelled".into(),
-        ));
-    }
-    if let Some(limit) = budgets.timeout_ms
-        && now_ms.saturating_sub(run.started_at_ms) > limit
+    if cancel.is_cancelled()
+        || budgets
+            .timeout_ms
+            .is_some_and(|limit| now_ms.saturating_sub(run.started_at_ms) > limit)
     {
-        return Err(GuardStop::new(
-            TerminationReason::Timeout,
-            format!("the run passed its deadline of {limit} ms"),
-        ));
+        return Err(clock_stop(run, budgets, cancel, now_ms));
     }
     Ok(())
+}
+
+/// The guard [`check_clock`] found tripped: cancellation first, then the deadline.
+#[cold]
+#[inline(never)]
+fn clock_stop(run: &RunState, budgets: &Budgets, cancel: &CancelWatch, now_ms: u64) -> GuardStop {
+    if cancel.is_cancelled() {
+        return GuardStop::new(TerminationReason::Cancelled, "the run was cancelled".into());
+    }
+    debug_assert!(
+        budgets
+            .timeout_ms
+            .is_some_and(|limit| now_ms.saturating_sub(run.started_at_ms) > limit),
+        "check_clock found the run cancelled or past its deadline"
+    );
+    let limit = budgets.timeout_ms.unwrap_or_default();
+    GuardStop::new(
+        TerminationReason::Timeout,
+        format!("the run passed its deadline of {limit} ms"),
+    )
 }
 
 /// One more step must fit in `max_steps`, and in `max_tokens` and `max_cost_usd` when set.
@@ -106,8 +123,26 @@ pub(crate) fn check_policy(run: &RunState, budgets: &Budgets, id: &str) -> Resul
 }
 
 /// Before running node `id` (at most `max_visits` runs of it).
-#[inline]
+///
+/// Inlined where it is called: a node without `max_visits` in a run without usage
+/// budgets and below `max_steps` (the common step) is two comparisons; the rest is
+/// [`check_node_in_full`], out of line.
+#[inline(always)]
 pub(crate) fn check_node(
+    run: &RunState,
+    budgets: &Budgets,
+    id: &str,
+    max_visits: Option<u32>,
+) -> Result<(), GuardStop> {
+    if max_visits.is_none() && !budgets.limits_usage() && run.steps < budgets.max_steps {
+        return Ok(());
+    }
+    check_node_in_full(run, budgets, id, max_visits)
+}
+
+/// [`check_node`]'s every guard.
+#[inline(never)]
+fn check_node_in_full(
     run: &RunState,
     budgets: &Budgets,
     id: &str,
@@ -227,5 +262,60 @@ mod tests {
         assert!(stop.message.contains("capped at 65535"), "{}", stop.message);
         run.stack.pop();
         assert!(check_call(&run, &budgets, "s", Some(u32::MAX)).is_ok());
+    }
+
+    /// The clock's guards, inlined fast path and out-of-line stop alike: within the
+    /// deadline and not cancelled passes; past it stops `timeout`; cancelled stops
+    /// `cancelled`, before the deadline is looked at (both at once: `cancelled`).
+    #[test]
+    fn clock_guards_cancellation_first_then_the_deadline() {
+        let run = run();
+        let token = tokio_util::sync::CancellationToken::new();
+        let watch = CancelWatch::new(&token);
+        let budgets = Budgets::default().timeout_ms(100);
+        assert_eq!(check_clock(&run, &budgets, &watch, 100), Ok(()));
+        assert_eq!(
+            check_clock(&run, &Budgets::default(), &watch, u64::MAX),
+            Ok(())
+        );
+        let late = check_clock(&run, &budgets, &watch, 101).expect_err("past the deadline");
+        assert_eq!(late.reason, TerminationReason::Timeout);
+        assert_eq!(late.message, "the run passed its deadline of 100 ms");
+        token.cancel();
+        for now in [0, 101] {
+            let stop = check_clock(&run, &budgets, &watch, now).expect_err("cancelled");
+            assert_eq!(stop.reason, TerminationReason::Cancelled, "at {now} ms");
+        }
+    }
+
+    /// The node guard's fast path (no `max_visits`, no usage budget, below `max_steps`)
+    /// and each guard it skips to: `max_steps` reached, `max_visits` reached, a usage
+    /// budget spent.
+    #[test]
+    fn node_guards_past_the_fast_path() {
+        let mut run = run();
+        let budgets = Budgets::default().max_steps(2);
+        assert_eq!(check_node(&run, &budgets, "n", None), Ok(()));
+        run.steps = 2;
+        let stop = check_node(&run, &budgets, "n", None).expect_err("max_steps");
+        assert_eq!(stop.reason, TerminationReason::MaxStepsExceeded);
+        assert!(
+            stop.message.contains("node `n` would be step 3"),
+            "{}",
+            stop.message
+        );
+        run.steps = 0;
+        run.visits.insert("n".into(), 1);
+        assert_eq!(check_node(&run, &budgets, "n", Some(2)), Ok(()));
+        let stop = check_node(&run, &budgets, "n", Some(1)).expect_err("max_visits");
+        assert_eq!(stop.reason, TerminationReason::CycleDetected);
+        assert!(
+            stop.message.contains("already ran 1 time(s)"),
+            "{}",
+            stop.message
+        );
+        let spent = Budgets::default().max_cost_usd(0.0);
+        let stop = check_node(&run, &spent, "n", None).expect_err("usage");
+        assert_eq!(stop.reason, TerminationReason::BudgetExceeded);
     }
 }

@@ -167,7 +167,7 @@ impl<'e> Planner<'e> {
         };
         // Written whole into the step from its parts, not built aside and copied in
         // (the common step's node: ADR 0061).
-        step.stage = Stage::Ready(Planned {
+        step.plan(Stage::Ready(Planned {
             level,
             decision,
             fallback,
@@ -181,7 +181,7 @@ impl<'e> Planner<'e> {
                 after,
                 extra,
             }),
-        });
+        }));
     }
 
     /// The rest of [`Planner::plan_node`] for a node that calls something: its call (a

@@ -66,7 +66,20 @@ impl std::fmt::Debug for Step<'_> {
     }
 }
 
-impl Step<'_> {
+impl<'e> Step<'e> {
+    /// Plans the step: `stage` written where [`Stage::Idle`] stood. An idle stage owns
+    /// nothing, so it is written over without the call that drops a stage (a loop step's
+    /// planned node, ADR 0073); a stage planned already is dropped as usual.
+    #[inline(always)]
+    pub(crate) fn plan(&mut self, stage: Stage<'e>) {
+        if matches!(self.stage, Stage::Idle) {
+            // The idle stage read out and forgotten: it owns nothing to drop.
+            std::mem::forget(std::mem::replace(&mut self.stage, stage));
+        } else {
+            self.stage = stage;
+        }
+    }
+
     /// A step about to be planned on `run`: nothing planned yet (it commits nothing).
     #[inline(always)]
     pub(crate) fn on(run: &RunState) -> Self {
