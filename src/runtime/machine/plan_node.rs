@@ -256,11 +256,21 @@ impl<'e> Planner<'e> {
     /// Where control goes after node `np` runs at `level`: its router's `$route`, its
     /// handoff, the end of its level (terminal, or an exitpoint), or back to its
     /// supervisor. The error names a handoff target the workflow lacks.
+    ///
+    /// Inlined where it is called: the loop's node (it returns, at the root) is read from
+    /// the plan here; every other node in [`Planner::after_node_in_full`], out of line.
+    #[inline(always)]
     pub(crate) fn after_node(&self, level: Level<'e>, np: &NodePlan) -> Result<After<'e>, String> {
         if np.returns_at_root && level.frame.is_none() {
             // The loop's node: read from the plan, not the contract (ADR 0064).
             return Ok(After::Return);
         }
+        self.after_node_in_full(level, np)
+    }
+
+    /// [`Planner::after_node`] read from the node's contract and the level.
+    #[inline(never)]
+    fn after_node_in_full(&self, level: Level<'e>, np: &NodePlan) -> Result<After<'e>, String> {
         let plan = self.plan;
         let contract = np.contract(&plan.graph);
         Ok(if contract.router.is_some() {

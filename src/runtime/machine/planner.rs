@@ -24,6 +24,8 @@ pub(crate) struct Planner<'e> {
 
 impl<'e> Planner<'e> {
     /// The message for an id the run state names and the workflow lacks.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn unknown(&self, what: &str, id: &str) -> String {
         format!(
             "the run state names {what} `{id}`, which workflow `{}` does not have (was it saved by another workflow?)",
@@ -60,7 +62,9 @@ impl<'e> Planner<'e> {
     }
 
     /// [`Planner::dispatch`] to a rule table's winning entry: its node's plan read by the
-    /// position the table resolved when it was built, without hashing the id.
+    /// position the table resolved when it was built, without hashing the id. Inlined
+    /// where it is called (the loop step's dispatch: ADR 0073).
+    #[inline(always)]
     pub(crate) fn dispatch_entry(
         &self,
         sp: &'e SupervisorPlan,
@@ -73,6 +77,7 @@ impl<'e> Planner<'e> {
         self.dispatch_to(sp, np, &e.id)
     }
 
+    #[inline(always)]
     fn dispatch_to(
         &self,
         sp: &'e SupervisorPlan,
