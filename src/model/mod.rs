@@ -1,6 +1,6 @@
 //! Model sessions: the conversation's wire types ([`messages`], always compiled) and, with
 //! the cargo feature `agents` (on by default), the OpenAI-compatible Chat Completions
-//! client ([`client`]) that agents call (brief section 10, `docs/spec/models.md`).
+//! client (`model::client`) that agents call (brief section 10, `docs/spec/models.md`).
 
 #[cfg(feature = "agents")]
 pub mod client;

@@ -26,7 +26,7 @@ pub const BATCH_STEPS: u32 = 256;
 /// How long a batch of pure steps waits at most (since the last commit) to be committed.
 pub const BATCH_WAIT: Duration = Duration::from_millis(100);
 
-/// When [`drive`](super::drive) commits the steps it takes (`--checkpoints`).
+/// When [`drive`](super::drive()) commits the steps it takes (`--checkpoints`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Checkpoints {

@@ -10,7 +10,7 @@ use tokio::sync::Notify;
 
 use super::{duration_ms, now_ms};
 
-/// The time a store and [`drive`](super::drive) go by, in milliseconds since the Unix
+/// The time a store and [`drive`](super::drive()) go by, in milliseconds since the Unix
 /// epoch: the system's clock (the default), or a manual clock that moves only when told
 /// ([`Clock::manual`], [`Clock::advance`]), so that a test of leases does not depend on
 /// how fast a loaded machine runs. A store opened with a clock fences leases on it, and

@@ -1,4 +1,4 @@
-//! How [`drive`](super::drive) runs: [`DriveOptions`] (the lease, when steps are
+//! How [`drive`](super::drive()) runs: [`DriveOptions`] (the lease, when steps are
 //! committed, the batch limits, callbacks, and what interrupts it).
 
 use std::time::Duration;
@@ -9,7 +9,7 @@ use super::RunInfo;
 use super::batch::{BATCH_STEPS, BATCH_WAIT, Checkpoints};
 use crate::runtime::RunState;
 
-/// How [`drive`](super::drive) runs.
+/// How [`drive`](super::drive()) runs.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DriveOptions {

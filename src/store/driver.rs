@@ -12,7 +12,6 @@ use super::batch::{Batch, Limits};
 use super::delta::{Before, StepDelta};
 use super::drive::Continue;
 use super::drive_options::DriveOptions;
-use super::rows::cancel_run;
 use super::{
     Checkpoint, Clock, Lease, PreparedCheckpoint, RunInfo, RunStore, Settled, StoreError,
     StoredRun, StoredStatus, attempt_key, duration_ms, settle,
@@ -26,6 +25,8 @@ use crate::runtime::{
 /// millisecond to come (a look is a few hundred instructions: every step, it was a tenth
 /// of a pure step's cost). An effect, the next checkpoint and the end wait for it anyway.
 const POLL_EVERY: u32 = 16;
+
+mod control;
 
 /// A run being driven under its lease.
 pub(super) struct Driver<'a, S> {
@@ -553,86 +554,5 @@ impl<'a, S: RunStore> Driver<'a, S> {
             bus.continue_after(self.id, last, run.trace.len());
         }
         Ok(())
-    }
-
-    async fn renew(&mut self) -> Result<(), StoreError> {
-        self.written().await?;
-        let lease = self
-            .store
-            .renew(self.id, self.owner, self.options.lease)
-            .await?;
-        self.lease_expires_ms = lease.expires_ms;
-        Ok(())
-    }
-
-    /// Stops `run` (as of checkpoint `seq`) as cancelled, as one more checkpoint.
-    async fn cancel(&mut self, run: &mut RunState, seq: u64) -> Result<(), StoreError> {
-        let before = Before::of(run);
-        cancel_run(run, self.clock.now_ms()).map_err(|reason| self.cannot(reason))?;
-        let delta = StepDelta::between(&before, run);
-        self.checkpoint(Checkpoint::new(seq + 1, &delta, run))
-            .await
-            .map(drop)
-    }
-
-    /// The run before the step that ended it (checkpoint `seq`), running again.
-    async fn reopen(
-        &self,
-        info: &RunInfo,
-        run: &RunState,
-        seq: u64,
-    ) -> Result<RunState, StoreError> {
-        use crate::runtime::{RunStatus, TerminationReason};
-        let reopenable = match run.status() {
-            RunStatus::Failed => true,
-            RunStatus::Stopped => run.termination_reason() != Some(TerminationReason::Cancelled),
-            _ => false,
-        };
-        if !reopenable || seq == 0 {
-            return Err(self.cannot(format!(
-                "it is {} ({}), not ended by a failed or stopped step",
-                info.status,
-                run.termination_reason().map_or("running", |r| r.as_str())
-            )));
-        }
-        let earlier = self.store.load_at(self.id, seq - 1).await?;
-        let reopened = earlier.record.run;
-        if !reopened.is_running() {
-            return Err(self.cannot(format!(
-                "the run before its last step was {}, not running",
-                reopened.status()
-            )));
-        }
-        Ok(reopened)
-    }
-
-    /// Whether [`DriveOptions::interrupt`] was cancelled.
-    fn interrupted(&self) -> bool {
-        self.options
-            .interrupt
-            .as_ref()
-            .is_some_and(|t| t.is_cancelled())
-    }
-
-    /// Completes when [`DriveOptions::interrupt`] is cancelled (never without one).
-    async fn interrupt(&self) {
-        match &self.options.interrupt {
-            Some(token) => token.cancelled().await,
-            None => std::future::pending().await,
-        }
-    }
-
-    fn interruption(&self, in_flight: bool) -> StoreError {
-        StoreError::Interrupted {
-            run_id: self.id,
-            in_flight,
-        }
-    }
-
-    fn cannot(&self, reason: String) -> StoreError {
-        StoreError::CannotContinue {
-            run_id: self.id,
-            reason,
-        }
     }
 }

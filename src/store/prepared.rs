@@ -3,7 +3,7 @@
 //! while the checkpoint is written ([`RunStore::write_checkpoint`](super::RunStore::write_checkpoint), ADR 0068).
 
 use super::rows::stored_status;
-use super::{StoreError, StoredStatus, attempt_key};
+use super::{CreateOptions, Lease, RunInfo, StoreError, StoredStatus, attempt_key, now_ms};
 use crate::runtime::{RunId, RunRecord, TerminationReason, digest_of};
 
 /// One checkpoint as its statement binds it: the run row's new values, the delta's text,
@@ -155,5 +155,36 @@ impl PreparedCreate {
     /// The run it creates.
     pub fn run_id(&self) -> RunId {
         self.id
+    }
+}
+
+impl RunInfo {
+    /// The row a create of `prepared` with `options` writes, claimed under `lease` (what
+    /// a drive reads of a run whose create is still in flight, `drive_creating_then`).
+    pub(crate) fn creating(
+        prepared: &PreparedCreate,
+        options: &CreateOptions,
+        lease: &Lease,
+    ) -> Self {
+        let row = &prepared.row;
+        let now = now_ms();
+        Self {
+            id: prepared.id,
+            name: options.name.clone(),
+            workflow: row.workflow.clone(),
+            digest: row.digest.clone(),
+            status: row.status(options.claimed_by.is_some()),
+            termination_reason: row.termination_reason,
+            steps: row.steps,
+            seq: row.seq,
+            created_ms: prepared.id.created_ms(),
+            updated_ms: now,
+            expires_ms: options.expires_ms,
+            owner: Some(lease.owner.clone()),
+            lease_expires_ms: Some(lease.expires_ms),
+            attempt_key: Some(row.attempt_key.clone()),
+            attempt: 1,
+            cancel_requested: false,
+        }
     }
 }

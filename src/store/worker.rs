@@ -132,7 +132,7 @@ pub struct WorkSummary {
 /// Works on `store` until `stop` resolves (or, with [`WorkerOptions::once`], until
 /// nothing is runnable): claims runnable runs oldest first, builds each one's executor
 /// with `executor_for` (from the stored run: its document, base folder...), drives up
-/// to `concurrency` of them at once with [`drive`](crate::store::drive) and reports each start and end to
+/// to `concurrency` of them at once with [`drive`](crate::store::drive()) and reports each start and end to
 /// `report`. When `stop` resolves the runs being driven are interrupted
 /// ([`DriveOptions::interrupt`]): each drops its effect in flight (its program killed),
 /// commits the steps it took since its last checkpoint and gives its lease up (a drive

@@ -15,7 +15,7 @@
 //!   from the team node to its participants are dotted and labelled `team`. With a trace,
 //!   each turn numbers its participant's `team` edge and the cluster's label counts the
 //!   team's cycles.
-//! * [`render`] runs Graphviz's `dot` to make an SVG, PNG or PDF.
+//! * [`render()`] runs Graphviz's `dot` to make an SVG, PNG or PDF.
 //!
 //! Output is deterministic: everything is written in declaration order, so the same
 //! graph (and trace) gives byte-identical text. Writing is linear in the size of the

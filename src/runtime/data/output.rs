@@ -2,7 +2,7 @@
 //!
 //! A node's output is one JSON object. Its keys are the slices it writes, plus optional
 //! reserved keys beginning with `$`. This module is the one place the envelope is read:
-//! [`accept`] takes the raw output apart into the slice writes and the parts the runtime
+//! [`accept_as`] takes the raw output apart into the slice writes and the parts the runtime
 //! understands, and refuses what it does not.
 //!
 //! | key | who may send it | today |

@@ -59,7 +59,7 @@ pub(crate) enum Call {
     /// A program, with its stdin and, for a node's program, the ids of the call (set in
     /// its environment).
     Program(Arc<ExecSpec>, Value, Option<CallIds>),
-    /// A primary's advisors, run concurrently (see [`super::advisors`]).
+    /// A primary's advisors, run concurrently (see `runtime/machine/advisors/`).
     Fork(Vec<Member>),
     /// One model call of an agent session.
     Model(Box<ModelCall>),
@@ -273,7 +273,7 @@ pub struct EffectOutput {
     expect(dead_code, reason = "without `agents` no model replies (or fails)")
 )]
 pub(crate) enum Produced {
-    /// A node's output, its envelope read (see [`super::output`]).
+    /// A node's output, its envelope read (see `runtime/data/output.rs`).
     Node(NodeOutput),
     /// A policy's decision.
     Decision(SupervisorOutput),

@@ -137,7 +137,7 @@ pub async fn run_json_program(
     run_json_program_with_env(spec, base_dir, input, &[], limit, cancel).await
 }
 
-/// [`run_json_program`] with `extra_env` set in the program's environment after the
+/// `run_json_program` (a test helper) with `extra_env` set in the program's environment after the
 /// spec's own `env` (node programs get `PACTGRAPH_RUN_ID`, `PACTGRAPH_STEP` and
 /// `PACTGRAPH_ATTEMPT` this way).
 pub async fn run_json_program_with_env(

@@ -1,6 +1,6 @@
 //! The planning type: what planning a step reads besides the run. A [`Planner`] is the
 //! executor's plan and the time the step is planned at, passed in: planning never reads
-//! the clock (nor the cancellation token, which [`begin`](super::begin) takes), so a test
+//! the clock (nor the cancellation token, which [`begin`](Planner::begin) takes), so a test
 //! drives it with any time it likes.
 
 use std::borrow::Cow;

@@ -314,7 +314,7 @@ pub(crate) struct ForkStep<'e> {
     pub(crate) chain: Option<Chain>,
     /// The plain members' reports (in `members` order) once the fork is performed.
     pub(crate) reports: Vec<Report>,
-    /// Routers whose own handoff is owed (see [`Pending::Handoff`]), kept for the primary.
+    /// Routers whose own handoff is owed (see [`Pending::Handoff`](crate::runtime::data::Pending::Handoff)), kept for the primary.
     pub(crate) owed: Vec<Arc<str>>,
     /// The agent members this step advances (in `members` order), each by one call.
     pub(crate) seats: Vec<SeatStep<'e>>,

@@ -1,7 +1,7 @@
 //! The run store, written once for both databases: [`Store`] over a [`Backend`]
 //! (SQLite's or PostgreSQL's connections, or either chosen by URL). Every statement is
 //! written once with `$N` placeholders; where the dialects differ, the store's
-//! [`Dialect`](super::db::Dialect) (`store/dialects.rs`) says how: the checkpoint
+//! [`Dialect`] (`store/dialects.rs`) says how: the checkpoint
 //! statement, the claim's lock, a named create's lock, the transactions' `BEGIN`,
 //! `MAX`/`GREATEST`.
 //!

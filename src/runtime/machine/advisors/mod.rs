@@ -3,7 +3,7 @@
 //! reports, written with a prompt-ready tagged text to the primary's advice slice. The
 //! primary runs in the next step.
 //!
-//! The three halves of the step (ADR 0009) stay apart: planning builds one [`Effect`]
+//! The three halves of the step (ADR 0009) stay apart: planning builds one [`Effect`](crate::runtime::Effect)
 //! whose call is the whole fork (`Call::Fork`), so any driver performs it as it
 //! performs a node call; [`Executor::perform`](crate::runtime::Executor::perform) joins the members, each under its own time
 //! limit and the run's cancellation, and always completes; commit records the `fork`,
