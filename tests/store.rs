@@ -1,6 +1,7 @@
-//! The SQLite run store: fencing by sequence number and lease, storage that grows with
-//! what steps write, listing, finding, pruning, cancelling, and opening by URL. Every test
-//! uses a real database file in a temporary folder unless it says otherwise.
+//! The SQLite and PostgreSQL run store: fencing by sequence number and lease, storage
+//! that grows with what steps write, cancelling, pausing and resuming, leases renewed by
+//! `drive`, and opening by URL (listing, finding and pruning: `store_listing.rs`). Every
+//! test uses a real database file in a temporary folder unless it says otherwise.
 #![cfg(feature = "store")]
 
 mod support;
@@ -12,22 +13,13 @@ use pactgraph::runtime::{
 };
 use pactgraph::store::{
     AnyStore, Before, Checkpoint, Checkpoints, Clock, CreateOptions, DriveOptions, PreparedCreate,
-    PruneFilter, RunFilter, RunStore, SqliteStore, StepDelta, StoreError, StoredStatus, drive,
+    RunStore, SqliteStore, StepDelta, StoreError, StoredStatus, drive,
 };
 use serde_json::{Value, json};
-use support::runtime::{builder, graph, rt};
+use support::runtime::{builder, graph, rt, started, ticker_named};
 use support::stores::{backends, count_snapshot_writes, open, open_clocked, snapshot_writes};
 
 const LEASE: Duration = Duration::from_secs(60);
-
-/// The shared [`support::runtime::ticker`] (node `tick` writes a constant to `n` each
-/// step), named `workflow`, with a slice `big` given at start and never written.
-fn ticker(max_steps: u32, workflow: &str) -> Value {
-    let mut doc = support::runtime::ticker(max_steps);
-    doc["workflow"] = json!(workflow);
-    doc["slices"]["big"] = json!({});
-    doc
-}
 
 /// A workflow that pauses at once with `ask_clarification`.
 fn asker() -> Value {
@@ -40,15 +32,6 @@ fn asker() -> Value {
             "triggers": [{"priority": 1, "when": {"path": "/clarification", "exists": true}}],
             "run": {"set": {"clarification": 1}}}}
     })
-}
-
-/// An executor for `doc` and a fresh record of a run of it with `input`.
-fn setup(doc: Value, input: Value) -> (Executor, RunRecord) {
-    let g = graph(doc);
-    let document = g.to_document();
-    let ex = builder(g).build().expect("builds");
-    let run = ex.start(input).expect("starts");
-    (ex, RunRecord::new(document, run))
 }
 
 /// Builds an executor for `doc` (handlers added by `with`), starts a run with input `{}`
@@ -86,8 +69,8 @@ fn a_prepared_create_stores_the_run_and_refuses_a_wrong_digest() {
         for backend in backends() {
             let held = open(backend).await;
             let store = &held.store;
-            let (_, a) = setup(ticker(3, "a"), json!({"big": "x"}));
-            let (_, b) = setup(ticker(3, "b"), json!({"big": "y"}));
+            let (_, a) = started(ticker_named(3, "a"), json!({"big": "x"}));
+            let (_, b) = started(ticker_named(3, "b"), json!({"big": "y"}));
             let for_b = PreparedCreate::of(&b).expect("prepares");
             assert_eq!(for_b.run_id(), b.run_id);
             let info = store
@@ -116,7 +99,7 @@ fn a_duplicate_or_skipped_seq_is_refused_and_writes_nothing() {
         rt().block_on(async {
             let held = open(backend).await;
             let store = held.store.clone();
-            let (ex, record) = setup(ticker(10, "t"), json!({}));
+            let (ex, record) = started(ticker_named(10, "t"), json!({}));
             let id = record.run_id;
             store
                 .create(&record, &CreateOptions::default())
@@ -179,7 +162,7 @@ fn another_owners_write_is_refused_and_an_expired_lease_can_be_claimed() {
         rt().block_on(async {
             let held = open(backend).await;
             let store = held.store.clone();
-            let (ex, record) = setup(ticker(10, "t"), json!({}));
+            let (ex, record) = started(ticker_named(10, "t"), json!({}));
             let id = record.run_id;
             store
                 .create(&record, &CreateOptions::default())
@@ -265,7 +248,7 @@ fn storage_grows_with_what_steps_write_not_with_state_size() {
         let big = json!(big);
         let big_bytes = big.to_string().len() as u64;
         assert!(big_bytes > 20_000);
-        let (ex, record) = setup(ticker(200, "t"), json!({"big": big}));
+        let (ex, record) = started(ticker_named(200, "t"), json!({"big": big}));
         let id = record.run_id;
         store.create(&record, &CreateOptions::default()).await.unwrap();
         // One checkpoint a step (`--checkpoints steps`): what one step row weighs.
@@ -349,7 +332,7 @@ fn trace_growth_alone_takes_no_snapshot() {
             let held = open(backend).await;
             let store = held.store.clone();
             let big: Vec<String> = (0..1500).map(|i| format!("item-{i:06}")).collect();
-            let (ex, record) = setup(ticker(1000, "t"), json!({"big": big}));
+            let (ex, record) = started(ticker_named(1000, "t"), json!({"big": big}));
             let id = record.run_id;
             store
                 .create(&record, &CreateOptions::default())
@@ -392,7 +375,7 @@ fn snapshots_under_checkpoints_steps_stay_geometric() {
             let held = open(backend).await;
             let store = held.store.clone();
             count_snapshot_writes(backend, &held.url).await;
-            let (ex, record) = setup(ticker(STEPS, "g"), json!({}));
+            let (ex, record) = started(ticker_named(STEPS, "g"), json!({}));
             let id = record.run_id;
             store
                 .create(&record, &CreateOptions::default())
@@ -422,247 +405,6 @@ fn snapshots_under_checkpoints_steps_stay_geometric() {
     }
 }
 
-/// Proves listing (newest first, filters, expired hidden unless asked), finding (full
-/// id, unique prefix, ambiguous prefix naming its candidates, names unique among
-/// unexpired runs) and pruning (counts, dry runs, documents no run uses go too, and a
-/// pruned run's events).
-#[test]
-fn list_find_and_prune() {
-    for backend in backends() {
-        rt().block_on(async {
-            let held = open(backend).await;
-            let store = held.store.clone();
-            let create = |doc: Value, opts: CreateOptions| {
-                let store = &store;
-                async move {
-                    let (_, record) = setup(doc, json!({}));
-                    store.create(&record, &opts).await.map(|i| i.id)
-                }
-            };
-            let a = create(ticker(5, "t"), CreateOptions::default().name("alpha"))
-                .await
-                .unwrap();
-            let b = create(
-                ticker(5, "t"),
-                CreateOptions::default().name("beta").expires_at(1),
-            )
-            .await
-            .unwrap();
-            let c = create(ticker(5, "other"), CreateOptions::default().ttl(LEASE))
-                .await
-                .unwrap();
-            // Newest first; the expired run only when asked.
-            let ids =
-                |v: Vec<pactgraph::store::RunInfo>| v.into_iter().map(|i| i.id).collect::<Vec<_>>();
-            assert_eq!(
-                ids(store.list(&RunFilter::default()).await.unwrap()),
-                vec![c, a]
-            );
-            assert_eq!(
-                ids(store
-                    .list(&RunFilter::default().include_expired())
-                    .await
-                    .unwrap()),
-                vec![c, b, a]
-            );
-            assert_eq!(
-                ids(store
-                    .list(&RunFilter::default().workflow("other"))
-                    .await
-                    .unwrap()),
-                vec![c]
-            );
-            assert_eq!(
-                ids(store
-                    .list(&RunFilter::default().status(StoredStatus::Queued))
-                    .await
-                    .unwrap()),
-                vec![c, a]
-            );
-            assert!(
-                store
-                    .list(&RunFilter::default().status(StoredStatus::Completed))
-                    .await
-                    .unwrap()
-                    .is_empty()
-            );
-            // Filters together, and pages: each filter given is a clause of its own
-            // (ADR 0060: PostgreSQL plans them generically), the page's bound one more.
-            assert_eq!(
-                ids(store
-                    .list(
-                        &RunFilter::default()
-                            .workflow("t")
-                            .include_expired()
-                            .status(StoredStatus::Queued)
-                    )
-                    .await
-                    .unwrap()),
-                vec![b, a]
-            );
-            assert_eq!(
-                ids(store
-                    .list(&RunFilter::default().workflow("t").before(b))
-                    .await
-                    .unwrap()),
-                vec![a]
-            );
-            assert_eq!(
-                ids(store
-                    .list(&RunFilter::default().include_expired().before(c).limit(1))
-                    .await
-                    .unwrap()),
-                vec![b]
-            );
-            assert_eq!(
-                ids(store
-                    .list(
-                        &RunFilter::default()
-                            .workflow("other")
-                            .status(StoredStatus::Completed)
-                    )
-                    .await
-                    .unwrap()),
-                Vec::<RunId>::new()
-            );
-            // Finding by id, name and prefix.
-            assert_eq!(store.find(&a.to_string()).await.unwrap(), a);
-            assert_eq!(store.find(&a.to_string().to_lowercase()).await.unwrap(), a);
-            assert_eq!(store.find("alpha").await.unwrap(), a);
-            assert!(
-                matches!(store.find("beta").await, Err(StoreError::NotFound { .. })),
-                "expired names are not found"
-            );
-            assert!(matches!(
-                store.find("nobody").await,
-                Err(StoreError::NotFound { .. })
-            ));
-            // The ids share their time prefix (made in the same few ms): 6 characters match all.
-            let prefix = &a.to_string()[..6];
-            match store.find(prefix).await {
-                Err(StoreError::Ambiguous { candidates, .. }) => {
-                    assert_eq!(candidates, vec![c, b, a]);
-                }
-                other => panic!("expected Ambiguous, got {other:?}"),
-            }
-            let unique = |id: RunId, others: &[RunId]| {
-                let s = id.to_string();
-                (6..=26)
-                    .map(|n| s[..n].to_string())
-                    .find(|p| {
-                        others
-                            .iter()
-                            .all(|o| !o.to_string().starts_with(p.as_str()))
-                    })
-                    .unwrap()
-            };
-            let p = unique(a, &[b, c]);
-            assert_eq!(store.find(&p).await.unwrap(), a);
-            // Names: taken while the holder is unexpired; an expired one's name is free.
-            match create(ticker(5, "t"), CreateOptions::default().name("alpha")).await {
-                Err(StoreError::NameTaken { name, holder }) => {
-                    assert_eq!((name.as_str(), holder), ("alpha", a))
-                }
-                other => panic!("expected NameTaken, got {other:?}"),
-            }
-            let d = create(ticker(5, "t"), CreateOptions::default().name("beta"))
-                .await
-                .unwrap();
-            assert_eq!(store.find("beta").await.unwrap(), d);
-            // Creating the same run twice is refused.
-            let (_, record) = setup(ticker(5, "t"), json!({}));
-            store
-                .create(&record, &CreateOptions::default())
-                .await
-                .unwrap();
-            assert!(matches!(
-                store.create(&record, &CreateOptions::default()).await,
-                Err(StoreError::Exists { run_id }) if run_id == record.run_id
-            ));
-            // Pruning.
-            assert!(matches!(
-                store.prune(&PruneFilter::default()).await,
-                Err(StoreError::NoPruneFilter)
-            ));
-            assert_eq!(
-                store
-                    .prune(&PruneFilter::default().expired().dry_run())
-                    .await
-                    .unwrap(),
-                1
-            );
-            assert_eq!(
-                store
-                    .list(&RunFilter::default().include_expired())
-                    .await
-                    .unwrap()
-                    .len(),
-                5
-            );
-            assert_eq!(
-                store
-                    .prune(&PruneFilter::default().expired())
-                    .await
-                    .unwrap(),
-                1
-            );
-            assert!(matches!(
-                store.load(b).await,
-                Err(StoreError::NotFound { .. })
-            ));
-            assert_eq!(
-                store
-                    .prune(&PruneFilter::default().expired())
-                    .await
-                    .unwrap(),
-                0
-            );
-            assert_eq!(
-                store
-                    .prune(&PruneFilter::default().older_than(Duration::from_secs(3600)))
-                    .await
-                    .unwrap(),
-                0
-            );
-            assert_eq!(
-                store
-                    .prune(&PruneFilter::default().status(StoredStatus::Queued))
-                    .await
-                    .unwrap(),
-                4
-            );
-            assert!(
-                store
-                    .list(&RunFilter::default().include_expired())
-                    .await
-                    .unwrap()
-                    .is_empty()
-            );
-            // A pruned run's events go with it (on PostgreSQL its event chunks have no
-            // foreign key: prune deletes them itself, format 8).
-            let (ex, record) = setup(ticker(5, "t"), json!({}));
-            let e = record.run_id;
-            store
-                .create(&record, &CreateOptions::default())
-                .await
-                .unwrap();
-            drive(&ex, &store, e, "a", &DriveOptions::default())
-                .await
-                .unwrap();
-            assert!(store.last_event_seq(e).await.unwrap() > 5);
-            assert_eq!(
-                store
-                    .prune(&PruneFilter::default().status(StoredStatus::Stopped))
-                    .await
-                    .unwrap(),
-                1
-            );
-            assert_eq!(store.last_event_seq(e).await.unwrap(), 0);
-            assert!(store.events(e, 0, 100).await.unwrap().is_empty());
-        });
-    }
-}
-
 /// Proves cancelling: a queued run and a paused run are stopped with reason `cancelled`
 /// as one more checkpoint (the reloaded state says so, its trace ends with the guard
 /// stop); an ended run and a run held under a current lease are refused.
@@ -672,7 +414,7 @@ fn cancel_stops_queued_and_paused_runs_only() {
         rt().block_on(async {
             let held = open(backend).await;
             let store = held.store.clone();
-            let (_, queued) = setup(ticker(5, "t"), json!({}));
+            let (_, queued) = started(ticker_named(5, "t"), json!({}));
             store
                 .create(&queued, &CreateOptions::default())
                 .await
@@ -695,7 +437,7 @@ fn cancel_stops_queued_and_paused_runs_only() {
                 })
             ));
 
-            let (ex, paused) = setup(asker(), json!({}));
+            let (ex, paused) = started(asker(), json!({}));
             store
                 .create(&paused, &CreateOptions::default())
                 .await
@@ -713,7 +455,7 @@ fn cancel_stops_queued_and_paused_runs_only() {
                 StoredStatus::Stopped
             );
 
-            let (_, held) = setup(ticker(5, "t"), json!({}));
+            let (_, held) = started(ticker_named(5, "t"), json!({}));
             store
                 .create(&held, &CreateOptions::default())
                 .await
@@ -737,7 +479,7 @@ fn a_paused_run_resumes_through_the_store() {
         rt().block_on(async {
             let held = open(backend).await;
             let store = held.store.clone();
-            let (ex, record) = setup(asker(), json!({}));
+            let (ex, record) = started(asker(), json!({}));
             let id = record.run_id;
             store
                 .create(&record, &CreateOptions::default())
@@ -802,7 +544,7 @@ fn drive_renews_its_lease_and_claims_are_exclusive() {
             let clock = Clock::manual(wall_ms());
             let held = open_clocked(backend, clock.clone()).await;
             let store = held.store.clone();
-            let mut doc = ticker(40, "t");
+            let mut doc = ticker_named(40, "t");
             doc["nodes"]["tick"]["run"] = json!({"handler": "slow"});
             let steps_clock = clock.clone();
             let (ex, id) = created(&store, doc, move |b| {
@@ -856,7 +598,7 @@ fn drive_renews_its_lease_during_a_long_effect() {
             let clock = Clock::manual(wall_ms());
             let held = open_clocked(backend, clock.clone()).await;
             let store = held.store.clone();
-            let mut doc = ticker(3, "t");
+            let mut doc = ticker_named(3, "t");
             doc["nodes"]["tick"]["run"] = json!({"handler": "long"});
             let calls_clock = clock.clone();
             let (ex, id) = created(&store, doc, move |b| {
@@ -901,7 +643,7 @@ fn opening_by_url() {
         let url = format!("sqlite:{}", path.display());
         let store = SqliteStore::open(&url).await.unwrap();
         assert!(path.exists());
-        let (_, record) = setup(ticker(5, "t"), json!({}));
+        let (_, record) = started(ticker_named(5, "t"), json!({}));
         store
             .create(&record, &CreateOptions::default())
             .await
@@ -942,7 +684,7 @@ fn reported_usage_is_checkpointed_and_reloaded() {
         rt().block_on(async {
             let held = open(backend).await;
             let store = held.store.clone();
-            let mut doc = ticker(7, "usage");
+            let mut doc = ticker_named(7, "usage");
             doc["nodes"]["tick"]["run"] = json!({"handler": "costly"});
             let (ex, id) = created(&store, doc, |b| {
                 b.node_handler(
@@ -993,7 +735,7 @@ fn retry_attempts_are_stored_before_they_run() {
         rt().block_on(async {
             let held = open(backend).await;
             let store = held.store.clone();
-            let mut doc = ticker(3, "retrying");
+            let mut doc = ticker_named(3, "retrying");
             doc["nodes"]["tick"]["run"] = json!({"handler": "flaky"});
             doc["nodes"]["tick"]["retry"] = json!({"max_attempts": 3});
             let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(u32, u32)>::new()));

@@ -4,10 +4,10 @@
 use std::path::Path;
 
 use pactgraph::contracts::WorkflowDocument;
-use pactgraph::runtime::{Clock, Executor, ExecutorBuilder, RunOutcome, TraceKind};
+use pactgraph::runtime::{Clock, Executor, ExecutorBuilder, RunOutcome, RunRecord, TraceKind};
 use pactgraph::validator::ValidGraph;
 use pactgraph::{CompiledGraph, GraphBuilder};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// A single-threaded tokio runtime with timers and I/O (the PostgreSQL store's sockets).
 pub fn rt() -> tokio::runtime::Runtime {
@@ -148,4 +148,22 @@ pub async fn created_ticker<S: pactgraph::store::RunStore>(
         .await
         .expect("creates");
     (ex, record)
+}
+
+/// The shared [`ticker`] (node `tick` writes a constant to `n` each
+/// step), named `workflow`, with a slice `big` given at start and never written.
+pub fn ticker_named(max_steps: u32, workflow: &str) -> Value {
+    let mut doc = ticker(max_steps);
+    doc["workflow"] = json!(workflow);
+    doc["slices"]["big"] = json!({});
+    doc
+}
+
+/// An executor for `doc` and a fresh record of a run of it with `input`.
+pub fn started(doc: Value, input: Value) -> (Executor, RunRecord) {
+    let g = graph(doc);
+    let document = g.to_document();
+    let ex = builder(g).build().expect("builds");
+    let run = ex.start(input).expect("starts");
+    (ex, RunRecord::new(document, run))
 }
