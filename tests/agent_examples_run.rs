@@ -2,6 +2,7 @@
 //! scripted Chat Completions server through `OPENAI_BASE_URL` (as the guide points them
 //! at a local or hosted server): `agent_advisors_review.json` (advisors that are agents)
 //! and `agent_team_review.json` (a team of agents).
+#![cfg(all(feature = "cli", feature = "agents"))]
 
 #[path = "support/chat_server.rs"]
 mod chat_server;

@@ -5,7 +5,7 @@
 //! nowhere but in the request's `Authorization` header; `runs show --messages` prints
 //! each session; the shipped examples of a supervisor's policy agent and of an agent
 //! tool run.
-#![cfg(target_os = "linux")]
+#![cfg(all(target_os = "linux", feature = "cli", feature = "agents"))]
 
 #[path = "support/chat_server.rs"]
 mod chat_server;

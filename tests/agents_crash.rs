@@ -1,7 +1,7 @@
 //! A run killed (SIGKILL) while its agent's tool program runs, or its supervisor's policy
 //! agent's (mid-decision): `runs resume` runs that tool call again (same step, higher
 //! attempt) and never the committed model call before it; each store the tests run on.
-#![cfg(target_os = "linux")]
+#![cfg(all(target_os = "linux", feature = "cli", feature = "agents"))]
 
 #[path = "support/chat_server.rs"]
 mod chat_server;

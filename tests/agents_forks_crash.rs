@@ -2,7 +2,7 @@
 //! a team's cycle), then `runs resume`: the scripted server sees each committed model
 //! call exactly once, and only the call in flight (a tool program) runs again, same
 //! step, higher attempt; each store the tests run on.
-#![cfg(target_os = "linux")]
+#![cfg(all(target_os = "linux", feature = "cli", feature = "agents"))]
 
 #[path = "support/chat_server.rs"]
 mod chat_server;

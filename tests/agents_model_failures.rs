@@ -6,7 +6,7 @@
 //! item carries its HTTP attempts as fields (status, error, duration, wait); and the API
 //! key (a unique test value, sent as `Authorization: Bearer`) appears in no output,
 //! trace, message list or store file.
-#![cfg(target_os = "linux")]
+#![cfg(all(target_os = "linux", feature = "cli", feature = "agents"))]
 
 #[path = "support/chat_server.rs"]
 mod chat_server;

@@ -5,7 +5,7 @@
 //!
 //! Needs to mount a tmpfs (root, as in CI's container); where it cannot, the test says so
 //! and does nothing.
-#![cfg(target_os = "linux")]
+#![cfg(all(target_os = "linux", feature = "cli"))]
 
 mod support;
 

@@ -2,7 +2,7 @@
 //! `--detach`), the failure policies, timeouts, several dependencies, `worker --once`
 //! draining a chain in order, cancel cascades, two workers on one store, and a worker
 //! killed mid-run. Real processes against a real SQLite file in a temporary folder.
-#![cfg(unix)]
+#![cfg(all(unix, feature = "cli"))]
 
 mod support;
 

@@ -18,7 +18,7 @@
 //! while holding it (mid-checkpoint) holds up every other worker's writes until it is
 //! continued (3 s here, under the 5 s busy timeout). The test still holds there, and its
 //! SIGSTOP figure then shows the stop, not the lease.
-#![cfg(target_os = "linux")]
+#![cfg(all(target_os = "linux", feature = "cli"))]
 
 mod support;
 

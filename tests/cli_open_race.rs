@@ -1,7 +1,7 @@
 //! Opening a new store from many processes at the same moment (the migration race): 40
 //! `pactgraph run` processes started at once on a store that does not exist yet (a new
 //! SQLite file; a new PostgreSQL schema) all migrate it safely and complete their runs.
-#![cfg(unix)]
+#![cfg(all(unix, feature = "cli"))]
 
 mod support;
 

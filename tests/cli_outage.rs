@@ -4,7 +4,7 @@
 //! not answer, asks again with a backoff, and every run completes exactly as an
 //! uninterrupted one would (trace steps unique and contiguous), the runs whose store
 //! calls failed being resumed from their last commit once their lease lapsed.
-#![cfg(target_os = "linux")]
+#![cfg(all(target_os = "linux", feature = "cli"))]
 
 mod support;
 

@@ -1,6 +1,6 @@
 //! What `run`, `resume` and `runs resume` print: the answer first (`state` without
 //! `system`), `--trace` and `--full`, and `run_id` wherever a JSON object names a run.
-#![cfg(unix)]
+#![cfg(all(unix, feature = "cli"))]
 
 mod support;
 

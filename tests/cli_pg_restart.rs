@@ -10,7 +10,7 @@
 //! `CI=true` the test fails rather than skip when it is told to restart and cannot. Its own
 //! test binary: the restart cuts every connection to the server, so no other test may run
 //! beside it.
-#![cfg(target_os = "linux")]
+#![cfg(all(target_os = "linux", feature = "cli"))]
 
 mod support;
 

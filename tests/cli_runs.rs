@@ -1,7 +1,7 @@
 //! `pactgraph run` with a store and `pactgraph runs ...`: every command and status, real
 //! processes against a real SQLite file in a temporary folder (never the checkout's
 //! `.pactgraph/`).
-#![cfg(unix)]
+#![cfg(all(unix, feature = "cli"))]
 
 mod support;
 

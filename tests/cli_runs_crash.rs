@@ -1,7 +1,7 @@
 //! Crashes, signals and concurrency against the `pactgraph` binary and a real store
 //! (each test on SQLite and on PostgreSQL at `PG_URL`): SIGKILL at random moments, SIGTERM, two resumers at once, a cancel of a
 //! running run. Each test says what it proves.
-#![cfg(target_os = "linux")]
+#![cfg(all(target_os = "linux", feature = "cli"))]
 
 mod support;
 

@@ -3,7 +3,7 @@
 //! path that cannot be created, a store of a newer format, a corrupt database file, an
 //! unsupported URL; a PostgreSQL server that does not answer, wrong credentials, a newer
 //! PostgreSQL schema.
-#![cfg(unix)]
+#![cfg(all(unix, feature = "cli"))]
 
 mod support;
 

@@ -3,6 +3,7 @@
 //! trips under a database-wide advisory lock) is not run; a schema that is not exactly
 //! this pactgraph's (a migration changed since it was applied, one that failed half-way,
 //! a newer one) is still refused as before. Skipped without `PG_URL`.
+#![cfg(feature = "store")]
 
 mod support;
 

@@ -12,6 +12,7 @@ use pactgraph::runtime::{
     Executor, HandlerError, NodeInput, PolicyInput, RunState, RunStatus, TerminationReason as R,
     TraceKind as K, sync_node, sync_policy,
 };
+#[cfg(feature = "store")]
 use pactgraph::store::{Before, StepDelta};
 use serde_json::{Value, json};
 use support::runtime::{builder, graph, rt};
@@ -320,6 +321,8 @@ fn kept_children_are_dropped_when_their_calling_level_ends() {
     assert!(s.kept().is_empty());
 }
 
+/// Needs the store's step deltas (`store` feature).
+#[cfg(feature = "store")]
 #[test]
 fn a_kept_child_survives_save_and_resume_and_step_deltas() {
     let ex = executor(true, &["first?", "second?"]);

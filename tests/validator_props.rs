@@ -510,6 +510,7 @@ proptest! {
                     Err(f) => f.into_partial(),
                 };
                 let r = Validator::new().strict(strict).validate(&graph);
+                #[cfg(feature = "render")]
                 let _ = r.render_human(None);
                 let _ = r.to_json();
             }

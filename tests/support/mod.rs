@@ -19,7 +19,9 @@
 //!   visualization tests.
 #![allow(dead_code)]
 
+#[cfg(feature = "store")]
 pub mod cli;
+#[cfg(feature = "store")]
 pub mod crash;
 #[cfg(feature = "store")]
 pub mod packed;

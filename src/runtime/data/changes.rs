@@ -293,7 +293,8 @@ impl SliceWriter<'_> {
     }
 }
 
-#[cfg(test)]
+// The log's `start` and `take` are the store's.
+#[cfg(all(test, feature = "store"))]
 mod tests {
     use super::*;
     use serde_json::json;

@@ -200,7 +200,7 @@ impl RunState {
     /// holds its whole input, which `serde_json` escapes one byte at a time.
     ///
     /// Complexity: linear in the text's length.
-    #[cfg(any(feature = "store", test))]
+    #[cfg(feature = "store")]
     pub(crate) fn to_json_text(&self) -> Result<String, serde_json::Error> {
         use super::json_text::write_fields;
         use super::text_buf::Text;
@@ -250,10 +250,10 @@ fn unless_empty<S: SerializeStruct, T: Serialize>(
 }
 
 /// The fields of one [`Part`] of a run state, as an object of their own.
-#[cfg(any(feature = "store", test))]
+#[cfg(feature = "store")]
 struct PartOf<'a>(&'a RunState, Part);
 
-#[cfg(any(feature = "store", test))]
+#[cfg(feature = "store")]
 impl Serialize for PartOf<'_> {
     fn serialize<Ser: Serializer>(&self, serializer: Ser) -> Result<Ser::Ok, Ser::Error> {
         let mut s = serializer.serialize_struct("RunState", FIELDS)?;
@@ -310,7 +310,8 @@ impl<'de> Deserialize<'de> for RunState {
     }
 }
 
-#[cfg(test)]
+// `to_json_text` and `set_control` are the store's.
+#[cfg(all(test, feature = "store"))]
 mod tests {
     use serde_json::json;
 

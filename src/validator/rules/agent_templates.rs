@@ -137,7 +137,9 @@ fn located(ctx: &Context<'_>, mut d: Diagnostic, pointer: &str, at: usize) -> Di
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(feature = "yaml")]
     use crate::contracts::{DocumentFormat, WorkflowDocument};
+    #[cfg(feature = "yaml")]
     use crate::graph::GraphBuilder;
     use crate::validator::Validator;
     use crate::validator::rules::testing::{agents, run};
