@@ -126,6 +126,27 @@ impl RunState {
         &self.visits
     }
 
+    /// Counts one more run of node `id` (its step is counted apart). A few nodes visited
+    /// are found by scanning, without hashing the id (as `contracts::lookup` reads
+    /// states).
+    #[inline]
+    pub(crate) fn count_visit(&mut self, id: &str) {
+        let visits = &mut self.visits;
+        let counted = if visits.len() <= crate::contracts::lookup::SCAN_MAX {
+            visits
+                .iter_mut()
+                .find_map(|(k, n)| (k.as_str() == id).then_some(n))
+        } else {
+            visits.get_mut(id)
+        };
+        match counted {
+            Some(n) => *n += 1,
+            None => {
+                self.visits.insert(id.to_string(), 1);
+            }
+        }
+    }
+
     /// Times each subgraph has been entered.
     pub fn entries(&self) -> &IndexMap<String, u32> {
         &self.entries

@@ -12,7 +12,7 @@ use super::step::{
     After, Decided, Level, NodeResult, NodeStep, Planned, StageExtra, Then, next_stage,
 };
 use super::writes::{verdict_at, writes_verdict};
-use crate::contracts::lookup::{SCAN_MAX, same};
+use crate::contracts::lookup::same;
 use crate::contracts::{StopGlobal, StopLocal};
 use crate::runtime::data::{
     Chain, ChainTrigger, Control, InternedItem, IntoName, ItemMut, Pending, RunState, RunStatus,
@@ -141,22 +141,7 @@ impl Tx<'_> {
     /// Counts a node run: one step, one visit.
     fn count_visit(&mut self, np: &NodePlan) {
         self.run.steps += 1;
-        // A few nodes visited: found by scanning, without hashing the id (as
-        // `contracts::lookup` does for states).
-        let visits = &mut self.run.visits;
-        let counted = if visits.len() <= SCAN_MAX {
-            visits
-                .iter_mut()
-                .find_map(|(k, n)| (**k == *np.id).then_some(n))
-        } else {
-            visits.get_mut(&*np.id)
-        };
-        match counted {
-            Some(n) => *n += 1,
-            None => {
-                self.run.visits.insert(np.id.to_string(), 1);
-            }
-        }
+        self.run.count_visit(&np.id);
     }
 
     /// Runs a planned node: counts the step, checks every write, applies them in one go

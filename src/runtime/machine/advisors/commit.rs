@@ -211,12 +211,7 @@ impl Tx<'_> {
         report: &SeatReport,
         usage: Option<Usage>,
     ) {
-        match self.run.visits.get_mut(&**advisor) {
-            Some(n) => *n += 1,
-            None => {
-                self.run.visits.insert(advisor.to_string(), 1);
-            }
-        }
+        self.run.count_visit(advisor);
         let mut it = self.record(TraceKind::Advisor, sup);
         it.set_source(primary);
         it.set_target(advisor);

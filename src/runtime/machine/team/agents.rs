@@ -209,16 +209,6 @@ impl Tx<'_> {
         }
     }
 
-    /// Counts a visit of `id` (its turn's step was counted with its model call).
-    fn count_visit_of(&mut self, id: &str) {
-        match self.run.visits.get_mut(id) {
-            Some(n) => *n += 1,
-            None => {
-                self.run.visits.insert(id.to_string(), 1);
-            }
-        }
-    }
-
     /// Commits an agent member's seat in a cycle: its model call (a turn: a visit, the
     /// turn counted, its broadcast or failure, its `team_turn` item) or, with `tools`,
     /// its reply's tool calls. True when the run was cancelled meanwhile.
@@ -246,7 +236,8 @@ impl Tx<'_> {
             return true;
         }
         let (duration_us, usage) = self.last_call(&id);
-        self.count_visit_of(&id);
+        // Its turn's step was counted with its model call.
+        self.run.count_visit(&id);
         let turn = match team.members.get_mut(&*id) {
             Some(m) => {
                 m.turns += 1;
@@ -317,7 +308,7 @@ impl Tx<'_> {
         team.lead_turns += 1;
         let n = team.lead_turns;
         let (duration_us, usage) = self.last_call(&lead.id);
-        self.count_visit_of(&lead.id);
+        self.run.count_visit(&lead.id);
         match end {
             SeatEnd::Exit {
                 output,

@@ -102,12 +102,7 @@ impl Tx<'_> {
     /// Counts one turn of node `id`: a step and a visit, and what it cost.
     fn count_turn(&mut self, id: &str, usage: Option<&Usage>) {
         self.run.steps += 1;
-        match self.run.visits.get_mut(id) {
-            Some(n) => *n += 1,
-            None => {
-                self.run.visits.insert(id.to_string(), 1);
-            }
-        }
+        self.run.count_visit(id);
         if let Some(u) = usage {
             self.run.usage_total.add_all(u);
         }
@@ -302,12 +297,7 @@ impl Tx<'_> {
             if let Some(u) = &usage {
                 self.run.usage_total.add_all(u);
             }
-            match self.run.visits.get_mut(&*lead.id) {
-                Some(v) => *v += 1,
-                None => {
-                    self.run.visits.insert(lead.id.to_string(), 1);
-                }
-            }
+            self.run.count_visit(&lead.id);
             let reason = format!("lead turn {n}: final");
             self.turn_item(np, &dispatcher, &lead.id, reason, duration_us, usage);
             let ran = Ran {
