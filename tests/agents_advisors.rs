@@ -4,6 +4,7 @@
 //! become its report, the reports open the primary's prompt as nonce-tagged blocks, and
 //! an advisor that fails or passes its time limit is a failure report while the primary
 //! still runs.
+#![cfg(feature = "agents")]
 
 #[path = "support/chat_server.rs"]
 mod chat_server;

@@ -2,6 +2,7 @@
 //! before it reports), a run saved and loaded again (its `RunState` JSON) after every
 //! step ends exactly as the same run taken in one go: the same trace, conversations and
 //! reports, and the scripted server asked the same calls (no committed call made again).
+#![cfg(feature = "agents")]
 
 #[path = "support/chat_server.rs"]
 mod chat_server;

@@ -3,6 +3,7 @@
 //! session runs inside the fork, advancing with the fork's steps (its calls the fork
 //! member's), and its exit answers the advisor's or member's call. Through the library
 //! against the scripted Chat Completions server on loopback (real HTTP).
+#![cfg(feature = "agents")]
 
 #[path = "support/chat_server.rs"]
 mod chat_server;

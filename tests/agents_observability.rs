@@ -4,6 +4,7 @@
 //! streaming model's text and tool-argument chunks are published live as `model_delta`
 //! events (never kept); every tool call counts against `max_steps` before it starts, the
 //! calls beyond it are skipped, and no run ever passes `max_steps` (a property).
+#![cfg(feature = "agents")]
 
 #[path = "support/chat_server.rs"]
 mod chat_server;

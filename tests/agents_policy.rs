@@ -4,6 +4,7 @@
 //! `stop_global`, `ask_clarification`) and what each request offered (the enum, `strict`,
 //! the forced last turn), mistakes told to the model and counted, `agent_no_exit`, a
 //! policy agent's tool calls, and a clarification appended to the kept session.
+#![cfg(feature = "agents")]
 
 #[path = "support/chat_server.rs"]
 mod chat_server;

@@ -2,6 +2,7 @@
 //! bad, text, HTTP errors, garbage bodies) ends an agent session in a defined status
 //! within `max_turns` model calls, never a panic, against the scripted server on loopback;
 //! and any script of replies to a supervisor's policy agent ends its run likewise.
+#![cfg(feature = "agents")]
 
 #[path = "support/chat_server.rs"]
 mod chat_server;

@@ -2,6 +2,7 @@
 //! loopback (real HTTP): the exit tool and what each request offered, tool calls and
 //! their results, mistakes told to the model, the text-reply rule, the forced last turn,
 //! `agent_no_exit`, `model_error`, usage and cost, the usage budgets and cancellation.
+#![cfg(feature = "agents")]
 
 #[path = "support/chat_server.rs"]
 mod chat_server;

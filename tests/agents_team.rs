@@ -4,6 +4,7 @@
 //! exit with `team_broadcast` `{"message", "exit"}`, the lead starts another cycle with
 //! `team_broadcast` `{"message"}` or ends the team with `final_report` (the team node's
 //! writes), and a member's tool calls are answered within its cycle.
+#![cfg(feature = "agents")]
 
 #[path = "support/chat_server.rs"]
 mod chat_server;

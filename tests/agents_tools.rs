@@ -4,6 +4,7 @@
 //! input and its `final_report` `result` (or its plain text) as the caller's `tool`
 //! message, in the reply's order among the other calls; its failure is told to the
 //! caller, whose session goes on.
+#![cfg(feature = "agents")]
 
 #[path = "support/chat_server.rs"]
 mod chat_server;

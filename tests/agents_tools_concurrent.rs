@@ -2,6 +2,7 @@
 //! against the scripted Chat Completions server on loopback (real HTTP): their sessions
 //! advance together, one call each per step, the reply's tool node calls in the first
 //! step with them; the caller gets the results in its reply's order.
+#![cfg(feature = "agents")]
 
 #[path = "support/chat_server.rs"]
 mod chat_server;

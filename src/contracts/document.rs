@@ -148,10 +148,13 @@ fn to_pointer(path: &serde_path_to_error::Path) -> String {
 /// A node's `router` field read from documents (the `RouterSpec` contract is in `router.rs`).
 #[cfg(test)]
 pub(super) mod tests {
+    #[cfg(feature = "yaml")]
     use super::*;
+    #[cfg(feature = "yaml")]
     use crate::contracts::RouterSpec;
 
     /// A document with a router node (also read by `schema.rs`'s tests).
+    #[cfg(feature = "yaml")]
     pub(in crate::contracts) const YAML: &str = "workflow: w
 slices: {note: {}}
 entry: s
@@ -161,6 +164,7 @@ nodes:
   a: {supervisor: s}
 ";
 
+    #[cfg(feature = "yaml")] // it reads a YAML document
     #[test]
     fn reads_from_json_and_yaml_with_defaults() {
         let (doc, _) = WorkflowDocument::parse(YAML, DocumentFormat::Yaml).expect("valid YAML");

@@ -14,9 +14,12 @@ pub fn document_schema() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(feature = "yaml")]
     use crate::contracts::DocumentFormat;
+    #[cfg(feature = "yaml")]
     use crate::contracts::document::tests::YAML;
 
+    #[cfg(feature = "yaml")] // it reads a YAML document
     #[test]
     fn unknown_fields_are_refused_and_the_schema_shows_it() {
         let bad = YAML.replace("message_slice: note", "mesage_slice: note");
