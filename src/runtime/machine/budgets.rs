@@ -22,7 +22,8 @@ impl GuardStop {
 /// Cancellation and the run deadline (checked at the start of every step).
 ///
 /// Inlined where it is called: the common step (not cancelled, within its deadline) is
-/// a few comparisons; a guard that trips is built in [`clock_stop`], out of line.
+/// a few comparisons; a guard that trips is built out of line ([`cancelled`],
+/// [`past_deadline`]).
 #[inline(always)]
 pub(crate) fn check_clock(
     run: &RunState,
@@ -30,30 +31,28 @@ pub(crate) fn check_clock(
     cancel: &CancelWatch,
     now_ms: u64,
 ) -> Result<(), GuardStop> {
-    if cancel.is_cancelled()
-        || budgets
-            .timeout_ms
-            .is_some_and(|limit| now_ms.saturating_sub(run.started_at_ms) > limit)
+    if cancel.is_cancelled() {
+        return Err(cancelled());
+    }
+    if let Some(limit) = budgets.timeout_ms
+        && now_ms.saturating_sub(run.started_at_ms) > limit
     {
-        return Err(clock_stop(run, budgets, cancel, now_ms));
+        return Err(past_deadline(limit));
     }
     Ok(())
 }
 
-/// The guard [`check_clock`] found tripped: cancellation first, then the deadline.
+/// The guard of a cancelled run.
 #[cold]
 #[inline(never)]
-fn clock_stop(run: &RunState, budgets: &Budgets, cancel: &CancelWatch, now_ms: u64) -> GuardStop {
-    if cancel.is_cancelled() {
-        return GuardStop::new(TerminationReason::Cancelled, "the run was cancelled".into());
-    }
-    debug_assert!(
-        budgets
-            .timeout_ms
-            .is_some_and(|limit| now_ms.saturating_sub(run.started_at_ms) > limit),
-        "check_clock found the run cancelled or past its deadline"
-    );
-    let limit = budgets.timeout_ms.unwrap_or_default();
+fn cancelled() -> GuardStop {
+    GuardStop::new(TerminationReason::Cancelled, "the run was cancelled".into())
+}
+
+/// The guard of a run past its deadline of `limit` ms.
+#[cold]
+#[inline(never)]
+fn past_deadline(limit: u64) -> GuardStop {
     GuardStop::new(
         TerminationReason::Timeout,
         format!("the run passed its deadline of {limit} ms"),
