@@ -36,8 +36,10 @@
 //! assert_eq!(outcome.status, RunStatus::Completed);
 //! assert_eq!(outcome.state["answer"], json!({"text": "hello"}));
 //!
-//! // Run durably: the run is created in a SQLite store, then driven with a checkpoint at
-//! // every committed step (a killed process resumes it with `drive` again).
+//! // Run durably (the `store` feature): the run is created in a SQLite store, then driven
+//! // with its steps committed there (pure steps in batches, a step with an effect before
+//! // the next effect starts); a killed process resumes it with `drive` again.
+//! # #[cfg(feature = "store")] {
 //! let dir = tempfile::tempdir()?;
 //! let url = format!("sqlite:{}", dir.path().join("runs.db").display());
 //! let store = rt.block_on(SqliteStore::open(&url))?;
@@ -47,6 +49,7 @@
 //! let run = rt.block_on(drive(&executor, &store, record.run_id, "example", &options))?;
 //! assert_eq!(run.status(), RunStatus::Completed);
 //! assert_eq!(run.state()["answer"], json!({"text": "hello"}));
+//! # }
 //! # Ok(())
 //! # }
 //! ```

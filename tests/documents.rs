@@ -1,12 +1,14 @@
 //! Workflow documents: contract round-trips, shipped examples, strict loading, schema.
 
+#[cfg(feature = "yaml")]
 use std::path::PathBuf;
 
 use pactgraph::contracts::LoadError;
+#[cfg(feature = "yaml")]
+use pactgraph::contracts::document_schema;
 use pactgraph::contracts::{
     Budgets, Condition, DocumentFormat, ExecSpec, NodeBehaviour, NodeContract, RoutingDecision,
     SliceDecl, SubgraphContract, SupervisorContract, SupervisorPolicy, Trigger, WorkflowDocument,
-    document_schema,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -128,6 +130,7 @@ fn budgets_default_to_the_brief() {
     assert_eq!(b, Budgets::default());
 }
 
+#[cfg(feature = "yaml")]
 fn examples() -> Vec<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/workflows");
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -145,6 +148,7 @@ fn examples() -> Vec<PathBuf> {
 }
 
 #[test]
+#[cfg(feature = "yaml")]
 fn shipped_examples_load_and_round_trip_in_both_formats() {
     let files = examples();
     assert!(files.iter().any(|p| p.ends_with("fashion.json")));
@@ -165,6 +169,7 @@ fn shipped_examples_load_and_round_trip_in_both_formats() {
 }
 
 #[test]
+#[cfg(feature = "yaml")]
 fn yaml_and_json_give_the_same_contracts() {
     let yaml = "workflow: w\nentry: s\nslices: {a: {}}\nsupervisors:\n  s: {allow: [n]}\nnodes:\n  n: {supervisor: s, writes: [a], run: {set: {a: {x: 1.5, y: null}}}}\n";
     let json = r#"{"workflow":"w","entry":"s","slices":{"a":{}},"supervisors":{"s":{"allow":["n"]}},
@@ -174,12 +179,14 @@ fn yaml_and_json_give_the_same_contracts() {
     assert_eq!(y, j);
 }
 
+#[cfg(feature = "yaml")]
 fn line_col(e: &LoadError) -> (usize, usize) {
     let s = e.span().expect("error carries a location");
     (s.line, s.column)
 }
 
 #[test]
+#[cfg(feature = "yaml")]
 fn duplicate_keys_are_rejected_with_line_and_column() {
     let json = "{\n  \"workflow\": \"w\",\n  \"entry\": \"s\",\n  \"nodes\": {\n    \"n\": {\"supervisor\": \"s\"},\n    \"n\": {\"supervisor\": \"s\"}\n  }\n}";
     let e = WorkflowDocument::parse(json, DocumentFormat::Json).unwrap_err();
@@ -204,6 +211,7 @@ fn duplicate_keys_are_rejected_with_line_and_column() {
 }
 
 #[test]
+#[cfg(feature = "yaml")]
 fn unknown_fields_are_rejected_with_pointer_line_and_column() {
     let json = "{\n  \"workflow\": \"w\",\n  \"entry\": \"s\",\n  \"nodes\": {\n    \"n\": {\"supervisor\": \"s\", \"wrtes\": []}\n  }\n}";
     let e = WorkflowDocument::parse(json, DocumentFormat::Json).unwrap_err();
@@ -249,6 +257,7 @@ fn wrong_types_name_their_place() {
 }
 
 #[test]
+#[cfg(feature = "yaml")]
 fn the_generated_schema_accepts_every_example_and_rejects_typos() {
     let schema = document_schema();
     let validator = jsonschema::validator_for(&schema).unwrap();
@@ -278,6 +287,7 @@ fn the_generated_schema_accepts_every_example_and_rejects_typos() {
 /// `models`, the `agent` behaviour of nodes and policies and `tool` read the same from
 /// JSON and YAML, round-trip, and come from the builder methods too.
 #[test]
+#[cfg(feature = "yaml")]
 fn agents_models_and_tools_read_alike_in_both_formats() {
     use pactgraph::contracts::{AgentSpec, ModelSpec, Price, ToolSpec};
     let yaml = r#"workflow: w
@@ -361,6 +371,7 @@ nodes:
 /// A typo inside `models`, `agent` or `tool` is refused naming its JSON Pointer, line and
 /// column, in both formats.
 #[test]
+#[cfg(feature = "yaml")]
 fn typos_in_agents_models_and_tools_are_located() {
     let cases = [
         (

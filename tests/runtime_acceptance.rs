@@ -169,6 +169,7 @@ fn b_a_subgraph_max_reentry_overrides_the_runs() {
 }
 
 #[test]
+#[cfg(feature = "yaml")]
 fn yaml_workflows_run_the_same_way() {
     let ex = builder(graph_file("examples/workflows/support_triage.yaml"))
         .build()

@@ -8,6 +8,7 @@ use pactgraph::visualize::{DotOptions, to_dot, to_mermaid, unmatched_trace_items
 use support::visualize::*;
 
 #[test]
+#[cfg(feature = "yaml")]
 fn flat_workflow_has_no_clusters() {
     let g = flat();
     let dot = to_dot(&g, &DotOptions::default());
@@ -105,6 +106,7 @@ fn guard_stops_are_marked_and_unvisited_vertices_greyed() {
 }
 
 #[test]
+#[cfg(feature = "yaml")]
 fn mermaid_output() {
     for (name, g) in [
         ("fashion_mermaid", fashion()),
@@ -132,6 +134,7 @@ fn hostile_ids_and_descriptions_round_trip() {
 }
 
 #[test]
+#[cfg(feature = "yaml")]
 fn output_is_byte_identical_across_runs() {
     for make in [flat, fashion, recursive, hostile] {
         let a = make();
