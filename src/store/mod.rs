@@ -31,6 +31,7 @@ mod follow;
 mod format;
 mod json_row;
 mod last_info;
+mod map_delta;
 mod owner;
 mod packed;
 mod postgres;
@@ -48,7 +49,7 @@ mod worker;
 pub use any::{AnyDb, AnyStore};
 pub use batch::{BATCH_STEPS, BATCH_WAIT, Checkpoints};
 pub use clock::Clock;
-pub use delta::{Before, ControlDelta, FrameDelta, MapDelta, SessionDelta, StepDelta};
+pub use delta::{Before, ControlDelta, FrameDelta, SessionDelta, StepDelta};
 pub use deps::{
     DEFAULT_DEP_TIMEOUT, Dependencies, DependencySpec, OnDepFailure, Settled, settle,
     settle_dependents,
@@ -60,6 +61,7 @@ pub use drive::{
 pub use drive_options::DriveOptions;
 pub use error::StoreError;
 pub use follow::Follower;
+pub use map_delta::MapDelta;
 pub(crate) use owner::local_owner_pattern;
 pub use owner::{local_owner, owner_gone};
 pub use postgres::{PgDb, PgOptions, PgStore};

@@ -8,7 +8,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::delta::{ControlDelta, FrameDelta, MapDelta, SessionDelta, StepDelta};
+use super::delta::{ControlDelta, FrameDelta, SessionDelta, StepDelta};
+use super::map_delta::MapDelta;
 use crate::runtime::{Frame, KeptChild, TraceItem, UncommittedFrame, Usage};
 
 /// A [`StepDelta`] as the store writes it: every field borrowed and written as the

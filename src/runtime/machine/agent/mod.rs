@@ -5,6 +5,8 @@
 //!
 //! - `plan.rs`: planning the session's first call (with its opening messages), its next
 //!   model call or the tool calls of its last reply;
+//! - `conversation.rs`: reading a conversation: the calls of the last reply not answered
+//!   yet, and the messages in the order a request sends them;
 //! - `reply.rs`: reading a reply (a valid exit, tool calls, or text) and checking
 //!   arguments, as plain functions;
 //! - `policy.rs`: a supervisor's policy agent: its session begun, and its `route` read
@@ -20,6 +22,7 @@
 //! [`Pending::Session`]: crate::runtime::Pending::Session
 
 mod commit;
+mod conversation;
 mod plan;
 mod policy;
 mod reply;

@@ -159,7 +159,7 @@ impl Tx<'_> {
                 .run
                 .sessions
                 .get(index as usize)
-                .map_or(0, |s| super::plan::call_place(s, &o.call_id));
+                .map_or(0, |s| super::conversation::call_place(s, &o.call_id));
             if o.status != ToolCallStatus::Skipped {
                 self.run.steps += 1;
             }

@@ -8,7 +8,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::plan::{model_call, unanswered};
+use super::conversation::unanswered;
+use super::plan::model_call;
 use super::resolve::resolve_session;
 use super::seat_commit::{TurnEnd, who};
 use super::templates::opening;

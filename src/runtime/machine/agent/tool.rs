@@ -14,7 +14,8 @@
 
 use std::sync::Arc;
 
-use super::plan::{AgentCall, ToolWork, call_place, session_stage};
+use super::conversation::call_place;
+use super::plan::{AgentCall, ToolWork, session_stage};
 use super::reply::error_content;
 use super::seats::{SeatEnd, ToolsStop, seat_cancelled};
 use super::templates::opening;
