@@ -1,23 +1,21 @@
-//! The SQLite and PostgreSQL run store: fencing by sequence number and lease, storage
-//! that grows with what steps write, cancelling, pausing and resuming, leases renewed by
-//! `drive`, and opening by URL (listing, finding and pruning: `store_listing.rs`). Every
-//! test uses a real database file in a temporary folder unless it says otherwise.
+//! The SQLite and PostgreSQL run store: fencing by sequence number, storage that grows
+//! with what steps write, cancelling, pausing and resuming, and opening by URL (leases:
+//! `store_leases.rs`; listing, finding and pruning: `store_listing.rs`). Every test uses
+//! a real database file in a temporary folder unless it says otherwise.
 #![cfg(feature = "store")]
 
 mod support;
 
 use std::time::Duration;
 
-use pactgraph::runtime::{
-    Executor, ExecutorBuilder, RunId, RunRecord, RunState, RunStatus, TerminationReason, TraceKind,
-};
+use pactgraph::runtime::{RunId, RunStatus, TerminationReason, TraceKind};
 use pactgraph::store::{
-    AnyStore, Before, Checkpoint, Checkpoints, Clock, CreateOptions, DriveOptions, PreparedCreate,
-    RunStore, SqliteStore, StepDelta, StoreError, StoredStatus, drive,
+    Before, Checkpoint, Checkpoints, CreateOptions, DriveOptions, PreparedCreate, RunStore,
+    SqliteStore, StepDelta, StoreError, StoredStatus, drive,
 };
 use serde_json::{Value, json};
-use support::runtime::{builder, graph, rt, started, ticker_named};
-use support::stores::{backends, count_snapshot_writes, open, open_clocked, snapshot_writes};
+use support::runtime::{created_doc, rt, started, step_delta, ticker_named};
+use support::stores::{backends, count_snapshot_writes, open, snapshot_writes};
 
 const LEASE: Duration = Duration::from_secs(60);
 
@@ -32,31 +30,6 @@ fn asker() -> Value {
             "triggers": [{"priority": 1, "when": {"path": "/clarification", "exists": true}}],
             "run": {"set": {"clarification": 1}}}}
     })
-}
-
-/// Builds an executor for `doc` (handlers added by `with`), starts a run with input `{}`
-/// and creates its record in `store`.
-async fn created(
-    store: &AnyStore,
-    doc: Value,
-    with: impl FnOnce(ExecutorBuilder) -> ExecutorBuilder,
-) -> (Executor, RunId) {
-    let g = graph(doc);
-    let document = g.to_document();
-    let ex = with(builder(g)).build().expect("builds");
-    let record = RunRecord::new(document, ex.start(json!({})).expect("starts"));
-    store
-        .create(&record, &CreateOptions::default())
-        .await
-        .expect("creates");
-    (ex, record.run_id)
-}
-
-/// One step of `run`, with its delta.
-async fn step(ex: &Executor, run: &mut RunState) -> StepDelta {
-    let before = Before::of(run);
-    ex.step(run).await;
-    StepDelta::between(&before, run)
 }
 
 /// Proves a create prepared ahead (ADR 0068: `pactgraph run` makes the texts while the
@@ -107,13 +80,13 @@ fn a_duplicate_or_skipped_seq_is_refused_and_writes_nothing() {
                 .unwrap();
             store.claim(id, "a", LEASE).await.unwrap();
             let mut run = record.run.clone();
-            let d1 = step(&ex, &mut run).await;
+            let d1 = step_delta(&ex, &mut run).await;
             store
                 .checkpoint(id, "a", Checkpoint::new(1, &d1, &run))
                 .await
                 .unwrap();
             let after_one = run.clone();
-            let d2 = step(&ex, &mut run).await;
+            let d2 = step_delta(&ex, &mut run).await;
             for bad in [1, 3, 0] {
                 match store
                     .checkpoint(id, "a", Checkpoint::new(bad, &d2, &run))
@@ -149,86 +122,6 @@ fn a_duplicate_or_skipped_seq_is_refused_and_writes_nothing() {
                 .await
                 .unwrap();
             assert_eq!(store.load(id).await.unwrap().record.run, run);
-        });
-    }
-}
-
-/// Proves lease fencing: a claim fails while another owner holds an unexpired lease,
-/// another owner's checkpoint is refused (`LeaseLost`, nothing written), an expired lease
-/// can be claimed, and the old owner can then neither write nor renew.
-#[test]
-fn another_owners_write_is_refused_and_an_expired_lease_can_be_claimed() {
-    for backend in backends() {
-        rt().block_on(async {
-            let held = open(backend).await;
-            let store = held.store.clone();
-            let (ex, record) = started(ticker_named(10, "t"), json!({}));
-            let id = record.run_id;
-            store
-                .create(&record, &CreateOptions::default())
-                .await
-                .unwrap();
-            // No lease at all: a write is refused.
-            let mut run = record.run.clone();
-            let d1 = step(&ex, &mut run).await;
-            assert!(matches!(
-                store
-                    .checkpoint(id, "a", Checkpoint::new(1, &d1, &run))
-                    .await,
-                Err(StoreError::LeaseLost { holder: None, .. })
-            ));
-            store
-                .claim(id, "a", Duration::from_millis(200))
-                .await
-                .unwrap();
-            assert_eq!(store.info(id).await.unwrap().status, StoredStatus::Running);
-            match store.claim(id, "b", LEASE).await {
-                Err(StoreError::LeaseHeld { run_id, holder, .. }) => {
-                    assert_eq!((run_id, holder.as_str()), (id, "a"));
-                }
-                other => panic!("expected LeaseHeld, got {other:?}"),
-            }
-            match store
-                .checkpoint(id, "b", Checkpoint::new(1, &d1, &run))
-                .await
-            {
-                Err(StoreError::LeaseLost { owner, holder, .. }) => {
-                    assert_eq!((owner.as_str(), holder.as_deref()), ("b", Some("a")));
-                }
-                other => panic!("expected LeaseLost, got {other:?}"),
-            }
-            assert_eq!(store.info(id).await.unwrap().seq, 0, "nothing written");
-            store
-                .checkpoint(id, "a", Checkpoint::new(1, &d1, &run))
-                .await
-                .unwrap();
-            // The lease lapses: the run shows as interrupted and `b` may claim it.
-            tokio::time::sleep(Duration::from_millis(250)).await;
-            assert_eq!(
-                store.info(id).await.unwrap().status,
-                StoredStatus::Interrupted
-            );
-            store.claim(id, "b", LEASE).await.unwrap();
-            let d2 = step(&ex, &mut run).await;
-            assert!(matches!(
-                store.checkpoint(id, "a", Checkpoint::new(2, &d2, &run)).await,
-                Err(StoreError::LeaseLost { holder: Some(h), .. }) if h == "b"
-            ));
-            assert!(matches!(
-                store.renew(id, "a", LEASE).await,
-                Err(StoreError::LeaseLost { .. })
-            ));
-            assert!(matches!(
-                store.release(id, "a").await,
-                Err(StoreError::LeaseLost { .. })
-            ));
-            store.renew(id, "b", LEASE).await.unwrap();
-            store
-                .checkpoint(id, "b", Checkpoint::new(2, &d2, &run))
-                .await
-                .unwrap();
-            store.release(id, "b").await.unwrap();
-            assert_eq!(store.info(id).await.unwrap().owner, None);
         });
     }
 }
@@ -525,114 +418,6 @@ fn a_paused_run_resumes_through_the_store() {
     }
 }
 
-/// The system's time now, where a manual clock starts (run ids carry real time).
-fn wall_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// Proves `drive` renews its lease, on a manual clock that only the steps move (so a
-/// loaded machine cannot lapse a lease): each of 40 steps moves it 20 ms under a 200 ms
-/// lease, the run lasts four leases' worth of the store's time, and every checkpoint
-/// (each fenced on a lease current at that time) lands. Also that of two owners claiming
-/// at once exactly one gets the run.
-#[test]
-fn drive_renews_its_lease_and_claims_are_exclusive() {
-    for backend in backends() {
-        rt().block_on(async {
-            let clock = Clock::manual(wall_ms());
-            let held = open_clocked(backend, clock.clone()).await;
-            let store = held.store.clone();
-            let mut doc = ticker_named(40, "t");
-            doc["nodes"]["tick"]["run"] = json!({"handler": "slow"});
-            let steps_clock = clock.clone();
-            let (ex, id) = created(&store, doc, move |b| {
-                b.node_handler(
-                    "slow",
-                    pactgraph::runtime::sync_node(move |_| {
-                        steps_clock.advance(Duration::from_millis(20));
-                        let mut w = serde_json::Map::new();
-                        w.insert("n".into(), json!(1));
-                        Ok(w)
-                    }),
-                )
-            })
-            .await;
-            let (x, y) = tokio::join!(store.claim(id, "x", LEASE), store.claim(id, "y", LEASE));
-            assert!(
-                x.is_ok() != y.is_ok(),
-                "exactly one claim wins: {x:?} {y:?}"
-            );
-            let winner = if x.is_ok() { "x" } else { "y" };
-            store.release(id, winner).await.unwrap();
-
-            let t0 = clock.now_ms();
-            let lease = Duration::from_millis(200);
-            let run = drive(&ex, &store, id, "a", &DriveOptions::default().lease(lease))
-                .await
-                .unwrap();
-            assert!(
-                Duration::from_millis(clock.now_ms() - t0) > lease * 3,
-                "the run outlived several leases"
-            );
-            assert_eq!(run.steps(), 40);
-            let kept = store.storage(id).await.unwrap();
-            assert_eq!(
-                store.info(id).await.unwrap().seq,
-                kept.snapshot_seq + kept.steps
-            );
-            assert_eq!(store.load(id).await.unwrap().record.run, run);
-        });
-    }
-}
-
-/// Proves `drive` renews its lease while an effect runs: each of 3 node calls takes
-/// 500 ms of the store's (manual) clock, moving it 25 ms at a time and awaiting between
-/// (as an LLM call would), under a 200 ms lease; every checkpoint lands, so the lease was
-/// renewed during each call. No real time is involved: a loaded machine cannot lapse it.
-#[test]
-fn drive_renews_its_lease_during_a_long_effect() {
-    for backend in backends() {
-        rt().block_on(async {
-            let clock = Clock::manual(wall_ms());
-            let held = open_clocked(backend, clock.clone()).await;
-            let store = held.store.clone();
-            let mut doc = ticker_named(3, "t");
-            doc["nodes"]["tick"]["run"] = json!({"handler": "long"});
-            let calls_clock = clock.clone();
-            let (ex, id) = created(&store, doc, move |b| {
-                b.node_handler("long", move |_input: pactgraph::runtime::NodeInput| {
-                    let clock = calls_clock.clone();
-                    async move {
-                        // 25 ms at a time: the driver looks at its lease between two
-                        // polls of the call, and a poll moves the clock at most twice
-                        // (50 ms), well within the half lease (100 ms) it renews at.
-                        for _ in 0..20 {
-                            clock.advance(Duration::from_millis(25));
-                            tokio::task::yield_now().await;
-                        }
-                        let mut w = serde_json::Map::new();
-                        w.insert("n".into(), json!(1));
-                        Ok(w)
-                    }
-                })
-            })
-            .await;
-            let t0 = clock.now_ms();
-            let options = DriveOptions::default().lease(Duration::from_millis(200));
-            let run = drive(&ex, &store, id, "a", &options).await.unwrap();
-            assert_eq!(clock.now_ms() - t0, 1_500, "three calls of 500 ms each");
-            assert_eq!(run.steps(), 3);
-            assert_eq!(
-                run.termination_reason(),
-                Some(TerminationReason::MaxStepsExceeded)
-            );
-            assert_eq!(store.load(id).await.unwrap().record.run, run);
-        });
-    }
-}
-
 /// Proves opening by URL: the file and its folder are created, `sqlite::memory:` works,
 /// and a bad URL or an unopenable path is a clear error naming it.
 #[test]
@@ -686,7 +471,7 @@ fn reported_usage_is_checkpointed_and_reloaded() {
             let store = held.store.clone();
             let mut doc = ticker_named(7, "usage");
             doc["nodes"]["tick"]["run"] = json!({"handler": "costly"});
-            let (ex, id) = created(&store, doc, |b| {
+            let (ex, id) = created_doc(&store, doc, |b| {
                 b.node_handler(
                     "costly",
                     pactgraph::runtime::sync_node(|_| {
@@ -742,7 +527,7 @@ fn retry_attempts_are_stored_before_they_run() {
             let (probe, log) = (store.clone(), std::sync::Arc::clone(&seen));
             let id_cell = std::sync::Arc::new(std::sync::OnceLock::<RunId>::new());
             let id_for_handler = std::sync::Arc::clone(&id_cell);
-            let (ex, id) = created(&store, doc, |b| {
+            let (ex, id) = created_doc(&store, doc, |b| {
                 b.node_handler("flaky", move |input: pactgraph::runtime::NodeInput| {
                     let (probe, log, id) = (probe.clone(), log.clone(), id_for_handler.clone());
                     async move {

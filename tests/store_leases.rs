@@ -1,24 +1,32 @@
-//! Leases on the database's clock: workers whose own clocks are off by minutes (a store
-//! opened with `Clock::skewed`) never steal a live lease and never keep one that lapsed,
-//! on both stores. Real time, real databases: the leases here lapse by the database's
-//! clock, whatever the workers' clocks say.
+//! Leases, on both stores: fencing by owner (another owner's write refused, a lapsed
+//! lease claimed), `drive` renewing its lease between steps and during a long effect (on
+//! a manual clock), and leases on the database's clock: workers whose own clocks are off
+//! by minutes (a store opened with `Clock::skewed`) never steal a live lease and never
+//! keep one that lapsed. Real databases; the skewed-clock leases lapse in real time by the
+//! database's clock, whatever the workers' clocks say.
 #![cfg(feature = "store")]
 
 mod support;
 
 use std::time::Duration;
 
-use pactgraph::runtime::{Executor, RunId};
+use pactgraph::runtime::{Executor, RunId, TerminationReason};
 use pactgraph::store::{
     AnyStore, Before, Checkpoint, Clock, Continue, CreateOptions, DriveOptions, PgOptions, PgStore,
     RunStore, SqliteOptions, SqliteStore, StepDelta, StoreError, StoredStatus, drive,
     drive_created,
 };
-use support::runtime::{builder, created_ticker, graph, rt, ticker};
-use support::stores::{Backend, backends, open};
+use serde_json::json;
+use support::runtime::{
+    builder, created_doc, created_ticker, graph, rt, started, step_delta, ticker, ticker_named,
+};
+use support::stores::{Backend, backends, open, open_clocked};
 
 /// Five minutes, in milliseconds: how far the skewed workers' clocks are off.
 const SKEW: i64 = 5 * 60 * 1000;
+
+/// A lease no test outlives.
+const LEASE: Duration = Duration::from_secs(60);
 
 /// A new run of a ticker of `max_steps` in `store`, and its executor.
 async fn created(store: &AnyStore, max_steps: u32) -> (Executor, RunId) {
@@ -301,6 +309,194 @@ fn a_run_created_claimed_is_held_from_its_create_on_the_databases_clock() {
                 .await
                 .expect("drives");
             assert!(!run.is_running(), "{backend:?}: it ended");
+        });
+    }
+}
+
+/// Proves lease fencing: a claim fails while another owner holds an unexpired lease,
+/// another owner's checkpoint is refused (`LeaseLost`, nothing written), an expired lease
+/// can be claimed, and the old owner can then neither write nor renew.
+#[test]
+fn another_owners_write_is_refused_and_an_expired_lease_can_be_claimed() {
+    for backend in backends() {
+        rt().block_on(async {
+            let held = open(backend).await;
+            let store = held.store.clone();
+            let (ex, record) = started(ticker_named(10, "t"), json!({}));
+            let id = record.run_id;
+            store
+                .create(&record, &CreateOptions::default())
+                .await
+                .unwrap();
+            // No lease at all: a write is refused.
+            let mut run = record.run.clone();
+            let d1 = step_delta(&ex, &mut run).await;
+            assert!(matches!(
+                store
+                    .checkpoint(id, "a", Checkpoint::new(1, &d1, &run))
+                    .await,
+                Err(StoreError::LeaseLost { holder: None, .. })
+            ));
+            store
+                .claim(id, "a", Duration::from_millis(200))
+                .await
+                .unwrap();
+            assert_eq!(store.info(id).await.unwrap().status, StoredStatus::Running);
+            match store.claim(id, "b", LEASE).await {
+                Err(StoreError::LeaseHeld { run_id, holder, .. }) => {
+                    assert_eq!((run_id, holder.as_str()), (id, "a"));
+                }
+                other => panic!("expected LeaseHeld, got {other:?}"),
+            }
+            match store
+                .checkpoint(id, "b", Checkpoint::new(1, &d1, &run))
+                .await
+            {
+                Err(StoreError::LeaseLost { owner, holder, .. }) => {
+                    assert_eq!((owner.as_str(), holder.as_deref()), ("b", Some("a")));
+                }
+                other => panic!("expected LeaseLost, got {other:?}"),
+            }
+            assert_eq!(store.info(id).await.unwrap().seq, 0, "nothing written");
+            store
+                .checkpoint(id, "a", Checkpoint::new(1, &d1, &run))
+                .await
+                .unwrap();
+            // The lease lapses: the run shows as interrupted and `b` may claim it.
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            assert_eq!(
+                store.info(id).await.unwrap().status,
+                StoredStatus::Interrupted
+            );
+            store.claim(id, "b", LEASE).await.unwrap();
+            let d2 = step_delta(&ex, &mut run).await;
+            assert!(matches!(
+                store.checkpoint(id, "a", Checkpoint::new(2, &d2, &run)).await,
+                Err(StoreError::LeaseLost { holder: Some(h), .. }) if h == "b"
+            ));
+            assert!(matches!(
+                store.renew(id, "a", LEASE).await,
+                Err(StoreError::LeaseLost { .. })
+            ));
+            assert!(matches!(
+                store.release(id, "a").await,
+                Err(StoreError::LeaseLost { .. })
+            ));
+            store.renew(id, "b", LEASE).await.unwrap();
+            store
+                .checkpoint(id, "b", Checkpoint::new(2, &d2, &run))
+                .await
+                .unwrap();
+            store.release(id, "b").await.unwrap();
+            assert_eq!(store.info(id).await.unwrap().owner, None);
+        });
+    }
+}
+
+/// The system's time now, where a manual clock starts (run ids carry real time).
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Proves `drive` renews its lease, on a manual clock that only the steps move (so a
+/// loaded machine cannot lapse a lease): each of 40 steps moves it 20 ms under a 200 ms
+/// lease, the run lasts four leases' worth of the store's time, and every checkpoint
+/// (each fenced on a lease current at that time) lands. Also that of two owners claiming
+/// at once exactly one gets the run.
+#[test]
+fn drive_renews_its_lease_and_claims_are_exclusive() {
+    for backend in backends() {
+        rt().block_on(async {
+            let clock = Clock::manual(wall_ms());
+            let held = open_clocked(backend, clock.clone()).await;
+            let store = held.store.clone();
+            let mut doc = ticker_named(40, "t");
+            doc["nodes"]["tick"]["run"] = json!({"handler": "slow"});
+            let steps_clock = clock.clone();
+            let (ex, id) = created_doc(&store, doc, move |b| {
+                b.node_handler(
+                    "slow",
+                    pactgraph::runtime::sync_node(move |_| {
+                        steps_clock.advance(Duration::from_millis(20));
+                        let mut w = serde_json::Map::new();
+                        w.insert("n".into(), json!(1));
+                        Ok(w)
+                    }),
+                )
+            })
+            .await;
+            let (x, y) = tokio::join!(store.claim(id, "x", LEASE), store.claim(id, "y", LEASE));
+            assert!(
+                x.is_ok() != y.is_ok(),
+                "exactly one claim wins: {x:?} {y:?}"
+            );
+            let winner = if x.is_ok() { "x" } else { "y" };
+            store.release(id, winner).await.unwrap();
+
+            let t0 = clock.now_ms();
+            let lease = Duration::from_millis(200);
+            let run = drive(&ex, &store, id, "a", &DriveOptions::default().lease(lease))
+                .await
+                .unwrap();
+            assert!(
+                Duration::from_millis(clock.now_ms() - t0) > lease * 3,
+                "the run outlived several leases"
+            );
+            assert_eq!(run.steps(), 40);
+            let kept = store.storage(id).await.unwrap();
+            assert_eq!(
+                store.info(id).await.unwrap().seq,
+                kept.snapshot_seq + kept.steps
+            );
+            assert_eq!(store.load(id).await.unwrap().record.run, run);
+        });
+    }
+}
+
+/// Proves `drive` renews its lease while an effect runs: each of 3 node calls takes
+/// 500 ms of the store's (manual) clock, moving it 25 ms at a time and awaiting between
+/// (as an LLM call would), under a 200 ms lease; every checkpoint lands, so the lease was
+/// renewed during each call. No real time is involved: a loaded machine cannot lapse it.
+#[test]
+fn drive_renews_its_lease_during_a_long_effect() {
+    for backend in backends() {
+        rt().block_on(async {
+            let clock = Clock::manual(wall_ms());
+            let held = open_clocked(backend, clock.clone()).await;
+            let store = held.store.clone();
+            let mut doc = ticker_named(3, "t");
+            doc["nodes"]["tick"]["run"] = json!({"handler": "long"});
+            let calls_clock = clock.clone();
+            let (ex, id) = created_doc(&store, doc, move |b| {
+                b.node_handler("long", move |_input: pactgraph::runtime::NodeInput| {
+                    let clock = calls_clock.clone();
+                    async move {
+                        // 25 ms at a time: the driver looks at its lease between two
+                        // polls of the call, and a poll moves the clock at most twice
+                        // (50 ms), well within the half lease (100 ms) it renews at.
+                        for _ in 0..20 {
+                            clock.advance(Duration::from_millis(25));
+                            tokio::task::yield_now().await;
+                        }
+                        let mut w = serde_json::Map::new();
+                        w.insert("n".into(), json!(1));
+                        Ok(w)
+                    }
+                })
+            })
+            .await;
+            let t0 = clock.now_ms();
+            let options = DriveOptions::default().lease(Duration::from_millis(200));
+            let run = drive(&ex, &store, id, "a", &options).await.unwrap();
+            assert_eq!(clock.now_ms() - t0, 1_500, "three calls of 500 ms each");
+            assert_eq!(run.steps(), 3);
+            assert_eq!(
+                run.termination_reason(),
+                Some(TerminationReason::MaxStepsExceeded)
+            );
+            assert_eq!(store.load(id).await.unwrap().record.run, run);
         });
     }
 }

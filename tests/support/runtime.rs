@@ -150,6 +150,37 @@ pub async fn created_ticker<S: pactgraph::store::RunStore>(
     (ex, record)
 }
 
+/// Builds an executor for `doc` (handlers added by `with`), starts a run with input `{}`
+/// and creates its record in `store`.
+#[cfg(feature = "store")]
+pub async fn created_doc(
+    store: &pactgraph::store::AnyStore,
+    doc: Value,
+    with: impl FnOnce(ExecutorBuilder) -> ExecutorBuilder,
+) -> (Executor, pactgraph::runtime::RunId) {
+    use pactgraph::store::RunStore as _;
+    let g = graph(doc);
+    let document = g.to_document();
+    let ex = with(builder(g)).build().expect("builds");
+    let record = RunRecord::new(document, ex.start(json!({})).expect("starts"));
+    store
+        .create(&record, &pactgraph::store::CreateOptions::default())
+        .await
+        .expect("creates");
+    (ex, record.run_id)
+}
+
+/// One step of `run`, with its delta (the run before and after, compared).
+#[cfg(feature = "store")]
+pub async fn step_delta(
+    ex: &Executor,
+    run: &mut pactgraph::runtime::RunState,
+) -> pactgraph::store::StepDelta {
+    let before = pactgraph::store::Before::of(run);
+    ex.step(run).await;
+    pactgraph::store::StepDelta::between(&before, run)
+}
+
 /// The shared [`ticker`] (node `tick` writes a constant to `n` each
 /// step), named `workflow`, with a slice `big` given at start and never written.
 pub fn ticker_named(max_steps: u32, workflow: &str) -> Value {
