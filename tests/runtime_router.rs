@@ -1,111 +1,17 @@
 //! Routers (spec 5.3): `$route` to a node (a chain stage, trigger `router`) or a subgraph
 //! (a call from the router's level), `$message` delivered to `message_slice`, `may_answer`,
-//! retries with the error in the router's input, `invalid_route`, and the router's own
-//! handoff after the destination's chain.
+//! retries with the error in the router's input, and `invalid_route` (the router's own
+//! handoff after the destination's chain: `runtime_router_handoffs.rs`).
 
 mod support;
 
-use std::sync::{Arc, Mutex};
-
 use pactgraph::runtime::{
-    Chain, ChainTrigger, Executor, HandlerError, ItemRef, NodeInput, NodeOutput, Pending, RunState,
-    RunStatus, TerminationReason as R, TraceKind as K,
+    ChainTrigger, HandlerError, NodeInput, NodeOutput, Pending, RunStatus, TerminationReason as R,
+    TraceKind as K,
 };
 use serde_json::{Value, json};
+use support::router::{Seen, chain, items_of, routed, run_saved, run_state, scripted};
 use support::runtime::{builder, graph, rt, run_with_io, user_state, writes};
-
-/// Runs to the end, keeping the run state.
-fn run_state(ex: &Executor, input: Value) -> RunState {
-    let mut state = ex.start(input).expect("the input is valid");
-    rt().block_on(ex.run_in_place(&mut state));
-    state
-}
-
-/// Runs step by step, saving and loading the run state between every two steps.
-fn run_saved(ex: &Executor, input: Value) -> RunState {
-    let mut state = ex.start(input).expect("the input is valid");
-    let rt = rt();
-    while state.is_running() {
-        state = RunState::from_json(state.to_json()).expect("reads back");
-        rt.block_on(ex.step(&mut state));
-    }
-    state
-}
-
-/// Root supervisor `root` dispatches router `r` once (while `/done` is absent); the
-/// router chooses among node `a`, node `b` and subgraph `sub`. `a` and `b` write `done`;
-/// `sub` writes `done` too, through its node `work`.
-fn routed(router: Value, run: Value) -> Value {
-    json!({
-        "workflow": "routed",
-        "slices": {"request": {}, "pick": {}, "done": {}, "note": {}, "scratch": {}},
-        "entry": "root",
-        "supervisors": {
-            "root": {"allow": ["r"], "default": {"stop_global": {"reason": "finished"}}},
-            "sub_sup": {"allow": ["work"]}
-        },
-        "subgraphs": {
-            "sub": {"entrypoint": "sub_sup", "supervisors": ["sub_sup"],
-                    "reads": ["request", "note"], "writes": ["done"]}
-        },
-        "nodes": {
-            "r": {"supervisor": "root", "reads": ["request"], "writes": ["pick", "scratch"],
-                  "triggers": [{"when": {"path": "/done", "exists": false}}],
-                  "router": router, "run": run},
-            "a": {"supervisor": "root", "reads": ["note"], "writes": ["done"],
-                  "run": {"set": {"done": "a"}}},
-            "b": {"supervisor": "root", "reads": ["note"], "writes": ["done"],
-                  "run": {"set": {"done": "b"}}},
-            "work": {"supervisor": "sub_sup", "reads": ["request", "note"], "writes": ["done"],
-                     "triggers": [{"when": {"path": "/done", "exists": false}}],
-                     "terminal": true, "run": {"handler": "work"}}
-        }
-    })
-}
-
-/// What the router handler saw, per call: `(step, attempt, error)`.
-type Seen = Arc<Mutex<Vec<(u32, u32, Option<String>)>>>;
-
-/// A router handler answering with `outputs` in order (the last one repeated), recording
-/// what it was given.
-fn scripted(ex: pactgraph::runtime::ExecutorBuilder, outputs: Vec<Value>, seen: &Seen) -> Executor {
-    let seen = Arc::clone(seen);
-    let outputs = Arc::new(outputs);
-    ex.node_handler("router", move |input: NodeInput| {
-        let seen = Arc::clone(&seen);
-        let outputs = Arc::clone(&outputs);
-        async move {
-            let mut s = seen.lock().expect("not poisoned");
-            s.push((input.step, input.attempt, input.error.clone()));
-            let i = (s.len() - 1).min(outputs.len() - 1);
-            match &outputs[i] {
-                Value::Object(m) => Ok::<_, HandlerError>(m.clone()),
-                _ => Err(HandlerError::new("test outputs are objects")),
-            }
-        }
-    })
-    .node_handler("work", |input: NodeInput| async move {
-        let note = input.view.get("note").cloned().unwrap_or(Value::Null);
-        Ok::<_, HandlerError>(writes(&[("done", json!({"sub": true, "note": note}))]))
-    })
-    .build()
-    .expect("builds")
-}
-
-fn items_of<'a>(s: &'a RunState, node: &str) -> Vec<ItemRef<'a>> {
-    s.trace()
-        .iter()
-        .filter(|i| matches!(i.kind, K::Dispatch | K::Handoff) && i.target() == Some(node))
-        .collect()
-}
-
-fn chain(root: &str, stage: u32, trigger: ChainTrigger) -> Option<Chain> {
-    Some(Chain {
-        root: root.into(),
-        stage,
-        trigger,
-    })
-}
 
 #[test]
 fn an_unknown_destination_then_a_valid_one_retries_once_with_the_error() {
@@ -360,83 +266,6 @@ fn a_destination_failing_its_input_schema_is_an_invalid_chain_payload() {
 }
 
 #[test]
-fn the_routers_own_handoff_runs_after_the_destination_chain() {
-    let mut doc = routed(
-        json!({"destinations": ["a", "sub"]}),
-        json!({"handler": "router"}),
-    );
-    doc["slices"]["after"] = json!({});
-    doc["nodes"]["r"]["handoff"] = json!("h");
-    doc["nodes"]["a"]["handoff"] = json!("b");
-    doc["nodes"]["b"]["terminal"] = json!(true);
-    doc["nodes"]["b"]["run"] = json!({"set": {"done": "b"}});
-    doc["nodes"]["h"] = json!({"supervisor": "root", "writes": ["after"],
-        "run": {"set": {"after": "h ran"}}});
-    let g = graph(doc.clone());
-    let ex = scripted(builder(g), vec![json!({"$route": "a"})], &Seen::default());
-    let s = run_state(&ex, json!({}));
-    assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
-    let order: Vec<(&str, Option<Chain>)> = s
-        .trace()
-        .iter()
-        .filter(|i| matches!(i.kind, K::Dispatch | K::Handoff))
-        .map(|i| (i.target().unwrap_or_default(), i.chain().cloned()))
-        .collect();
-    assert_eq!(
-        order,
-        [
-            ("r", chain("r", 0, ChainTrigger::Router)),
-            ("a", chain("r", 1, ChainTrigger::Router)),
-            ("b", chain("r", 2, ChainTrigger::Handoff)),
-            // `b` is terminal, but the router's handoff is never bypassed.
-            ("h", chain("r", 3, ChainTrigger::Handoff)),
-        ]
-    );
-    let h = items_of(&s, "h")[0];
-    assert_eq!(h.source(), Some("r"));
-    assert_eq!(user_state(&s.outcome())["after"], "h ran");
-    // `h` returns to `root`, which decides again.
-    let after_h = s
-        .trace()
-        .iter()
-        .skip_while(|i| i.target() != Some("h"))
-        .nth(1)
-        .expect("an item after h");
-    assert_eq!(after_h.kind, K::Return);
-
-    // A subgraph destination: the handoff runs after the call returns.
-    let g = graph(doc);
-    let ex = scripted(builder(g), vec![json!({"$route": "sub"})], &Seen::default());
-    let s = run_state(&ex, json!({"request": {}}));
-    assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
-    let kinds: Vec<(K, &str)> = s
-        .trace()
-        .iter()
-        .map(|i| (i.kind, i.target().unwrap_or_default()))
-        .filter(|(k, _)| matches!(k, K::Dispatch | K::Handoff | K::Call | K::Return))
-        .collect();
-    assert_eq!(
-        kinds,
-        [
-            (K::Dispatch, "r"),
-            (K::Call, "sub"),
-            (K::Dispatch, "work"),
-            (K::Return, "root"),
-            (K::Handoff, "h"),
-            (K::Return, "root"),
-        ]
-    );
-    assert_eq!(
-        items_of(&s, "h")[0].chain().cloned(),
-        chain("r", 2, ChainTrigger::Handoff)
-    );
-    assert_eq!(user_state(&s.outcome())["after"], "h ran");
-    // Saved mid-call (the frame owes the handoff), the run ends the same.
-    let saved = run_saved(&ex, json!({"request": {}}));
-    assert_eq!(saved.trace().without_timing(), s.trace().without_timing());
-}
-
-#[test]
 fn may_answer_lets_a_router_end_its_level() {
     let g = graph(routed(
         json!({"destinations": ["a"], "may_answer": true}),
@@ -517,53 +346,6 @@ fn a_pending_retry_and_call_serialize() {
 }
 
 #[test]
-fn nested_routers_pay_their_handoffs_innermost_first() {
-    let doc = json!({
-        "workflow": "nested",
-        "slices": {"log": {}, "done": {}},
-        "entry": "root",
-        "supervisors": {"root": {"allow": ["r1"], "default": {"stop_global": {}}}},
-        "nodes": {
-            "r1": {"supervisor": "root", "triggers": [{"when": {"path": "/done", "exists": false}}],
-                   "router": {"destinations": ["r2"]}, "handoff": "h1", "run": {"handler": "to_r2"}},
-            "r2": {"supervisor": "root", "router": {"destinations": ["d"], "may_answer": true},
-                   "handoff": "h2", "run": {"handler": "r2"}},
-            "d": {"supervisor": "root", "run": {"set": {}}},
-            "h2": {"supervisor": "root", "run": {"set": {}}},
-            "h1": {"supervisor": "root", "writes": ["done"], "run": {"set": {"done": true}}}
-        }
-    });
-    for (r2, expect) in [
-        (json!({"$route": "d"}), vec!["r1", "r2", "d", "h2", "h1"]),
-        // `r2` answers: its own handoff is not owed (it routed nowhere), `r1`'s still is.
-        (json!({"$route": null}), vec!["r1", "r2", "h1"]),
-    ] {
-        let r2 = Arc::new(r2);
-        let ex = builder(graph(doc.clone()))
-            .node_handler("to_r2", |_| async {
-                Ok::<_, HandlerError>(NodeOutput::new(writes(&[])).with_route("r2"))
-            })
-            .node_handler("r2", move |_| {
-                let out = r2.as_object().cloned().unwrap_or_default();
-                async move { Ok::<_, HandlerError>(out) }
-            })
-            .build()
-            .expect("builds");
-        let s = run_state(&ex, json!({}));
-        assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
-        let ran: Vec<&str> = s
-            .trace()
-            .iter()
-            .filter(|i| matches!(i.kind, K::Dispatch | K::Handoff))
-            .filter_map(|i| i.target())
-            .collect();
-        assert_eq!(ran, expect);
-        let h1 = items_of(&s, "h1")[0];
-        assert_eq!(h1.source(), Some("r1"));
-    }
-}
-
-#[test]
 fn a_python_router_gets_the_error_on_stdin() {
     // The first run names an unknown destination; the second, told why on stdin, routes
     // to `a` and keeps what it was told in `pick`.
@@ -638,58 +420,4 @@ fn the_shipped_router_triage_runs_end_to_end() {
         let close = items_of(&s, "close")[0];
         assert_eq!(close.source(), Some("triage"));
     }
-}
-
-#[test]
-fn a_destination_with_advisors_keeps_the_owed_handoff_and_a_retried_router_skips_its_advisors() {
-    let doc = json!({
-        "workflow": "advised_route",
-        "slices": {"advice": {}, "done": {}, "after": {}, "scratch": {}},
-        "entry": "root",
-        "supervisors": {"root": {"allow": ["r"], "default": {"stop_global": {}}}},
-        "nodes": {
-            "r": {"supervisor": "root", "reads": ["advice"],
-                  "triggers": [{"when": {"path": "/done", "exists": false}}],
-                  "router": {"destinations": ["d"]}, "handoff": "h",
-                  "advisors": {"members": ["m"], "slice": "advice"},
-                  "run": {"handler": "router"}},
-            "d": {"supervisor": "root", "reads": ["advice"], "writes": ["done"],
-                  "advisors": {"members": ["m"], "slice": "advice"},
-                  "run": {"set": {"done": true}}},
-            "m": {"supervisor": "root", "writes": ["scratch"], "run": {"set": {"scratch": 1}}},
-            "h": {"supervisor": "root", "writes": ["after"], "run": {"set": {"after": true}}}
-        }
-    });
-    let seen = Seen::default();
-    let ex = scripted(
-        builder(graph(doc)),
-        vec![json!({"$route": "zzz"}), json!({"$route": "d"})],
-        &seen,
-    );
-    let s = run_state(&ex, json!({}));
-    assert_eq!(s.status(), RunStatus::Completed, "{:?}", s.message());
-    assert_eq!(user_state(&s.outcome())["after"], true);
-    let kinds: Vec<(K, &str)> = s
-        .trace()
-        .iter()
-        .filter(|i| !matches!(i.kind, K::Decision | K::Advisor | K::End))
-        .map(|i| (i.kind, i.target().unwrap_or_default()))
-        .collect();
-    assert_eq!(
-        kinds,
-        [
-            (K::Fork, "r"),
-            (K::Join, "r"),
-            (K::Dispatch, "r"),
-            // The router runs again without its advisors.
-            (K::Dispatch, "r"),
-            (K::Fork, "d"),
-            (K::Join, "d"),
-            (K::Handoff, "d"),
-            // `d` ran after its advisors, and the router's handoff was still owed.
-            (K::Handoff, "h"),
-            (K::Return, "root"),
-        ]
-    );
-    assert_eq!(seen.lock().expect("not poisoned").len(), 2);
 }

@@ -10,6 +10,8 @@
 //!   same scenario on both stores.
 //! * [`random_workflow`]: random valid workflows with random rule outcomes and their
 //!   inputs, for the runtime's and the run store's property tests.
+//! * [`router`]: a workflow whose router picks among two nodes and a subgraph, a scripted
+//!   router handler, and readers of its dispatches and chain stages, for the router tests.
 //! * [`stores`]: both run stores (SQLite, and PostgreSQL at `PG_URL`) for the store tests.
 //! * [`runtime`]: compiling workflows, building executors and reading runs, for the
 //!   runtime tests.
@@ -26,6 +28,7 @@ pub mod crash;
 #[cfg(feature = "store")]
 pub mod packed;
 pub mod random_workflow;
+pub mod router;
 pub mod runtime;
 #[cfg(feature = "store")]
 pub mod stores;
