@@ -180,3 +180,38 @@ fn a_template_mistake_is_shown_where_it_stands() {
         (Some(7), Some(column as u64))
     );
 }
+
+/// Proves that an agent needs the `agents` feature and says so: with it, the executor of
+/// an agent example builds (its model client is made; nothing is called); without it,
+/// `build()` refuses the workflow, naming the agent node and where its behaviour stands,
+/// instead of a run that would fail at its first model call.
+#[test]
+fn an_agent_is_refused_at_build_without_the_agents_feature() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/workflows/agents/agent_tool_call.json");
+    let (doc, _) = WorkflowDocument::load(&path).expect("loads");
+    let graph = pactgraph::GraphBuilder::from_document(doc)
+        .build()
+        .expect("resolves");
+    let built = pactgraph::runtime::Executor::builder(
+        pactgraph::validator::ValidGraph::new(graph).expect("valid"),
+    )
+    .base_dir(path.parent().expect("a folder"))
+    .build();
+    if cfg!(feature = "agents") {
+        assert!(built.is_ok(), "{:?}", built.err());
+    } else {
+        match built {
+            Err(pactgraph::runtime::ExecutorBuildError::Agent {
+                id,
+                message,
+                pointer,
+            }) => {
+                assert_eq!(id, "support");
+                assert_eq!(pointer, "/nodes/support/run/agent");
+                assert!(message.contains("`agents` feature"), "{message}");
+            }
+            other => panic!("expected the agent refused, got {:?}", other.err()),
+        }
+    }
+}
