@@ -6,7 +6,11 @@ mod support;
 
 use pactgraph::RoutingDecision as D;
 use pactgraph::contracts::SupervisorOutput;
-use pactgraph::runtime::{HandlerError, RunStatus, TerminationReason as R, TraceKind as K};
+use std::sync::{Arc, Mutex};
+
+use pactgraph::runtime::{
+    ExecutorBuilder, HandlerError, PolicyInput, RunStatus, TerminationReason as R, TraceKind as K,
+};
 use serde_json::{Value, json};
 use support::runtime::{builder, graph, graph_file, run};
 
@@ -43,32 +47,45 @@ fn the_same_input_gives_the_same_trace_apart_from_timing() {
     assert_eq!(frozen.trace, a.trace.without_timing());
 }
 
-#[test]
-fn policies_and_nodes_reading_system_see_it_fresh() {
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let log = std::sync::Arc::clone(&seen);
-    let policy = move |input: pactgraph::runtime::PolicyInput| {
+/// What a recording policy saw of `system` at each call: its step count and the trace
+/// items it was given.
+type Seen = Arc<Mutex<Vec<(u64, Vec<Value>)>>>;
+
+/// `b` with policy `script` recording what it sees of `system` (into the returned
+/// [`Seen`]), dispatching `m` while fewer than `until` steps have run, then `stop_global`.
+fn recording_policy(b: ExecutorBuilder, until: u64) -> (ExecutorBuilder, Seen) {
+    let seen = Seen::default();
+    let log = Arc::clone(&seen);
+    let policy = move |input: PolicyInput| {
         let steps = input.state["system"]["steps"].as_u64().unwrap();
         let items = input.state["system"]["decision_trace"]
             .as_array()
             .unwrap()
-            .len();
+            .clone();
         log.lock().unwrap().push((steps, items));
         async move {
-            Ok::<SupervisorOutput, HandlerError>(if steps == 0 {
+            Ok::<SupervisorOutput, HandlerError>(if steps < until {
                 "m".into()
             } else {
-                D::stop_global("seen").into()
+                D::stop_global("enough").into()
             })
         }
     };
-    let ex = builder(graph(policy_loop()))
-        .policy_handler("script", policy)
-        .build()
-        .unwrap();
-    let o = run(&ex, json!({}));
+    (b.policy_handler("script", policy), seen)
+}
+
+#[test]
+fn policies_and_nodes_reading_system_see_it_fresh() {
+    let (b, seen) = recording_policy(builder(graph(policy_loop())), 1);
+    let o = run(&b.build().unwrap(), json!({}));
     assert_eq!(o.termination_reason, Some(R::StopGlobal));
-    assert_eq!(*seen.lock().unwrap(), [(0, 0), (2, 4)]);
+    let counts: Vec<(u64, usize)> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(steps, items)| (*steps, items.len()))
+        .collect();
+    assert_eq!(counts, [(0, 0), (2, 4)]);
 }
 
 #[test]
@@ -110,33 +127,21 @@ fn rule_triggers_on_system_see_it_fresh() {
 fn policies_see_the_recent_trace_items_or_the_whole_trace_on_request() {
     use pactgraph::runtime::TraceView;
     let seen_by = |view: Option<TraceView>| {
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let log = std::sync::Arc::clone(&seen);
-        let policy = move |input: pactgraph::runtime::PolicyInput| {
-            let steps = input.state["system"]["steps"].as_u64().unwrap();
-            let items = input.state["system"]["decision_trace"]
-                .as_array()
-                .unwrap()
-                .clone();
-            log.lock().unwrap().push(items);
-            async move {
-                Ok::<SupervisorOutput, HandlerError>(if steps < 100 {
-                    "m".into()
-                } else {
-                    D::stop_global("enough").into()
-                })
-            }
-        };
         let mut doc = policy_loop();
         doc["budgets"] = json!({"max_steps": 1000});
-        let mut b = builder(graph(doc)).policy_handler("script", policy);
+        let (mut b, seen) = recording_policy(builder(graph(doc)), 100);
         if let Some(v) = view {
             b = b.trace_view(v);
         }
         let o = run(&b.build().unwrap(), json!({}));
         assert_eq!(o.termination_reason, Some(R::StopGlobal));
-        let seen = seen.lock().unwrap().clone();
-        (o, seen)
+        let items: Vec<Vec<Value>> = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, i)| i.clone())
+            .collect();
+        (o, items)
     };
     let (o, recent) = seen_by(None);
     let longest = recent.iter().map(Vec::len).max().unwrap();
