@@ -14,7 +14,7 @@ use pactgraph::store::{
     SqliteStore, StepDelta, StoreError, StoredStatus, drive,
 };
 use serde_json::{Value, json};
-use support::runtime::{created_doc, rt, started, step_delta, ticker_named};
+use support::runtime::{created_doc, created_ticker, rt, started, step_delta, ticker_named};
 use support::stores::{backends, count_snapshot_writes, open, snapshot_writes};
 
 const LEASE: Duration = Duration::from_secs(60);
@@ -72,12 +72,8 @@ fn a_duplicate_or_skipped_seq_is_refused_and_writes_nothing() {
         rt().block_on(async {
             let held = open(backend).await;
             let store = held.store.clone();
-            let (ex, record) = started(ticker_named(10, "t"), json!({}));
+            let (ex, record) = created_ticker(&store, 10).await;
             let id = record.run_id;
-            store
-                .create(&record, &CreateOptions::default())
-                .await
-                .unwrap();
             store.claim(id, "a", LEASE).await.unwrap();
             let mut run = record.run.clone();
             let d1 = step_delta(&ex, &mut run).await;

@@ -18,7 +18,7 @@ use pactgraph::store::{
 };
 use serde_json::json;
 use support::runtime::{
-    builder, created_doc, created_ticker, graph, rt, started, step_delta, ticker, ticker_named,
+    builder, created_doc, created_ticker, graph, rt, step_delta, ticker, ticker_named,
 };
 use support::stores::{Backend, backends, open, open_clocked};
 
@@ -322,12 +322,8 @@ fn another_owners_write_is_refused_and_an_expired_lease_can_be_claimed() {
         rt().block_on(async {
             let held = open(backend).await;
             let store = held.store.clone();
-            let (ex, record) = started(ticker_named(10, "t"), json!({}));
+            let (ex, record) = created_ticker(&store, 10).await;
             let id = record.run_id;
-            store
-                .create(&record, &CreateOptions::default())
-                .await
-                .unwrap();
             // No lease at all: a write is refused.
             let mut run = record.run.clone();
             let d1 = step_delta(&ex, &mut run).await;
