@@ -38,11 +38,7 @@ impl<V: Clone + PartialEq> MapDelta<V> {
         J: Iterator<Item = (&'a String, &'a V)> + Clone,
         V: 'a,
     {
-        let mut delta = Self {
-            removed: Vec::new(),
-            set: IndexMap::new(),
-            whole: None,
-        };
+        let mut delta = Self::empty();
         let after_map: IndexMap<&String, &V> = after.clone().collect();
         let before_map: IndexMap<&String, &V> = before.clone().collect();
         for (k, _) in before.clone() {
@@ -75,14 +71,13 @@ impl<V: Clone + PartialEq> MapDelta<V> {
         }
         if !order_ok {
             return Self {
-                removed: Vec::new(),
-                set: IndexMap::new(),
                 whole: Some(
                     after_map
                         .into_iter()
                         .map(|(k, v)| (k.clone(), v.clone()))
                         .collect(),
                 ),
+                ..Self::empty()
             };
         }
         delta

@@ -135,19 +135,8 @@ pub fn ticker(max_steps: u32) -> Value {
 pub async fn created_ticker<S: pactgraph::store::RunStore>(
     store: &S,
     max_steps: u32,
-) -> (Executor, pactgraph::runtime::RunRecord) {
-    let g = graph(ticker(max_steps));
-    let document = g.to_document();
-    let ex = builder(g).build().expect("builds");
-    let record = pactgraph::runtime::RunRecord::new(
-        document,
-        ex.start(serde_json::json!({})).expect("starts"),
-    );
-    store
-        .create(&record, &pactgraph::store::CreateOptions::default())
-        .await
-        .expect("creates");
-    (ex, record)
+) -> (Executor, RunRecord) {
+    created_record(store, ticker(max_steps), |b| b).await
 }
 
 /// Builds an executor for `doc` (handlers added by `with`), starts a run with input `{}`
@@ -158,16 +147,23 @@ pub async fn created_doc(
     doc: Value,
     with: impl FnOnce(ExecutorBuilder) -> ExecutorBuilder,
 ) -> (Executor, pactgraph::runtime::RunId) {
-    use pactgraph::store::RunStore as _;
-    let g = graph(doc);
-    let document = g.to_document();
-    let ex = with(builder(g)).build().expect("builds");
-    let record = RunRecord::new(document, ex.start(json!({})).expect("starts"));
+    let (ex, record) = created_record(store, doc, with).await;
+    (ex, record.run_id)
+}
+
+/// [`started_with`] input `{}`, the record created in `store`.
+#[cfg(feature = "store")]
+async fn created_record<S: pactgraph::store::RunStore>(
+    store: &S,
+    doc: Value,
+    with: impl FnOnce(ExecutorBuilder) -> ExecutorBuilder,
+) -> (Executor, RunRecord) {
+    let (ex, record) = started_with(doc, json!({}), with);
     store
         .create(&record, &pactgraph::store::CreateOptions::default())
         .await
         .expect("creates");
-    (ex, record.run_id)
+    (ex, record)
 }
 
 /// One step of `run`, with its delta (the run before and after, compared).
@@ -192,9 +188,18 @@ pub fn ticker_named(max_steps: u32, workflow: &str) -> Value {
 
 /// An executor for `doc` and a fresh record of a run of it with `input`.
 pub fn started(doc: Value, input: Value) -> (Executor, RunRecord) {
+    started_with(doc, input, |b| b)
+}
+
+/// [`started`] with handlers added to the executor by `with`.
+pub fn started_with(
+    doc: Value,
+    input: Value,
+    with: impl FnOnce(ExecutorBuilder) -> ExecutorBuilder,
+) -> (Executor, RunRecord) {
     let g = graph(doc);
     let document = g.to_document();
-    let ex = builder(g).build().expect("builds");
+    let ex = with(builder(g)).build().expect("builds");
     let run = ex.start(input).expect("starts");
     (ex, RunRecord::new(document, run))
 }
