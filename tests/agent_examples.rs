@@ -3,11 +3,14 @@
 //! together cover every pattern with agents: a router, advisors, a team, a supervisor
 //! policy, and a node with `final_report` calling a tool.
 
+mod support;
+
 use std::path::PathBuf;
 use std::process::Command;
 
 use pactgraph::contracts::{DocumentFormat, NodeBehaviour, SupervisorPolicy, WorkflowDocument};
 use pactgraph::validator::{Severity, check_file};
+use support::runtime::{builder, graph_file};
 
 fn examples() -> Vec<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/workflows/agents");
@@ -187,17 +190,9 @@ fn a_template_mistake_is_shown_where_it_stands() {
 /// instead of a run that would fail at its first model call.
 #[test]
 fn an_agent_is_refused_at_build_without_the_agents_feature() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("examples/workflows/agents/agent_tool_call.json");
-    let (doc, _) = WorkflowDocument::load(&path).expect("loads");
-    let graph = pactgraph::GraphBuilder::from_document(doc)
-        .build()
-        .expect("resolves");
-    let built = pactgraph::runtime::Executor::builder(
-        pactgraph::validator::ValidGraph::new(graph).expect("valid"),
-    )
-    .base_dir(path.parent().expect("a folder"))
-    .build();
+    let built = builder(graph_file("examples/workflows/agents/agent_tool_call.json"))
+        .base_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/workflows/agents"))
+        .build();
     if cfg!(feature = "agents") {
         assert!(built.is_ok(), "{:?}", built.err());
     } else {
