@@ -16,6 +16,8 @@ mod event_bus;
 mod event_text;
 mod events;
 mod json_text;
+#[cfg(unix)]
+mod ms_cache;
 mod names;
 mod outcome;
 mod output;
