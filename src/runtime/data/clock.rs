@@ -48,10 +48,9 @@ pub(crate) fn now_ms() -> u64 {
         match known.current(raw) {
             Some(ms) => ms,
             None => {
-                let ns = system_ns();
-                let next = known.refreshed(raw, ns);
+                let next = known.refreshed(raw, system_ns());
                 cache.set(next);
-                ns / 1_000_000
+                next.ms()
             }
         }
     })

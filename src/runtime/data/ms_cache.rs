@@ -19,7 +19,7 @@
 /// Counter readings must span at least this many nanoseconds of system time before
 /// their rate is measured: 4 ms, so that a reading's own jitter (tens of nanoseconds)
 /// is well under the 1/64 two windows must agree within.
-pub(crate) const LEARN_NS: u64 = 4_000_000;
+const LEARN_NS: u64 = 4_000_000;
 
 /// Nanoseconds before the next millisecond at which a cached millisecond stops being
 /// answered, on top of the rate's margin: covers the counter being read a little out of
@@ -64,6 +64,12 @@ impl MsCache {
     pub(crate) fn current(&self, raw: u64) -> Option<u64> {
         // One comparison covers both ends: a reading before `from` wraps to a large value.
         (raw.wrapping_sub(self.from) < self.until.wrapping_sub(self.from)).then_some(self.ms)
+    }
+
+    /// The millisecond the system clock last gave.
+    #[inline(always)]
+    pub(crate) fn ms(&self) -> u64 {
+        self.ms
     }
 
     /// The cache after the system clock was read: `raw` is the counter read just before
@@ -137,8 +143,9 @@ mod tests {
         raw0 + u64::try_from(u128::from(ns - ns0) * u128::from(rate) / 1_000_000).expect("fits")
     }
 
-    /// Drives a cache over `steps` readings `gap_ns` apart with a counter of `rate`,
-    /// returning how many readings it answered without the system clock.
+    /// Drives a cache over readings `gaps` apart (in ns) with a counter of `rate` ticks a
+    /// millisecond, checking every cached answer; returns how many readings it answered
+    /// without the system clock, and the cache.
     fn drive(rate: u64, start_ns: u64, gaps: &[u64]) -> (usize, MsCache) {
         let raw0 = 1_000_000_000_000;
         let mut cache = MsCache::EMPTY;
