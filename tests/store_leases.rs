@@ -221,6 +221,41 @@ fn a_release_after_the_lease_lapsed_is_refused() {
     }
 }
 
+/// Proves the attempt counter never says less than the truth when an owner takes back
+/// its own lease: claiming again within the lease (an extension) adds nothing, but once
+/// the lease lapsed and was not given up (the owner was paused; its step in flight may
+/// have run, and `interrupt` could not be written), claiming it back adds one, as a claim
+/// by another owner does. Before, the same owner's claim never counted, so a worker
+/// continued after a pause could run its step in flight again as the same attempt.
+#[test]
+fn an_owner_taking_back_its_own_lapsed_lease_counts_the_attempt() {
+    for backend in backends() {
+        rt().block_on(async {
+            let store = open(backend).await;
+            let (_, id) = created(&store, 5).await;
+            store.claim(id, "a", LEASE).await.expect("claims");
+            let attempt = store.info(id).await.expect("info").attempt;
+            store.claim(id, "a", LEASE).await.expect("extends");
+            let info = store.info(id).await.expect("info");
+            assert_eq!(info.attempt, attempt, "{backend}: an extension counts nothing");
+            store
+                .claim(id, "a", Duration::from_millis(200))
+                .await
+                .expect("shortens");
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            store.claim(id, "a", LEASE).await.expect("claims it back");
+            let info = store.info(id).await.expect("info");
+            assert_eq!(info.owner.as_deref(), Some("a"), "{backend}");
+            assert_eq!(info.status, StoredStatus::Running, "{backend}");
+            assert_eq!(
+                info.attempt,
+                attempt + 1,
+                "{backend}: the step in flight at the lapse may have run"
+            );
+        });
+    }
+}
+
 /// Proves a run created claimed (`CreateOptions::claimed_by`, what `pactgraph run` does,
 /// ADR 0069) is held from its create's own statement, on the database's clock: (1) it is
 /// `running`, its owner the one named, its lease about the length asked from now; no

@@ -274,7 +274,9 @@ impl<B: Backend> Store<B> {
     ///
     /// Taking a run from another owner that did not let it go (it died, or its lease
     /// lapsed) means its step in flight may have started: that step's next attempt is
-    /// one more. A queued run claimed is running. The row is chosen with the dialect's
+    /// one more. So does taking back one's own lapsed lease that was not given up (a
+    /// drive that finds its lease lapsed gives it up with `interrupt`, which counts the
+    /// attempt; when even that could not be written, the claim counts it). A queued run claimed is running. The row is chosen with the dialect's
     /// lock (PostgreSQL: `FOR UPDATE SKIP LOCKED`, never waiting on another claim).
     async fn claim_row(
         &self,
@@ -286,7 +288,8 @@ impl<B: Backend> Store<B> {
         let now = self.now_sql(4);
         let statement = format!(
             "UPDATE runs SET \
-               attempt = CASE WHEN owner IS NOT NULL AND owner <> $1 AND status IN \
+               attempt = CASE WHEN owner IS NOT NULL AND (owner <> $1 \
+                 OR lease_expires_ms IS NULL OR lease_expires_ms <= {now}) AND status IN \
                  ('running', 'queued') THEN attempt + 1 ELSE attempt END, \
                status = CASE WHEN status = 'queued' THEN 'running' ELSE status END, \
                owner = $1, lease_expires_ms = {now} + $2 \
