@@ -32,6 +32,7 @@ mod status;
 mod team_state;
 mod text_buf;
 mod trace;
+mod trace_pool;
 
 pub use accounting::Accounting;
 pub use advising::{AdvisingRun, Seat, SeatReport, SeatState, SeatStatus};
