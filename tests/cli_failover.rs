@@ -373,7 +373,10 @@ fn a_killed_and_a_paused_worker_lose_and_duplicate_nothing() {
             &b_held,
             // B's marks from 100 ms after it is continued (at the first 2 ms round past
             // PAUSE): any read before were written by programs it started before the stop.
-            &[(pc, Duration::ZERO), (pb, PAUSE + Duration::from_millis(100))],
+            &[
+                (pc, Duration::ZERO),
+                (pb, PAUSE + Duration::from_millis(100)),
+            ],
             Duration::from_secs(20),
             |at| {
                 if !continued && at >= PAUSE {

@@ -237,7 +237,10 @@ fn an_owner_taking_back_its_own_lapsed_lease_counts_the_attempt() {
             let attempt = store.info(id).await.expect("info").attempt;
             store.claim(id, "a", LEASE).await.expect("extends");
             let info = store.info(id).await.expect("info");
-            assert_eq!(info.attempt, attempt, "{backend}: an extension counts nothing");
+            assert_eq!(
+                info.attempt, attempt,
+                "{backend}: an extension counts nothing"
+            );
             store
                 .claim(id, "a", Duration::from_millis(200))
                 .await

@@ -12,7 +12,10 @@ use serde::{Deserialize, Serialize};
 use super::candidates::Candidates;
 use super::names::{IntoName, Name, Names};
 use super::trace::{InternedItem, ItemOut, TraceItem};
-use super::trace_pool;
+use super::trace_pool::BufferPool;
+
+/// The items' buffers dropped traces left for the next ones (ADR 0078).
+static BUFFERS: BufferPool<InternedItem> = BufferPool::new();
 
 /// The ordered list of trace items of one run. Items name ids by [`Name`] in the trace's
 /// own [`Names`]; read them with [`DecisionTrace::iter`] or [`DecisionTrace::get`] (an
@@ -218,7 +221,7 @@ impl DecisionTrace {
     /// one is kept: ADR 0078).
     pub fn with_capacity(items: usize) -> Self {
         Self {
-            items: trace_pool::take(items),
+            items: BUFFERS.take(items),
             names: Names::default(),
         }
     }
@@ -434,7 +437,7 @@ impl DecisionTrace {
 impl Drop for DecisionTrace {
     /// Leaves the items' buffer, emptied, to the next trace made (ADR 0078).
     fn drop(&mut self) {
-        trace_pool::give(std::mem::take(&mut self.items));
+        BUFFERS.give(std::mem::take(&mut self.items));
     }
 }
 
