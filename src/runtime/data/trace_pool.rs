@@ -51,7 +51,7 @@ impl<T> BufferPool<T> {
     }
 
     /// Keeps `buffer` (emptied) for a later [`take`](Self::take) when there is room for
-    /// it; frees it otherwise.
+    /// it, or in place of the smallest kept when it is larger; frees it otherwise.
     pub(crate) fn give(&self, mut buffer: Vec<T>) {
         let bytes = buffer.capacity().saturating_mul(size_of::<T>());
         if bytes == 0 || bytes > MAX_BYTES {
@@ -59,13 +59,24 @@ impl<T> BufferPool<T> {
         }
         // The items' own allocations are freed here, outside the lock.
         buffer.clear();
-        if let Ok(mut kept) = self.kept.try_lock()
-            && kept.len() < KEPT
-        {
+        let Ok(mut kept) = self.kept.try_lock() else {
+            return;
+        };
+        // Full: the largest buffers are the ones worth keeping (a clone's exact-size
+        // buffer must not crowd out a long run's), so a larger one takes the smallest's
+        // place. What is not kept is freed after the lock is let go.
+        let freed = if kept.len() < KEPT {
             kept.push(buffer);
-            // The largest last: `take` pops it.
-            kept.sort_unstable_by_key(Vec::capacity);
-        }
+            None
+        } else if kept[0].capacity() < buffer.capacity() {
+            Some(std::mem::replace(&mut kept[0], buffer))
+        } else {
+            Some(buffer)
+        };
+        // Smallest first, the largest last: `take` pops it.
+        kept.sort_unstable_by_key(Vec::capacity);
+        drop(kept);
+        drop(freed);
     }
 
     /// The capacities of the buffers kept, smallest first.
@@ -106,6 +117,17 @@ mod tests {
             pool.give(Vec::with_capacity(room));
         }
         assert_eq!(pool.capacities().len(), KEPT);
+        // Full of buffers of `room`: a smaller one is not kept, a larger one replaces
+        // the smallest.
+        pool.give(Vec::with_capacity(room / 2));
+        assert_eq!(pool.capacities(), vec![room; KEPT]);
+        pool.give(Vec::with_capacity(room * 4));
+        assert_eq!(pool.capacities().len(), KEPT);
+        assert_eq!(
+            pool.take(1).capacity(),
+            room * 4,
+            "the largest kept comes first"
+        );
 
         let huge = MAX_BYTES / size_of::<String>() + 1;
         let _ = pool.take(0);
