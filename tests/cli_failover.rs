@@ -3,7 +3,8 @@
 //! 20ms`) drain 200 detached runs of 20 `exec` steps (a shell step that appends
 //! `RUN STEP ATTEMPT WORKER_PID` to `marks.txt` and sleeps 5 ms). Worker A is killed with
 //! SIGKILL mid-way; then worker B is paused with SIGSTOP for three leases while C takes
-//! over, and continued.
+//! over, and continued (on SQLite, when B stopped holding the write lock, B itself may
+//! take its runs back once continued and refused: ADR 0077).
 //!
 //! A's runs are taken over at once (their owner is a dead process of this host: the
 //! store lists them runnable without waiting for their leases); B's once their leases
