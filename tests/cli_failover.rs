@@ -188,8 +188,8 @@ fn measure(
         marks.poll();
         let at = since.elapsed();
         for m in &marks.all[from..] {
-            let counts = others.iter().any(|&(pid, from)| pid == m.pid && at >= from);
-            if !held.contains_key(&m.run) || !counts {
+            let counts = |&(pid, from): &(u32, Duration)| pid == m.pid && at >= from;
+            if !held.contains_key(&m.run) || !others.iter().any(counts) {
                 continue;
             }
             t.resumed.get_or_insert(at);
@@ -478,10 +478,10 @@ fn check(
     // B's late writes: refused for every run it held, none of them completed by B under
     // the lease it had lost. B may have claimed the run again after giving it up (see the
     // test): then its log says so (`started by`) after the refusal and before the end.
+    let lines: Vec<&str> = logs[1].lines().collect();
+    let at = |text: &str| lines.iter().position(|l| l.contains(text));
     for id in b_held.keys() {
         assert_eq!(logs[1].matches(&refused(id)).count(), 1, "{}", logs[1]);
-        let lines: Vec<&str> = logs[1].lines().collect();
-        let at = |text: &str| lines.iter().position(|l| l.contains(text));
         let refusal = at(&refused(id)).expect("counted above");
         if let Some(end) = at(&format!("run {id} ended completed")) {
             let again = refusal < end

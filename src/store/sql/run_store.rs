@@ -276,8 +276,9 @@ impl<B: Backend> Store<B> {
     /// lapsed) means its step in flight may have started: that step's next attempt is
     /// one more. So does taking back one's own lapsed lease that was not given up (a
     /// drive that finds its lease lapsed gives it up with `interrupt`, which counts the
-    /// attempt; when even that could not be written, the claim counts it). A queued run claimed is running. The row is chosen with the dialect's
-    /// lock (PostgreSQL: `FOR UPDATE SKIP LOCKED`, never waiting on another claim).
+    /// attempt; when even that could not be written, the claim counts it). A queued run
+    /// claimed is running. The row is chosen with the dialect's lock (PostgreSQL: `FOR
+    /// UPDATE SKIP LOCKED`, never waiting on another claim).
     async fn claim_row(
         &self,
         id: RunId,
@@ -286,16 +287,17 @@ impl<B: Backend> Store<B> {
         gone: Option<String>,
     ) -> Result<u64, StoreError> {
         let now = self.now_sql(4);
+        // No current lease: what lets anyone take the row, and what makes its holder's
+        // own claim count the attempt.
+        let lapsed = format!("lease_expires_ms IS NULL OR lease_expires_ms <= {now}");
         let statement = format!(
             "UPDATE runs SET \
-               attempt = CASE WHEN owner IS NOT NULL AND (owner <> $1 \
-                 OR lease_expires_ms IS NULL OR lease_expires_ms <= {now}) AND status IN \
-                 ('running', 'queued') THEN attempt + 1 ELSE attempt END, \
+               attempt = CASE WHEN owner IS NOT NULL AND (owner <> $1 OR {lapsed}) \
+                 AND status IN ('running', 'queued') THEN attempt + 1 ELSE attempt END, \
                status = CASE WHEN status = 'queued' THEN 'running' ELSE status END, \
                owner = $1, lease_expires_ms = {now} + $2 \
              WHERE id = (SELECT id FROM runs WHERE id = $3 \
-               AND (owner IS NULL OR owner = $1 OR lease_expires_ms IS NULL \
-                    OR lease_expires_ms <= {now} OR owner = $5){})",
+               AND (owner IS NULL OR owner = $1 OR {lapsed} OR owner = $5){})",
             self.dialect.claim_lock
         );
         sql(&statement)
