@@ -58,12 +58,6 @@ pub(crate) struct Limits {
 }
 
 impl Limits {
-    /// Whether a full batch of pure steps may be written while the next steps are taken
-    /// (at effects; every step's commit is waited for with `--checkpoints steps`).
-    pub(crate) fn overlaps(self) -> bool {
-        self.steps > 1
-    }
-
     /// The limits of `checkpoints`: one step for [`Checkpoints::Steps`].
     pub(crate) fn of(checkpoints: Checkpoints, steps: u32, wait: Duration) -> Self {
         match checkpoints {

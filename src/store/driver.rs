@@ -273,15 +273,15 @@ impl<'a, S: RunStore> Driver<'a, S> {
                 attempt = 1;
             }
             if batch.took(&run, effectful, limits) {
-                // A batch of pure steps full by its count or its time, the run still
-                // running, is written while the next steps are taken (ADR 0068): they
-                // are pure too, or wait for it before their effect. A step that
-                // performed an effect, a pause or an end is committed before going on.
-                // The checkpoint of a run that ended or paused is left writing too: it
-                // is the last, and nothing but the caller's work on the run (which
-                // `drive_created_then` does meanwhile) comes before it is waited for.
-                let overlap =
-                    self.may_overlap() && (!run.is_running() || (!effectful && limits.overlaps()));
+                // A batch of pure steps full by its count or its time (at effects) or
+                // a pure step (`--checkpoints steps`, ADR 0079), the run still running,
+                // is written while the next steps are taken (ADR 0068): they are pure
+                // too, or wait for it before their effect. A step that performed an
+                // effect is committed before going on. The checkpoint of a run that
+                // ended or paused is left writing too: it is the last, and nothing but
+                // the caller's work on the run (which `drive_created_then` does
+                // meanwhile) comes before it is waited for.
+                let overlap = self.may_overlap() && (!run.is_running() || !effectful);
                 self.commit(&mut run, &mut batch, &mut seq, overlap).await?;
                 attempt = 1;
                 done += 1;
@@ -360,6 +360,7 @@ impl<'a, S: RunStore> Driver<'a, S> {
         // (the create of a run created beside its first steps, or a slow write) is spent
         // on it. It is still written after that one's answer, one at a time, in order.
         let delta = batch.delta(run);
+        let steps = batch.steps();
         // A run that stopped running is let go with its last checkpoint where the store
         // can (ADR 0071; the store ignores this for a run still running): every way out
         // of the drive's loop ends the drive.
@@ -372,22 +373,32 @@ impl<'a, S: RunStore> Driver<'a, S> {
             self.written().await?;
             return self.write_now(prepared, publish).await.map(drop);
         }
-        // Its events are packed on a thread of the runtime's blocking pool, beside the
-        // next steps (started now: a task runs without being polled), then written.
-        let packing = tokio::task::spawn_blocking(move || {
+        // The events of a batch of several steps are packed on a thread of the runtime's
+        // blocking pool, beside the next steps (started now: a task runs without being
+        // polled), then written; a one-step checkpoint's (every one of `--checkpoints
+        // steps`) here, while the one before is in flight: a few microseconds, less than
+        // handing them to another thread and back (ADR 0079).
+        let (store, run_id) = (self.store, self.id);
+        let answer: Answer<'a> = if steps > 1 {
+            let packing = tokio::task::spawn_blocking(move || {
+                let mut prepared = prepared;
+                prepared.pack_events();
+                prepared
+            });
+            self.written().await?;
+            Box::pin(async move {
+                let prepared = packing.await.map_err(|e| StoreError::CannotContinue {
+                    run_id,
+                    reason: format!("packing the events of a checkpoint: {e}"),
+                })?;
+                store.write_checkpoint(prepared).await
+            })
+        } else {
             let mut prepared = prepared;
             prepared.pack_events();
-            prepared
-        });
-        self.written().await?;
-        let (store, run_id) = (self.store, self.id);
-        let answer: Answer<'a> = Box::pin(async move {
-            let prepared = packing.await.map_err(|e| StoreError::CannotContinue {
-                run_id,
-                reason: format!("packing the events of a checkpoint: {e}"),
-            })?;
-            store.write_checkpoint(prepared).await
-        });
+            self.written().await?;
+            Box::pin(store.write_checkpoint(prepared))
+        };
         self.writing = Some(Writing {
             answer: Mutex::new(answer),
             publish,
