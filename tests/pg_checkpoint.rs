@@ -54,32 +54,40 @@ fn schema() -> Option<Schema> {
     Some(Schema::new())
 }
 
-/// The step rows, snapshots and event chunks run `id` has in the store's schema.
+/// The deltas (step rows, and from format 13 the deltas kept in event chunks, ADR 0079),
+/// snapshots and event chunks run `id` has in the store's schema.
 async fn rows_of(url: &str, id: RunId) -> (i64, i64, i64) {
     let mut c = sqlx::PgConnection::connect(url)
         .await
         .expect("connects to the schema");
     let mut counts = [0; 3];
-    for (table, count) in ["steps", "snapshots", "event_chunks"]
-        .iter()
-        .zip(&mut counts)
+    for (rows, count) in [
+        "steps WHERE run_id = $1 UNION ALL SELECT 1 FROM event_chunks WHERE run_id = $1 \
+         AND delta IS NOT NULL",
+        "snapshots WHERE run_id = $1",
+        "event_chunks WHERE run_id = $1",
+    ]
+    .iter()
+    .zip(&mut counts)
     {
-        *count = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table} WHERE run_id = $1"))
+        *count = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM (SELECT 1 FROM {rows}) AS r"))
             .bind(id.to_string())
             .fetch_one(&mut c)
             .await
-            .unwrap_or_else(|e| panic!("counts the rows of {table}: {e}"));
+            .unwrap_or_else(|e| panic!("counts the rows of {rows}: {e}"));
     }
     (counts[0], counts[1], counts[2])
 }
 
-/// The highest checkpoint run `id` has a step row or a snapshot of (0: its create's).
+/// The highest checkpoint run `id` has a delta (a step row, or one kept in an event chunk)
+/// or a snapshot of (0: its create's).
 async fn last_written(url: &str, id: RunId) -> i64 {
     let mut c = sqlx::PgConnection::connect(url)
         .await
         .expect("connects to the schema");
     sqlx::query_scalar(
         "SELECT COALESCE(MAX(seq), -1) FROM (SELECT seq FROM steps WHERE run_id = $1 \
+         UNION ALL SELECT seq FROM event_chunks WHERE run_id = $1 AND delta IS NOT NULL \
          UNION ALL SELECT seq FROM snapshots WHERE run_id = $1) AS written",
     )
     .bind(id.to_string())
@@ -403,10 +411,17 @@ fn a_store_of_format_9_migrates_to_10_and_deleted_runs_take_their_chunks() {
             &schema.url,
             &format!("DELETE FROM runs WHERE id = '{left}'"),
         );
+        // Its step rows and snapshots went with it; its chunks stay, with the deltas kept
+        // in them (format 13).
         let orphans = rows_of(&schema.url, *left).await;
+        let step_rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM steps WHERE run_id = $1")
+            .bind(left.to_string())
+            .fetch_one(&mut c)
+            .await
+            .expect("counts the step rows");
         assert!(
-            orphans.0 == 0 && orphans.1 == 0 && orphans.2 > 0,
-            "{orphans:?}"
+            step_rows == 0 && orphans.1 == 0 && orphans.2 > 0,
+            "{step_rows} {orphans:?}"
         );
         support::stores::admin(
             &schema.url,

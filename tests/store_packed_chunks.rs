@@ -33,13 +33,18 @@ fn chunk_kinds(b: &Bench) -> Vec<String> {
 }
 
 /// Takes the store back to format 10: each packed chunk unpacked into its text (what
-/// format 10 wrote), migration 11 forgotten, `user_version` 10.
+/// format 10 wrote), the chunks' `delta` column (format 13) dropped, migrations 11 on
+/// forgotten, `user_version` 10.
 fn back_to_format_10(b: &Bench) {
     let db = b.dir.join("store.db");
     assert!(support::stores::unpack_chunks(&db) > 0);
     let url = format!("sqlite:{}", db.display());
     rt().block_on(async {
         let mut c = SqliteConnection::connect(&url).await.expect("opens");
+        sqlx::query("ALTER TABLE event_chunks DROP COLUMN delta")
+            .execute(&mut c)
+            .await
+            .expect("drops format 13's column");
         sqlx::query("DELETE FROM _sqlx_migrations WHERE version > 10")
             .execute(&mut c)
             .await

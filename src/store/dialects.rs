@@ -106,7 +106,9 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
 /// The one without a snapshot is what every checkpoint of `--checkpoints steps` runs, so
 /// it does the least (ADR 0054): no document clause (a checkpoint carrying a document
 /// always carries a snapshot: `Store::checkpoint_once`), the run row's digest left as it
-/// is, and a step row with no foreign key to check (format 9). The notifications are
+/// is, and no step row: its delta is kept in its event chunk's row (format 13, ADR 0079:
+/// one tuple and one index entry fewer; before, a step row with no foreign key to check,
+/// format 9). The notifications are
 /// columns of the answer, called once for the one row `up` returns (none when refused),
 /// rather than a clause of their own joined to it: one scan and one join fewer to start
 /// at every execution.
@@ -122,7 +124,8 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
 /// into a tuple by every scan of `up` at every execution).
 fn postgres_checkpoint(snapshot: bool, returning: &str) -> String {
     // With a snapshot (and maybe a new document) it replaces the run's snapshot and the
-    // step rows before it; without, a step row.
+    // step rows before it (format 12's and older; the deltas of the chunks before it stay
+    // with them, ADR 0079).
     let (sets, writes) = if snapshot {
         (
             "digest = COALESCE($11, digest), snapshot_seq = $2, ",
@@ -133,19 +136,18 @@ fn postgres_checkpoint(snapshot: bool, returning: &str) -> String {
              ds AS (DELETE FROM snapshots WHERE run_id = $1 AND seq < $2 \
                AND EXISTS (SELECT 1 FROM up)), \
              dt AS (DELETE FROM steps WHERE run_id = $1 AND seq < $2 \
-               AND EXISTS (SELECT 1 FROM up))"
+               AND EXISTS (SELECT 1 FROM up)), "
                 .to_string(),
         )
     } else {
-        (
-            "",
-            // The step row's time is the run row's new `updated_ms` (the same instant),
-            // read from `up` rather than computed again.
-            "st AS (INSERT INTO steps (run_id, seq, delta, created_ms) \
-               SELECT $1, $2, $13, up.updated_ms FROM up)"
-                .to_string(),
-        )
+        // No step row: the delta goes with the events, in their chunk's row (format 13,
+        // ADR 0079; every checkpoint carries its `checkpoint` event, so every one writes
+        // a chunk).
+        ("", String::new())
     };
+    // The delta in the chunk's row when the checkpoint carries no snapshot (which holds
+    // the run as it is after it).
+    let delta = if snapshot { "NULL" } else { "$13::TEXT" };
     format!(
         "WITH up AS (UPDATE runs SET seq = $2, steps = $3, status = $4, \
            termination_reason = $5, updated_ms = COALESCE($6::BIGINT, {POSTGRES_NOW}), \
@@ -156,9 +158,10 @@ fn postgres_checkpoint(snapshot: bool, returning: &str) -> String {
            lease_expires_ms = CASE WHEN $19::BOOLEAN THEN NULL ELSE lease_expires_ms END \
          WHERE id = $1 AND seq = $2 - 1 AND owner = $7 \
            AND lease_expires_ms > COALESCE($6::BIGINT, {POSTGRES_NOW}) RETURNING {returning}), \
-         {writes}, \
-         ev AS (INSERT INTO event_chunks (run_id, first_seq, last_seq, seq, packed) \
-           SELECT $1, $16, $17, $2, $15::BYTEA FROM up WHERE $17::BIGINT >= $16::BIGINT) \
+         {writes}\
+         ev AS (INSERT INTO event_chunks (run_id, first_seq, last_seq, seq, packed, delta) \
+           SELECT $1, $16, $17, $2, $15::BYTEA, {delta} FROM up \
+           WHERE $17::BIGINT >= $16::BIGINT) \
          SELECT up.*, pg_notify($18, $1) AS told, \
            CASE WHEN $8::BOOLEAN THEN NULL ELSE pg_notify({}, '') END AS woke FROM up",
         runnable_channel!()
@@ -188,7 +191,8 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
     // events come as one chunk, their texts one a line, kept as one row (format 8, ADR
     // 0053: no row nor foreign-key check per event), packed in the client and bound as
     // bytes, which the server keeps as they come (format 12, ADR 0063: no UTF-8 check of
-    // a text parameter, no compression in TOAST).
+    // a text parameter, no compression in TOAST). The delta of a checkpoint without a
+    // snapshot is kept in the same row (format 13, ADR 0079: no step row).
     checkpoint: postgres_checkpoint(false, INFO),
     checkpoint_snapshot: postgres_checkpoint(true, INFO),
     checkpoint_changes: Some(postgres_checkpoint(false, CHANGED)),

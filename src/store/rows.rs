@@ -159,9 +159,10 @@ pub(crate) fn info_after(
 /// 9 and 10 only mark them, ADRs 0054 and 0057; format 11 changes SQLite's alone, its
 /// event chunks packed in the client, ADR 0059, and PostgreSQL's migration 11 only marks
 /// it; format 12 changes PostgreSQL's alone, its event chunks packed in the client too,
-/// ADR 0063, and SQLite's migration 12 only marks it). A database with a higher one is
-/// refused, untouched.
-pub const STORE_FORMAT: i64 = 12;
+/// ADR 0063, and SQLite's migration 12 only marks it; format 13 keeps PostgreSQL's deltas
+/// in their event chunks, ADR 0079, and SQLite's migration 13 gives its chunks the same
+/// column, never set). A database with a higher one is refused, untouched.
+pub const STORE_FORMAT: i64 = 13;
 
 pub(crate) fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)

@@ -67,6 +67,11 @@ static MIGRATIONS: &[Step] = &[
         "packed event chunks",
         include_str!("../../../migrations/postgres/0012_packed_event_chunks.sql"),
     ),
+    (
+        13,
+        "deltas in chunks",
+        include_str!("../../../migrations/postgres/0013_deltas_in_chunks.sql"),
+    ),
 ];
 
 /// `url` with its password, if any, replaced by `***` (URLs are printed in errors).

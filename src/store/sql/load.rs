@@ -25,7 +25,8 @@ const CHUNK: i64 = 4;
 /// column as, `Dialect::packed_read`): the run's row first (its [`INFO`]
 /// columns, `format`, `workflow_file`, `base_dir`, `snapshot_seq` and `at`, the
 /// checkpoint loaded), then the document, the latest snapshot at or before `at`, the
-/// step rows after it up to `at`, in order, and the event chunks of those checkpoints
+/// step rows after it up to `at` (those of the `steps` table and the deltas kept in event
+/// chunks, format 13), in order, and the event chunks of those checkpoints
 /// (their trace items, format 8), in order. The rows after the first carry their number
 /// in `seq` and their text in `delta` (the document, the snapshot's run state, a step's
 /// delta, a chunk's texts unless packed), a chunk's packed texts in `packed`, every
@@ -60,7 +61,7 @@ fn load_sql(int: &str, packed: &str) -> String {
          s AS (SELECT seq, run_state FROM snapshots \
            WHERE run_id = $1 AND seq <= (SELECT at FROM r) ORDER BY seq DESC LIMIT 1) \
          SELECT CAST({ROW} AS BIGINT) AS part, {INFO}, format, workflow_file, base_dir, \
-           snapshot_seq, at, NULL AS delta, {NO_PACKED} AS packed FROM r{}{}{}{} \
+           snapshot_seq, at, NULL AS delta, {NO_PACKED} AS packed FROM r{}{}{}{}{} \
          ORDER BY part, seq",
         body(
             DOCUMENT,
@@ -75,6 +76,15 @@ fn load_sql(int: &str, packed: &str) -> String {
             ("st.delta", NO_PACKED),
             "steps st WHERE st.run_id = $1 AND st.seq > (SELECT seq FROM s) \
              AND st.seq <= (SELECT at FROM r)"
+        ),
+        // The deltas kept in their chunks (format 13, ADR 0079): step rows too, ordered
+        // among the others by `seq` (a checkpoint has one or the other).
+        body(
+            STEP,
+            "ec.seq",
+            ("ec.delta", NO_PACKED),
+            "event_chunks ec WHERE ec.run_id = $1 AND ec.delta IS NOT NULL \
+             AND ec.seq > (SELECT seq FROM s) AND ec.seq <= (SELECT at FROM r)"
         ),
         body(
             CHUNK,

@@ -59,11 +59,31 @@ pub struct Store<B> {
 /// driver renews at half), and the fenced statements refuse anyway once the lease lapsed.
 const RIDE_OUT: Duration = Duration::from_secs(10);
 
+/// The checkpoint of run `$1`'s kept snapshot, in SQL: the deltas after it are its step
+/// rows.
+macro_rules! after_snapshot {
+    () => {
+        "(SELECT COALESCE(MAX(seq), 0) FROM snapshots WHERE run_id = $1)"
+    };
+}
+
+/// Run `$1`'s step rows (`seq`, `delta`), in SQL: those of the `steps` table (a snapshot
+/// deletes those it covers) and the deltas kept in event chunks after its snapshot
+/// (format 13, ADR 0079).
+const DELTAS: &str = concat!(
+    "SELECT seq, delta FROM steps WHERE run_id = $1 UNION ALL \
+     SELECT seq, delta FROM event_chunks WHERE run_id = $1 AND delta IS NOT NULL \
+     AND seq > ",
+    after_snapshot!()
+);
+
 /// What a run takes in the store: its step rows and snapshots, in bytes of JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct RunStorage {
-    /// Step rows.
+    /// Step rows: the deltas a load replays on the kept snapshot, those of the `steps`
+    /// table and those kept in event chunks (format 13, ADR 0079; the deltas of the
+    /// chunks a snapshot covers stay with their events and are not counted).
     pub steps: u64,
     /// Bytes of their deltas.
     pub step_bytes: u64,
@@ -177,14 +197,16 @@ impl<B: Backend> Store<B> {
     pub async fn storage(&self, id: RunId) -> Result<RunStorage, StoreError> {
         let db = StoreError::db("measuring storage", Some(id));
         let key = id.to_string();
-        let row = sql("SELECT \
-               (SELECT COUNT(*) FROM steps WHERE run_id = $1) AS steps, \
-               (SELECT CAST(COALESCE(SUM(LENGTH(delta)), 0) AS BIGINT) FROM steps \
-                 WHERE run_id = $1) AS step_bytes, \
+        let row = sql(&format!(
+            "WITH d AS ({DELTAS}) SELECT \
+               (SELECT COUNT(*) FROM d) AS steps, \
+               (SELECT CAST(COALESCE(SUM(LENGTH(delta)), 0) AS BIGINT) FROM d) AS step_bytes, \
                (SELECT COUNT(*) FROM snapshots WHERE run_id = $1) AS snapshots, \
                (SELECT CAST(COALESCE(SUM(LENGTH(run_state)), 0) AS BIGINT) FROM snapshots \
                  WHERE run_id = $1) AS snapshot_bytes, \
-               (SELECT COALESCE(MAX(seq), 0) FROM snapshots WHERE run_id = $1) AS snapshot_seq")
+               {} AS snapshot_seq",
+            after_snapshot!()
+        ))
         .bind(&key)
         .fetch_one(&mut self.db.read().await?)
         .await
@@ -205,7 +227,7 @@ impl<B: Backend> Store<B> {
     pub async fn deltas(&self, id: RunId) -> Result<Vec<(u64, StepDelta)>, StoreError> {
         let db = StoreError::db("reading steps", Some(id));
         let mut c = self.db.read().await?;
-        let rows = sql("SELECT seq, delta FROM steps WHERE run_id = $1 ORDER BY seq")
+        let rows = sql(&format!("{DELTAS} ORDER BY seq"))
             .bind(id.to_string())
             .fetch_all(&mut c)
             .await
@@ -213,8 +235,9 @@ impl<B: Backend> Store<B> {
         // Their trace items, kept in their checkpoints' events (format 8, ADR 0053).
         let chunks = sql(&format!(
             "SELECT seq, events, {} AS packed FROM event_chunks WHERE run_id = $1 \
-             AND seq >= (SELECT MIN(seq) FROM steps WHERE run_id = $1) ORDER BY seq",
-            self.dialect.packed_read()
+             AND seq > {} ORDER BY seq",
+            self.dialect.packed_read(),
+            after_snapshot!()
         ))
         .bind(id.to_string())
         .fetch_all(&mut c)

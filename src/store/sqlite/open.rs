@@ -100,6 +100,11 @@ static MIGRATIONS: &[Step] = &[
         "format twelve",
         include_str!("../../../migrations/sqlite/0012_format_twelve.sql"),
     ),
+    (
+        13,
+        "format thirteen",
+        include_str!("../../../migrations/sqlite/0013_format_thirteen.sql"),
+    ),
 ];
 
 impl SqliteStore {
