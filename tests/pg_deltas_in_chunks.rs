@@ -28,6 +28,13 @@ fn schema() -> Option<Schema> {
     Some(Schema::new())
 }
 
+/// The store at `url` (migrated on open), a snapshot only by weight.
+async fn opened(url: &str) -> PgStore {
+    PgStore::open_with(url, PgOptions::default().snapshot_every(1_000))
+        .await
+        .expect("opens (and migrates)")
+}
+
 /// Drives run `id` checkpointing every step, `checkpoints` times.
 async fn drive_steps(ex: &Executor, store: &PgStore, id: RunId, checkpoints: u64) -> RunState {
     let options = DriveOptions::default()
@@ -65,9 +72,7 @@ fn assert_same_run(a: &RunState, b: &RunState) {
 fn a_checkpoint_keeps_its_delta_in_its_chunk() {
     let Some(schema) = schema() else { return };
     rt().block_on(async {
-        let store = PgStore::open_with(&schema.url, PgOptions::default().snapshot_every(1_000))
-            .await
-            .expect("opens");
+        let store = opened(&schema.url).await;
         let mut c = sqlx::PgConnection::connect(&schema.url)
             .await
             .expect("connects");
@@ -99,9 +104,7 @@ fn a_checkpoint_keeps_its_delta_in_its_chunk() {
 fn a_run_of_format_12_loads_and_goes_on_with_deltas_in_chunks() {
     let Some(schema) = schema() else { return };
     rt().block_on(async {
-        let store = PgStore::open_with(&schema.url, PgOptions::default().snapshot_every(1_000))
-            .await
-            .expect("opens");
+        let store = opened(&schema.url).await;
         let (ex, record) = created_ticker(&store, 50).await;
         let id = record.run_id;
         drive_steps(&ex, &store, id, 6).await;
@@ -129,9 +132,7 @@ fn a_run_of_format_12_loads_and_goes_on_with_deltas_in_chunks() {
         let old_rows = i64::try_from(deltas_before.len()).expect("small");
 
         // Migrated again on open: the run reads as it did.
-        let store = PgStore::open_with(&schema.url, PgOptions::default().snapshot_every(1_000))
-            .await
-            .expect("opens and migrates");
+        let store = opened(&schema.url).await;
         assert_eq!(kinds_of(&mut c, id).await, (old_rows, 0));
         let again = store.load(id).await.expect("a run of format 12 loads");
         assert_same_run(&again.record.run, &before.record.run);
