@@ -157,6 +157,10 @@ impl Backend for AnyDb {
         either!(self, AnyDb, db => db.close().await)
     }
 
+    fn pipe(&self) -> Option<&super::postgres::Pipe> {
+        either!(self, AnyDb, db => db.pipe())
+    }
+
     async fn wakeups(&self) -> Option<super::Wakeups> {
         either!(self, AnyDb, db => db.wakeups().await)
     }

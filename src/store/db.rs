@@ -430,6 +430,13 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
     #[doc(hidden)]
     fn close(&self) -> impl Future<Output = ()> + Send;
 
+    /// The connection its checkpoints without a snapshot are pipelined on (ADR 0080:
+    /// PostgreSQL's), if any.
+    #[doc(hidden)]
+    fn pipe(&self) -> Option<&super::postgres::Pipe> {
+        None
+    }
+
     /// Wakeups when runs become runnable, if the database sends them (PostgreSQL's
     /// `LISTEN`); `None`: workers poll only.
     #[doc(hidden)]

@@ -2,11 +2,8 @@
 //! step: `store/batch.rs`), renew the lease, watch for a cancel. Claiming it and letting it
 //! go: `store/drive.rs`.
 
-use std::future::Future;
-use std::pin::Pin;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
-use std::task::Poll;
 
 use super::batch::{Batch, Limits};
 use super::delta::{Before, StepDelta};
@@ -27,6 +24,9 @@ use crate::runtime::{
 const POLL_EVERY: u32 = 16;
 
 mod control;
+mod writing;
+
+use self::writing::Writing;
 
 /// A run being driven under its lease.
 pub(super) struct Driver<'a, S> {
@@ -45,29 +45,16 @@ pub(super) struct Driver<'a, S> {
     last_event: Option<u64>,
     /// The `seq` of the run's last kept event (docs/spec/events.md).
     event_seq: AtomicU64,
-    /// A checkpoint of pure steps being written while the run steps on (ADR 0068): at
-    /// most one, waited for before the next checkpoint, any effect or any other call to
-    /// the store.
-    writing: Option<Writing<'a>>,
+    /// Checkpoints of pure steps being written while the run steps on (ADR 0068): at
+    /// most one, or two when the store pipelines them (ADR 0080), oldest first; waited
+    /// for before any effect or any other call to the store (`driver/writing.rs`).
+    writing: VecDeque<Writing<'a>>,
     /// A cancel was asked (the last checkpoint's answer said so).
     cancel_requested: bool,
     /// The last checkpoint's answer shows no owner: it gave the lease up with the run's
     /// stop (`Checkpoint::let_go`, ADR 0071), so the drive's end releases nothing.
     let_go: bool,
 }
-
-/// A checkpoint being written: the store's answer to come, and the events its steps made,
-/// published to the executor's subscribers once it is committed.
-struct Writing<'a> {
-    /// In a mutex only to be `Sync` (the drive's future is sent between threads and
-    /// borrows the driver across awaits): it is only ever reached through `&mut`, never
-    /// locked.
-    answer: Mutex<Answer<'a>>,
-    publish: Option<Vec<RunEvent>>,
-}
-
-/// The store's answer to a checkpoint being written.
-pub(super) type Answer<'a> = Pin<Box<dyn Future<Output = Result<RunInfo, StoreError>> + Send + 'a>>;
 
 /// How waiting for dependencies ended.
 enum Waited {
@@ -116,21 +103,10 @@ impl<'a, S: RunStore> Driver<'a, S> {
             loaded,
             last_event,
             event_seq: AtomicU64::new(0),
-            writing: None,
+            writing: VecDeque::new(),
             cancel_requested: false,
             let_go: false,
         }
-    }
-
-    /// Starts the drive with `answer` in flight, as a checkpoint being written: the run's
-    /// create (`drive_creating_then`), waited for before the first effect, the first
-    /// checkpoint, any other call to the store and the end.
-    pub(super) fn writing_first(&mut self, answer: Answer<'a>) {
-        debug_assert!(self.writing.is_none(), "nothing written yet");
-        self.writing = Some(Writing {
-            answer: Mutex::new(answer),
-            publish: None,
-        });
     }
 
     /// The store driven through.
@@ -304,48 +280,6 @@ impl<'a, S: RunStore> Driver<'a, S> {
         self.options.max_checkpoints.is_none() && !self.interrupted()
     }
 
-    /// Waits for the checkpoint being written, if any: its answer read (a cancel asked),
-    /// its events published. Every call to the store but that write waits for this
-    /// first: a run's checkpoints are written one at a time, in order.
-    pub(super) async fn written(&mut self) -> Result<(), StoreError> {
-        if let Some(writing) = self.writing.take() {
-            let answer = writing
-                .answer
-                .into_inner()
-                .unwrap_or_else(PoisonError::into_inner);
-            let info = answer.await?;
-            self.committed(&info, writing.publish);
-        }
-        Ok(())
-    }
-
-    /// Polls the checkpoint being written once, without waiting for it: its answer read
-    /// if it came (its refusal returned).
-    async fn poll_writing(&mut self) -> Result<(), StoreError> {
-        let Some(writing) = self.writing.as_mut() else {
-            return Ok(());
-        };
-        let answer = writing
-            .answer
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner);
-        let answer = std::future::poll_fn(|cx| Poll::Ready(answer.as_mut().poll(cx))).await;
-        if let Poll::Ready(answer) = answer {
-            let writing = self.writing.take().expect("polled just above");
-            self.committed(&answer?, writing.publish);
-        }
-        Ok(())
-    }
-
-    /// A checkpoint committed: its answer read, its events published.
-    fn committed(&mut self, info: &RunInfo, publish: Option<Vec<RunEvent>>) {
-        self.cancel_requested = info.cancel_requested;
-        self.let_go = info.owner.is_none();
-        if let (Some(events), Some(bus)) = (publish, self.executor.events()) {
-            bus.publish_owned(events);
-        }
-    }
-
     /// Commits the steps of `batch` (one checkpoint, `seq` + 1) and starts the next batch;
     /// with `overlap`, the checkpoint is left writing (see [`Driver::written`]).
     async fn commit(
@@ -373,39 +307,7 @@ impl<'a, S: RunStore> Driver<'a, S> {
             self.written().await?;
             return self.write_now(prepared, publish).await.map(drop);
         }
-        // The events of a batch of several steps are packed on a thread of the runtime's
-        // blocking pool, beside the next steps (started now: a task runs without being
-        // polled), then written; a one-step checkpoint's (every one of `--checkpoints
-        // steps`) here, while the one before is in flight: a few microseconds, less than
-        // handing them to another thread and back (ADR 0079).
-        let (store, run_id) = (self.store, self.id);
-        let answer: Answer<'a> = if steps > 1 {
-            let packing = tokio::task::spawn_blocking(move || {
-                let mut prepared = prepared;
-                prepared.pack_events();
-                prepared
-            });
-            self.written().await?;
-            Box::pin(async move {
-                let prepared = packing.await.map_err(|e| StoreError::CannotContinue {
-                    run_id,
-                    reason: format!("packing the events of a checkpoint: {e}"),
-                })?;
-                store.write_checkpoint(prepared).await
-            })
-        } else {
-            let mut prepared = prepared;
-            prepared.pack_events();
-            self.written().await?;
-            Box::pin(store.write_checkpoint(prepared))
-        };
-        self.writing = Some(Writing {
-            answer: Mutex::new(answer),
-            publish,
-        });
-        // Polled once: the statement is sent (and, on SQLite, handed to its connection's
-        // thread) before the next step.
-        self.poll_writing().await
+        self.send(prepared, publish, steps).await
     }
 
     /// Writes `prepared` and waits for it (no other checkpoint is being written), then

@@ -369,6 +369,18 @@ pub trait RunStore: Send + Sync {
         prepared: PreparedCheckpoint,
     ) -> impl Future<Output = Result<RunInfo, StoreError>> + Send;
 
+    /// Whether `prepared` may be sent while the checkpoint of the same run before it is
+    /// still in flight, when that one may too (ADR 0080: pipelined on one connection, the
+    /// server running each as soon as the one before committed; its fence refuses it
+    /// unless that one committed). The driver then marks it
+    /// ([`PreparedCheckpoint::behind`]), waits for the older of two in flight before a
+    /// third, and writes a pipelined checkpoint again, alone, when it failed behind one
+    /// that was then committed. False by default: one at a time.
+    fn pipelines(&self, prepared: &PreparedCheckpoint) -> bool {
+        let _ = prepared;
+        false
+    }
+
     /// Loads run `id`: its row, document and the run state as of its last checkpoint.
     fn load(&self, id: RunId) -> impl Future<Output = Result<StoredRun, StoreError>> + Send;
 

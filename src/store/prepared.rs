@@ -10,7 +10,7 @@ use crate::runtime::{RunId, RunRecord, TerminationReason, digest_of};
 /// a snapshot when one is due, the document when the run takes a new one, and the
 /// events packed as one chunk. It holds no reference to the run: a driver may step the
 /// run on (pure steps only: brief section 13) while the store writes it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct PreparedCheckpoint {
     pub(crate) id: RunId,
     pub(crate) owner: String,
@@ -38,9 +38,33 @@ pub struct PreparedCheckpoint {
     pub(crate) last_event: u64,
     /// The store's clock when it was prepared (what a refusal is judged at).
     pub(crate) now: u64,
+    /// Sent while another checkpoint of the run is in flight (ADR 0080: set by the
+    /// driver when the store pipelines it): see [`PreparedCheckpoint::behind`].
+    pub(crate) behind: bool,
+    /// Written again after a try whose outcome is unknown (see
+    /// [`PreparedCheckpoint::resent`]).
+    pub(crate) resent: bool,
 }
 
 impl PreparedCheckpoint {
+    /// Marks it sent while another checkpoint of its run is in flight
+    /// ([`RunStore::pipelines`](super::RunStore::pipelines)): its first try never opens a
+    /// connection of its own, so that it goes where the one before it went or fails as
+    /// that one did.
+    pub fn behind(mut self) -> Self {
+        self.behind = true;
+        self
+    }
+
+    /// Marks it written again, alone, after it failed behind another (ADR 0080): it may
+    /// have been committed already (its answer lost), which a refusal of its fence then
+    /// tells, as for a try again after a lost connection.
+    pub fn resent(mut self) -> Self {
+        self.behind = false;
+        self.resent = true;
+        self
+    }
+
     /// The run it checkpoints.
     pub fn run_id(&self) -> RunId {
         self.id

@@ -16,11 +16,13 @@ use std::time::Duration;
 mod conns;
 mod listen;
 mod open;
+mod pipe;
 
 use sqlx::postgres::PgRow;
 
 pub(crate) use self::conns::{Conn as PgConn, PgTx};
 pub(crate) use self::open::redact;
+pub use self::pipe::Pipe;
 
 use self::conns::{Conn, Conns};
 use super::clock::Clock;
@@ -84,6 +86,9 @@ impl PgOptions {
 #[derive(Debug, Clone)]
 pub struct PgDb {
     conns: Arc<Conns>,
+    /// The connection checkpoints are pipelined on (ADR 0080); `None` when it cannot be
+    /// made from the store's URL.
+    pipe: Option<Arc<Pipe>>,
 }
 
 impl Backend for PgDb {
@@ -96,7 +101,14 @@ impl Backend for PgDb {
     }
 
     async fn close(&self) {
+        if let Some(pipe) = &self.pipe {
+            pipe.close().await;
+        }
         self.conns.close().await;
+    }
+
+    fn pipe(&self) -> Option<&Pipe> {
+        self.pipe.as_deref()
     }
 
     async fn wakeups(&self) -> Option<super::Wakeups> {

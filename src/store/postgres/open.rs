@@ -10,7 +10,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::{ConnectOptions, Connection, Row};
 
 use super::conns::Conns;
-use super::{PgDb, PgOptions, PgStore};
+use super::{PgDb, PgOptions, PgStore, Pipe};
 use crate::store::clock::Clock;
 use crate::store::format::{Step, migrator, open_error, refuse_newer};
 use crate::store::sql::Store;
@@ -207,17 +207,31 @@ impl PgStore {
         // plan each time) before it tries the generic plan: 5.5 M of the server's 40 M
         // instructions in a 2,000-step run. Every statement of the store is written so
         // that a generic plan finds its index (no clause a bound value switches off).
+        let settings = [
+            (
+                "synchronous_commit",
+                match options.durability {
+                    Durability::Normal => "off",
+                    Durability::Full => "on",
+                },
+            ),
+            ("plan_cache_mode", "force_generic_plan"),
+        ];
+        let pipe = Pipe::new(
+            url,
+            &connect,
+            &settings,
+            options.connect_timeout,
+            (
+                &dialects::POSTGRES.checkpoint,
+                dialects::POSTGRES
+                    .checkpoint_changes
+                    .as_deref()
+                    .expect("PostgreSQL answers what changed"),
+            ),
+        );
         let connect = connect
-            .options([
-                (
-                    "synchronous_commit",
-                    match options.durability {
-                        Durability::Normal => "off",
-                        Durability::Full => "on",
-                    },
-                ),
-                ("plan_cache_mode", "force_generic_plan"),
-            ])
+            .options(settings)
             .application_name("pactgraph")
             .log_statements(tracing::log::LevelFilter::Trace);
         // One connection first: the format check and migrations, and a quick, clear
@@ -270,6 +284,7 @@ impl PgStore {
         );
         let db = PgDb {
             conns: Arc::new(conns),
+            pipe: pipe.map(Arc::new),
         };
         let store = Store::on(
             db,

@@ -71,6 +71,10 @@ impl<B: Backend> RunStore for Store<B> {
         written
     }
 
+    fn pipelines(&self, prepared: &PreparedCheckpoint) -> bool {
+        prepared.snapshot.is_none() && self.db.pipe().is_some() && self.events_channel().is_some()
+    }
+
     async fn load(&self, id: RunId) -> Result<StoredRun, StoreError> {
         self.ride_out("load", |_| self.load_upto(id, None)).await
     }
@@ -403,6 +407,8 @@ impl<B: Backend> Store<B> {
             first_event,
             last_event,
             now,
+            behind: false,
+            resent: false,
         })
     }
 
@@ -432,8 +438,12 @@ impl<B: Backend> Store<B> {
             packed,
             first_event,
             last_event,
-            now,
+            now: _,
+            behind,
+            resent,
         } = *prepared;
+        // Written again after a try whose outcome is unknown: found committed, it is.
+        let again = again || resent;
         let owner = owner.as_str();
         debug_assert!(
             packed,
@@ -453,6 +463,51 @@ impl<B: Backend> Store<B> {
             (None, Some((changes, _))) => changes,
             (None, None) => &self.dialect.checkpoint,
         };
+        // Without a snapshot on PostgreSQL: on the connection checkpoints are pipelined
+        // on (ADR 0080), the same statement and binds.
+        if snapshot.is_none()
+            && let (Some(pipe), Some(channel)) = (self.db.pipe(), self.events_channel())
+        {
+            let id_text = id.to_string();
+            let (seq_i, steps_i, attempt_i) =
+                (to_i64(seq), i64::from(steps), i64::from(next_attempt));
+            let (first_i, last_i) = (to_i64(first_event), to_i64(last_event));
+            let (reason, now_bound) = (
+                termination_reason.map(TerminationReason::as_str),
+                self.bound_now(),
+            );
+            let none: Option<&str> = None;
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 19] = [
+                &id_text,
+                &seq_i,
+                &steps_i,
+                &status.as_str(),
+                &reason,
+                &now_bound,
+                &owner,
+                &running,
+                next_key,
+                &attempt_i,
+                &none,
+                &none,
+                delta,
+                &none,
+                &event_texts.as_slice(),
+                &first_i,
+                &last_i,
+                &channel,
+                &let_go,
+            ];
+            // Sent behind another only on its first try (ADR 0080): a try again comes
+            // once the one before is settled.
+            let row = pipe
+                .checkpoint(known.is_some(), behind && !again, &params)
+                .await;
+
+            return self
+                .answered(prepared, known.map(|(_, k)| k), row, again)
+                .await;
+        }
         let query = sql(statement)
             .bind(id.to_string())
             .bind(to_i64(seq))
@@ -485,6 +540,32 @@ impl<B: Backend> Store<B> {
             .fetch_all(&mut self.db.write().await?)
             .await
             .map(|rows| rows.into_iter().next());
+        self.answered(prepared, known.map(|(_, k)| k), row, again)
+            .await
+    }
+
+    /// What the checkpoint statement's answer `row` says of checkpoint `prepared`: the
+    /// run row after it (read whole, or `known` with the columns that changed), or why it
+    /// was refused; `again` as [`Store::checkpoint_once`]'s.
+    async fn answered<R: Cols>(
+        &self,
+        prepared: &PreparedCheckpoint,
+        known: Option<RunInfo>,
+        row: Result<Option<R>, sqlx::Error>,
+        again: bool,
+    ) -> Result<RunInfo, StoreError> {
+        let PreparedCheckpoint {
+            id,
+            ref owner,
+            seq,
+            steps,
+            status,
+            termination_reason,
+            running,
+            now,
+            ..
+        } = *prepared;
+        let owner = owner.as_str();
         let row = match row {
             Ok(Some(row)) => row,
             Err(e) if !is_refusal(&e) => return Err(StoreError::db("checkpoint", Some(id))(e)),
@@ -507,7 +588,7 @@ impl<B: Backend> Store<B> {
         // Not running any more, runs waiting on this one may be runnable now: the
         // checkpoint statement told the listening workers (`Dialect::checkpoint`).
         let info = match known {
-            Some((_, known)) => {
+            Some(known) => {
                 let written = Written {
                     seq,
                     steps,
