@@ -58,8 +58,14 @@ fn pg_ctl() -> Option<PathBuf> {
 
 /// Proves a PostgreSQL restart mid-run is ridden out: the run started before it ends
 /// `completed` with all its steps, exit 0, no step run twice.
+/// The restarts of this binary's tests, one at a time (each cuts every connection).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn a_postgres_restart_mid_run_is_ridden_out() {
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let Some(url) = pg_url() else {
         eprintln!("PG_URL is not set: the restart test is skipped");
         return;
@@ -126,3 +132,96 @@ fn nix_root() -> bool {
             .unwrap_or(false)
     })
 }
+
+/// A loop of `set` steps (pure) that stops at its `max_steps`, `STEPS`.
+const LOOP: &str = r#"{"workflow": "loop", "slices": {"task": {}, "result": {}},
+  "budgets": {"max_steps": 6000}, "entry": "boss",
+  "supervisors": {"boss": {"allow": ["work"]}},
+  "nodes": {"work": {"supervisor": "boss", "reads": ["task"], "writes": ["result"],
+    "triggers": [{"priority": 1, "when": true}], "run": {"set": {"result": {"ok": true}}}}}}"#;
+
+/// The loop's steps.
+const STEPS: u64 = 6000;
+
+/// Proves that checkpoints sent two at a time (`--checkpoints steps`, pure steps: ADR
+/// 0080, pipelined on a connection of their own) ride out a restart as the others do:
+/// the server restarted while a run checkpoints every step, the run goes on to its end
+/// (`stopped` by its `max_steps`), one checkpoint a step, none lost nor written twice
+/// (`seq` is the steps plus the stop's), and it loads.
+#[test]
+fn a_postgres_restart_mid_run_is_ridden_out_by_pipelined_checkpoints() {
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(url) = pg_url() else {
+        eprintln!("PG_URL is not set: the restart test is skipped");
+        return;
+    };
+    if !std::env::var("PACTGRAPH_TEST_PG_RESTARTABLE").is_ok_and(|v| v == "1") {
+        eprintln!("PACTGRAPH_TEST_PG_RESTARTABLE is not 1: the restart test is skipped");
+        return;
+    }
+    let (Some(pg_ctl), true) = (pg_ctl(), nix_root()) else {
+        assert!(
+            !std::env::var("CI").is_ok_and(|v| v == "true"),
+            "CI=true and a restartable server, but no way to restart it (not root, or no pg_ctl)"
+        );
+        eprintln!("cannot restart the server here (not root, or no pg_ctl): skipped");
+        return;
+    };
+    let data = data_directory(&url);
+    let b = Bench::on(BIN, Backend::Postgres);
+    let wf = b.file("loop.json", LOOP);
+    let mut child = b.spawn(
+        &[
+            "run",
+            wf.to_str().expect("UTF-8"),
+            "--quiet",
+            "--checkpoints",
+            "steps",
+            "--name",
+            "looping",
+        ],
+        "run",
+    );
+    // Going: a few hundred steps committed, one checkpoint each.
+    let seq = || {
+        b.run(&["runs", "list", "--format", "json"])
+            .out
+            .parse::<serde_json::Value>()
+            .ok()
+            .and_then(|v| v.as_array().and_then(|a| a.first().cloned()))
+            .and_then(|r| r["steps"].as_u64())
+            .unwrap_or(0)
+    };
+    assert!(
+        b.wait_until(Duration::from_secs(60), || seq() >= 300),
+        "the run got going"
+    );
+    let log = format!("{data}/../restart.log");
+    let restarted = Command::new("runuser")
+        .args(["-u", "postgres", "--"])
+        .arg(&pg_ctl)
+        .args([
+            "-D", &data, "-l", &log, "-m", "fast", "-w", "-t", "60", "restart",
+        ])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(restarted, "pg_ctl restart");
+    let at = seq();
+    eprintln!("restarted at step {at}");
+    assert!(at < STEPS, "restarted before the run's end: {at}");
+    let status = child.wait().expect("waits");
+    let (out, err) = b.outputs("run");
+    let outcome: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(outcome["status"], "stopped", "{outcome}\n{err}");
+    assert_eq!(outcome["steps"], STEPS, "{outcome}");
+    assert_eq!(status.code(), Some(3), "stopped by its budget: {status}");
+    let shown = b.run(&["runs", "show", "looping", "--format", "json"]);
+    assert_eq!(shown.code, 0, "{}", shown.err);
+    let shown: serde_json::Value = serde_json::from_str(&shown.out).expect("JSON");
+    let row = &shown["run"];
+    assert_eq!(row["seq"], STEPS + 1, "one checkpoint a step and the stop's: {row}");
+    assert_eq!(row["steps"], STEPS, "{row}");
+}
+

@@ -20,6 +20,7 @@
 use std::borrow::Cow;
 use std::io;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::Mutex;
 use tokio_postgres::error::DbError;
@@ -27,6 +28,7 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, NoTls, Row, Statement};
 
 use crate::store::packed::ChunkValue;
+use crate::store::StoreError;
 use crate::store::rows::Cols;
 
 /// The connection checkpoints are pipelined on, and how to open it.
@@ -36,6 +38,10 @@ pub struct Pipe {
     /// The statements: the one answering the run row, the one answering what changed.
     texts: [String; 2],
     open: Mutex<Option<Arc<Piped>>>,
+    /// Set when the pipe could not be opened for a reason other than a passing fault (a
+    /// password tokio-postgres is not given, a setting it refuses): the store then writes
+    /// every checkpoint one at a time, as before.
+    broken: AtomicBool,
 }
 
 /// An open pipe: its client (its connection's task spawned) and statements.
@@ -44,6 +50,9 @@ struct Piped {
     client: Client,
     statements: [Statement; 2],
 }
+
+/// Its connection's `application_name` (the store's other connections are `pactgraph`).
+pub const APPLICATION: &str = "pactgraph checkpoints";
 
 /// The types of the checkpoint statements' parameters, `$1` to `$19` (`Dialect::checkpoint`'s
 /// binds): declared, since the statement without a snapshot leaves `$11`, `$12` and `$14`
@@ -111,20 +120,28 @@ impl Pipe {
         }
         config
             .options(options.trim())
-            .application_name("pactgraph")
+            .application_name(APPLICATION)
             .connect_timeout(timeout);
         Some(Self {
             config,
             texts: [info.to_string(), changes.to_string()],
             open: Mutex::new(None),
+            broken: AtomicBool::new(false),
         })
     }
 
-    /// The open pipe, opening it if it is not (unless `behind`: see the module's doc).
-    async fn piped(&self, behind: bool) -> Result<Arc<Piped>, sqlx::Error> {
+    /// Whether checkpoints may go through it: false once it could not be opened for a
+    /// reason other than a passing fault.
+    pub(crate) fn usable(&self) -> bool {
+        !self.broken.load(Ordering::Relaxed)
+    }
+
+    /// The open pipe, opening it if it is not (unless `behind`: see the module's doc);
+    /// `None` when it cannot be opened for a reason other than a passing fault.
+    async fn piped(&self, behind: bool) -> Result<Option<Arc<Piped>>, sqlx::Error> {
         let mut open = self.open.lock().await;
         if let Some(piped) = open.as_ref().filter(|p| !p.client.is_closed()) {
-            return Ok(Arc::clone(piped));
+            return Ok(Some(Arc::clone(piped)));
         }
         if behind {
             return Err(sqlx::Error::Io(io::Error::new(
@@ -133,7 +150,23 @@ impl Pipe {
             )));
         }
         *open = None;
-        let (client, connection) = self.config.connect(NoTls).await.map_err(to_sqlx)?;
+        let (client, connection) = match self.config.connect(NoTls).await {
+            Ok(opened) => opened,
+            Err(e) => {
+                // A passing fault (the server restarting) is ridden out as any other;
+                // anything else leaves the pipe unusable.
+                let e = StoreError::db("opening the checkpoints' connection", None)(to_sqlx(e));
+                if !e.is_transient() {
+                    tracing::warn!("checkpoints one at a time: {e}");
+                    self.broken.store(true, Ordering::Relaxed);
+                    return Ok(None);
+                }
+                return Err(match e {
+                    StoreError::Database { source, .. } => source,
+                    other => sqlx::Error::Protocol(other.to_string()),
+                });
+            }
+        };
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!("the checkpoints' connection ended: {e}");
@@ -152,26 +185,28 @@ impl Pipe {
             statements: [info, changes],
         });
         *open = Some(Arc::clone(&piped));
-        Ok(piped)
+        Ok(Some(piped))
     }
 
     /// Runs the checkpoint statement (`changes`: the one answering what changed) with
     /// `params` (`$1` to `$19`): the run row it returns, `None` when its fence refused
-    /// it. `behind`: sent while another checkpoint of the run is in flight.
+    /// it. `behind`: sent while another checkpoint of the run is in flight. `None` when
+    /// the pipe turned out unusable, nothing sent: the store writes it on its own
+    /// connections.
     pub(crate) async fn checkpoint(
         &self,
         changes: bool,
         behind: bool,
         params: &[&(dyn ToSql + Sync); 19],
-    ) -> Result<Option<Row>, sqlx::Error> {
-        let piped = self.piped(behind).await?;
+    ) -> Option<Result<Option<Row>, sqlx::Error>> {
+        let piped = match self.piped(behind).await {
+            Ok(Some(piped)) => piped,
+            Ok(None) => return None,
+            Err(e) => return Some(Err(e)),
+        };
         let statement = &piped.statements[usize::from(changes)];
-        let rows = piped
-            .client
-            .query(statement, params)
-            .await
-            .map_err(to_sqlx)?;
-        Ok(rows.into_iter().next())
+        let rows = piped.client.query(statement, params).await.map_err(to_sqlx);
+        Some(rows.map(|rows| rows.into_iter().next()))
     }
 
     /// Closes the connection (its task ends).

@@ -72,7 +72,9 @@ impl<B: Backend> RunStore for Store<B> {
     }
 
     fn pipelines(&self, prepared: &PreparedCheckpoint) -> bool {
-        prepared.snapshot.is_none() && self.db.pipe().is_some() && self.events_channel().is_some()
+        prepared.snapshot.is_none()
+            && self.db.pipe().is_some_and(|p| p.usable())
+            && self.events_channel().is_some()
     }
 
     async fn load(&self, id: RunId) -> Result<StoredRun, StoreError> {
@@ -467,6 +469,7 @@ impl<B: Backend> Store<B> {
         // on (ADR 0080), the same statement and binds.
         if snapshot.is_none()
             && let (Some(pipe), Some(channel)) = (self.db.pipe(), self.events_channel())
+            && pipe.usable()
         {
             let id_text = id.to_string();
             let (seq_i, steps_i, attempt_i) =
@@ -500,13 +503,13 @@ impl<B: Backend> Store<B> {
             ];
             // Sent behind another only on its first try (ADR 0080): a try again comes
             // once the one before is settled.
-            let row = pipe
+            // `None`: the pipe cannot be opened (nothing sent): on the store's own.
+            if let Some(row) = pipe
                 .checkpoint(known.is_some(), behind && !again, &params)
-                .await;
-
-            return self
-                .answered(prepared, known.map(|(_, k)| k), row, again)
-                .await;
+                .await
+            {
+                return self.answered(prepared, known.map(|(_, k)| k), row, again).await;
+            }
         }
         let query = sql(statement)
             .bind(id.to_string())
