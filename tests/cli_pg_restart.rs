@@ -221,7 +221,10 @@ fn a_postgres_restart_mid_run_is_ridden_out_by_pipelined_checkpoints() {
     assert_eq!(shown.code, 0, "{}", shown.err);
     let shown: serde_json::Value = serde_json::from_str(&shown.out).expect("JSON");
     let row = &shown["run"];
-    assert_eq!(row["seq"], STEPS + 1, "one checkpoint a step and the stop's: {row}");
+    assert_eq!(
+        row["seq"],
+        STEPS + 1,
+        "one checkpoint a step and the stop's: {row}"
+    );
     assert_eq!(row["steps"], STEPS, "{row}");
 }
-

@@ -27,8 +27,8 @@ use tokio_postgres::error::DbError;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, NoTls, Row, Statement};
 
-use crate::store::packed::ChunkValue;
 use crate::store::StoreError;
+use crate::store::packed::ChunkValue;
 use crate::store::rows::Cols;
 
 /// The connection checkpoints are pipelined on, and how to open it.

@@ -508,7 +508,9 @@ impl<B: Backend> Store<B> {
                 .checkpoint(known.is_some(), behind && !again, &params)
                 .await
             {
-                return self.answered(prepared, known.map(|(_, k)| k), row, again).await;
+                return self
+                    .answered(prepared, known.map(|(_, k)| k), row, again)
+                    .await;
             }
         }
         let query = sql(statement)
