@@ -14,7 +14,7 @@
 
 mod support;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -56,26 +56,26 @@ fn pg_ctl() -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
-/// Proves a PostgreSQL restart mid-run is ridden out: the run started before it ends
-/// `completed` with all its steps, exit 0, no step run twice.
 /// The restarts of this binary's tests, one at a time (each cuts every connection).
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-#[test]
-fn a_postgres_restart_mid_run_is_ridden_out() {
-    let _one = ONE_AT_A_TIME
+/// What a restart test needs: this binary's turn (held until dropped), `pg_ctl` and the
+/// server's data directory; `None` (said) when `PG_URL`'s server is not to be restarted
+/// here. With `CI=true`, a server to restart that cannot be restarted fails the test.
+fn restartable() -> Option<(std::sync::MutexGuard<'static, ()>, PathBuf, String)> {
+    let one = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let Some(url) = pg_url() else {
         eprintln!("PG_URL is not set: the restart test is skipped");
-        return;
+        return None;
     };
     if !std::env::var("PACTGRAPH_TEST_PG_RESTARTABLE").is_ok_and(|v| v == "1") {
         eprintln!(
             "PACTGRAPH_TEST_PG_RESTARTABLE is not 1: the server PG_URL names is not restarted, \
              the restart test is skipped"
         );
-        return;
+        return None;
     }
     let (Some(pg_ctl), true) = (pg_ctl(), nix_root()) else {
         assert!(
@@ -83,9 +83,32 @@ fn a_postgres_restart_mid_run_is_ridden_out() {
             "CI=true and a restartable server, but no way to restart it (not root, or no pg_ctl)"
         );
         eprintln!("cannot restart the server here (not root, or no pg_ctl): skipped");
+        return None;
+    };
+    Some((one, pg_ctl, data_directory(&url)))
+}
+
+/// Restarts the server of data directory `data` (`pg_ctl restart -m fast`, every
+/// connection cut); whether it did.
+fn restart(pg_ctl: &Path, data: &str) -> bool {
+    let log = format!("{data}/../restart.log");
+    Command::new("runuser")
+        .args(["-u", "postgres", "--"])
+        .arg(pg_ctl)
+        .args([
+            "-D", data, "-l", &log, "-m", "fast", "-w", "-t", "60", "restart",
+        ])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Proves a PostgreSQL restart mid-run is ridden out: the run started before it ends
+/// `completed` with all its steps, exit 0, no step run twice.
+#[test]
+fn a_postgres_restart_mid_run_is_ridden_out() {
+    let Some((_one, pg_ctl, data)) = restartable() else {
         return;
     };
-    let data = data_directory(&url);
     let b = Bench::on(BIN, Backend::Postgres);
     b.file("slow", "0.1");
     let wf = b.file("wf.json", &ticker_json(TICKS, TICKS + 10));
@@ -95,16 +118,7 @@ fn a_postgres_restart_mid_run_is_ridden_out() {
         "the run got going"
     );
     let started = Instant::now();
-    let log = format!("{data}/../restart.log");
-    let restarted = Command::new("runuser")
-        .args(["-u", "postgres", "--"])
-        .arg(&pg_ctl)
-        .args([
-            "-D", &data, "-l", &log, "-m", "fast", "-w", "-t", "60", "restart",
-        ])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(restarted, "pg_ctl restart");
+    assert!(restart(&pg_ctl, &data), "pg_ctl restart");
     eprintln!(
         "restarted in {} ms, at step {}",
         started.elapsed().as_millis(),
@@ -150,26 +164,9 @@ const STEPS: u64 = 6000;
 /// (`seq` is the steps plus the stop's), and it loads.
 #[test]
 fn a_postgres_restart_mid_run_is_ridden_out_by_pipelined_checkpoints() {
-    let _one = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Some(url) = pg_url() else {
-        eprintln!("PG_URL is not set: the restart test is skipped");
+    let Some((_one, pg_ctl, data)) = restartable() else {
         return;
     };
-    if !std::env::var("PACTGRAPH_TEST_PG_RESTARTABLE").is_ok_and(|v| v == "1") {
-        eprintln!("PACTGRAPH_TEST_PG_RESTARTABLE is not 1: the restart test is skipped");
-        return;
-    }
-    let (Some(pg_ctl), true) = (pg_ctl(), nix_root()) else {
-        assert!(
-            !std::env::var("CI").is_ok_and(|v| v == "true"),
-            "CI=true and a restartable server, but no way to restart it (not root, or no pg_ctl)"
-        );
-        eprintln!("cannot restart the server here (not root, or no pg_ctl): skipped");
-        return;
-    };
-    let data = data_directory(&url);
     let b = Bench::on(BIN, Backend::Postgres);
     let wf = b.file("loop.json", LOOP);
     let mut child = b.spawn(
@@ -198,16 +195,7 @@ fn a_postgres_restart_mid_run_is_ridden_out_by_pipelined_checkpoints() {
         b.wait_until(Duration::from_secs(60), || seq() >= 300),
         "the run got going"
     );
-    let log = format!("{data}/../restart.log");
-    let restarted = Command::new("runuser")
-        .args(["-u", "postgres", "--"])
-        .arg(&pg_ctl)
-        .args([
-            "-D", &data, "-l", &log, "-m", "fast", "-w", "-t", "60", "restart",
-        ])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(restarted, "pg_ctl restart");
+    assert!(restart(&pg_ctl, &data), "pg_ctl restart");
     let at = seq();
     eprintln!("restarted at step {at}");
     assert!(at < STEPS, "restarted before the run's end: {at}");

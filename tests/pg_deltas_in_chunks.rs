@@ -13,20 +13,7 @@ use pactgraph::runtime::{Executor, RunId, RunState};
 use pactgraph::store::{Checkpoints, DriveOptions, PgOptions, PgStore, RunStore, drive};
 use sqlx::Connection;
 use support::runtime::{created_ticker, rt};
-use support::stores::{Schema, pg_url};
-
-/// A schema of this test's own on `PG_URL`'s server, or `None` (said) without one.
-fn schema() -> Option<Schema> {
-    if pg_url().is_none() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true but PG_URL is not set"
-        );
-        eprintln!("PG_URL is not set: skipped");
-        return None;
-    }
-    Some(Schema::new())
-}
+use support::stores::pg_schema_or_skip;
 
 /// The store at `url` (migrated on open), a snapshot only by weight.
 async fn opened(url: &str) -> PgStore {
@@ -70,7 +57,9 @@ fn assert_same_run(a: &RunState, b: &RunState) {
 /// deltas are the checkpoints after its snapshot, and `storage` counts them.
 #[test]
 fn a_checkpoint_keeps_its_delta_in_its_chunk() {
-    let Some(schema) = schema() else { return };
+    let Some(schema) = pg_schema_or_skip() else {
+        return;
+    };
     rt().block_on(async {
         let store = opened(&schema.url).await;
         let mut c = sqlx::PgConnection::connect(&schema.url)
@@ -102,7 +91,9 @@ fn a_checkpoint_keeps_its_delta_in_its_chunk() {
 /// checkpoint order; and that it goes on to its end writing no step row.
 #[test]
 fn a_run_of_format_12_loads_and_goes_on_with_deltas_in_chunks() {
-    let Some(schema) = schema() else { return };
+    let Some(schema) = pg_schema_or_skip() else {
+        return;
+    };
     rt().block_on(async {
         let store = opened(&schema.url).await;
         let (ex, record) = created_ticker(&store, 50).await;

@@ -18,53 +18,57 @@ use pactgraph::store::{
 };
 use sqlx::Connection;
 use support::runtime::{created_ticker, rt};
-use support::stores::{Schema, pg_url};
+use support::stores::pg_schema_or_skip;
 
-/// A schema of this test's own on `PG_URL`'s server, or `None` (said) without one.
-fn schema() -> Option<Schema> {
-    if pg_url().is_none() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true but PG_URL is not set"
-        );
-        eprintln!("PG_URL is not set: skipped");
-        return None;
-    }
-    Some(Schema::new())
-}
+/// This binary's tests, one at a time: the first looks for the pipelined connection its
+/// store opened among the server's, which the other's store would open too.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// The connections of the database open with `application_name` `name`.
-async fn connections_named(c: &mut sqlx::PgConnection, name: &str) -> i64 {
-    sqlx::query_scalar(
-        "SELECT COUNT(*) FROM pg_stat_activity \
-         WHERE application_name = $1 AND datname = current_database()",
+/// The backends of the pipelined connections open on the server (`pactgraph
+/// checkpoints`), and the last statement of each.
+async fn pipelined(c: &mut sqlx::PgConnection) -> Vec<(i32, String)> {
+    sqlx::query_as(
+        "SELECT pid, query FROM pg_stat_activity \
+         WHERE application_name = 'pactgraph checkpoints' ORDER BY pid",
     )
-    .bind(name)
-    .fetch_one(c)
+    .fetch_all(c)
     .await
     .expect("reads pg_stat_activity")
 }
 
 /// Proves that a run checkpointed every step on PostgreSQL writes its checkpoints on the
-/// connection they are pipelined on (one `pactgraph checkpoints` connection while the
-/// store is open, none before its first checkpoint), one checkpoint a step, in order and
+/// connection they are pipelined on (one new `pactgraph checkpoints` connection, whose
+/// last statement is a checkpoint, closed with the store), one checkpoint a step, in order and
 /// once (the stop's after the 300 steps: `seq` 301), its events numbered without a gap,
-/// and that it loads as driven.
+/// and that it loads as driven; and that the store, shown (`Debug`), names the pipe but
+/// not the URL's password (the store's own connect options showed it before ADR 0080).
 #[test]
 fn every_step_is_one_checkpoint_sent_on_the_pipelined_connection() {
-    let Some(schema) = schema() else { return };
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(schema) = pg_schema_or_skip() else {
+        return;
+    };
     rt().block_on(async {
         let store = PgStore::open(&schema.url).await.expect("opens");
         let mut c = sqlx::PgConnection::connect(&schema.url)
             .await
             .expect("connects");
-        assert_eq!(connections_named(&mut c, "pactgraph checkpoints").await, 0);
+        let before = pipelined(&mut c).await;
         let (ex, record) = created_ticker(&store, 300).await;
         let id = record.run_id;
         let options = DriveOptions::default().checkpoints(Checkpoints::Steps);
         let run = drive(&ex, &store, id, "w", &options).await.expect("drives");
         assert_eq!(run.status(), RunStatus::Stopped);
-        assert_eq!(connections_named(&mut c, "pactgraph checkpoints").await, 1);
+        // One new pipelined connection, this store's, whose last statement was a checkpoint.
+        let new: Vec<(i32, String)> = pipelined(&mut c)
+            .await
+            .into_iter()
+            .filter(|p| !before.contains(p) && !before.iter().any(|b| b.0 == p.0))
+            .collect();
+        assert_eq!(new.len(), 1, "{new:?}");
+        assert!(new[0].1.starts_with("WITH up AS (UPDATE runs"), "{new:?}");
         let info = store.info(id).await.expect("reads");
         assert_eq!(info.seq, 301, "one checkpoint a step, and the stop's");
         assert_eq!(info.steps, 300);
@@ -91,7 +95,30 @@ fn every_step_is_one_checkpoint_sent_on_the_pipelined_connection() {
         assert_eq!(gaps, 0, "events numbered on without a gap");
         let loaded = store.load(id).await.expect("loads");
         assert_eq!(loaded.record.run, run);
+        // The pipe's settings (its URL's password among them) are not shown.
+        let password = schema
+            .url
+            .split_once("://")
+            .and_then(|(_, rest)| rest.split_once('@'))
+            .and_then(|(user, _)| user.split_once(':'))
+            .map(|(_, password)| password.to_string());
+        if let Some(password) = password.filter(|p| !p.is_empty()) {
+            let shown = format!("{store:?}");
+            assert!(shown.contains("pactgraph checkpoints"), "{shown}");
+            assert!(!shown.contains(&password), "the password is shown: {shown}");
+        }
         store.close().await;
+        // Closed with the store.
+        let gone = async {
+            for _ in 0..50 {
+                if !pipelined(&mut c).await.iter().any(|p| p.0 == new[0].0) {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            false
+        };
+        assert!(gone.await, "the pipelined connection outlived the store");
     });
 }
 
@@ -116,7 +143,12 @@ fn lapse_at_step_40(run: &RunState) {
 /// its 39th step, with one chunk a checkpoint.
 #[test]
 fn a_lapsed_lease_with_two_in_flight_keeps_exactly_the_checkpoints_before() {
-    let Some(schema) = schema() else { return };
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(schema) = pg_schema_or_skip() else {
+        return;
+    };
     let clock = CLOCK
         .get_or_init(|| Clock::manual(1_800_000_000_000))
         .clone();

@@ -157,8 +157,8 @@ impl Backend for AnyDb {
         either!(self, AnyDb, db => db.close().await)
     }
 
-    fn pipe(&self) -> Option<&super::postgres::Pipe> {
-        either!(self, AnyDb, db => db.pipe())
+    fn pipe(&self, id: crate::runtime::RunId) -> Option<&super::postgres::Pipe> {
+        either!(self, AnyDb, db => db.pipe(id))
     }
 
     async fn wakeups(&self) -> Option<super::Wakeups> {

@@ -430,10 +430,11 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
     #[doc(hidden)]
     fn close(&self) -> impl Future<Output = ()> + Send;
 
-    /// The connection its checkpoints without a snapshot are pipelined on (ADR 0080:
-    /// PostgreSQL's), if any.
+    /// The connection run `id`'s checkpoints without a snapshot are pipelined on (ADR
+    /// 0080: PostgreSQL's), if any: always the same one for a run.
     #[doc(hidden)]
-    fn pipe(&self) -> Option<&super::postgres::Pipe> {
+    fn pipe(&self, id: crate::runtime::RunId) -> Option<&super::postgres::Pipe> {
+        let _ = id;
         None
     }
 

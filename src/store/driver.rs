@@ -3,6 +3,9 @@
 //! go: `store/drive.rs`.
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::batch::{Batch, Limits};
@@ -25,8 +28,6 @@ const POLL_EVERY: u32 = 16;
 
 mod control;
 mod writing;
-
-use self::writing::Writing;
 
 /// A run being driven under its lease.
 pub(super) struct Driver<'a, S> {
@@ -55,6 +56,25 @@ pub(super) struct Driver<'a, S> {
     /// stop (`Checkpoint::let_go`, ADR 0071), so the drive's end releases nothing.
     let_go: bool,
 }
+
+/// A checkpoint being written: the store's answer to come, and the events its steps made,
+/// published to the executor's subscribers once it is committed.
+struct Writing<'a> {
+    /// In a mutex only to be `Sync` (the drive's future is sent between threads and
+    /// borrows the driver across awaits): it is only ever reached through `&mut`, never
+    /// locked.
+    answer: Mutex<Answer<'a>>,
+    /// Its answer, when it came while an older one was still in flight.
+    done: Option<Result<RunInfo, StoreError>>,
+    publish: Option<Vec<RunEvent>>,
+    /// Whether the next checkpoint may be sent before this one's answer.
+    pipelined: bool,
+    /// Its copy when it was sent behind another: written again, alone, if it fails.
+    again: Option<PreparedCheckpoint>,
+}
+
+/// The store's answer to a checkpoint being written.
+pub(super) type Answer<'a> = Pin<Box<dyn Future<Output = Result<RunInfo, StoreError>> + Send + 'a>>;
 
 /// How waiting for dependencies ended.
 enum Waited {

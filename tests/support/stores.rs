@@ -38,6 +38,20 @@ pub fn pg_url() -> Option<String> {
         .filter(|u| !u.trim().is_empty())
 }
 
+/// A new schema on `PG_URL`'s server for a PostgreSQL-only test, or `None` (said) when
+/// `PG_URL` is not set; with `CI=true` and no `PG_URL`, panics.
+pub fn pg_schema_or_skip() -> Option<Schema> {
+    if pg_url().is_none() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but PG_URL is not set"
+        );
+        eprintln!("PG_URL is not set: skipped");
+        return None;
+    }
+    Some(Schema::new())
+}
+
 /// The stores to run a test on: SQLite, and PostgreSQL when `PG_URL` is set. With
 /// `CI=true` and no `PG_URL`, panics.
 pub fn backends() -> Vec<Backend> {

@@ -8,33 +8,12 @@
 //! always settled first (it may ride out the fault on its own), and a checkpoint sent
 //! behind that fails once the older committed is written again, alone.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Mutex, PoisonError};
 use std::task::Poll;
 
-use super::Driver;
+use super::{Answer, Driver, Writing};
 use crate::runtime::RunEvent;
 use crate::store::{PreparedCheckpoint, RunInfo, RunStore, StoreError};
-
-/// A checkpoint being written: the store's answer to come, and the events its steps made,
-/// published to the executor's subscribers once it is committed.
-pub(super) struct Writing<'a> {
-    /// In a mutex only to be `Sync` (the drive's future is sent between threads and
-    /// borrows the driver across awaits): it is only ever reached through `&mut`, never
-    /// locked.
-    answer: Mutex<Answer<'a>>,
-    /// Its answer, when it came while an older one was still in flight.
-    done: Option<Result<RunInfo, StoreError>>,
-    publish: Option<Vec<RunEvent>>,
-    /// Whether the next checkpoint may be sent before this one's answer.
-    pipelined: bool,
-    /// Its copy when it was sent behind another: written again, alone, if it fails.
-    again: Option<PreparedCheckpoint>,
-}
-
-/// The store's answer to a checkpoint being written.
-pub(super) type Answer<'a> = Pin<Box<dyn Future<Output = Result<RunInfo, StoreError>> + Send + 'a>>;
 
 impl<'a> Writing<'a> {
     /// `answer` in flight, its events `publish`; `pipelined` as the field.

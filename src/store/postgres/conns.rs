@@ -36,12 +36,24 @@ struct Slot {
 }
 
 /// The slots and how to fill them.
-#[derive(Debug)]
 pub(super) struct Conns {
     slots: Box<[Slot]>,
     next: AtomicUsize,
     connect: PgConnectOptions,
     timeout: Duration,
+}
+
+/// Shown without the connect options, which hold the password.
+impl std::fmt::Debug for Conns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conns")
+            .field("slots", &self.slots)
+            .field("host", &self.connect.get_host())
+            .field("port", &self.connect.get_port())
+            .field("database", &self.connect.get_database())
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 /// One connection, held until dropped (then dropped too if a statement found it lost).

@@ -217,19 +217,25 @@ impl PgStore {
             ),
             ("plan_cache_mode", "force_generic_plan"),
         ];
-        let pipe = Pipe::new(
-            url,
-            &connect,
-            &settings,
-            options.connect_timeout,
-            (
-                &dialects::POSTGRES.checkpoint,
-                dialects::POSTGRES
-                    .checkpoint_changes
-                    .as_deref()
-                    .expect("PostgreSQL answers what changed"),
-            ),
-        );
+        // The connections one-step checkpoints are pipelined on (ADR 0080), as many as the
+        // store's own, each opened when first needed.
+        let pipes: Arc<[Pipe]> = (0..options.max_connections)
+            .map_while(|_| {
+                Pipe::new(
+                    url,
+                    &connect,
+                    &settings,
+                    options.connect_timeout,
+                    (
+                        &dialects::POSTGRES.checkpoint,
+                        dialects::POSTGRES
+                            .checkpoint_changes
+                            .as_deref()
+                            .expect("PostgreSQL answers what changed"),
+                    ),
+                )
+            })
+            .collect();
         let connect = connect
             .options(settings)
             .application_name("pactgraph")
@@ -284,7 +290,7 @@ impl PgStore {
         );
         let db = PgDb {
             conns: Arc::new(conns),
-            pipe: pipe.map(Arc::new),
+            pipes,
         };
         let store = Store::on(
             db,

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 mod cancel;
+mod checkpoint;
 mod create;
 mod deps;
 mod events;

@@ -5,11 +5,10 @@ use std::time::Duration;
 
 use super::Store;
 use super::events::transition_chunk;
-use crate::runtime::{EventStamp, RunEvent, RunId, RunRecord, TerminationReason};
+use crate::runtime::{EventStamp, RunEvent, RunId, RunRecord};
 use crate::store::clock::Clock;
-use crate::store::db::{Backend, is_refusal, sql};
-use crate::store::json_row::JsonRow;
-use crate::store::rows::{Cols, INFO, Written, info_after, info_from_row, to_i64};
+use crate::store::db::{Backend, sql};
+use crate::store::rows::{INFO, info_from_row, to_i64};
 use crate::store::trace_once::StoredDelta;
 use crate::store::trace_weight::to_json_and_trace_bytes;
 use crate::store::{
@@ -73,7 +72,7 @@ impl<B: Backend> RunStore for Store<B> {
 
     fn pipelines(&self, prepared: &PreparedCheckpoint) -> bool {
         prepared.snapshot.is_none()
-            && self.db.pipe().is_some_and(|p| p.usable())
+            && self.db.pipe(prepared.id).is_some_and(|p| p.usable())
             && self.events_channel().is_some()
     }
 
@@ -412,205 +411,5 @@ impl<B: Backend> Store<B> {
             behind: false,
             resent: false,
         })
-    }
-
-    /// One try of writing checkpoint `prepared`; `again` when an earlier try failed on a
-    /// transient fault (it may have committed before its answer was lost: found
-    /// committed, it is).
-    async fn checkpoint_once(
-        &self,
-        prepared: &PreparedCheckpoint,
-        again: bool,
-    ) -> Result<RunInfo, StoreError> {
-        let PreparedCheckpoint {
-            id,
-            ref owner,
-            seq,
-            steps,
-            status,
-            termination_reason,
-            running,
-            let_go,
-            ref next_key,
-            next_attempt,
-            ref document,
-            ref delta,
-            ref snapshot,
-            events: ref event_texts,
-            packed,
-            first_event,
-            last_event,
-            now: _,
-            behind,
-            resent,
-        } = *prepared;
-        // Written again after a try whose outcome is unknown: found committed, it is.
-        let again = again || resent;
-        let owner = owner.as_str();
-        debug_assert!(
-            packed,
-            "a checkpoint's events are packed before they are bound"
-        );
-        // One statement (SQLite's `checkpoint_in` trigger, PostgreSQL's data-modifying
-        // `WITH`): fenced, atomic, one round trip, the events with it; the run row as it
-        // is after it comes back.
-        // Without a snapshot, for a run whose row the store knows from its last
-        // checkpoint, PostgreSQL answers only the columns that changed (ADR 0057).
-        let known = match (&snapshot, &self.dialect.checkpoint_changes) {
-            (None, Some(changes)) => self.infos.get(id).map(|info| (changes, info)),
-            _ => None,
-        };
-        let statement = match (&snapshot, &known) {
-            (Some(_), _) => &self.dialect.checkpoint_snapshot,
-            (None, Some((changes, _))) => changes,
-            (None, None) => &self.dialect.checkpoint,
-        };
-        // Without a snapshot on PostgreSQL: on the connection checkpoints are pipelined
-        // on (ADR 0080), the same statement and binds.
-        if snapshot.is_none()
-            && let (Some(pipe), Some(channel)) = (self.db.pipe(), self.events_channel())
-            && pipe.usable()
-        {
-            let id_text = id.to_string();
-            let (seq_i, steps_i, attempt_i) =
-                (to_i64(seq), i64::from(steps), i64::from(next_attempt));
-            let (first_i, last_i) = (to_i64(first_event), to_i64(last_event));
-            let (reason, now_bound) = (
-                termination_reason.map(TerminationReason::as_str),
-                self.bound_now(),
-            );
-            let none: Option<&str> = None;
-            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 19] = [
-                &id_text,
-                &seq_i,
-                &steps_i,
-                &status.as_str(),
-                &reason,
-                &now_bound,
-                &owner,
-                &running,
-                next_key,
-                &attempt_i,
-                &none,
-                &none,
-                delta,
-                &none,
-                &event_texts.as_slice(),
-                &first_i,
-                &last_i,
-                &channel,
-                &let_go,
-            ];
-            // Sent behind another only on its first try (ADR 0080): a try again comes
-            // once the one before is settled.
-            // `None`: the pipe cannot be opened (nothing sent): on the store's own.
-            if let Some(row) = pipe
-                .checkpoint(known.is_some(), behind && !again, &params)
-                .await
-            {
-                return self
-                    .answered(prepared, known.map(|(_, k)| k), row, again)
-                    .await;
-            }
-        }
-        let query = sql(statement)
-            .bind(id.to_string())
-            .bind(to_i64(seq))
-            .bind(i64::from(steps))
-            .bind(status.as_str())
-            .bind(termination_reason.map(TerminationReason::as_str))
-            .bind(self.bound_now())
-            .bind(owner)
-            .bind(running)
-            .bind(next_key)
-            .bind(i64::from(next_attempt))
-            .bind(document.as_ref().map(|(_, digest)| digest.as_str()))
-            .bind(document.as_ref().map(|(text, _)| text.as_str()))
-            .bind(delta)
-            .bind(snapshot.as_deref())
-            .bind(event_texts.as_slice())
-            .bind(to_i64(first_event))
-            .bind(to_i64(last_event));
-        // PostgreSQL's names the events channel as bound, read once at the open (ADR 0067),
-        // and gives the lease up with the checkpoint that stops the run when asked (ADR
-        // 0071: no release after it).
-        let query = match self.events_channel() {
-            Some(channel) => query.bind(channel).bind(let_go),
-            None => query,
-        };
-        // Every row read, not the first: SQLite commits the statement's implicit
-        // transaction when it runs to its end, and only then says a commit failed (a full
-        // disk); a statement dropped after its first row lost that error.
-        let row = query
-            .fetch_all(&mut self.db.write().await?)
-            .await
-            .map(|rows| rows.into_iter().next());
-        self.answered(prepared, known.map(|(_, k)| k), row, again)
-            .await
-    }
-
-    /// What the checkpoint statement's answer `row` says of checkpoint `prepared`: the
-    /// run row after it (read whole, or `known` with the columns that changed), or why it
-    /// was refused; `again` as [`Store::checkpoint_once`]'s.
-    async fn answered<R: Cols>(
-        &self,
-        prepared: &PreparedCheckpoint,
-        known: Option<RunInfo>,
-        row: Result<Option<R>, sqlx::Error>,
-        again: bool,
-    ) -> Result<RunInfo, StoreError> {
-        let PreparedCheckpoint {
-            id,
-            ref owner,
-            seq,
-            steps,
-            status,
-            termination_reason,
-            running,
-            now,
-            ..
-        } = *prepared;
-        let owner = owner.as_str();
-        let row = match row {
-            Ok(Some(row)) => row,
-            Err(e) if !is_refusal(&e) => return Err(StoreError::db("checkpoint", Some(id))(e)),
-            // Refused: SQLite's trigger raises, PostgreSQL's statement returns no row.
-            Ok(None) | Err(_) => {
-                if again
-                    && let Ok(info) = self.info(id).await
-                    && info.seq == seq
-                    && info.owner.as_deref() == Some(owner)
-                {
-                    // The earlier try committed; its answer was lost with the connection.
-                    self.weights.forget(id);
-                    self.infos.forget(id);
-                    return Ok(info);
-                }
-                self.infos.forget(id);
-                return Err(self.refusal(id, owner, seq, now).await);
-            }
-        };
-        // Not running any more, runs waiting on this one may be runnable now: the
-        // checkpoint statement told the listening workers (`Dialect::checkpoint`).
-        let info = match known {
-            Some(known) => {
-                let written = Written {
-                    seq,
-                    steps,
-                    status,
-                    termination_reason,
-                    owner,
-                };
-                info_after(&known, written, &row, now)?
-            }
-            // SQLite's: the row as one JSON array (ADR 0062).
-            None if self.dialect.answers_json => {
-                let json = row.text("info").and_then(|text| JsonRow::parse(&text));
-                info_from_row(&json.map_err(StoreError::db("checkpoint", Some(id)))?, now)?
-            }
-            None => info_from_row(&row, now)?,
-        };
-        self.known_row(&info, running);
-        Ok(info)
     }
 }
