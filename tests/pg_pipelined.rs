@@ -38,7 +38,8 @@ async fn pipelined(c: &mut sqlx::PgConnection) -> Vec<(i32, String)> {
 
 /// Proves that a run checkpointed every step on PostgreSQL writes its checkpoints on the
 /// connection they are pipelined on (one new `pactgraph checkpoints` connection, whose
-/// last statement is a checkpoint, closed with the store), one checkpoint a step, in order and
+/// last statement is a checkpoint, closed with the store; none opened by a run at
+/// effects before it), one checkpoint a step, in order and
 /// once (the stop's after the 300 steps: `seq` 301), its events numbered without a gap,
 /// and that it loads as driven; and that the store, shown (`Debug`), names the pipe but
 /// not the URL's password (the store's own connect options showed it before ADR 0080).
@@ -56,6 +57,12 @@ fn every_step_is_one_checkpoint_sent_on_the_pipelined_connection() {
             .await
             .expect("connects");
         let before = pipelined(&mut c).await;
+        // At effects (the default) nothing is pipelined: no connection of its own.
+        let (ex, record) = created_ticker(&store, 300).await;
+        drive(&ex, &store, record.run_id, "w", &DriveOptions::default())
+            .await
+            .expect("drives at effects");
+        assert_eq!(pipelined(&mut c).await, before, "a pipe opened at effects");
         let (ex, record) = created_ticker(&store, 300).await;
         let id = record.run_id;
         let options = DriveOptions::default().checkpoints(Checkpoints::Steps);

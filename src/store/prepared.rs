@@ -38,6 +38,9 @@ pub struct PreparedCheckpoint {
     pub(crate) last_event: u64,
     /// The store's clock when it was prepared (what a refusal is judged at).
     pub(crate) now: u64,
+    /// Written on the connection checkpoints are pipelined on (ADR 0080): see
+    /// [`PreparedCheckpoint::piped`].
+    pub(crate) piped: bool,
     /// Sent while another checkpoint of the run is in flight (ADR 0080: set by the
     /// driver when the store pipelines it): see [`PreparedCheckpoint::behind`].
     pub(crate) behind: bool,
@@ -47,6 +50,14 @@ pub struct PreparedCheckpoint {
 }
 
 impl PreparedCheckpoint {
+    /// Marks it to be written on the connection the store pipelines checkpoints on, when
+    /// it has one ([`RunStore::pipelines`](super::RunStore::pipelines)); else on the
+    /// store's own, as every other.
+    pub fn piped(mut self) -> Self {
+        self.piped = true;
+        self
+    }
+
     /// Marks it sent while another checkpoint of its run is in flight
     /// ([`RunStore::pipelines`](super::RunStore::pipelines)): its first try never opens a
     /// connection of its own, so that it goes where the one before it went or fails as

@@ -13,7 +13,7 @@ use std::task::Poll;
 
 use super::{Answer, Driver, Writing};
 use crate::runtime::RunEvent;
-use crate::store::{PreparedCheckpoint, RunInfo, RunStore, StoreError};
+use crate::store::{Checkpoints, PreparedCheckpoint, RunInfo, RunStore, StoreError};
 
 impl<'a> Writing<'a> {
     /// `answer` in flight, its events `publish`; `pipelined` as the field.
@@ -76,10 +76,13 @@ impl<'a, S: RunStore> Driver<'a, S> {
         publish: Option<Vec<RunEvent>>,
         steps: u32,
     ) -> Result<(), StoreError> {
-        // One-step checkpoints only (every one of `--checkpoints steps`): their events are
-        // packed here, so the first poll of the write sends it (a batch's, packed on
-        // another thread, would be sent when that is done, maybe after the one behind it).
-        let pipelined = steps <= 1 && self.store.pipelines(&prepared);
+        // `--checkpoints steps` only, one-step checkpoints: their events are packed here,
+        // so the first poll of the write sends it (a batch's, packed on another thread,
+        // would be sent when that is done, maybe after the one behind it); at effects a
+        // round trip saved a batch is noise, and not worth the pipe's own connection.
+        let pipelined = steps <= 1
+            && self.options.checkpoints == Checkpoints::Steps
+            && self.store.pipelines(&prepared);
         let behind = pipelined && self.writing.back().is_some_and(|w| w.pipelined);
         let mut prepared = prepared;
         // A one-step checkpoint's events (every one of `--checkpoints steps`) are packed
@@ -87,6 +90,9 @@ impl<'a, S: RunStore> Driver<'a, S> {
         // them to another thread and back (ADR 0079).
         if steps <= 1 {
             prepared.pack_events();
+        }
+        if pipelined {
+            prepared = prepared.piped();
         }
         let again = behind.then(|| prepared.clone());
         if behind {

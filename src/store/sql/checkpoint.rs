@@ -37,6 +37,7 @@ impl<B: Backend> Store<B> {
             first_event,
             last_event,
             now: _,
+            piped,
             behind,
             resent,
         } = *prepared;
@@ -61,9 +62,11 @@ impl<B: Backend> Store<B> {
             (None, Some((changes, _))) => changes,
             (None, None) => &self.dialect.checkpoint,
         };
-        // Without a snapshot on PostgreSQL: on the connection checkpoints are pipelined
-        // on (ADR 0080), the same statement and binds.
-        if snapshot.is_none()
+        // Marked by the driver (`--checkpoints steps`), without a snapshot, on PostgreSQL:
+        // on the connection checkpoints are pipelined on (ADR 0080), the same statement
+        // and binds.
+        if piped
+            && snapshot.is_none()
             && let (Some(pipe), Some(channel)) = (self.db.pipe(id), self.events_channel())
             && pipe.usable()
         {

@@ -408,6 +408,7 @@ impl<B: Backend> Store<B> {
             first_event,
             last_event,
             now,
+            piped: false,
             behind: false,
             resent: false,
         })
