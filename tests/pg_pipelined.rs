@@ -195,3 +195,36 @@ fn a_lapsed_lease_with_two_in_flight_keeps_exactly_the_checkpoints_before() {
         store.close().await;
     });
 }
+
+/// Proves that runs driven side by side at `--checkpoints steps` on one store share its
+/// pipes and keep their order: with one connection (so one pipe), two runs of 200 steps
+/// driven at once both end with one checkpoint a step, each written once, and load as
+/// driven.
+#[test]
+fn runs_side_by_side_share_a_pipe_and_keep_their_order() {
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(schema) = pg_schema_or_skip() else {
+        return;
+    };
+    rt().block_on(async {
+        let store = PgStore::open_with(&schema.url, PgOptions::default().max_connections(1))
+            .await
+            .expect("opens");
+        let (ex_a, a) = created_ticker(&store, 200).await;
+        let (ex_b, b) = created_ticker(&store, 200).await;
+        let options = DriveOptions::default().checkpoints(Checkpoints::Steps);
+        let (run_a, run_b) = tokio::join!(
+            drive(&ex_a, &store, a.run_id, "w", &options),
+            drive(&ex_b, &store, b.run_id, "w", &options)
+        );
+        for (id, run) in [(a.run_id, run_a), (b.run_id, run_b)] {
+            let run = run.expect("drives");
+            let info = store.info(id).await.expect("reads");
+            assert_eq!((info.seq, info.steps), (201, 200), "{id}");
+            assert_eq!(store.load(id).await.expect("loads").record.run, run);
+        }
+        store.close().await;
+    });
+}
