@@ -24,6 +24,15 @@ use support::stores::pg_schema_or_skip;
 /// store opened among the server's, which the other's store would open too.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// This binary's turn (held until dropped) and a schema of its own, or `None` (said)
+/// without `PG_URL`.
+fn turn() -> Option<(std::sync::MutexGuard<'static, ()>, support::stores::Schema)> {
+    let one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    Some((one, pg_schema_or_skip()?))
+}
+
 /// The backends of the pipelined connections open on the server (`pactgraph
 /// checkpoints`), and the last statement of each.
 async fn pipelined(c: &mut sqlx::PgConnection) -> Vec<(i32, String)> {
@@ -45,10 +54,7 @@ async fn pipelined(c: &mut sqlx::PgConnection) -> Vec<(i32, String)> {
 /// not the URL's password (the store's own connect options showed it before ADR 0080).
 #[test]
 fn every_step_is_one_checkpoint_sent_on_the_pipelined_connection() {
-    let _one = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Some(schema) = pg_schema_or_skip() else {
+    let Some((_one, schema)) = turn() else {
         return;
     };
     rt().block_on(async {
@@ -150,10 +156,7 @@ fn lapse_at_step_40(run: &RunState) {
 /// its 39th step, with one chunk a checkpoint.
 #[test]
 fn a_lapsed_lease_with_two_in_flight_keeps_exactly_the_checkpoints_before() {
-    let _one = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Some(schema) = pg_schema_or_skip() else {
+    let Some((_one, schema)) = turn() else {
         return;
     };
     let clock = CLOCK
@@ -202,10 +205,7 @@ fn a_lapsed_lease_with_two_in_flight_keeps_exactly_the_checkpoints_before() {
 /// driven.
 #[test]
 fn runs_side_by_side_share_a_pipe_and_keep_their_order() {
-    let _one = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Some(schema) = pg_schema_or_skip() else {
+    let Some((_one, schema)) = turn() else {
         return;
     };
     rt().block_on(async {

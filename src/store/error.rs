@@ -185,28 +185,16 @@ fn list(ids: &[RunId]) -> String {
 }
 
 impl StoreError {
-    /// A database error during `operation` for `run_id`.
     /// Whether this is a fault that passes (the database's connection lost, the server
     /// restarting or shutting down): a call failing so is tried again, with a backoff.
     pub(crate) fn is_transient(&self) -> bool {
-        let StoreError::Database { source, .. } = self else {
-            return false;
-        };
-        match source {
-            sqlx::Error::Io(_)
-            | sqlx::Error::Protocol(_)
-            | sqlx::Error::Tls(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::WorkerCrashed => true,
-            // PostgreSQL: operator intervention (57P01 admin shutdown, 57P02 crash
-            // shutdown, 57P03 cannot connect now) and connection exceptions (08...).
-            sqlx::Error::Database(d) => d
-                .code()
-                .is_some_and(|c| c.starts_with("57P") || c.starts_with("08")),
+        match self {
+            StoreError::Database { source, .. } => transient(source),
             _ => false,
         }
     }
 
+    /// A database error during `operation` for `run_id`.
     pub(crate) fn db(
         operation: &'static str,
         run_id: Option<RunId>,
@@ -216,5 +204,23 @@ impl StoreError {
             run_id,
             source,
         }
+    }
+}
+
+/// Whether database error `e` is a fault that passes ([`StoreError::is_transient`]): the
+/// connection lost, the server restarting or shutting down.
+pub(crate) fn transient(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::WorkerCrashed => true,
+        // PostgreSQL: operator intervention (57P01 admin shutdown, 57P02 crash
+        // shutdown, 57P03 cannot connect now) and connection exceptions (08...).
+        sqlx::Error::Database(d) => d
+            .code()
+            .is_some_and(|c| c.starts_with("57P") || c.starts_with("08")),
+        _ => false,
     }
 }

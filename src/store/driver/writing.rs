@@ -76,13 +76,14 @@ impl<'a, S: RunStore> Driver<'a, S> {
         publish: Option<Vec<RunEvent>>,
         steps: u32,
     ) -> Result<(), StoreError> {
-        // `--checkpoints steps` only, one-step checkpoints: their events are packed here,
+        // `--checkpoints steps` only, whose checkpoints are one step each: their events are
+        // packed here,
         // so the first poll of the write sends it (a batch's, packed on another thread,
         // would be sent when that is done, maybe after the one behind it); at effects a
         // round trip saved a batch is noise, and not worth the pipe's own connection.
-        let pipelined = steps <= 1
-            && self.options.checkpoints == Checkpoints::Steps
-            && self.store.pipelines(&prepared);
+        let pipelined =
+            self.options.checkpoints == Checkpoints::Steps && self.store.pipelines(&prepared);
+        debug_assert!(!pipelined || steps <= 1, "a batch at --checkpoints steps");
         let behind = pipelined && self.writing.back().is_some_and(|w| w.pipelined);
         let mut prepared = prepared;
         // A one-step checkpoint's events (every one of `--checkpoints steps`) are packed

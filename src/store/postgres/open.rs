@@ -219,23 +219,27 @@ impl PgStore {
         ];
         // The connections one-step checkpoints are pipelined on (ADR 0080), as many as the
         // store's own, each opened when first needed.
-        let pipes: Arc<[Pipe]> = (0..options.max_connections)
-            .map_while(|_| {
-                Pipe::new(
-                    url,
-                    &connect,
-                    &settings,
-                    options.connect_timeout,
-                    (
-                        &dialects::POSTGRES.checkpoint,
-                        dialects::POSTGRES
-                            .checkpoint_changes
-                            .as_deref()
-                            .expect("PostgreSQL answers what changed"),
-                    ),
-                )
-            })
-            .collect();
+        let pipes: Arc<[Pipe]> = Pipe::new(
+            url,
+            &connect,
+            &settings,
+            options.connect_timeout,
+            [
+                &dialects::POSTGRES.checkpoint,
+                dialects::POSTGRES
+                    .checkpoint_changes
+                    .as_deref()
+                    .expect("PostgreSQL answers what changed"),
+            ],
+        )
+        .map(|first| {
+            let mut pipes: Vec<Pipe> = (1..options.max_connections)
+                .map(|_| first.another())
+                .collect();
+            pipes.push(first);
+            pipes.into()
+        })
+        .unwrap_or_default();
         let connect = connect
             .options(settings)
             .application_name("pactgraph")

@@ -27,7 +27,7 @@ use tokio_postgres::error::DbError;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, NoTls, Row, Statement};
 
-use crate::store::StoreError;
+use crate::store::error::transient;
 use crate::store::packed::ChunkValue;
 use crate::store::rows::Cols;
 
@@ -36,7 +36,7 @@ use crate::store::rows::Cols;
 pub struct Pipe {
     config: tokio_postgres::Config,
     /// The statements: the one answering the run row, the one answering what changed.
-    texts: [String; 2],
+    texts: [&'static str; 2],
     open: Mutex<Option<Arc<Piped>>>,
     /// Set when the pipe could not be opened for a reason other than a passing fault (a
     /// password tokio-postgres is not given, a setting it refuses): the store then writes
@@ -82,7 +82,8 @@ const PARAMS: [Type; 19] = [
 impl Pipe {
     /// The pipe of a store opened at `url` (its parts sqlx read, `connect`, filling what
     /// the URL leaves to the environment), with `settings` (the `-c` options of the
-    /// store's sessions) and the checkpoint statements `info` and `changes`; `None` when
+    /// store's sessions) and the checkpoint statements (the one answering the run row, the
+    /// one answering what changed); `None` when
     /// tokio-postgres reads the URL otherwise than sqlx did (the store then writes every
     /// checkpoint one at a time, as before).
     pub(super) fn new(
@@ -90,7 +91,7 @@ impl Pipe {
         connect: &sqlx::postgres::PgConnectOptions,
         settings: &[(&str, &str)],
         timeout: std::time::Duration,
-        (info, changes): (&str, &str),
+        texts: [&'static str; 2],
     ) -> Option<Self> {
         let mut config: tokio_postgres::Config = match url.parse() {
             Ok(c) => c,
@@ -124,10 +125,21 @@ impl Pipe {
             .connect_timeout(timeout);
         Some(Self {
             config,
-            texts: [info.to_string(), changes.to_string()],
+            texts,
             open: Mutex::new(None),
             broken: AtomicBool::new(false),
         })
+    }
+
+    /// Another pipe like this one, not opened yet (the URL read once for all of a
+    /// store's).
+    pub(super) fn another(&self) -> Self {
+        Self {
+            config: self.config.clone(),
+            texts: self.texts,
+            open: Mutex::new(None),
+            broken: AtomicBool::new(false),
+        }
     }
 
     /// Whether checkpoints may go through it: false once it could not be opened for a
@@ -155,16 +167,13 @@ impl Pipe {
             Err(e) => {
                 // A passing fault (the server restarting) is ridden out as any other;
                 // anything else leaves the pipe unusable.
-                let e = StoreError::db("opening the checkpoints' connection", None)(to_sqlx(e));
-                if !e.is_transient() {
-                    tracing::warn!("checkpoints one at a time: {e}");
-                    self.broken.store(true, Ordering::Relaxed);
-                    return Ok(None);
+                let e = to_sqlx(e);
+                if transient(&e) {
+                    return Err(e);
                 }
-                return Err(match e {
-                    StoreError::Database { source, .. } => source,
-                    other => sqlx::Error::Protocol(other.to_string()),
-                });
+                tracing::warn!("checkpoints one at a time: opening their connection: {e}");
+                self.broken.store(true, Ordering::Relaxed);
+                return Ok(None);
             }
         };
         tokio::spawn(async move {
@@ -173,11 +182,11 @@ impl Pipe {
             }
         });
         let info = client
-            .prepare_typed(&self.texts[0], &PARAMS)
+            .prepare_typed(self.texts[0], &PARAMS)
             .await
             .map_err(to_sqlx)?;
         let changes = client
-            .prepare_typed(&self.texts[1], &PARAMS)
+            .prepare_typed(self.texts[1], &PARAMS)
             .await
             .map_err(to_sqlx)?;
         let piped = Arc::new(Piped {

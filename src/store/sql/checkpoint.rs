@@ -57,11 +57,15 @@ impl<B: Backend> Store<B> {
             (None, Some(changes)) => self.infos.get(id).map(|info| (changes, info)),
             _ => None,
         };
-        let statement = match (&snapshot, &known) {
-            (Some(_), _) => &self.dialect.checkpoint_snapshot,
-            (None, Some((changes, _))) => changes,
-            (None, None) => &self.dialect.checkpoint,
-        };
+        // The binds, converted once for either connection.
+        let id_text = id.to_string();
+        let (seq_i, steps_i, attempt_i) = (to_i64(seq), i64::from(steps), i64::from(next_attempt));
+        let (first_i, last_i) = (to_i64(first_event), to_i64(last_event));
+        let reason = termination_reason.map(TerminationReason::as_str);
+        let now_bound = self.bound_now();
+        let digest = document.as_ref().map(|(_, digest)| digest.as_str());
+        let document = document.as_ref().map(|(text, _)| text.as_str());
+        let snapshot = snapshot.as_deref();
         // Marked by the driver (`--checkpoints steps`), without a snapshot, on PostgreSQL:
         // on the connection checkpoints are pipelined on (ADR 0080), the same statement
         // and binds.
@@ -70,15 +74,6 @@ impl<B: Backend> Store<B> {
             && let (Some(pipe), Some(channel)) = (self.db.pipe(id), self.events_channel())
             && pipe.usable()
         {
-            let id_text = id.to_string();
-            let (seq_i, steps_i, attempt_i) =
-                (to_i64(seq), i64::from(steps), i64::from(next_attempt));
-            let (first_i, last_i) = (to_i64(first_event), to_i64(last_event));
-            let (reason, now_bound) = (
-                termination_reason.map(TerminationReason::as_str),
-                self.bound_now(),
-            );
-            let none: Option<&str> = None;
             let params: [&(dyn tokio_postgres::types::ToSql + Sync); 19] = [
                 &id_text,
                 &seq_i,
@@ -90,10 +85,10 @@ impl<B: Backend> Store<B> {
                 &running,
                 next_key,
                 &attempt_i,
-                &none,
-                &none,
+                &digest,
+                &document,
                 delta,
-                &none,
+                &snapshot,
                 &event_texts.as_slice(),
                 &first_i,
                 &last_i,
@@ -112,24 +107,29 @@ impl<B: Backend> Store<B> {
                     .await;
             }
         }
+        let statement = match (snapshot, &known) {
+            (Some(_), _) => &self.dialect.checkpoint_snapshot,
+            (None, Some((changes, _))) => changes,
+            (None, None) => &self.dialect.checkpoint,
+        };
         let query = sql(statement)
-            .bind(id.to_string())
-            .bind(to_i64(seq))
-            .bind(i64::from(steps))
+            .bind(id_text)
+            .bind(seq_i)
+            .bind(steps_i)
             .bind(status.as_str())
-            .bind(termination_reason.map(TerminationReason::as_str))
-            .bind(self.bound_now())
+            .bind(reason)
+            .bind(now_bound)
             .bind(owner)
             .bind(running)
             .bind(next_key)
-            .bind(i64::from(next_attempt))
-            .bind(document.as_ref().map(|(_, digest)| digest.as_str()))
-            .bind(document.as_ref().map(|(text, _)| text.as_str()))
+            .bind(attempt_i)
+            .bind(digest)
+            .bind(document)
             .bind(delta)
-            .bind(snapshot.as_deref())
+            .bind(snapshot)
             .bind(event_texts.as_slice())
-            .bind(to_i64(first_event))
-            .bind(to_i64(last_event));
+            .bind(first_i)
+            .bind(last_i);
         // PostgreSQL's names the events channel as bound, read once at the open (ADR 0067),
         // and gives the lease up with the checkpoint that stops the run when asked (ADR
         // 0071: no release after it).
