@@ -42,7 +42,8 @@ fn lit(text: &str) -> String {
 
 /// Proves a completed run is listed (a link to its page), the filters narrow the list,
 /// the run's page shows its summary, its graph drawn as SVG with the path taken painted
-/// and numbered, a timeline bar per node run and the trace, and the workflows page lists
+/// and numbered, a timeline bar per node run (the sequential run's bars one after
+/// another on one lane, none overlapping another) and the trace, and the workflows page lists
 /// the documents with their diagnostics and draws a graph.
 #[test]
 fn the_runs_list_links_a_run_whose_page_draws_the_path_taken() {
@@ -139,6 +140,25 @@ fn the_runs_list_links_a_run_whose_page_draws_the_path_taken() {
             ensure!(steps == shown_steps.as_str(), "steps: {steps}, the API says {shown_steps}");
             let bars = br.js("return document.querySelectorAll('#timeline li.bar').length").await?;
             ensure!(bars == 3, "{bars} timeline bars, one per node run");
+            // A sequential run's steps follow each other: in time (the bars' data) and on
+            // the screen (their boxes), each starts no earlier than the one before ended.
+            let spans = br
+                .js("return [...document.querySelectorAll('#timeline li.bar')].map(b => { \
+                     const r = b.getBoundingClientRect(); \
+                     return [Number(b.dataset.start), Number(b.dataset.end), r.left, r.right, b.dataset.lane]; })")
+                .await?;
+            let spans: Vec<(f64, f64, f64, f64, String)> =
+                serde_json::from_value(spans.clone()).map_err(|e| format!("{spans}: {e}"))?;
+            ensure!(
+                spans.windows(2).all(|w| w[0].1 <= w[1].0 && w[0].3 <= w[1].2 + 0.5),
+                "a sequential run's bars overlap: {spans:?}"
+            );
+            ensure!(
+                spans.iter().all(|s| s.0 < s.1 && s.4 == "0"),
+                "a sequential run's bars are not on one lane: {spans:?}"
+            );
+            let caption = br.js("return document.querySelector('#timeline figcaption').innerText").await?;
+            ensure!(!caption.to_string().contains("at once"), "the caption: {caption}");
             let rows = br.js("return document.querySelectorAll('#trace tbody tr').length").await?;
             ensure!(rows.as_u64().is_some_and(|n| n >= 6), "{rows} trace rows");
             let writes = br.js("return document.querySelector('#trace tbody tr[data-kind=dispatch]').innerText").await?;
@@ -345,7 +365,8 @@ fn with_a_token_the_page_asks_once_and_keeps_an_http_only_cookie() {
 }
 
 /// Proves the timeline puts concurrent steps side by side: the advisors of the shipped
-/// advisors example run at once, so their bars overlap in time and sit on separate lanes.
+/// advisors example run at once, so their bars start together, overlap in time and sit
+/// on separate lanes.
 #[test]
 fn the_timeline_shows_concurrent_advisors_side_by_side() {
     let b = Bench::new(BIN);
@@ -397,6 +418,11 @@ fn the_timeline_shows_concurrent_advisors_side_by_side() {
                      return r.some((a, i) => r.some((b, j) => i !== j && a.top !== b.top && a.left < b.right && b.left < a.right))")
                 .await?;
             ensure!(overlap == true, "no two advisor bars overlap in time");
+            // In the bars' data too: the members of one fork start together.
+            let starts = br
+                .js("return [...new Set([...document.querySelectorAll('#timeline li.bar-advisor')].map(b => b.dataset.start))]")
+                .await?;
+            ensure!(starts.as_array().is_some_and(|s| s.len() == 1), "the advisors start at {starts}");
             br.for_docs("advisors").await?;
             Ok(())
         }

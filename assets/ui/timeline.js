@@ -1,6 +1,13 @@
 // The timeline: a bar per node run, model call and tool call of a run's trace, placed
 // by time; bars that overlap in time (advisors, a team's members, tool calls run at
 // once) go side by side on separate lanes.
+//
+// How the trace is read (ADR 0088): an item's `at_ms` is when its step was planned, so
+// every item of a step has the same one, and `duration_us` is how long its call ran. A
+// bar starts when its step could begin: at its `at_ms`, but never before the bar before
+// it ended (steps run one after another; a retried attempt follows the failed one);
+// members of one fork (a step's advisors, a team cycle's turns, one reply's tool calls)
+// start together, and a team node's run is its lead's final turn.
 
 import { h, duration } from './dom.js';
 
@@ -50,9 +57,42 @@ export function barOf(item, index) {
   } else {
     return null;
   }
-  const end = item.at_ms;
-  const start = end - (item.duration_us ?? 0) / 1000;
-  return { index, kind, label, start, end, step: item.step, reason: callWords(item) ?? item.reason ?? '' };
+  return {
+    index, kind, label, at: item.at_ms, length: (item.duration_us ?? 0) / 1000,
+    source: item.source, target: item.target, step: item.step,
+    reason: callWords(item) ?? item.reason ?? '',
+  };
+}
+
+/** Kinds whose consecutive bars of one step run at once. */
+const FORKED = new Set(['advisor', 'team', 'tool']);
+
+/**
+ * Whether `bar` started together with `before`, the bar before it: members of one fork
+ * (consecutive advisor, team-turn or tool-call bars planned in the same step), or a team
+ * node's run right after its lead's final turn (the same call, recorded twice).
+ */
+function together(before, bar) {
+  if (!before || before.at !== bar.at) return false;
+  if (FORKED.has(bar.kind)) return before.kind === bar.kind;
+  return bar.kind === 'node' && before.kind === 'team' && before.source === bar.target;
+}
+
+/**
+ * Places the bars (in trace order) in time: `start` and `end` in ms since the epoch. A
+ * bar starts at its step's `at_ms`, or when the bar before it ended if that is later,
+ * or with the bar before it when they are of one fork (see `together`).
+ */
+export function place(bars) {
+  let before = null;
+  let ended = -Infinity;
+  for (const bar of bars) {
+    bar.start = together(before, bar) ? before.start : Math.max(bar.at, ended);
+    bar.end = bar.start + bar.length;
+    ended = Math.max(ended, bar.end);
+    before = bar;
+  }
+  return bars;
 }
 
 /** Gives each bar a lane: the first whose last bar ended before this one starts. */
@@ -66,31 +106,9 @@ export function lanes(bars) {
   return ends.length;
 }
 
-/**
- * Advisors and a team cycle's turns run at once and are recorded together when the last
- * one finishes (same `at_ms`): they all started when the longest did.
- */
-export function alignConcurrent(bars) {
-  const groups = new Map();
-  for (const bar of bars) {
-    if (bar.kind !== 'advisor' && bar.kind !== 'team') continue;
-    const key = `${bar.kind}@${bar.end}`;
-    if (!groups.has(key)) groups.set(key, []);
-    groups.get(key).push(bar);
-  }
-  for (const group of groups.values()) {
-    const start = Math.min(...group.map((b) => b.start));
-    for (const bar of group) {
-      bar.end = start + (bar.end - bar.start);
-      bar.start = start;
-    }
-  }
-  return bars;
-}
-
 /** The timeline of `trace` (an element). */
 export function timeline(trace) {
-  const bars = alignConcurrent(trace.map(barOf).filter(Boolean));
+  const bars = place(trace.map(barOf).filter(Boolean));
   if (!bars.length) {
     return h('p', { class: 'muted' }, 'No node run yet.');
   }
@@ -110,6 +128,9 @@ export function timeline(trace) {
     if (width < 15) li.classList.add('narrow', left > 50 ? 'label-before' : 'label-after');
     li.dataset.lane = String(bar.lane);
     li.dataset.kind = bar.kind;
+    // Where it is in time (ms from the first bar's start), for tests and tools.
+    li.dataset.start = (bar.start - t0).toFixed(3);
+    li.dataset.end = (bar.end - t0).toFixed(3);
     // Placed with the CSSOM (no style attribute: the page's policy allows no inline style).
     li.style.left = `${left}%`;
     li.style.width = `${Math.min(width, 100 - left)}%`;
