@@ -281,6 +281,13 @@ fn the_shipped_supervisor_policy_example_runs() {
     assert_eq!(outcome["status"], "completed");
     assert_eq!(outcome["termination_reason"], "stop_global");
     assert_eq!(outcome["state"]["answer"]["text"], "At sea level, 100 C.");
+    // What the five model calls cost (11 tokens in, 7 out each), without `--full`; the
+    // example's model has no price, so no `cost_usd`.
+    assert_eq!(
+        outcome["usage"],
+        json!({"input_tokens": 55, "output_tokens": 35}),
+        "{stdout}"
+    );
     let requests = server.requests();
     assert_eq!(requests.len(), 5, "three decisions and two agent nodes");
     let first = &requests[0].body;

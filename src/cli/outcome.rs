@@ -62,8 +62,9 @@ impl Outputs {
 
 /// The printed outcome of `run`:
 ///
-/// - by default `{workflow, run_id, status, termination_reason, steps, message?, state,
-///   question?}`, `state` holding the slices without `system`;
+/// - by default `{workflow, run_id, status, termination_reason, steps, message?, usage?,
+///   state, question?}`, `state` holding the slices without `system` and `usage` what the
+///   run cost (tokens in and out, `cost_usd` when priced; absent when nothing reported it);
 /// - `--trace` adds `trace`, the decision trace items, last;
 /// - `--full` is the whole summary: `state` with `system` (its `decision_trace` included),
 ///   then `uncommitted?` and `accounting`;
@@ -197,6 +198,8 @@ struct Outcome<'a> {
     steps: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     message: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<Cost<'a>>,
     state: SlicesBut<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     question: Option<&'a str>,
@@ -213,10 +216,46 @@ impl<'a> Outcome<'a> {
             termination_reason: run.termination_reason(),
             steps: run.steps(),
             message: run.message(),
+            usage: Cost::of(run.usage_total()),
             state: SlicesBut(run.state()),
             question: run.question(),
             trace: shape.trace.then(|| trace_json(run)),
         }
+    }
+}
+
+/// The names of a run's summed usage its printed `usage` shows (brief 10.4): the tokens
+/// in (`cached_input_tokens` of them read from the model's cache) and out, the cost when
+/// the models are priced, and how many calls' usage the server did not say.
+const COST_NAMES: [&str; 5] = [
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "usage_unknown",
+];
+
+/// What a run cost, as its printed `usage` (ADR 0088): the amounts of [`COST_NAMES`] the
+/// run's nodes and model calls reported, summed.
+struct Cost<'a>(&'a crate::runtime::Usage);
+
+impl<'a> Cost<'a> {
+    /// `None` when the run reported none of them (no model call, no such `$usage`).
+    fn of(usage: &'a crate::runtime::Usage) -> Option<Self> {
+        COST_NAMES
+            .iter()
+            .any(|name| usage.get(name).is_some())
+            .then_some(Self(usage))
+    }
+}
+
+impl Serialize for Cost<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(
+            COST_NAMES
+                .iter()
+                .filter_map(|name| self.0.get(name).map(|amount| (name, amount))),
+        )
     }
 }
 
@@ -360,6 +399,16 @@ mod tests {
             )
             .expect("a failed run");
         runs.push(failed);
+        let mut priced = runs[0].clone();
+        priced.usage_total = crate::runtime::Usage::new()
+            .with("input_tokens", 30)
+            .with("output_tokens", 4)
+            .with(
+                "cost_usd",
+                serde_json::Number::from_f64(0.25).expect("finite"),
+            )
+            .with("calls", 2);
+        runs.push(priced);
         for run in &runs {
             for (full, trace) in [(false, false), (false, true), (true, false), (true, true)] {
                 let shape = ShapeArgs { full, trace };
@@ -372,5 +421,60 @@ mod tests {
                 assert_eq!(outcome_text(run, shape, true), line, "{shape:?}");
             }
         }
+    }
+
+    /// Proves the default outcome says what a run cost: `usage` with the tokens in and
+    /// out and `cost_usd` when priced (other names left to `--full`'s accounting), after
+    /// `steps`; absent for a run that reported no tokens or cost.
+    #[test]
+    fn the_outcome_says_what_the_run_cost() {
+        let graph = GraphBuilder::from_document(synth::supervisor_loop(2))
+            .build()
+            .expect("compiles");
+        let ex = Executor::builder(ValidGraph::new(graph).expect("valid"))
+            .build()
+            .expect("builds");
+        let mut run = ex.start(json!({})).expect("starts");
+        let plain = outcome_json(&run, ShapeArgs::default());
+        assert!(plain.get("usage").is_none(), "{plain}");
+        run.usage_total = crate::runtime::Usage::new().with("calls", 3);
+        let custom = outcome_json(&run, ShapeArgs::default());
+        assert!(custom.get("usage").is_none(), "{custom}");
+        run.usage_total = crate::runtime::Usage::new()
+            .with("output_tokens", 7)
+            .with("calls", 3)
+            .with("input_tokens", 11);
+        let unpriced = outcome_json(&run, ShapeArgs::default());
+        assert_eq!(
+            unpriced["usage"],
+            json!({"input_tokens": 11, "output_tokens": 7})
+        );
+        run.usage_total = run.usage_total.clone().with(
+            "cost_usd",
+            serde_json::Number::from_f64(0.5).expect("finite"),
+        );
+        let priced = outcome_json(&run, ShapeArgs::default());
+        assert_eq!(
+            priced["usage"],
+            json!({"input_tokens": 11, "output_tokens": 7, "cost_usd": 0.5})
+        );
+        let keys: Vec<&str> = priced
+            .as_object()
+            .expect("an object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "workflow",
+                "run_id",
+                "status",
+                "termination_reason",
+                "steps",
+                "usage",
+                "state"
+            ]
+        );
     }
 }
