@@ -236,3 +236,32 @@ fn run_id_is_one_name_across_commands() {
     assert_eq!(shown["run"]["run_id"], id.as_str());
     assert!(shown["run"].get("id").is_none(), "{shown:#}");
 }
+
+/// Proves `pactgraph --help` shows a newcomer the two commands to start with first (`run`,
+/// then `validate`), says `run`'s answer may carry `usage`, and no longer claims a run is
+/// checkpointed every step (it is committed at effects by default).
+#[test]
+fn the_help_lists_run_and_validate_first() {
+    let b = Bench::new(BIN);
+    let r = b.run(&["--help"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let commands: Vec<&str> = r
+        .out
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(
+        commands,
+        [
+            "run", "validate", "resume", "runs", "worker", "serve", "dot", "schema", "help"
+        ],
+        "{}",
+        r.out
+    );
+    assert!(!r.out.contains("checkpointed every step"), "{}", r.out);
+    assert!(r.out.contains("committed at each effect"), "{}", r.out);
+    assert!(r.out.contains("usage?"), "{}", r.out);
+}

@@ -22,8 +22,8 @@ pub struct StoreArgs {
     #[arg(long, value_name = "URL", env = "PACTGRAPH_STORE", default_value = DEFAULT_STORE)]
     pub store: String,
     /// `normal`: a commit survives the process dying (SQLite synchronous=NORMAL,
-    /// PostgreSQL synchronous_commit=off); `full`: every step's commit reaches the disk
-    /// before the next step, surviving a crash of the machine or the database server
+    /// PostgreSQL synchronous_commit=off); `full`: every commit reaches the disk before
+    /// the run goes on, surviving a crash of the machine or the database server
     /// (synchronous=FULL, synchronous_commit=on).
     #[arg(long, value_enum, default_value = "normal")]
     pub durability: DurabilityArg,
