@@ -92,6 +92,12 @@ pub mod prelude {
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
+/// The getting-started guide's Rust examples (`docs/guides/getting-started.md`, moved there
+/// from the README), compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/guides/getting-started.md")]
+struct GettingStartedDoctests;
+
 /// The patterns guide's Rust examples (`docs/guides/patterns.md`), compiled and run as
 /// doctests.
 #[cfg(doctest)]

@@ -22,7 +22,7 @@ use crate::store::{StoreError, dialects};
 /// checkpoint mean more of the checkpoints' four fsyncs. 1,000 measured against 2,000
 /// (ADR 0059's value) and 700 in three series of interleaved runs: never dearer by mean,
 /// 484 fewer `pread`s and ~1.35 M fewer instructions a run, for 0.27 more fsyncs a run (ADR
-/// 0062; docs/performance.md, "SQLite: the checkpoint's answer and the WAL read at open").
+/// 0062).
 const WAL_AUTOCHECKPOINT: u32 = 1_000;
 
 /// The file a `sqlite:` URL names, from what follows `sqlite:` (`//` before it allowed):
