@@ -27,7 +27,7 @@ use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
 use pactgraph::graph::{GraphBuilder, synth};
 use pactgraph::runtime::{Executor, RunRecord, RunStatus};
 use pactgraph::store::{
-    Checkpoints, CreateOptions, DriveOptions, PgStore, RunStore, SqliteStore, drive,
+    Checkpoints, Continue, CreateOptions, DriveOptions, PgStore, RunStore, SqliteStore, drive,
 };
 use pactgraph::validator::ValidGraph;
 use serde_json::json;
@@ -72,7 +72,7 @@ async fn loop_step(
         .expect("creates");
     let t = Instant::now();
     let options = DriveOptions::default().checkpoints(checkpoints);
-    let run = drive(ex, store, id, "bench", &options)
+    let run = drive(ex, store, id, "bench", &options, Continue::AsStored)
         .await
         .expect("drives");
     let took = t.elapsed();

@@ -22,8 +22,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use pactgraph::graph::{GraphBuilder, synth};
 use pactgraph::runtime::{Executor, RunRecord, RunStatus};
 use pactgraph::store::{
-    CreateOptions, DriveOptions, Durability, PgOptions, PgStore, RunFilter, RunStore, SqliteStore,
-    drive,
+    Continue, CreateOptions, DriveOptions, Durability, PgOptions, PgStore, RunFilter, RunStore,
+    SqliteStore, drive,
 };
 use pactgraph::validator::ValidGraph;
 use serde_json::{Value, json};
@@ -68,9 +68,16 @@ async fn loop_run(
         .create(&record, &CreateOptions::default())
         .await
         .expect("creates");
-    let run = drive(ex, store, id, "bench", &DriveOptions::default())
-        .await
-        .expect("drives");
+    let run = drive(
+        ex,
+        store,
+        id,
+        "bench",
+        &DriveOptions::default(),
+        Continue::AsStored,
+    )
+    .await
+    .expect("drives");
     assert_eq!(run.status(), RunStatus::Stopped);
     id
 }

@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use pactgraph::graph::{GraphBuilder, synth};
 use pactgraph::runtime::{Executor, RunRecord};
-use pactgraph::store::{Checkpoints, CreateOptions, DriveOptions, PgStore, RunStore, drive};
+use pactgraph::store::{
+    Checkpoints, Continue, CreateOptions, DriveOptions, PgStore, RunStore, drive,
+};
 use pactgraph::validator::ValidGraph;
 use serde_json::json;
 use sqlx::Connection;
@@ -152,7 +154,7 @@ async fn main() {
             .expect("creates");
         let options = DriveOptions::default().checkpoints(Checkpoints::Steps);
         let s = split(postmaster, STEPS, async {
-            drive(&ex, &store, id, "split", &options)
+            drive(&ex, &store, id, "split", &options, Continue::AsStored)
                 .await
                 .expect("drives");
         })

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use pactgraph::runtime::{Executor, RunId, RunState, RunStatus};
 use pactgraph::store::{
-    Before, Checkpoint, Checkpoints, DriveOptions, PgStore, PruneFilter, RunStore, StepDelta,
-    StoreError, StoredStatus, drive,
+    Before, Checkpoint, Checkpoints, Continue, DriveOptions, PgStore, PruneFilter, RunStore,
+    StepDelta, StoreError, StoredStatus, drive,
 };
 use sqlx::{Connection, Row};
 use support::runtime::{created_ticker, rt};
@@ -34,7 +34,9 @@ async fn drive_steps(
         Some(n) => options.max_checkpoints(n),
         None => options,
     };
-    drive(ex, store, id, "w", &options).await.expect("drives")
+    drive(ex, store, id, "w", &options, Continue::AsStored)
+        .await
+        .expect("drives")
 }
 
 /// Asserts that `a` and `b` are the same run state, byte for byte as JSON.
@@ -370,9 +372,16 @@ fn a_store_of_format_9_migrates_to_10_and_deleted_runs_take_their_chunks() {
         let mut runs = Vec::new();
         for _ in 0..3 {
             let (ex, record) = created_ticker(&store, 300).await;
-            let run = drive(&ex, &store, record.run_id, "w", &DriveOptions::default())
-                .await
-                .expect("drives");
+            let run = drive(
+                &ex,
+                &store,
+                record.run_id,
+                "w",
+                &DriveOptions::default(),
+                Continue::AsStored,
+            )
+            .await
+            .expect("drives");
             runs.push((record.run_id, run));
         }
         store.close().await;
@@ -466,9 +475,16 @@ fn a_store_of_format_9_migrates_to_10_and_deleted_runs_take_their_chunks() {
             if offered { "l" } else { "" }
         );
         let (ex, record) = created_ticker(&store, 300).await;
-        drive(&ex, &store, record.run_id, "w", &DriveOptions::default())
-            .await
-            .expect("drives");
+        drive(
+            &ex,
+            &store,
+            record.run_id,
+            "w",
+            &DriveOptions::default(),
+            Continue::AsStored,
+        )
+        .await
+        .expect("drives");
         assert_eq!(largest_chunk(&mut c, record.run_id).await, (true, None));
         store.close().await;
     });

@@ -10,7 +10,7 @@
 mod support;
 
 use pactgraph::runtime::{Executor, RunId, RunState};
-use pactgraph::store::{Checkpoints, DriveOptions, PgOptions, PgStore, RunStore, drive};
+use pactgraph::store::{Checkpoints, Continue, DriveOptions, PgOptions, PgStore, RunStore, drive};
 use sqlx::Connection;
 use support::runtime::{created_ticker, rt};
 use support::stores::pg_schema_or_skip;
@@ -27,7 +27,9 @@ async fn drive_steps(ex: &Executor, store: &PgStore, id: RunId, checkpoints: u64
     let options = DriveOptions::default()
         .checkpoints(Checkpoints::Steps)
         .max_checkpoints(checkpoints);
-    drive(ex, store, id, "w", &options).await.expect("drives")
+    drive(ex, store, id, "w", &options, Continue::AsStored)
+        .await
+        .expect("drives")
 }
 
 /// Run `id`'s rows: step rows, and chunks holding a delta.

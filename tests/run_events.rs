@@ -10,7 +10,7 @@ use std::time::Duration;
 use pactgraph::runtime::{
     EventKind, RunEvent, RunEvents, RunId, RunRecord, RunStatus, Subscription,
 };
-use pactgraph::store::{CreateOptions, DriveOptions, RunStore, StoredStatus, drive, drive_with};
+use pactgraph::store::{Continue, CreateOptions, DriveOptions, RunStore, StoredStatus, drive};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use support::random_workflow::{input, workflow};
@@ -292,6 +292,7 @@ fn history_equals_the_live_stream_across_a_pause_on_both_stores() {
                 id,
                 "a",
                 &DriveOptions::default(),
+                Continue::AsStored,
             )
             .await
             .unwrap();
@@ -310,13 +311,13 @@ fn history_equals_the_live_stream_across_a_pause_on_both_stores() {
 
             let events = RunEvents::new();
             let mut sub = events.subscribe(1024);
-            let done = drive_with(
+            let done = drive(
                 &ex.with_events(events),
                 &*store,
                 id,
                 "b",
                 &DriveOptions::default(),
-                pactgraph::store::Continue::Answer("this one".into()),
+                Continue::Answer("this one".into()),
             )
             .await
             .unwrap();
@@ -373,9 +374,16 @@ fn a_cancel_by_the_store_ends_the_history() {
                 .create(&record, &CreateOptions::default())
                 .await
                 .unwrap();
-            drive(&ex, &*store, id, "a", &DriveOptions::default())
-                .await
-                .unwrap();
+            drive(
+                &ex,
+                &*store,
+                id,
+                "a",
+                &DriveOptions::default(),
+                Continue::AsStored,
+            )
+            .await
+            .unwrap();
             let before = store.last_event_seq(id).await.unwrap();
             assert!(before > 0, "events are kept without any subscriber");
             let info = store.cancel(id).await.unwrap();
@@ -432,7 +440,7 @@ proptest! {
                 ] {
                     let events = RunEvents::new();
                     let mut sub = events.subscribe(100_000);
-                    drive(&ex.with_events(events), &*store, id, owner, &options).await.unwrap();
+                    drive(&ex.with_events(events), &*store, id, owner, &options, Continue::AsStored).await.unwrap();
                     live.extend(drain(&mut sub));
                 }
                 let n = check_numbered(&live, 1);
@@ -517,7 +525,10 @@ fn a_follower_reads_history_then_live_events_until_the_end() {
                 got
             };
             let options = DriveOptions::default();
-            let (run, got) = tokio::join!(drive(&driven, &*store, id, "a", &options), follow);
+            let (run, got) = tokio::join!(
+                drive(&driven, &*store, id, "a", &options, Continue::AsStored),
+                follow
+            );
             assert_eq!(run.unwrap().status(), RunStatus::Stopped);
             let history = store.events(id, 0, 100_000).await.unwrap();
             assert_eq!(got, history);

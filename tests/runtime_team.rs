@@ -515,7 +515,7 @@ fn a_team_saved_after_every_step_resumes_identically() {
 #[test]
 fn a_team_driven_one_checkpoint_at_a_time_through_the_store_ends_identically() {
     use pactgraph::runtime::RunRecord;
-    use pactgraph::store::{CreateOptions, DriveOptions, RunStore, SqliteStore, drive};
+    use pactgraph::store::{Continue, CreateOptions, DriveOptions, RunStore, SqliteStore, drive};
     let doc = team_doc(
         &[
             ("a", json!({"handler": "a"})),
@@ -549,7 +549,7 @@ fn a_team_driven_one_checkpoint_at_a_time_through_the_store_ends_identically() {
         let one = DriveOptions::default().max_checkpoints(1);
         let mut hops = 0;
         let run = loop {
-            let run = drive(&ex, &store, id, "worker", &one)
+            let run = drive(&ex, &store, id, "worker", &one, Continue::AsStored)
                 .await
                 .expect("drives");
             assert_eq!(store.load(id).await.expect("loads").record.run, run);

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use pactgraph::runtime::{RunId, RunStatus, TerminationReason, TraceKind};
 use pactgraph::store::{
-    Before, Checkpoint, Checkpoints, CreateOptions, DriveOptions, PreparedCreate, RunStore,
-    SqliteStore, StepDelta, StoreError, StoredStatus, drive,
+    Before, Checkpoint, Checkpoints, Continue, CreateOptions, DriveOptions, RunStore, SqliteStore,
+    StepDelta, StoreError, StoredStatus, drive,
 };
 use serde_json::{Value, json};
 use support::runtime::{created_doc, created_ticker, rt, started, step_delta, ticker_named};
@@ -32,32 +32,22 @@ fn asker() -> Value {
     })
 }
 
-/// Proves a create prepared ahead (ADR 0068: `pactgraph run` makes the texts while the
-/// store opens; ADR 0069: with the row's values, so that the create borrows nothing of the
-/// record) stores the run as `create` does, and that a record whose digest does not match
-/// its document is refused.
+/// Proves a record whose digest does not match its document is refused by `create`,
+/// writing nothing.
 #[test]
-fn a_prepared_create_stores_the_run_and_refuses_a_wrong_digest() {
+fn a_create_refuses_a_wrong_digest() {
     rt().block_on(async {
         for backend in backends() {
             let held = open(backend).await;
             let store = &held.store;
             let (_, a) = started(ticker_named(3, "a"), json!({"big": "x"}));
             let (_, b) = started(ticker_named(3, "b"), json!({"big": "y"}));
-            let for_b = PreparedCreate::of(&b).expect("prepares");
-            assert_eq!(for_b.run_id(), b.run_id);
-            let info = store
-                .create_prepared(for_b, &CreateOptions::default())
-                .await
-                .expect("creates");
-            assert_eq!(info.id, b.run_id);
-            assert_eq!(info, store.info(b.run_id).await.expect("reads"));
-            let loaded = store.load(b.run_id).await.expect("loads");
-            assert_eq!(loaded.record.run, b.run);
-            assert_eq!(loaded.record.document, b.document);
             let mut wrong = a.clone();
             wrong.digest = b.digest.clone();
-            let err = PreparedCreate::of(&wrong).expect_err("a digest that does not match");
+            let err = store
+                .create(&wrong, &CreateOptions::default())
+                .await
+                .expect_err("a digest that does not match");
             assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
             assert!(store.info(a.run_id).await.is_err(), "nothing written");
         }
@@ -142,7 +132,7 @@ fn storage_grows_with_what_steps_write_not_with_state_size() {
         store.create(&record, &CreateOptions::default()).await.unwrap();
         // One checkpoint a step (`--checkpoints steps`): what one step row weighs.
         let steps = DriveOptions::default().checkpoints(Checkpoints::Steps);
-        let run = drive(&ex, &store, id, "a", &steps).await.unwrap();
+        let run = drive(&ex, &store, id, "a", &steps, Continue::AsStored).await.unwrap();
         assert_eq!(run.steps(), 200);
         assert_eq!(run.termination_reason(), Some(TerminationReason::MaxStepsExceeded));
         let use_ = store.storage(id).await.unwrap();
@@ -229,7 +219,9 @@ fn trace_growth_alone_takes_no_snapshot() {
                 .unwrap();
             // Batches of 256 steps, never cut by time (a loaded machine would cut many).
             let options = DriveOptions::default().batch(256, Duration::from_secs(600));
-            let run = drive(&ex, &store, id, "a", &options).await.unwrap();
+            let run = drive(&ex, &store, id, "a", &options, Continue::AsStored)
+                .await
+                .unwrap();
             assert_eq!(run.steps(), 1000);
             let use_ = store.storage(id).await.unwrap();
             let info = store.info(id).await.unwrap();
@@ -271,7 +263,9 @@ fn snapshots_under_checkpoints_steps_stay_geometric() {
                 .await
                 .unwrap();
             let options = DriveOptions::default().checkpoints(Checkpoints::Steps);
-            let run = drive(&ex, &store, id, "a", &options).await.unwrap();
+            let run = drive(&ex, &store, id, "a", &options, Continue::AsStored)
+                .await
+                .unwrap();
             assert_eq!(run.steps(), STEPS);
             let info = store.info(id).await.unwrap();
             assert!(
@@ -331,9 +325,16 @@ fn cancel_stops_queued_and_paused_runs_only() {
                 .create(&paused, &CreateOptions::default())
                 .await
                 .unwrap();
-            let run = drive(&ex, &store, paused.run_id, "a", &DriveOptions::default())
-                .await
-                .unwrap();
+            let run = drive(
+                &ex,
+                &store,
+                paused.run_id,
+                "a",
+                &DriveOptions::default(),
+                Continue::AsStored,
+            )
+            .await
+            .unwrap();
             assert_eq!(run.status(), RunStatus::AwaitingInput);
             assert_eq!(
                 store.info(paused.run_id).await.unwrap().status,
@@ -374,9 +375,16 @@ fn a_paused_run_resumes_through_the_store() {
                 .create(&record, &CreateOptions::default())
                 .await
                 .unwrap();
-            let paused = drive(&ex, &store, id, "a", &DriveOptions::default())
-                .await
-                .unwrap();
+            let paused = drive(
+                &ex,
+                &store,
+                id,
+                "a",
+                &DriveOptions::default(),
+                Continue::AsStored,
+            )
+            .await
+            .unwrap();
             assert_eq!(paused.question(), Some("which?"));
             let stored = store.load(id).await.unwrap();
             assert_eq!(stored.record.run, paused);
@@ -401,9 +409,16 @@ fn a_paused_run_resumes_through_the_store() {
             // Finished from the store, as in memory.
             let mut expected = resumed.clone();
             ex.run_in_place(&mut expected).await;
-            let finished = drive(&ex, &store, id, "b", &DriveOptions::default())
-                .await
-                .unwrap();
+            let finished = drive(
+                &ex,
+                &store,
+                id,
+                "b",
+                &DriveOptions::default(),
+                Continue::AsStored,
+            )
+            .await
+            .unwrap();
             assert_eq!(finished, expected);
             assert_eq!(finished.status(), RunStatus::Completed);
             assert_eq!(
@@ -486,6 +501,7 @@ fn reported_usage_is_checkpointed_and_reloaded() {
                 id,
                 "a",
                 &DriveOptions::default().max_checkpoints(4),
+                Continue::AsStored,
             )
             .await
             .unwrap();
@@ -495,9 +511,16 @@ fn reported_usage_is_checkpointed_and_reloaded() {
                 json!({"input_tokens": 12, "cost_usd": 2.0})
             );
             assert_eq!(store.load(id).await.unwrap().record.run, part);
-            let run = drive(&ex, &store, id, "a", &DriveOptions::default())
-                .await
-                .unwrap();
+            let run = drive(
+                &ex,
+                &store,
+                id,
+                "a",
+                &DriveOptions::default(),
+                Continue::AsStored,
+            )
+            .await
+            .unwrap();
             assert_eq!(
                 serde_json::to_value(run.usage_total()).unwrap(),
                 json!({"input_tokens": 21, "cost_usd": 3.5})
@@ -543,9 +566,16 @@ fn retry_attempts_are_stored_before_they_run() {
             })
             .await;
             id_cell.set(id).expect("set once");
-            let run = drive(&ex, &store, id, "a", &DriveOptions::default())
-                .await
-                .unwrap();
+            let run = drive(
+                &ex,
+                &store,
+                id,
+                "a",
+                &DriveOptions::default(),
+                Continue::AsStored,
+            )
+            .await
+            .unwrap();
             let retries = run
                 .trace()
                 .iter()

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use pactgraph::runtime::{Executor, RunRecord, RunState, TraceKind, sync_node};
 use pactgraph::store::{
-    AnyStore, Checkpoints, Continue, CreateOptions, DriveOptions, PreparedCreate, RunStore,
-    StoreError, StoredStatus, drive, drive_creating_then, drive_with_then,
+    AnyStore, Checkpoints, Continue, CreateOptions, DriveOptions, RunStore, StoreError,
+    StoredStatus, drive,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -181,7 +181,9 @@ fn effects_are_committed_at_once_with_the_pure_steps_before_them() {
                 let store = held.store.clone();
                 let id = create_mixed(&store, &document, &ex).await;
                 let options = DriveOptions::default().checkpoints(mode);
-                let run = drive(&ex, &store, id, "a", &options).await.unwrap();
+                let run = drive(&ex, &store, id, "a", &options, Continue::AsStored)
+                    .await
+                    .unwrap();
                 assert_same_end(&run, &whole);
                 assert_eq!(calls.swap(0, Ordering::SeqCst), TICKS, "one effect a tick");
                 let info = store.info(id).await.unwrap();
@@ -256,7 +258,9 @@ fn pure_steps_are_committed_in_batches() {
                     .unwrap();
                 // No time limit: the count is the steps' alone.
                 let options = DriveOptions::default().batch(k, Duration::from_secs(3600));
-                let run = drive(&ex, &store, id, "a", &options).await.unwrap();
+                let run = drive(&ex, &store, id, "a", &options, Continue::AsStored)
+                    .await
+                    .unwrap();
                 assert_same_end(&run, &whole);
                 assert_eq!(
                     store.info(id).await.unwrap().seq,
@@ -296,7 +300,9 @@ fn no_effect_starts_while_pure_steps_are_being_written() {
             seen.lock().unwrap().clear();
             let id = create_mixed(&store, &document, &ex).await;
             let options = DriveOptions::default().batch(2, Duration::from_secs(3600));
-            let run = drive(&ex, &store, id, "a", &options).await.unwrap();
+            let run = drive(&ex, &store, id, "a", &options, Continue::AsStored)
+                .await
+                .unwrap();
             assert_same_end(&run, &whole);
             assert_eq!(store.load(id).await.unwrap().record.run, run);
             let seen = seen.lock().unwrap().clone();
@@ -349,16 +355,12 @@ fn refuse_ends(backend: Backend, url: &str, refuse: bool) {
     }
 }
 
-/// Proves, on both stores, what `drive_with_then` promises (ADR 0069): `then` is made of
-/// the run as it ended while its last checkpoint is written, and what it made comes back
-/// only once that checkpoint and the release are done: the store then holds the run as
-/// returned, ended and let go. When the last checkpoint fails (every update that ends a
-/// run refused by a trigger), what `then` made (if it was called: the refusal may come
-/// back before the steps are over) is not returned: the store's error is, the run is kept as its previous checkpoint left it, `interrupted`,
-/// and a later drive (the trigger dropped) ends it as the uninterrupted run, each effect
-/// run once.
+/// Proves, on both stores: when the last checkpoint fails (every update that ends a run
+/// refused by a trigger), the store's error comes back, the run is kept as its previous
+/// checkpoint left it, `interrupted`, and a later drive (the trigger dropped) ends it as
+/// the uninterrupted run, each effect run once.
 #[test]
-fn what_is_made_beside_the_last_checkpoint_comes_back_only_once_it_is_committed() {
+fn a_refused_last_checkpoint_leaves_the_run_interrupted_and_a_later_drive_ends_it() {
     const TICKS: u32 = 4;
     let rt = rt();
     for backend in backends() {
@@ -372,58 +374,15 @@ fn what_is_made_beside_the_last_checkpoint_comes_back_only_once_it_is_committed(
             calls.store(0, Ordering::SeqCst);
             let options = DriveOptions::default();
 
-            // Committed: what `then` made, with the run as the store holds it.
-            let id = create_mixed(&store, &document, &ex).await;
-            let (run, made) = drive_with_then(
-                &ex,
-                &store,
-                id,
-                "a",
-                &options,
-                Continue::AsStored,
-                |run: &RunState| (run.steps(), run.status()),
-            )
-            .await
-            .unwrap();
-            assert_same_end(&run, &whole);
-            assert_eq!(made, (whole.steps(), whole.status()));
-            assert_eq!(store.load(id).await.unwrap().record.run, run);
-            let info = store.info(id).await.unwrap();
-            assert_eq!(info.status, StoredStatus::Completed, "{backend:?}");
-            assert_eq!(info.owner, None, "{backend:?}: let go");
-
-            // The last checkpoint refused.
-            calls.store(0, Ordering::SeqCst);
             let id = create_mixed(&store, &document, &ex).await;
             refuse_ends(backend, &held.url, true);
-            let called = Arc::new(AtomicU32::new(0));
-            let count = Arc::clone(&called);
-            let refused = drive_with_then(
-                &ex,
-                &store,
-                id,
-                "a",
-                &options,
-                Continue::AsStored,
-                move |run: &RunState| {
-                    count.fetch_add(1, Ordering::SeqCst);
-                    run.steps()
-                },
-            )
-            .await;
+            let refused = drive(&ex, &store, id, "a", &options, Continue::AsStored).await;
             match refused {
                 Err(e @ StoreError::Database { .. }) => {
                     assert!(e.to_string().contains("injected"), "{backend:?}: {e}");
                 }
                 other => panic!("{backend:?}: the last checkpoint refused, got {other:?}"),
             }
-            // Made beside the last checkpoint, unless its refusal came back at once (the
-            // poll that sends it, on a loaded machine): then the steps did not end without
-            // an error, and `then` is not called.
-            assert!(
-                called.load(Ordering::SeqCst) <= 1,
-                "{backend:?}: `then` made once at most"
-            );
             let info = store.info(id).await.unwrap();
             assert_eq!(info.status, StoredStatus::Interrupted, "{backend:?}");
             assert!(
@@ -433,100 +392,18 @@ fn what_is_made_beside_the_last_checkpoint_comes_back_only_once_it_is_committed(
             assert_eq!(calls.load(Ordering::SeqCst), TICKS, "{backend:?}");
 
             refuse_ends(backend, &held.url, false);
-            let finished = drive(&ex, &store, id, "b", &options).await.unwrap();
+            let finished = drive(&ex, &store, id, "b", &options, Continue::AsStored)
+                .await
+                .unwrap();
             assert_same_end(&finished, &whole);
             assert_eq!(store.load(id).await.unwrap().record.run, finished);
+            let info = store.info(id).await.unwrap();
+            assert_eq!(info.status, StoredStatus::Completed, "{backend:?}");
+            assert_eq!(info.owner, None, "{backend:?}: let go");
             assert_eq!(
                 calls.load(Ordering::SeqCst),
                 TICKS,
                 "{backend:?}: no effect ran again (the last batch was pure steps)"
-            );
-        });
-    }
-}
-
-/// Proves, on both stores, what `drive_creating_then` promises (ADR 0069, what
-/// `pactgraph run` does): the run's create is in flight while its first pure steps are
-/// taken and is committed before its first effect starts (that effect's handler finds
-/// the run in the store, held by the drive's owner); the run ends as the uninterrupted
-/// one, loads back as it ended, and what `then` made comes back. A create refused (its
-/// name taken by another run) loses nothing but those pure steps: its error comes back,
-/// no run is kept under its id, and the effect never ran.
-#[test]
-fn a_run_created_beside_its_first_steps_is_stored_before_its_first_effect() {
-    const TICKS: u32 = 3;
-    let g = graph(mixed(TICKS));
-    let document = g.to_document();
-    let rt = rt();
-    for backend in backends() {
-        rt.block_on(async {
-            let held = open(backend).await;
-            let store = held.store.clone();
-            // (the run's owner as each effect found it in the store, or the error)
-            let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-            let ex = reading_executor(TICKS, &store, &seen, |_, held| {
-                Some(held.map(|i| i.owner).map_err(|e| e.to_string()))
-            });
-            let mut whole = ex.start(mixed_input()).unwrap();
-            ex.run_in_place(&mut whole).await;
-            seen.lock().unwrap().clear();
-            let options = DriveOptions::default();
-
-            let record = RunRecord::new(document.clone(), ex.start(mixed_input()).unwrap());
-            let id = record.run_id;
-            let prepared = PreparedCreate::of(&record).unwrap();
-            let create = CreateOptions::default().name("creating");
-            let (run, made) = drive_creating_then(
-                &ex,
-                &store,
-                record,
-                prepared,
-                &create,
-                "maker",
-                &options,
-                Continue::AsStored,
-                |run: &RunState| run.steps(),
-            )
-            .await
-            .expect("drives");
-            assert_same_end(&run, &whole);
-            assert_eq!(made, whole.steps());
-            assert_eq!(store.load(id).await.unwrap().record.run, run);
-            let info = store.info(id).await.unwrap();
-            assert_eq!(info.name.as_deref(), Some("creating"), "{backend:?}");
-            assert_eq!(info.owner, None, "{backend:?}: let go");
-            let first = std::mem::take(&mut *seen.lock().unwrap());
-            assert_eq!(first.len(), TICKS as usize, "{backend:?}");
-            assert_eq!(
-                first[0],
-                Ok(Some("maker".to_string())),
-                "{backend:?}: the first effect found its run created and held"
-            );
-
-            // The name is taken: the create is refused, and nothing of the run is kept.
-            let record = RunRecord::new(document.clone(), ex.start(mixed_input()).unwrap());
-            let id = record.run_id;
-            let prepared = PreparedCreate::of(&record).unwrap();
-            let refused = drive_creating_then(
-                &ex,
-                &store,
-                record,
-                prepared,
-                &create,
-                "maker",
-                &options,
-                Continue::AsStored,
-                |run: &RunState| run.steps(),
-            )
-            .await;
-            assert!(
-                matches!(refused, Err(StoreError::NameTaken { .. })),
-                "{backend:?}: {refused:?}"
-            );
-            assert!(store.info(id).await.is_err(), "{backend:?}: no run kept");
-            assert!(
-                seen.lock().unwrap().is_empty(),
-                "{backend:?}: no effect ran for a run not created"
             );
         });
     }
@@ -570,11 +447,11 @@ proptest! {
                     let options = DriveOptions::default()
                         .batch(*k, Duration::from_secs(3600))
                         .max_checkpoints(*n);
-                    run = drive(&ex, &store, id, &format!("hop{i}"), &options).await.unwrap();
+                    run = drive(&ex, &store, id, &format!("hop{i}"), &options, Continue::AsStored).await.unwrap();
                     let loaded = store.load(id).await.unwrap();
                     prop_assert_eq!(&loaded.record.run, &run);
                 }
-                let finished = drive(&ex, &store, id, "last", &DriveOptions::default())
+                let finished = drive(&ex, &store, id, "last", &DriveOptions::default(), Continue::AsStored)
                     .await
                     .unwrap();
                 let loaded = store.load(id).await.unwrap();

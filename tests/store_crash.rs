@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use pactgraph::runtime::{Executor, RunId, RunRecord, TerminationReason, sync_node};
 use pactgraph::store::{
-    AnyStore, CreateOptions, DriveOptions, Durability, RunStore, StoreError, StoredStatus, drive,
+    AnyStore, Continue, CreateOptions, DriveOptions, Durability, RunStore, StoreError,
+    StoredStatus, drive,
 };
 use serde_json::{Value, json};
 use support::runtime::{builder, graph, rt};
@@ -70,7 +71,7 @@ fn child(spec: &str) {
             .await
             .expect("opens");
         let options = DriveOptions::default().lease(CHILD_LEASE);
-        drive(&ex, &store, id, "child", &options)
+        drive(&ex, &store, id, "child", &options, Continue::AsStored)
             .await
             .expect("drives");
     });
@@ -178,9 +179,16 @@ fn a_run_killed_mid_step_resumes_exactly_from_its_last_commit() {
             );
 
             // Finishing it gives the uninterrupted run.
-            let finished = drive(&ex, &store, id, "parent", &DriveOptions::default())
-                .await
-                .unwrap();
+            let finished = drive(
+                &ex,
+                &store,
+                id,
+                "parent",
+                &DriveOptions::default(),
+                Continue::AsStored,
+            )
+            .await
+            .unwrap();
             assert_eq!(finished.state(), whole.state());
             assert_eq!(finished.status(), whole.status());
             assert_eq!(finished.termination_reason(), whole.termination_reason());

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use pactgraph::runtime::{Executor, RunRecord, TerminationReason};
 use pactgraph::store::{
-    AnyStore, CreateOptions, Dependencies, DriveOptions, OnDepFailure, RunStore, StoreError,
-    StoredStatus, WorkEvent, WorkerOptions, drive, local_owner, work,
+    AnyStore, Continue, CreateOptions, Dependencies, DriveOptions, OnDepFailure, RunStore,
+    StoreError, StoredStatus, WorkEvent, WorkerOptions, drive, local_owner, work,
 };
 use serde_json::{Value, json};
 use support::runtime::{builder, graph, rt};
@@ -84,9 +84,16 @@ fn dependencies_from_rust() {
             assert_eq!(runnable, vec![a], "B is not runnable while A is queued");
             assert_eq!(store.dependents(a).await.unwrap()[0].id, b);
 
-            let ran_a = drive(&ex, &store, a, "w", &DriveOptions::default())
-                .await
-                .unwrap();
+            let ran_a = drive(
+                &ex,
+                &store,
+                a,
+                "w",
+                &DriveOptions::default(),
+                Continue::AsStored,
+            )
+            .await
+            .unwrap();
             let runnable: Vec<_> = store
                 .runnable(10)
                 .await
@@ -95,9 +102,16 @@ fn dependencies_from_rust() {
                 .map(|i| i.id)
                 .collect();
             assert_eq!(runnable, vec![b], "B is runnable once A ended");
-            let ran_b = drive(&ex, &store, b, "w", &DriveOptions::default())
-                .await
-                .unwrap();
+            let ran_b = drive(
+                &ex,
+                &store,
+                b,
+                "w",
+                &DriveOptions::default(),
+                Continue::AsStored,
+            )
+            .await
+            .unwrap();
             let result = &ran_b.state()["deps"][a.to_string().as_str()];
             assert_eq!(result["status"], "completed");
             assert_eq!(result["workflow"], "emit");

@@ -14,7 +14,6 @@ use pactgraph::runtime::{Executor, RunId, TerminationReason};
 use pactgraph::store::{
     AnyStore, Before, Checkpoint, Clock, Continue, CreateOptions, DriveOptions, PgOptions, PgStore,
     RunStore, SqliteOptions, SqliteStore, StepDelta, StoreError, StoredStatus, drive,
-    drive_created,
 };
 use serde_json::json;
 use support::runtime::{
@@ -152,7 +151,7 @@ fn a_worker_whose_clock_is_off_neither_steals_nor_keeps_a_lease() {
             for (holder, store) in [("ahead", &ahead), ("behind", &behind)] {
                 let (ex, id) = created(&right, 30).await;
                 let options = DriveOptions::default().lease(Duration::from_millis(400));
-                let run = drive(&ex, store, id, holder, &options)
+                let run = drive(&ex, store, id, holder, &options, Continue::AsStored)
                     .await
                     .unwrap_or_else(|e| panic!("{holder} drives: {e}"));
                 assert_eq!(run.steps(), 30, "{holder}");
@@ -309,11 +308,10 @@ fn a_run_created_claimed_is_held_from_its_create_on_the_databases_clock() {
                     "{who} lists it runnable"
                 );
             }
-            let stored = right.load(id).await.unwrap();
-            let run = drive_created(
+            let run = drive(
                 &ex,
                 &right,
-                stored,
+                id,
                 "maker",
                 &DriveOptions::default(),
                 Continue::AsStored,
@@ -343,9 +341,16 @@ fn a_run_created_claimed_is_held_from_its_create_on_the_databases_clock() {
                 .claim(id, "right", long)
                 .await
                 .expect("the create's lease lapsed by the database's clock");
-            let run = drive(&ex, &right, id, "right", &DriveOptions::default())
-                .await
-                .expect("drives");
+            let run = drive(
+                &ex,
+                &right,
+                id,
+                "right",
+                &DriveOptions::default(),
+                Continue::AsStored,
+            )
+            .await
+            .expect("drives");
             assert!(!run.is_running(), "{backend:?}: it ended");
         });
     }
@@ -471,9 +476,16 @@ fn drive_renews_its_lease_and_claims_are_exclusive() {
 
             let t0 = clock.now_ms();
             let lease = Duration::from_millis(200);
-            let run = drive(&ex, &store, id, "a", &DriveOptions::default().lease(lease))
-                .await
-                .unwrap();
+            let run = drive(
+                &ex,
+                &store,
+                id,
+                "a",
+                &DriveOptions::default().lease(lease),
+                Continue::AsStored,
+            )
+            .await
+            .unwrap();
             assert!(
                 Duration::from_millis(clock.now_ms() - t0) > lease * 3,
                 "the run outlived several leases"
@@ -523,7 +535,9 @@ fn drive_renews_its_lease_during_a_long_effect() {
             .await;
             let t0 = clock.now_ms();
             let options = DriveOptions::default().lease(Duration::from_millis(200));
-            let run = drive(&ex, &store, id, "a", &options).await.unwrap();
+            let run = drive(&ex, &store, id, "a", &options, Continue::AsStored)
+                .await
+                .unwrap();
             assert_eq!(clock.now_ms() - t0, 1_500, "three calls of 500 ms each");
             assert_eq!(run.steps(), 3);
             assert_eq!(
@@ -531,6 +545,62 @@ fn drive_renews_its_lease_during_a_long_effect() {
                 Some(TerminationReason::MaxStepsExceeded)
             );
             assert_eq!(store.load(id).await.unwrap().record.run, run);
+        });
+    }
+}
+
+/// The store's manual clock, for [`lapse_at_step_40`] (a `before_step` hook is a plain
+/// function).
+static LAPSING: std::sync::OnceLock<Clock> = std::sync::OnceLock::new();
+
+/// Before step 40, moves the store's clock past the lease: that step's checkpoint is
+/// fenced on a lapsed lease.
+fn lapse_at_step_40(run: &pactgraph::runtime::RunState) {
+    if run.steps() == 39 {
+        LAPSING
+            .get()
+            .expect("set by the test")
+            .advance(Duration::from_secs(600));
+    }
+}
+
+/// Proves that a lease lapsing between two checkpoints of `--checkpoints steps` stops the
+/// drive with `LeaseLost` and that the store keeps exactly the checkpoints before: the
+/// refused checkpoint writes nothing (no step, no event chunk), and the run loads as it
+/// was after its 39th step, still running.
+#[test]
+fn a_lapsed_lease_at_checkpoints_steps_keeps_exactly_the_checkpoints_before() {
+    let clock = LAPSING.get_or_init(|| Clock::manual(wall_ms())).clone();
+    for backend in backends() {
+        rt().block_on(async {
+            let held = open_clocked(backend, clock.clone()).await;
+            let store = held.store.clone();
+            let (ex, id) = created(&store, 300).await;
+            let options = DriveOptions::default()
+                .checkpoints(pactgraph::store::Checkpoints::Steps)
+                .lease(LEASE)
+                .before_step(lapse_at_step_40);
+            let stopped = drive(&ex, &store, id, "w", &options, Continue::AsStored).await;
+            assert!(
+                matches!(stopped, Err(StoreError::LeaseLost { .. })),
+                "{backend}: {stopped:?}"
+            );
+            let info = store.info(id).await.expect("reads");
+            assert_eq!(info.seq, 39, "{backend}: the 39 steps before, no more");
+            assert_eq!(info.steps, 39, "{backend}");
+            let loaded = store.load(id).await.expect("loads");
+            let events = store.events(id, 0, usize::MAX).await.expect("reads events");
+            let steps = events
+                .iter()
+                .filter(|e| matches!(e.kind, pactgraph::runtime::EventKind::Step { .. }))
+                .count();
+            assert_eq!(
+                steps,
+                loaded.record.run.trace().len(),
+                "{backend}: a step event for each trace item kept, none of the refused step"
+            );
+            assert_eq!(loaded.record.run.steps(), 39, "{backend}");
+            assert!(loaded.record.run.is_running(), "{backend}");
         });
     }
 }

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use pactgraph::runtime::RunId;
 use pactgraph::store::{
-    CreateOptions, DriveOptions, PruneFilter, RunFilter, RunStore, StoreError, StoredStatus, drive,
+    Continue, CreateOptions, DriveOptions, PruneFilter, RunFilter, RunStore, StoreError,
+    StoredStatus, drive,
 };
 use serde_json::{Value, json};
 use support::runtime::{rt, started, ticker_named};
@@ -244,9 +245,16 @@ fn list_find_and_prune() {
                 .create(&record, &CreateOptions::default())
                 .await
                 .unwrap();
-            drive(&ex, &store, e, "a", &DriveOptions::default())
-                .await
-                .unwrap();
+            drive(
+                &ex,
+                &store,
+                e,
+                "a",
+                &DriveOptions::default(),
+                Continue::AsStored,
+            )
+            .await
+            .unwrap();
             assert!(store.last_event_seq(e).await.unwrap() > 5);
             assert_eq!(
                 store

@@ -8,7 +8,8 @@ mod support;
 
 use pactgraph::runtime::RunRecord;
 use pactgraph::store::{
-    Before, Checkpoint, CreateOptions, DriveOptions, RunStore, StepDelta, StoredStatus, drive,
+    Before, Checkpoint, Continue, CreateOptions, DriveOptions, RunStore, StepDelta, StoredStatus,
+    drive,
 };
 use proptest::prelude::*;
 use std::time::Duration;
@@ -75,7 +76,7 @@ proptest! {
             store.release(id, "a").await.unwrap();
 
             // Owner `b` reloads and finishes it.
-            let finished = drive(&ex, &store, id, "b", &DriveOptions::default()).await.unwrap();
+            let finished = drive(&ex, &store, id, "b", &DriveOptions::default(), Continue::AsStored).await.unwrap();
             let loaded = store.load(id).await.unwrap();
             prop_assert_eq!(&loaded.record.run, &finished);
             prop_assert_eq!(&finished.state(), &whole.state());

@@ -22,7 +22,7 @@ use pactgraph::runtime::{
     RunStatus, TraceItem, Writes, sync_node,
 };
 use pactgraph::serve::trace_with_values;
-use pactgraph::store::{Continue, CreateOptions, DriveOptions, RunStore, drive_with};
+use pactgraph::store::{Continue, CreateOptions, DriveOptions, RunStore, drive};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 use support::random_workflow::{Gen, input, workflow};
@@ -210,7 +210,7 @@ proptest! {
                 let mut how = Continue::AsStored;
                 let mut answered = 0;
                 let run = loop {
-                    let run = drive_with(&ex, &store, id, "a", &DriveOptions::default(), how)
+                    let run = drive(&ex, &store, id, "a", &DriveOptions::default(), how)
                         .await
                         .unwrap();
                     if run.status() != RunStatus::AwaitingInput || answered == ANSWERS {

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 
 use crate::runtime::{Clock, Executor, Pending, RunId, RunRecord, RunState};
 use crate::store::{
-    AnyStore, Checkpoints, Continue, CreateOptions, DriveOptions, PreparedCreate, RunInfo,
-    RunStore, StoreError, drive_creating_then, drive_with, drive_with_then, local_owner,
+    AnyStore, Checkpoints, Continue, DriveOptions, RunInfo, RunStore, StoreError, drive,
+    local_owner,
 };
 use crate::validator::ValidGraph;
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::exit;
 use crate::cli::outcome::{
-    Outputs, finish, finish_stored, interrupted_json, outcome_text, write_json, write_line,
+    Outputs, finish, finish_stored, interrupted_json, write_json, write_line,
 };
 use crate::cli::store;
 
@@ -24,16 +24,6 @@ use crate::cli::store;
 pub enum Target<'a> {
     /// Stored run `id` in `store`, its steps committed as the third field says.
     Stored(&'a AnyStore, RunId, Checkpoints),
-    /// A run this process is creating in `store` (its record, its texts made, the
-    /// create's options): created while its first steps are taken (ADR 0069), its steps
-    /// committed as the last field says.
-    Creating(
-        &'a AnyStore,
-        Box<RunRecord>,
-        Box<PreparedCreate>,
-        &'a CreateOptions,
-        Checkpoints,
-    ),
     /// A saved run kept in memory; nothing is stored.
     Memory(Box<RunRecord>),
 }
@@ -56,16 +46,6 @@ pub async fn continue_run(
                 store,
                 id,
                 checkpoints,
-                start: Start::Stored,
-            };
-            drive_stored(executor, stored, how, outputs, default_state_out).await
-        }
-        Target::Creating(store, record, prepared, create, checkpoints) => {
-            let stored = Stored {
-                store,
-                id: record.run_id,
-                checkpoints,
-                start: Start::Creating(record, prepared, create),
             };
             drive_stored(executor, stored, how, outputs, default_state_out).await
         }
@@ -98,20 +78,11 @@ pub async fn continue_run(
     }
 }
 
-/// A stored run to drive: where, which, when its steps are committed, and how the drive
-/// starts.
+/// A stored run to drive: where, which, and when its steps are committed.
 struct Stored<'a> {
     store: &'a AnyStore,
     id: RunId,
     checkpoints: Checkpoints,
-    start: Start<'a>,
-}
-
-/// How a drive starts: from the store, or from the run this process is creating (never
-/// loaded back).
-enum Start<'a> {
-    Stored,
-    Creating(Box<RunRecord>, Box<PreparedCreate>, &'a CreateOptions),
 }
 
 /// SIGINT and SIGTERM, registered before the run starts.
@@ -199,7 +170,6 @@ async fn drive_stored(
         store,
         id,
         checkpoints,
-        start,
     } = stored;
     let owner = local_owner();
     let mut options = DriveOptions::default().checkpoints(checkpoints);
@@ -213,32 +183,7 @@ async fn drive_stored(
     // a later resume recomputes them).
     let interrupt = CancellationToken::new();
     options = options.interrupt_on(interrupt.clone());
-    // The outcome printed, when it is about the run the drive ends with (no saved run to
-    // write), is made while its last checkpoint is written and its lease given up
-    // (ADR 0069); it is printed only once both are done.
-    let render = (outputs.state_out.is_none() && default_state_out.is_none()).then(|| {
-        let (shape, line) = (outputs.shape, outputs.stream.is_some());
-        move |run: &RunState| outcome_text(run, shape, line)
-    });
-    let drive = async {
-        match (start, render) {
-            (Start::Creating(record, prepared, create), render) => {
-                let then = move |run: &RunState| render.map(|render| render(run));
-                drive_creating_then(
-                    executor, store, *record, *prepared, create, &owner, &options, how, then,
-                )
-                .await
-            }
-            (Start::Stored, Some(render)) => {
-                drive_with_then(executor, store, id, &owner, &options, how, render)
-                    .await
-                    .map(|(run, text)| (run, Some(text)))
-            }
-            (Start::Stored, None) => drive_with(executor, store, id, &owner, &options, how)
-                .await
-                .map(|run| (run, None)),
-        }
-    };
+    let drive = drive(executor, store, id, &owner, &options, how);
     tokio::pin!(drive);
     let result = tokio::select! {
         r = &mut drive => Ok(r),
@@ -306,8 +251,8 @@ async fn drive_stored(
         Ok(Err(e)) => store::error(&e),
         // The drive returns the run as it last committed it, the stored run: it is
         // loaded again (its snapshot and deltas) only to write it whole.
-        Ok(Ok((run, rendered))) if outputs.state_out.is_none() && default_state_out.is_none() => {
-            finish_stored(&run, outputs, rendered)
+        Ok(Ok(run)) if outputs.state_out.is_none() && default_state_out.is_none() => {
+            finish_stored(&run, outputs)
         }
         Ok(Ok(_)) => match store.load(id).await {
             Ok(stored) => finish(&stored.record, outputs, default_state_out, true),

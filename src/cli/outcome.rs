@@ -140,20 +140,17 @@ pub fn finish(
         outputs,
         state_out.map(|p| (saved, p)),
         stored,
-        None,
     )
 }
 
 /// [`finish`] for a stored run when no saved run is to be written (no `--state-out`):
 /// the run as the drive last committed it is the stored one, so it is not loaded again.
-/// `rendered` is its [`outcome_text`] when it was made while the run's last checkpoint was
-/// written (ADR 0069).
-pub fn finish_stored(run: &RunState, outputs: &Outputs, rendered: Option<Vec<u8>>) -> ExitCode {
+pub fn finish_stored(run: &RunState, outputs: &Outputs) -> ExitCode {
     debug_assert!(
         outputs.state_out.is_none(),
         "--state-out needs the whole record"
     );
-    finish_with(run.run_id(), run, outputs, None, true, rendered)
+    finish_with(run.run_id(), run, outputs, None, true)
 }
 
 /// The text `run`, `resume` and `runs resume` print of `run`'s outcome ([`outcome_json`]
@@ -275,7 +272,6 @@ fn finish_with(
     outputs: &Outputs,
     state_out: Option<(&RunRecord, &Path)>,
     stored: bool,
-    rendered: Option<Vec<u8>>,
 ) -> ExitCode {
     if let Some(path) = &outputs.trace_out
         && let Err(e) = std::fs::write(path, run.trace().to_json_pretty())
@@ -305,8 +301,7 @@ fn finish_with(
             );
         }
     }
-    let text =
-        rendered.unwrap_or_else(|| outcome_text(run, outputs.shape, outputs.stream.is_some()));
+    let text = outcome_text(run, outputs.shape, outputs.stream.is_some());
     let written = {
         let mut out = std::io::stdout().lock();
         out.write_all(&text).and_then(|()| out.flush())

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use crate::runtime::{Clock, Executor, RunEvents, RunRecord, document_dir};
 use crate::store::{
-    AnyStore, Continue, CreateOptions, Dependencies, OnDepFailure, PreparedCreate, RunStore,
-    StoreError,
+    AnyStore, Continue, CreateOptions, Dependencies, DriveOptions, OnDepFailure, RunStore,
+    StoreError, local_owner,
 };
 use crate::validator::{Severity, ValidGraph, Validator, check_file};
 use serde_json::{Value, json};
@@ -118,7 +118,6 @@ pub fn run(args: RunArgs) -> ExitCode {
         max_steps: args.max_steps,
         models: args.models.clone(),
         ttl: args.ttl.clone(),
-        stored: args.store.store.trim() != "none",
     };
     // The store is opened while the workflow loads (ADR 0068): the workflow and the
     // input are read, checked and made a run on a thread of the runtime's blocking pool
@@ -142,7 +141,6 @@ pub fn run(args: RunArgs) -> ExitCode {
         executor,
         record,
         ttl,
-        create,
     } = match ready {
         Ok(loaded) => loaded,
         Err(code) => return code,
@@ -187,29 +185,21 @@ pub fn run(args: RunArgs) -> ExitCode {
             Ok(None) => {}
             Err(code) => return code,
         }
-        let prepared = match create.map_or_else(|| PreparedCreate::of(&record), Ok) {
-            Ok(prepared) => prepared,
+        // Created claimed by the drive that follows, so that no worker on the store takes
+        // it in between; a run left to workers (`--detach`) is created unclaimed.
+        if !args.deps.detach {
+            options = options.claimed_by(local_owner(), DriveOptions::default().lease);
+        }
+        let info = match store.create(&record, &options).await {
+            Ok(info) => info,
             Err(e) => return store::error(&e),
         };
         if args.deps.detach {
-            let info = match store.create_prepared(prepared, &options).await {
-                Ok(info) => info,
-                Err(e) => return store::error(&e),
-            };
             let printed = json!({"run_id": info.id, "status": info.status});
             let _ = write_json(Ok(std::io::stdout().lock()), &printed, "\n");
             return ExitCode::SUCCESS;
         }
-        // Created claimed by its drive while its first (pure) steps are taken, and never
-        // loaded back (a load would parse the snapshot just written; ADR 0069). A run left
-        // to workers (`--detach`, above) is created unclaimed.
-        let target = Target::Creating(
-            &store,
-            Box::new(record),
-            Box::new(prepared),
-            &options,
-            args.checkpoints.get(),
-        );
+        let target = Target::Stored(&store, info.id, args.checkpoints.get());
         continue_run(&executor, target, Continue::AsStored, &outputs, None).await
     });
     // Every return above: the printer (if any) ends before the runtime does.
@@ -230,8 +220,6 @@ struct Ready {
     max_steps: Option<u32>,
     models: Vec<(String, String)>,
     ttl: Option<String>,
-    /// The run is to be stored: its create's texts are made with it.
-    stored: bool,
 }
 
 /// The run `run` is to start: its executor, its record and how long it is kept.
@@ -239,8 +227,6 @@ struct Loaded {
     executor: Executor,
     record: RunRecord,
     ttl: Option<std::time::Duration>,
-    /// The create's texts (the document's and the state's), made while the store opens.
-    create: Option<PreparedCreate>,
 }
 
 impl Ready {
@@ -289,15 +275,10 @@ impl Ready {
         let mut record = RunRecord::new(doc, state);
         record.workflow_file = Some(file.display().to_string());
         record.base_dir = Some(base_dir.display().to_string());
-        let create = match self.stored {
-            true => Some(PreparedCreate::of(&record).map_err(|e| store::error(&e))?),
-            false => None,
-        };
         Ok(Loaded {
             executor,
             record,
             ttl,
-            create,
         })
     }
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use crate::runtime::{Executor, RunId, RunRecord, RunState, TerminationReason};
 use crate::store::{
     Continue, CreateOptions, DependencySpec, DriveOptions, Lease, RunFilter, RunInfo, RunStore,
-    StoreError, StoredRun, drive_with, settle_dependents,
+    StoreError, StoredRun, settle_dependents,
 };
 
 /// A boxed `Send` future.
@@ -99,7 +99,7 @@ pub fn settle<'a, S: RunStore>(
     Box::pin(settle_dependents(s, id, owner, lease))
 }
 
-/// [`drive_with`].
+/// [`drive()`](crate::store::drive).
 pub fn drive<'a, S: RunStore>(
     executor: &'a Executor,
     s: &'a S,
@@ -108,7 +108,7 @@ pub fn drive<'a, S: RunStore>(
     options: &'a DriveOptions,
     how: Continue,
 ) -> BoxFut<'a, Result<RunState, StoreError>> {
-    Box::pin(drive_with(executor, s, id, owner, options, how))
+    Box::pin(crate::store::drive(executor, s, id, owner, options, how))
 }
 
 /// [`RunStore::events`].

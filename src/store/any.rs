@@ -157,10 +157,6 @@ impl Backend for AnyDb {
         either!(self, AnyDb, db => db.close().await)
     }
 
-    fn pipe(&self, id: crate::runtime::RunId) -> Option<&super::postgres::Pipe> {
-        either!(self, AnyDb, db => db.pipe(id))
-    }
-
     async fn wakeups(&self) -> Option<super::Wakeups> {
         either!(self, AnyDb, db => db.wakeups().await)
     }

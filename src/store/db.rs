@@ -430,14 +430,6 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
     #[doc(hidden)]
     fn close(&self) -> impl Future<Output = ()> + Send;
 
-    /// The connection run `id`'s checkpoints without a snapshot are pipelined on (ADR
-    /// 0080: PostgreSQL's), if any: always the same one for a run.
-    #[doc(hidden)]
-    fn pipe(&self, id: crate::runtime::RunId) -> Option<&super::postgres::Pipe> {
-        let _ = id;
-        None
-    }
-
     /// Wakeups when runs become runnable, if the database sends them (PostgreSQL's
     /// `LISTEN`); `None`: workers poll only.
     #[doc(hidden)]

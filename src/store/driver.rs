@@ -2,10 +2,6 @@
 //! step: `store/batch.rs`), renew the lease, watch for a cancel. Claiming it and letting it
 //! go: `store/drive.rs`.
 
-use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::batch::{Batch, Limits};
@@ -13,21 +9,14 @@ use super::delta::{Before, StepDelta};
 use super::drive::Continue;
 use super::drive_options::DriveOptions;
 use super::{
-    Checkpoint, Clock, Lease, PreparedCheckpoint, RunInfo, RunStore, Settled, StoreError,
-    StoredRun, StoredStatus, attempt_key, duration_ms, settle,
+    Checkpoint, Clock, Lease, RunInfo, RunStore, Settled, StoreError, StoredRun, StoredStatus,
+    attempt_key, duration_ms, settle,
 };
 use crate::runtime::{
-    EventStamp, Executor, RunEvent, RunId, RunState, transition_event_count, transition_events,
+    EventStamp, Executor, RunId, RunState, transition_event_count, transition_events,
 };
 
-/// How many pure steps are taken between two looks at the answer of the checkpoint being
-/// written (ADR 0069): a few microseconds of steps, where the answer takes a fraction of a
-/// millisecond to come (a look is a few hundred instructions: every step, it was a tenth
-/// of a pure step's cost). An effect, the next checkpoint and the end wait for it anyway.
-const POLL_EVERY: u32 = 16;
-
 mod control;
-mod writing;
 
 /// A run being driven under its lease.
 pub(super) struct Driver<'a, S> {
@@ -46,35 +35,12 @@ pub(super) struct Driver<'a, S> {
     last_event: Option<u64>,
     /// The `seq` of the run's last kept event (docs/spec/events.md).
     event_seq: AtomicU64,
-    /// Checkpoints of pure steps being written while the run steps on (ADR 0068): at
-    /// most one, or two when the store pipelines them (ADR 0080), oldest first; waited
-    /// for before any effect or any other call to the store (`driver/writing.rs`).
-    writing: VecDeque<Writing<'a>>,
     /// A cancel was asked (the last checkpoint's answer said so).
     cancel_requested: bool,
     /// The last checkpoint's answer shows no owner: it gave the lease up with the run's
     /// stop (`Checkpoint::let_go`, ADR 0071), so the drive's end releases nothing.
     let_go: bool,
 }
-
-/// A checkpoint being written: the store's answer to come, and the events its steps made,
-/// published to the executor's subscribers once it is committed.
-struct Writing<'a> {
-    /// In a mutex only to be `Sync` (the drive's future is sent between threads and
-    /// borrows the driver across awaits): it is only ever reached through `&mut`, never
-    /// locked.
-    answer: Mutex<Answer<'a>>,
-    /// Its answer, when it came while an older one was still in flight.
-    done: Option<Result<RunInfo, StoreError>>,
-    publish: Option<Vec<RunEvent>>,
-    /// Whether the next checkpoint may be sent before this one's answer.
-    pipelined: bool,
-    /// Its copy when it was sent behind another: written again, alone, if it fails.
-    again: Option<PreparedCheckpoint>,
-}
-
-/// The store's answer to a checkpoint being written.
-pub(super) type Answer<'a> = Pin<Box<dyn Future<Output = Result<RunInfo, StoreError>> + Send + 'a>>;
 
 /// How waiting for dependencies ended.
 enum Waited {
@@ -123,7 +89,6 @@ impl<'a, S: RunStore> Driver<'a, S> {
             loaded,
             last_event,
             event_seq: AtomicU64::new(0),
-            writing: VecDeque::new(),
             cancel_requested: false,
             let_go: false,
         }
@@ -149,9 +114,7 @@ impl<'a, S: RunStore> Driver<'a, S> {
         self.let_go
     }
 
-    /// Steps the run to its end, a pause or a stop, and returns it. Its last checkpoint
-    /// may still be being written ([`Driver::written`] waits for it): the caller makes
-    /// what it will of the run meanwhile (ADR 0069).
+    /// Steps the run to its end, a pause or a stop, every step committed, and returns it.
     pub(super) async fn run(&mut self, how: Continue) -> Result<RunState, StoreError> {
         let stored = match self.loaded.take() {
             Some(stored) => stored,
@@ -229,8 +192,6 @@ impl<'a, S: RunStore> Driver<'a, S> {
             self.options.batch_wait,
         );
         let mut batch = Batch::start(&mut run);
-        // A create in flight (`writing_first`) is sent before the first step.
-        self.poll_writing().await?;
         while run.is_running() && self.options.max_checkpoints.is_none_or(|m| done < m) {
             if self.cancel_requested {
                 self.flush(&mut run, &mut batch, &mut seq).await?;
@@ -269,80 +230,40 @@ impl<'a, S: RunStore> Driver<'a, S> {
                 attempt = 1;
             }
             if batch.took(&run, effectful, limits) {
-                // A batch of pure steps full by its count or its time (at effects) or
-                // a pure step (`--checkpoints steps`, ADR 0079), the run still running,
-                // is written while the next steps are taken (ADR 0068): they are pure
-                // too, or wait for it before their effect. A step that performed an
-                // effect is committed before going on. The checkpoint of a run that
-                // ended or paused is left writing too: it is the last, and nothing but
-                // the caller's work on the run (which `drive_created_then` does
-                // meanwhile) comes before it is waited for.
-                let overlap = self.may_overlap() && (!run.is_running() || !effectful);
-                self.commit(&mut run, &mut batch, &mut seq, overlap).await?;
+                // A batch of pure steps full by its count or its time (at effects), a
+                // step that performed an effect, a pure step (`--checkpoints steps`), or
+                // a step that ended or paused the run: committed before the next step.
+                self.commit(&mut run, &mut batch, &mut seq).await?;
                 attempt = 1;
                 done += 1;
-            } else if batch.steps().is_multiple_of(POLL_EVERY) {
-                // The answer of the checkpoint being written, if it came: a refusal or a
-                // cancel is seen within a few pure steps, not at the next commit.
-                self.poll_writing().await?;
             }
         }
         // Every way out of the loop commits first (a step that ends or pauses the run is
-        // committed with its batch; `max_checkpoints` counts commits): nothing is pending
-        // once the checkpoint being written, if any, is. The caller waits for it.
+        // committed with its batch; `max_checkpoints` counts commits).
         debug_assert_eq!(batch.steps(), 0, "uncommitted steps at the end of a drive");
         Ok(run)
     }
 
-    /// Whether a checkpoint may be left writing while the run steps on: not with a
-    /// checkpoint limit to honour exactly, nor while an interruption is asked.
-    fn may_overlap(&self) -> bool {
-        self.options.max_checkpoints.is_none() && !self.interrupted()
-    }
-
-    /// Commits the steps of `batch` (one checkpoint, `seq` + 1) and starts the next batch;
-    /// with `overlap`, the checkpoint is left writing (see [`Driver::written`]).
+    /// Commits the steps of `batch` (one checkpoint, `seq` + 1) and starts the next batch.
     async fn commit(
         &mut self,
         run: &mut RunState,
         batch: &mut Batch,
         seq: &mut u64,
-        overlap: bool,
     ) -> Result<(), StoreError> {
-        // Prepared (and, when left writing, packed) before the checkpoint before it is
-        // waited for (ADR 0071): what it carries depends on the run alone, and the wait
-        // (the create of a run created beside its first steps, or a slow write) is spent
-        // on it. It is still written after that one's answer, one at a time, in order.
         let delta = batch.delta(run);
-        let steps = batch.steps();
         // A run that stopped running is let go with its last checkpoint where the store
         // can (ADR 0071; the store ignores this for a run still running): every way out
         // of the drive's loop ends the drive.
         let checkpoint = Checkpoint::new(*seq + 1, &delta, run).letting_go();
-        let (prepared, publish) = self.prepare(checkpoint).await?;
+        self.checkpoint(checkpoint).await?;
         run.events_made();
         *seq += 1;
         *batch = Batch::start(run);
-        if !overlap {
-            self.written().await?;
-            return self.write_now(prepared, publish).await.map(drop);
-        }
-        self.send(prepared, publish, steps).await
+        Ok(())
     }
 
-    /// Writes `prepared` and waits for it (no other checkpoint is being written), then
-    /// publishes `publish`.
-    async fn write_now(
-        &mut self,
-        prepared: PreparedCheckpoint,
-        publish: Option<Vec<RunEvent>>,
-    ) -> Result<RunInfo, StoreError> {
-        let info = self.store.write_checkpoint(prepared).await?;
-        self.committed(&info, publish);
-        Ok(info)
-    }
-
-    /// Commits the steps of `batch`, if any, and waits for every checkpoint written.
+    /// Commits the steps of `batch`, if any.
     async fn flush(
         &mut self,
         run: &mut RunState,
@@ -350,9 +271,9 @@ impl<'a, S: RunStore> Driver<'a, S> {
         seq: &mut u64,
     ) -> Result<(), StoreError> {
         if batch.steps() > 0 {
-            self.commit(run, batch, seq, false).await?;
+            self.commit(run, batch, seq).await?;
         }
-        self.written().await
+        Ok(())
     }
 
     /// Takes one step of `run` (not yet checkpointed: the caller's batch holds it). Says
@@ -362,15 +283,6 @@ impl<'a, S: RunStore> Driver<'a, S> {
         let mut step = self.executor.begin_step(run);
         let mut effectful = false;
         while let Some(mut effect) = step.take_effect() {
-            if !effectful {
-                // No effect starts before every step before it is committed (brief section
-                // 13): the batch of pure steps still being written is waited for, and a
-                // cancel its answer brings stops the run before the effect.
-                self.written().await?;
-                if self.cancel_requested {
-                    return Ok(Stepped::Cancelled);
-                }
-            }
             if !std::mem::replace(&mut effectful, true) {
                 effect.set_attempt(attempt);
             } else if effect.attempt() > attempt {
@@ -441,38 +353,32 @@ impl<'a, S: RunStore> Driver<'a, S> {
     }
 
     /// Writes `checkpoint` with its events numbered on from the run's last, then
-    /// publishes them to the executor's subscribers (docs/spec/events.md).
+    /// publishes them to the executor's subscribers (docs/spec/events.md) and reads its
+    /// answer (a cancel asked, the lease given up).
     async fn checkpoint(&mut self, checkpoint: Checkpoint<'_>) -> Result<RunInfo, StoreError> {
-        self.written().await?;
-        let (prepared, publish) = self.prepare(checkpoint).await?;
-        self.write_now(prepared, publish).await
-    }
-
-    /// `checkpoint` made ready to write, its events numbered on from the run's last (the
-    /// next checkpoint's from its), with the events to publish once it is committed when
-    /// the executor has subscribers.
-    async fn prepare(
-        &self,
-        checkpoint: Checkpoint<'_>,
-    ) -> Result<(PreparedCheckpoint, Option<Vec<RunEvent>>), StoreError> {
         let (run, trace_from, seq) = (checkpoint.run, checkpoint.delta.trace_from, checkpoint.seq);
         let stamp = EventStamp {
             first_seq: self.event_seq.load(Ordering::Relaxed) + 1,
             at_ms: self.clock.now_ms(),
         };
-        let prepared = self
-            .store
-            .prepare_checkpoint(self.id, self.owner, checkpoint.events(stamp))
-            .await?;
-        let made = transition_event_count(run, trace_from, Some(seq), stamp.first_seq);
-        self.event_seq
-            .store(stamp.first_seq + made - 1, Ordering::Relaxed);
         let publish = self
             .executor
             .events()
             .filter(|b| b.has_subscribers())
             .map(|_| transition_events(run, trace_from, Some(seq), stamp));
-        Ok((prepared, publish))
+        let made = transition_event_count(run, trace_from, Some(seq), stamp.first_seq);
+        let info = self
+            .store
+            .checkpoint(self.id, self.owner, checkpoint.events(stamp))
+            .await?;
+        self.event_seq
+            .store(stamp.first_seq + made - 1, Ordering::Relaxed);
+        self.cancel_requested = info.cancel_requested;
+        self.let_go = info.owner.is_none();
+        if let (Some(events), Some(bus)) = (publish, self.executor.events()) {
+            bus.publish_owned(events);
+        }
+        Ok(info)
     }
 
     /// Numbers the run's next events on from the last its store keeps (`known`, else

@@ -54,10 +54,7 @@ pub use deps::{
     DEFAULT_DEP_TIMEOUT, Dependencies, DependencySpec, OnDepFailure, Settled, settle,
     settle_dependents,
 };
-pub use drive::{
-    Continue, drive, drive_created, drive_created_then, drive_creating_then, drive_with,
-    drive_with_then,
-};
+pub use drive::{Continue, drive};
 pub use drive_options::DriveOptions;
 pub use error::StoreError;
 pub use follow::Follower;
@@ -65,7 +62,7 @@ pub use map_delta::MapDelta;
 pub(crate) use owner::local_owner_pattern;
 pub use owner::{local_owner, owner_gone};
 pub use postgres::{PgDb, PgOptions, PgStore};
-pub use prepared::{PreparedCheckpoint, PreparedCreate};
+pub(crate) use prepared::{PreparedCheckpoint, PreparedCreate};
 pub use rows::STORE_FORMAT;
 pub use run_info::{RunInfo, StoredStatus};
 pub use sql::{RunStorage, Store};
@@ -325,15 +322,6 @@ pub trait RunStore: Send + Sync {
         options: &CreateOptions,
     ) -> impl Future<Output = Result<RunInfo, StoreError>> + Send;
 
-    /// [`RunStore::create`] of the record `prepared` was made of ([`PreparedCreate::of`]):
-    /// its texts and its row's values already made, so that the create borrows nothing of
-    /// the record, whose run may step on while it is written ([`drive_creating_then`]).
-    fn create_prepared(
-        &self,
-        prepared: PreparedCreate,
-        options: &CreateOptions,
-    ) -> impl Future<Output = Result<RunInfo, StoreError>> + Send;
-
     /// Writes one checkpoint of run `id` by `owner` (one step or a batch of them, as one
     /// delta), in one transaction: the step row,
     /// the run row and, when due, a snapshot. Refuses ([`StoreError::SeqMismatch`],
@@ -344,42 +332,6 @@ pub trait RunStore: Send + Sync {
         owner: &str,
         checkpoint: Checkpoint<'_>,
     ) -> impl Future<Output = Result<RunInfo, StoreError>> + Send;
-
-    /// The first half of [`RunStore::checkpoint`]: checkpoint `checkpoint` of run `id` by
-    /// `owner` made ready to write (the delta's text, a snapshot when due, the events
-    /// packed), holding nothing of the run. Writes nothing; reads the store only for a
-    /// checkpoint without [`Checkpoint::events`] (where its events start).
-    fn prepare_checkpoint(
-        &self,
-        id: RunId,
-        owner: &str,
-        checkpoint: Checkpoint<'_>,
-    ) -> impl Future<Output = Result<PreparedCheckpoint, StoreError>> + Send;
-
-    /// The second half of [`RunStore::checkpoint`]: writes `prepared`, fenced, in one
-    /// transaction, riding out a transient fault as `checkpoint` does. Checkpoints of one
-    /// run are prepared and written in order, written one at a time; one may be prepared
-    /// before the one before it is answered (ADR 0071: a checkpoint is weighed for the
-    /// snapshot rule when prepared; the answer decides only how the next is written, which
-    /// the write reads). A write that fails forgets the run's weights. Cancel safety: dropping
-    /// the future leaves the checkpoint written or not (the store refuses the next
-    /// checkpoint of a run whose last did not land: its `seq` does not follow).
-    fn write_checkpoint(
-        &self,
-        prepared: PreparedCheckpoint,
-    ) -> impl Future<Output = Result<RunInfo, StoreError>> + Send;
-
-    /// Whether `prepared` may be sent while the checkpoint of the same run before it is
-    /// still in flight, when that one may too (ADR 0080: pipelined on one connection, the
-    /// server running each as soon as the one before committed; its fence refuses it
-    /// unless that one committed). The driver then marks it
-    /// ([`PreparedCheckpoint::behind`]), waits for the older of two in flight before a
-    /// third, and writes a pipelined checkpoint again, alone, when it failed behind one
-    /// that was then committed. False by default: one at a time.
-    fn pipelines(&self, prepared: &PreparedCheckpoint) -> bool {
-        let _ = prepared;
-        false
-    }
 
     /// Loads run `id`: its row, document and the run state as of its last checkpoint.
     fn load(&self, id: RunId) -> impl Future<Output = Result<StoredRun, StoreError>> + Send;

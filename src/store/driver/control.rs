@@ -9,9 +9,8 @@ use crate::store::rows::cancel_run;
 use crate::store::{Checkpoint, RunInfo, RunStore, StoreError};
 
 impl<S: RunStore> Driver<'_, S> {
-    /// Renews the lease, once the checkpoint in flight is written.
+    /// Renews the lease.
     pub(super) async fn renew(&mut self) -> Result<(), StoreError> {
-        self.written().await?;
         let lease = self
             .store
             .renew(self.id, self.owner, self.options.lease)

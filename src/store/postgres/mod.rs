@@ -16,13 +16,11 @@ use std::time::Duration;
 mod conns;
 mod listen;
 mod open;
-mod pipe;
 
 use sqlx::postgres::PgRow;
 
 pub(crate) use self::conns::{Conn as PgConn, PgTx};
 pub(crate) use self::open::redact;
-pub use self::pipe::Pipe;
 
 use self::conns::{Conn, Conns};
 use super::clock::Clock;
@@ -86,11 +84,6 @@ impl PgOptions {
 #[derive(Debug, Clone)]
 pub struct PgDb {
     conns: Arc<Conns>,
-    /// The connections checkpoints are pipelined on (ADR 0080), as many as the store's
-    /// own, each opened when first needed; a run's always on the same one (by its id),
-    /// runs driven side by side spread over them. Empty when they cannot be made from
-    /// the store's URL.
-    pipes: Arc<[Pipe]>,
 }
 
 impl Backend for PgDb {
@@ -103,20 +96,7 @@ impl Backend for PgDb {
     }
 
     async fn close(&self) {
-        for pipe in self.pipes.iter() {
-            pipe.close().await;
-        }
         self.conns.close().await;
-    }
-
-    fn pipe(&self, id: crate::runtime::RunId) -> Option<&Pipe> {
-        use std::hash::{Hash, Hasher};
-        let n = u64::try_from(self.pipes.len()).ok().filter(|n| *n > 0)?;
-        // `DefaultHasher::new` has fixed keys: a run maps to the same pipe every time.
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        id.hash(&mut hasher);
-        self.pipes
-            .get(usize::try_from(hasher.finish() % n).unwrap_or(0))
     }
 
     async fn wakeups(&self) -> Option<super::Wakeups> {

@@ -10,7 +10,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::{ConnectOptions, Connection, Row};
 
 use super::conns::Conns;
-use super::{PgDb, PgOptions, PgStore, Pipe};
+use super::{PgDb, PgOptions, PgStore};
 use crate::store::clock::Clock;
 use crate::store::format::{Step, migrator, open_error, refuse_newer};
 use crate::store::sql::Store;
@@ -217,29 +217,6 @@ impl PgStore {
             ),
             ("plan_cache_mode", "force_generic_plan"),
         ];
-        // The connections one-step checkpoints are pipelined on (ADR 0080), as many as the
-        // store's own, each opened when first needed.
-        let pipes: Arc<[Pipe]> = Pipe::new(
-            url,
-            &connect,
-            &settings,
-            options.connect_timeout,
-            [
-                &dialects::POSTGRES.checkpoint,
-                dialects::POSTGRES
-                    .checkpoint_changes
-                    .as_deref()
-                    .expect("PostgreSQL answers what changed"),
-            ],
-        )
-        .map(|first| {
-            let mut pipes: Vec<Pipe> = (1..options.max_connections)
-                .map(|_| first.another())
-                .collect();
-            pipes.push(first);
-            pipes.into()
-        })
-        .unwrap_or_default();
         let connect = connect
             .options(settings)
             .application_name("pactgraph")
@@ -294,7 +271,6 @@ impl PgStore {
         );
         let db = PgDb {
             conns: Arc::new(conns),
-            pipes,
         };
         let store = Store::on(
             db,

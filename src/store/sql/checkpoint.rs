@@ -1,6 +1,5 @@
-//! Writing a prepared checkpoint ([`Store::checkpoint_once`]): one fenced statement,
-//! on PostgreSQL's pipelined connection when it can go there (ADR 0080), else on the
-//! store's own connections; and what its answer says ([`Store::answered`]).
+//! Writing a prepared checkpoint ([`Store::checkpoint_once`]): one fenced statement on
+//! the store's connection; and what its answer says ([`Store::answered`]).
 
 use super::Store;
 use crate::runtime::TerminationReason;
@@ -33,21 +32,11 @@ impl<B: Backend> Store<B> {
             ref delta,
             ref snapshot,
             events: ref event_texts,
-            packed,
             first_event,
             last_event,
             now: _,
-            piped,
-            behind,
-            resent,
         } = *prepared;
-        // Written again after a try whose outcome is unknown: found committed, it is.
-        let again = again || resent;
         let owner = owner.as_str();
-        debug_assert!(
-            packed,
-            "a checkpoint's events are packed before they are bound"
-        );
         // One statement (SQLite's `checkpoint_in` trigger, PostgreSQL's data-modifying
         // `WITH`): fenced, atomic, one round trip, the events with it; the run row as it
         // is after it comes back.
@@ -66,47 +55,6 @@ impl<B: Backend> Store<B> {
         let digest = document.as_ref().map(|(_, digest)| digest.as_str());
         let document = document.as_ref().map(|(text, _)| text.as_str());
         let snapshot = snapshot.as_deref();
-        // Marked by the driver (`--checkpoints steps`), without a snapshot, on PostgreSQL:
-        // on the connection checkpoints are pipelined on (ADR 0080), the same statement
-        // and binds.
-        if piped
-            && snapshot.is_none()
-            && let (Some(pipe), Some(channel)) = (self.db.pipe(id), self.events_channel())
-            && pipe.usable()
-        {
-            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 19] = [
-                &id_text,
-                &seq_i,
-                &steps_i,
-                &status.as_str(),
-                &reason,
-                &now_bound,
-                &owner,
-                &running,
-                next_key,
-                &attempt_i,
-                &digest,
-                &document,
-                delta,
-                &snapshot,
-                &event_texts.as_slice(),
-                &first_i,
-                &last_i,
-                &channel,
-                &let_go,
-            ];
-            // Sent behind another only on its first try (ADR 0080): a try again comes
-            // once the one before is settled.
-            // `None`: the pipe cannot be opened (nothing sent): on the store's own.
-            if let Some(row) = pipe
-                .checkpoint(known.is_some(), behind && !again, &params)
-                .await
-            {
-                return self
-                    .answered(prepared, known.map(|(_, k)| k), row, again)
-                    .await;
-            }
-        }
         let statement = match (snapshot, &known) {
             (Some(_), _) => &self.dialect.checkpoint_snapshot,
             (None, Some((changes, _))) => changes,

@@ -26,38 +26,13 @@ impl<B: Backend> RunStore for Store<B> {
         self.create_run(PreparedCreate::of(record)?, options).await
     }
 
-    async fn create_prepared(
-        &self,
-        prepared: PreparedCreate,
-        options: &CreateOptions,
-    ) -> Result<RunInfo, StoreError> {
-        self.create_run(prepared, options).await
-    }
-
     async fn checkpoint(
         &self,
         id: RunId,
         owner: &str,
         checkpoint: Checkpoint<'_>,
     ) -> Result<RunInfo, StoreError> {
-        let prepared = self.prepare_checkpoint(id, owner, checkpoint).await?;
-        self.write_checkpoint(prepared).await
-    }
-
-    async fn prepare_checkpoint(
-        &self,
-        id: RunId,
-        owner: &str,
-        checkpoint: Checkpoint<'_>,
-    ) -> Result<PreparedCheckpoint, StoreError> {
-        self.prepare(id, owner, checkpoint).await
-    }
-
-    async fn write_checkpoint(
-        &self,
-        mut prepared: PreparedCheckpoint,
-    ) -> Result<RunInfo, StoreError> {
-        prepared.pack_events();
+        let prepared = self.prepare(id, owner, checkpoint).await?;
         let written = self
             .ride_out("checkpoint", |tried| {
                 self.checkpoint_once(&prepared, tried > 0)
@@ -68,12 +43,6 @@ impl<B: Backend> RunStore for Store<B> {
             self.weights.forget(prepared.id);
         }
         written
-    }
-
-    fn pipelines(&self, prepared: &PreparedCheckpoint) -> bool {
-        prepared.snapshot.is_none()
-            && self.db.pipe(prepared.id).is_some_and(|p| p.usable())
-            && self.events_channel().is_some()
     }
 
     async fn load(&self, id: RunId) -> Result<StoredRun, StoreError> {
@@ -386,9 +355,8 @@ impl<B: Backend> Store<B> {
         let chunk = transition_chunk(run, trace_from, seq, stamp)
             .map_err(|reason| StoreError::CannotContinue { run_id: id, reason })?;
         let (first_event, last_event) = chunk.seqs.unwrap_or((stamp.first_seq, 0));
-        // Packed in the client (SQLite from format 11, ADR 0059; PostgreSQL from 12, ADR
-        // 0063), when it is written or before (`PreparedCheckpoint::pack_events`).
-        let event_texts = chunk.texts;
+        // Packed in the client (lz4, `store/packed.rs`).
+        let event_texts = super::super::packed::pack(&chunk.texts);
         Ok(PreparedCheckpoint {
             id,
             owner: owner.to_string(),
@@ -404,13 +372,9 @@ impl<B: Backend> Store<B> {
             delta,
             snapshot,
             events: event_texts,
-            packed: false,
             first_event,
             last_event,
             now,
-            piped: false,
-            behind: false,
-            resent: false,
         })
     }
 }
