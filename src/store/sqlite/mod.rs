@@ -9,6 +9,7 @@ use std::time::Duration;
 
 mod open;
 
+#[cfg(feature = "cli")]
 pub(crate) use open::file_path;
 
 use sqlx::pool::PoolConnection;
