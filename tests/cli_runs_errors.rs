@@ -1,8 +1,8 @@
 //! Bad input to the run store's commands gets a clear error and an exit code, never a
 //! panic and never a silently new, empty store: unknown and ambiguous run ids, a store
-//! path that cannot be created, a store of a newer format, a corrupt database file, an
-//! unsupported URL; a PostgreSQL server that does not answer, wrong credentials, a newer
-//! PostgreSQL schema.
+//! path that cannot be created, a store of a newer format or of a development build's, a
+//! corrupt database file, an unsupported URL; a PostgreSQL server that does not answer,
+//! wrong credentials, a newer PostgreSQL schema.
 #![cfg(all(unix, feature = "cli"))]
 
 mod support;
@@ -122,6 +122,47 @@ fn a_store_of_a_newer_format_is_refused_untouched() {
     python(&format!(
         "import sqlite3; c = sqlite3.connect({:?}); \
          v = c.execute('PRAGMA user_version').fetchone()[0]; assert v == 99, v",
+        db.display().to_string()
+    ));
+}
+
+/// Proves that a store of a format development builds wrote (13 here: its migrations
+/// recorded up to version 13, its `user_version` 13) is refused with exit 1 and a message
+/// naming the store and saying to recreate it, and that its file is left byte for byte
+/// as it was (no migration, no mark).
+#[test]
+fn a_store_of_a_development_format_is_refused_untouched_saying_to_recreate_it() {
+    let b = bench();
+    let db = b.dir.join("dev.db");
+    let url = format!("sqlite:{}", db.display());
+    let made = b.run(&["runs", "list", "--store", &url]);
+    assert_eq!(made.code, 0, "creates the store: {}", made.err);
+    python(&format!(
+        "import sqlite3; c = sqlite3.connect({:?}); \
+         c.execute('UPDATE _sqlx_migrations SET version = 13'); \
+         c.execute('PRAGMA user_version = 13'); c.commit(); c.close()",
+        db.display().to_string()
+    ));
+    let before = std::fs::read(&db).expect("reads the store");
+    let r = b.run(&["runs", "list", "--store", &url]);
+    assert_eq!(r.code, 1, "{}", r.err);
+    let said = format!(
+        "cannot open the run store `{url}`: format 13 was written by a development build of \
+         pactgraph; this one reads format {} only: recreate the store (a new SQLite file, or \
+         an empty PostgreSQL database or schema) and run again",
+        pactgraph::store::STORE_FORMAT
+    );
+    assert!(r.err.contains(&said), "{}", r.err);
+    assert_eq!(
+        std::fs::read(&db).expect("reads the store"),
+        before,
+        "untouched"
+    );
+    python(&format!(
+        "import sqlite3; c = sqlite3.connect({:?}); \
+         v = c.execute('PRAGMA user_version').fetchone()[0]; assert v == 13, v; \
+         m = c.execute('SELECT MAX(version) FROM _sqlx_migrations').fetchone()[0]; \
+         assert m == 13, m",
         db.display().to_string()
     ));
 }

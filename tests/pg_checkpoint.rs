@@ -1,10 +1,10 @@
-//! PostgreSQL's checkpoint at formats 9 and 10 (ADRs 0054, 0057): step rows, snapshots
-//! and event chunks are written without a foreign key checked per row, so what the
-//! foreign key guaranteed is proved here on a real server: a checkpoint writes nothing
-//! for a run it does not fence (a missing run, another owner's), and a run's step rows,
-//! snapshots and event chunks go with it when it is deleted (one statement-level trigger
-//! in place of `ON DELETE CASCADE` and of `prune`'s own delete of the chunks), those of
-//! other runs staying; a store of format 9 migrates to 10. Skipped without `PG_URL`.
+//! PostgreSQL's checkpoint (ADRs 0054, 0057): step rows, snapshots and event chunks are
+//! written without a foreign key checked per row, so what the foreign key guaranteed is
+//! proved here on a real server: a checkpoint writes nothing for a run it does not fence
+//! (a missing run, another owner's), and a run's step rows, snapshots and event chunks go
+//! with it when it is deleted (one statement-level trigger in place of `ON DELETE
+//! CASCADE` and of `prune`'s own delete of the chunks), those of other runs staying.
+//! Skipped without `PG_URL`.
 #![cfg(feature = "store")]
 
 mod support;
@@ -56,7 +56,7 @@ fn schema() -> Option<Schema> {
     Some(Schema::new())
 }
 
-/// The deltas (step rows, and from format 13 the deltas kept in event chunks, ADR 0079),
+/// The deltas (step rows, and the deltas kept in event chunks, ADR 0079),
 /// snapshots and event chunks run `id` has in the store's schema.
 async fn rows_of(url: &str, id: RunId) -> (i64, i64, i64) {
     let mut c = sqlx::PgConnection::connect(url)
@@ -151,8 +151,7 @@ fn a_checkpoint_writes_a_step_row_only_for_the_run_it_fences() {
 }
 
 /// Proves that pruning a run deletes its step rows, snapshots and event chunks with it
-/// (the trigger that replaced the cascade; from format 10 the chunks too, `prune` itself
-/// deleting only runs), and only its own: a run driven step by step (step rows,
+/// (the trigger on `runs`, ADR 0057: `prune` itself deletes only runs), and only its own: a run driven step by step (step rows,
 /// snapshots and chunks kept) is pruned and leaves none; another run's rows are all still
 /// there and it loads as before.
 #[test]
@@ -213,7 +212,7 @@ async fn lz4_offered(c: &mut sqlx::PgConnection) -> bool {
     .expect("reads the server's compressions")
 }
 
-/// Proves that format 9 stores snapshots compressed with lz4 when the server has it (its
+/// Proves that the store keeps snapshots compressed with lz4 when the server has it (its
 /// `default_toast_compression` setting offers `lz4`), and that a snapshot so stored loads
 /// back whole: a run of 300 steps with a snapshot every 100 checkpoints is reloaded as
 /// it ended.
@@ -299,7 +298,7 @@ fn a_checkpoint_tells_followers_and_at_the_end_workers() {
         );
         // The run ends: both. Written by a store opened on the schema now current, which
         // read the events channel's name in its open's probe (the first store, on a new
-        // schema, read it after the migrations; both bind it to their checkpoints, ADR
+        // schema, read it after the migration; both bind it to their checkpoints, ADR
         // 0067): the followers listening since hear it on the same channel.
         let reopened = PgStore::open(&schema.url).await.expect("opens again");
         let before = Before::of(&run);
@@ -321,8 +320,8 @@ fn a_checkpoint_tells_followers_and_at_the_end_workers() {
     });
 }
 
-/// How run `id`'s largest event chunk is kept: whether packed in the client (format 12,
-/// ADR 0063), and the server's compression of the value (`None`: kept as it came).
+/// How run `id`'s largest event chunk is kept: whether packed in the client (ADR 0063),
+/// and the server's compression of the value (`None`: kept as it came).
 async fn largest_chunk(c: &mut sqlx::PgConnection, id: RunId) -> (bool, Option<String>) {
     let row = sqlx::query(
         "SELECT packed IS NOT NULL AS packed, CASE WHEN packed IS NULL \
@@ -337,8 +336,8 @@ async fn largest_chunk(c: &mut sqlx::PgConnection, id: RunId) -> (bool, Option<S
     (row.get("packed"), row.get("how"))
 }
 
-/// The compression the `events` column (the text chunks of formats 8 to 11) is set to:
-/// `l` for lz4 (format 10), empty for the server's default.
+/// The compression the `events` column (text chunks) is set to: `l` for lz4 (ADR 0057),
+/// empty for the server's default.
 async fn events_compression(c: &mut sqlx::PgConnection) -> String {
     let how: i8 = sqlx::query_scalar(
         "SELECT attcompression FROM pg_attribute \
@@ -354,23 +353,19 @@ async fn events_compression(c: &mut sqlx::PgConnection) -> String {
     }
 }
 
-/// Proves that a store of format 9 migrates to format 10 and that format 10 is what it
-/// says. A store is put back to format 9 as migration 9 left it (its trigger deleting step
-/// rows and snapshots only, chunks compressed with the server's default, migration 10 not
-/// recorded), which a deleted run shows: its chunks stay behind. Opening it again applies
-/// migration 10: a run written before still loads as it ended; deleting a run by any
-/// statement, a prune or a plain `DELETE`, now takes its chunks along, other runs' rows
-/// staying; and the text chunks' column (formats 8 to 11) is compressed with lz4
-/// wherever the server offers it, while a new run's chunk (its 300 steps' events, far
-/// over the 2 KB that makes PostgreSQL compress a value) is packed in the client and
-/// kept as it came (format 12, ADR 0063).
+/// Proves that a run deleted by any statement, a plain `DELETE` or a prune, takes all of
+/// its rows along (the trigger on `runs`: step rows, snapshots and event chunks), other
+/// runs' rows staying; that the text chunks' column is compressed with lz4 wherever the
+/// server offers it; and that a run's chunk (its 300 steps' events, far over the 2 KB
+/// that makes PostgreSQL compress a value) is packed in the client and kept as it came
+/// (ADR 0063).
 #[test]
-fn a_store_of_format_9_migrates_to_10_and_deleted_runs_take_their_chunks() {
+fn deleted_runs_take_their_chunks_and_chunks_are_kept_as_they_came() {
     let Some(schema) = schema() else { return };
     rt().block_on(async {
         let store = PgStore::open(&schema.url).await.expect("opens");
         let mut runs = Vec::new();
-        for _ in 0..3 {
+        for _ in 0..2 {
             let (ex, record) = created_ticker(&store, 300).await;
             let run = drive(
                 &ex,
@@ -384,71 +379,17 @@ fn a_store_of_format_9_migrates_to_10_and_deleted_runs_take_their_chunks() {
             .expect("drives");
             runs.push((record.run_id, run));
         }
-        store.close().await;
         let mut c = sqlx::PgConnection::connect(&schema.url)
             .await
             .expect("connects to the schema");
         let offered = lz4_offered(&mut c).await;
-        // Packed in the client (format 12): the server keeps the bytes as they came.
         assert_eq!(largest_chunk(&mut c, runs[0].0).await, (true, None));
         assert_eq!(
             events_compression(&mut c).await,
             if offered { "l" } else { "" }
         );
-
-        // Back to format 9: migration 9's trigger function, the server's default
-        // compression, migrations 10 and after forgotten (11 only marks the format; the
-        // column of packed chunks stays, with the chunks in it: migration 12 adds it only
-        // when missing).
-        let nine = include_str!("../migrations/postgres/0009_step_rows_unchecked.sql");
-        let function = &nine[nine.find("CREATE FUNCTION").expect("migration 9 makes it")
-            ..nine.find("CREATE TRIGGER").expect("migration 9 makes it")];
-        support::stores::admin(
-            &schema.url,
-            &format!(
-                "{}; ALTER TABLE event_chunks ALTER COLUMN events SET COMPRESSION default; \
-                 DELETE FROM _sqlx_migrations WHERE version >= 10",
-                function
-                    .replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION")
-                    .trim_end()
-                    .trim_end_matches(';')
-            ),
-        );
-        // At format 9 a run deleted by a statement leaves its chunks (prune deleted them).
-        let (left, _) = &runs[2];
-        support::stores::admin(
-            &schema.url,
-            &format!("DELETE FROM runs WHERE id = '{left}'"),
-        );
-        // Its step rows and snapshots went with it; its chunks stay, with the deltas kept
-        // in them (format 13).
-        let orphans = rows_of(&schema.url, *left).await;
-        let step_rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM steps WHERE run_id = $1")
-            .bind(left.to_string())
-            .fetch_one(&mut c)
-            .await
-            .expect("counts the step rows");
-        assert!(
-            step_rows == 0 && orphans.1 == 0 && orphans.2 > 0,
-            "{step_rows} {orphans:?}"
-        );
-        support::stores::admin(
-            &schema.url,
-            &format!("DELETE FROM event_chunks WHERE run_id = '{left}'"),
-        );
-
-        // Opened again: migrated to format 10, and on to this pactgraph's.
-        let store = PgStore::open(&schema.url)
-            .await
-            .expect("opens and migrates");
-        let version: i64 = sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations")
-            .fetch_one(&mut c)
-            .await
-            .expect("reads the migrations");
-        assert_eq!(version, pactgraph::store::STORE_FORMAT);
-        assert!(version >= 10);
-        for (id, run) in &runs[..2] {
-            let loaded = store.load(*id).await.expect("a run of format 9 loads");
+        for (id, run) in &runs {
+            let loaded = store.load(*id).await.expect("loads");
             assert_same_run(&loaded.record.run, run);
         }
         // A plain `DELETE`, then a prune: each run's rows all gone, the other's kept.
@@ -467,25 +408,6 @@ fn a_store_of_format_9_migrates_to_10_and_deleted_runs_take_their_chunks() {
             .expect("prunes");
         assert_eq!(count, 1, "the run left, stopped by max_steps");
         assert_eq!(rows_of(&schema.url, pruned).await, (0, 0, 0));
-
-        // The text chunks' column is lz4 again wherever the server offers it; a new
-        // run's chunk is packed (format 12), kept as it came.
-        assert_eq!(
-            events_compression(&mut c).await,
-            if offered { "l" } else { "" }
-        );
-        let (ex, record) = created_ticker(&store, 300).await;
-        drive(
-            &ex,
-            &store,
-            record.run_id,
-            "w",
-            &DriveOptions::default(),
-            Continue::AsStored,
-        )
-        .await
-        .expect("drives");
-        assert_eq!(largest_chunk(&mut c, record.run_id).await, (true, None));
         store.close().await;
     });
 }

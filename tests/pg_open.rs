@@ -1,15 +1,15 @@
 //! Opening a PostgreSQL store whose schema is current (ADR 0050): one statement reads
 //! the migrations applied and the database's clock, and sqlx's migrator (six more round
 //! trips under a database-wide advisory lock) is not run; a schema that is not exactly
-//! this pactgraph's (a migration changed since it was applied, one that failed half-way,
-//! a newer one) is still refused as before. Skipped without `PG_URL`.
+//! this pactgraph's (its migration changed since it was applied or failed half-way, a
+//! development build's format) is refused. Skipped without `PG_URL`.
 #![cfg(feature = "store")]
 
 mod support;
 
 use std::time::Duration;
 
-use pactgraph::store::{PgStore, RunStore, StoreError};
+use pactgraph::store::{PgStore, RunStore, STORE_FORMAT, StoreError};
 use sqlx::Connection;
 use support::stores::{Schema, admin, pg_url};
 
@@ -129,26 +129,123 @@ fn a_changed_or_failed_migration_is_still_refused() {
     admin(
         &base,
         &format!(
-            "UPDATE {}._sqlx_migrations SET success = false WHERE version = 6",
+            "UPDATE {}._sqlx_migrations SET success = false WHERE version = {STORE_FORMAT}",
             schema.name
         ),
     );
     let reason = open_reason(rt.block_on(PgStore::open(&schema.url)));
     assert!(
         reason.contains("migrations") && reason.contains("partially applied"),
-        "a failed migration 6: {reason}"
+        "a failed migration: {reason}"
     );
     admin(
         &base,
         &format!(
-            "UPDATE {0}._sqlx_migrations SET success = true WHERE version = 6; \
-             UPDATE {0}._sqlx_migrations SET checksum = '\\x00' WHERE version = 5",
+            "UPDATE {0}._sqlx_migrations SET success = true, checksum = '\\x00' \
+             WHERE version = {STORE_FORMAT}",
             schema.name
         ),
     );
     let reason = open_reason(rt.block_on(PgStore::open(&schema.url)));
     assert!(
-        reason.contains("migrations") && reason.contains("migration 5"),
-        "a changed migration 5: {reason}"
+        reason.contains("migrations") && reason.contains(&format!("migration {STORE_FORMAT}")),
+        "a changed migration: {reason}"
     );
+}
+
+/// What an open could change in schema `name`: its tables' columns, and the migrations
+/// recorded.
+fn schema_state(base: &str, name: &str) -> (String, String) {
+    let (base, name) = (base.to_string(), name.to_string());
+    rt().block_on(async move {
+        let mut c = sqlx::PgConnection::connect(&base)
+            .await
+            .expect("connects to PG_URL");
+        let columns: String = sqlx::query_scalar(
+            "SELECT string_agg(table_name || '.' || column_name || ' ' || data_type, ', ' \
+               ORDER BY table_name, ordinal_position) \
+             FROM information_schema.columns WHERE table_schema = $1",
+        )
+        .bind(&name)
+        .fetch_one(&mut c)
+        .await
+        .expect("reads the columns");
+        let migrations: String = sqlx::query_scalar(&format!(
+            "SELECT string_agg(version || ' ' || description || ' ' || success, ', ' \
+               ORDER BY version) FROM {name}._sqlx_migrations"
+        ))
+        .fetch_one(&mut c)
+        .await
+        .expect("reads the migrations");
+        (columns, migrations)
+    })
+}
+
+/// Proves that a schema of a format development builds wrote (its migrations recorded as
+/// versions 4 to 13, as those builds left them) is refused with `OlderFormat`, naming the
+/// store (its password not shown) and saying to recreate it, and is left untouched: no
+/// migration runs, on this open or the next.
+#[test]
+fn a_schema_of_a_development_format_is_refused_untouched_saying_to_recreate_it() {
+    let Some(base) = pg_url() else {
+        eprintln!("PG_URL is not set: skipped");
+        return;
+    };
+    let schema = Schema::new();
+    let rt = rt();
+    rt.block_on(async {
+        PgStore::open(&schema.url)
+            .await
+            .expect("makes the schema")
+            .close()
+            .await;
+    });
+    admin(
+        &base,
+        &format!(
+            "DELETE FROM {0}._sqlx_migrations; \
+             INSERT INTO {0}._sqlx_migrations (version, description, success, checksum, \
+               execution_time) \
+             SELECT v, 'format ' || v, true, '\\x00', 0 FROM generate_series(4, 13) v",
+            schema.name
+        ),
+    );
+    let before = schema_state(&base, &schema.name);
+    for _ in 0..2 {
+        match rt.block_on(PgStore::open(&schema.url)) {
+            Err(e @ StoreError::OlderFormat { .. }) => {
+                let said = e.to_string();
+                let StoreError::OlderFormat {
+                    url,
+                    found,
+                    supported,
+                } = e
+                else {
+                    unreachable!()
+                };
+                assert_eq!((found, supported), (13, STORE_FORMAT));
+                assert!(url.contains(&schema.name), "{url}");
+                if let Some((_, password)) = base
+                    .split_once("://")
+                    .and_then(|(_, rest)| rest.split_once('@'))
+                    .and_then(|(userinfo, _)| userinfo.split_once(':'))
+                {
+                    assert!(!url.contains(&format!(":{password}@")), "{url}");
+                    assert!(url.contains(":***@"), "{url}");
+                }
+                assert!(
+                    said.contains(&format!(
+                        "cannot open the run store `{url}`: format 13 was written by a \
+                         development build of pactgraph; this one reads format \
+                         {STORE_FORMAT} only: recreate the store (a new SQLite file, or an \
+                         empty PostgreSQL database or schema) and run again"
+                    )),
+                    "{said}"
+                );
+            }
+            Err(other) => panic!("expected OlderFormat, got {other}"),
+            Ok(_) => panic!("expected OlderFormat, the store opened"),
+        }
+        assert_eq!(schema_state(&base, &schema.name), before, "untouched");
+    }
 }

@@ -1,14 +1,13 @@
-//! Format 11 (ADR 0059): SQLite keeps a checkpoint's event chunk packed (lz4, in the
-//! client) and still reads the text chunks of a store written at format 10, byte for
-//! byte. Real `pactgraph` processes on a real SQLite file; the store is taken back to
-//! format 10 with sqlx (each packed chunk unpacked into the text format 10 wrote).
+//! SQLite keeps a checkpoint's event chunk packed (lz4, in the client; ADR 0059), a `BLOB`
+//! value of `event_chunks.events`, and reads it back. Real `pactgraph` processes on a
+//! real SQLite file.
 #![cfg(feature = "store")]
 
 mod support;
 
 use sqlx::{Connection, SqliteConnection};
 use support::cli::Bench;
-use support::packed::{OldFormat, a_damaged_chunk_is_named, old_format_loads_and_goes_on};
+use support::packed::a_damaged_chunk_is_named;
 use support::runtime::rt;
 
 const BIN: &str = env!("CARGO_BIN_EXE_pactgraph");
@@ -32,58 +31,11 @@ fn chunk_kinds(b: &Bench) -> Vec<String> {
     })
 }
 
-/// Takes the store back to format 10: each packed chunk unpacked into its text (what
-/// format 10 wrote), the chunks' `delta` column (format 13) dropped, migrations 11 on
-/// forgotten, `user_version` 10.
-fn back_to_format_10(b: &Bench) {
-    let db = b.dir.join("store.db");
-    assert!(support::stores::unpack_chunks(&db) > 0);
-    let url = format!("sqlite:{}", db.display());
-    rt().block_on(async {
-        let mut c = SqliteConnection::connect(&url).await.expect("opens");
-        sqlx::query("ALTER TABLE event_chunks DROP COLUMN delta")
-            .execute(&mut c)
-            .await
-            .expect("drops format 13's column");
-        sqlx::query("DELETE FROM _sqlx_migrations WHERE version > 10")
-            .execute(&mut c)
-            .await
-            .expect("forgets migration 11");
-        sqlx::query("PRAGMA user_version = 10")
-            .execute(&mut c)
-            .await
-            .expect("marks format 10");
-        c.close().await.expect("closes");
-    });
-}
-
-fn user_version(b: &Bench) -> i64 {
-    let url = format!("sqlite:{}", b.dir.join("store.db").display());
-    rt().block_on(async {
-        let mut c = SqliteConnection::connect(&url).await.expect("opens");
-        let v = sqlx::query_scalar("PRAGMA user_version")
-            .fetch_one(&mut c)
-            .await
-            .expect("reads");
-        c.close().await.expect("closes");
-        v
-    })
-}
-
-/// Proves, on SQLite, the scenario of `support::packed::old_format_loads_and_goes_on`
-/// from format 10 (text chunks) to 11 and on.
+/// Proves, on SQLite, the scenario of `support::packed::chunks_are_packed_and_read_back`.
 #[test]
-fn a_store_of_format_10_loads_and_goes_on_with_packed_chunks() {
+fn chunks_are_packed_and_read_back() {
     let b = Bench::new(BIN);
-    old_format_loads_and_goes_on(
-        &b,
-        &OldFormat {
-            old: 10,
-            kinds: &chunk_kinds,
-            format: &user_version,
-            back: &back_to_format_10,
-        },
-    );
+    support::packed::chunks_are_packed_and_read_back(&b, &chunk_kinds);
 }
 
 /// Proves a damaged packed chunk on SQLite is `Corrupt`, naming the run and the events

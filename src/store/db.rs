@@ -262,7 +262,7 @@ pub enum Begin {
 pub struct Dialect {
     /// The checkpoint and its events in one statement, so no transaction stays open
     /// across round trips (PostgreSQL: data-modifying `WITH` clauses; SQLite: an insert
-    /// into the `checkpoint_events_in` view, migration 6, whose trigger inserts into
+    /// into the `checkpoint_events_in` view, whose trigger inserts into
     /// `checkpoint_in`): 16 binds (`run_id, seq, steps, status, termination_reason,
     /// now_ms, owner, running, next_key, next_attempt, digest, document, delta,
     /// snapshot`, a `NULL` `now_ms` being the database's clock, then the events as a JSON
@@ -375,8 +375,7 @@ impl Dialect {
 }
 
 /// Whether `e` is the checkpoint statement refusing a checkpoint (its fence failed):
-/// SQLite's trigger raises this message (PostgreSQL's statement returns no row instead;
-/// migration 0004's function, no longer called, raised the same).
+/// SQLite's trigger raises this message (PostgreSQL's statement returns no row instead).
 pub fn is_refusal(e: &sqlx::Error) -> bool {
     e.as_database_error()
         .is_some_and(|d| d.message().contains("pactgraph: checkpoint refused"))

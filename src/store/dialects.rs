@@ -56,8 +56,8 @@ macro_rules! events_channel {
 pub(crate) const EVENTS_CHANNEL: &str = events_channel!();
 
 /// SQLite's: its one writer takes the write lock at once; a checkpoint is one insert into
-/// the `checkpoint_events_in` view (migration 0008), whose `INSTEAD OF` trigger inserts
-/// into `checkpoint_in` (migration 0003: its trigger does the fence and the writes), then
+/// the `checkpoint_events_in` view (migrations/sqlite/run_store.sql), whose `INSTEAD OF`
+/// trigger inserts into `checkpoint_in` (its trigger does the fence and the writes), then
 /// the events as one chunk row, their texts one a line (format 8, ADR 0053); it returns
 /// the run row as it left it, as one JSON array (ADR 0062).
 pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
@@ -180,8 +180,8 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
     // document) is checked at its end (a new document is inserted by the same statement
     // that points the run at it; event chunks have none from format 8, step rows and
     // snapshots none from format 9, ADR 0054: they are only ever inserted `FROM up`).
-    // One planned statement, not migration 0004's `pactgraph_checkpoint` function
-    // (dropped by migration 6): a PL/pgSQL call runs its four statements one by one.
+    // One planned statement, not a PL/pgSQL function (ADR 0044): a function's call runs
+    // its four statements one by one.
     // Followers of the run listening on its schema's events channel are told when it
     // commits (its payload the run id; NOTIFY is sent at commit, so never for a refused
     // checkpoint), and when the run stops running (`$8` false: ended, waiting, paused)

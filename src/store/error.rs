@@ -24,6 +24,22 @@ pub enum StoreError {
         /// Why.
         reason: String,
     },
+    /// The database has a format development builds of pactgraph wrote (1 to 13, before
+    /// the one format of ADR 0084); it is left untouched. Nothing reads or upgrades it:
+    /// the store is to be made again.
+    #[error(
+        "cannot open the run store `{url}`: format {found} was written by a development \
+         build of pactgraph; this one reads format {supported} only: recreate the store (a \
+         new SQLite file, or an empty PostgreSQL database or schema) and run again"
+    )]
+    OlderFormat {
+        /// The URL given (its password, if any, shown as `***`).
+        url: String,
+        /// The format found.
+        found: i64,
+        /// The one format this pactgraph reads.
+        supported: i64,
+    },
     /// The database was written by a newer pactgraph (its format is higher than this
     /// one's); it is left untouched.
     #[error(

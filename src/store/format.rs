@@ -1,5 +1,6 @@
-//! The store's format on both backends: the embedded migrations, refusing a database a
-//! newer pactgraph wrote, and the option builders both backends' options share.
+//! The store's format on both backends: the embedded migration, refusing a database of
+//! another format (a newer pactgraph's, or a development build's), and the option
+//! builders both backends' options share.
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -54,16 +55,26 @@ pub(crate) fn open_error(url: &str, reason: String) -> StoreError {
     }
 }
 
-/// Refuses a database of format `found` when it is newer than [`STORE_FORMAT`].
-pub(crate) fn refuse_newer(url: &str, found: i64) -> Result<(), StoreError> {
-    if found > STORE_FORMAT {
-        return Err(StoreError::NewerFormat {
-            url: url.to_string(),
+/// Refuses a database of format `found` unless it is [`STORE_FORMAT`] (or 0: a new
+/// database, nothing applied yet): a newer one (`NewerFormat`), or an older one, which only
+/// a development build wrote (`OlderFormat`: the store is to be made again; nothing
+/// upgrades it). `url` is shown as given: redact it first.
+pub(crate) fn refuse_other(url: &str, found: i64) -> Result<(), StoreError> {
+    let (url, supported) = (url.to_string(), STORE_FORMAT);
+    match found {
+        0 => Ok(()),
+        _ if found == STORE_FORMAT => Ok(()),
+        _ if found > STORE_FORMAT => Err(StoreError::NewerFormat {
+            url,
             found,
-            supported: STORE_FORMAT,
-        });
+            supported,
+        }),
+        _ => Err(StoreError::OlderFormat {
+            url,
+            found,
+            supported,
+        }),
     }
-    Ok(())
 }
 
 /// The builders every backend's options have: `durability`, `snapshot_every` and `clock`

@@ -66,6 +66,8 @@ pub(crate) use prepared::{PreparedCheckpoint, PreparedCreate};
 pub use rows::STORE_FORMAT;
 pub use run_info::{RunInfo, StoredStatus};
 pub use sql::{RunStorage, Store};
+// The CLI's: the file a `sqlite:` URL names.
+#[cfg(feature = "cli")]
 pub(crate) use sqlite::file_path as sqlite_file_path;
 pub use sqlite::{Durability, SqliteDb, SqliteOptions, SqliteStore};
 pub use wakeups::Wakeups;

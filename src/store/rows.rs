@@ -153,16 +153,12 @@ pub(crate) fn info_after(
     })
 }
 
-/// The store format this pactgraph writes: the version of its newest SQLite migration
-/// (also kept in `PRAGMA user_version`), and of the newest PostgreSQL migration, which
-/// makes the same schema (formats 9 and 10 change PostgreSQL's alone: SQLite's migrations
-/// 9 and 10 only mark them, ADRs 0054 and 0057; format 11 changes SQLite's alone, its
-/// event chunks packed in the client, ADR 0059, and PostgreSQL's migration 11 only marks
-/// it; format 12 changes PostgreSQL's alone, its event chunks packed in the client too,
-/// ADR 0063, and SQLite's migration 12 only marks it; format 13 keeps PostgreSQL's deltas
-/// in their event chunks, ADR 0079, and SQLite's migration 13 gives its chunks the same
-/// column, never set). A database with a higher one is refused, untouched.
-pub const STORE_FORMAT: i64 = 13;
+/// The store format this pactgraph reads and writes (ADR 0084): the version of each
+/// backend's one migration (`migrations/sqlite/run_store.sql`,
+/// `migrations/postgres/run_store.sql`), also kept in SQLite's `PRAGMA user_version`. A
+/// database of any other format is refused, untouched: a newer one (`NewerFormat`), or
+/// one of the formats 1 to 13 development builds wrote (`OlderFormat`).
+pub const STORE_FORMAT: i64 = 14;
 
 pub(crate) fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)

@@ -6,8 +6,8 @@
 //!   crash tests.
 //! * [`crash`]: SIGKILL at random points of runs of the `pactgraph` binary, their
 //!   uninterrupted references, and the checks that a resumed run ended as they did.
-//! * [`packed`]: packed event chunks against the text chunks of an older format, the
-//!   same scenario on both stores.
+//! * [`packed`]: packed event chunks written and read back, the same scenario on both
+//!   stores.
 //! * [`random_workflow`]: random valid workflows with random rule outcomes and their
 //!   inputs, for the runtime's and the run store's property tests.
 //! * [`router`]: a workflow whose router picks among two nodes and a subgraph, a scripted

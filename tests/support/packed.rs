@@ -1,8 +1,7 @@
-//! Packed event chunks against the text chunks of an older format, the same scenario on
-//! both stores: SQLite packs from format 11 (ADR 0059, `tests/store_packed_chunks.rs`),
-//! PostgreSQL from format 12 (ADR 0063, `tests/pg_packed_chunks.rs`). Each test says how
-//! its store keeps a chunk and how it goes back to the older format; this runs real
-//! `pactgraph` processes against it.
+//! Packed event chunks, the same scenario on both stores: SQLite keeps a packed chunk as a
+//! `BLOB` value (ADR 0059, `tests/store_packed_chunks.rs`), PostgreSQL in its `packed`
+//! column (ADR 0063, `tests/pg_packed_chunks.rs`). Each test says how its store keeps a
+//! chunk; this runs real `pactgraph` processes against it.
 
 use serde_json::Value;
 
@@ -14,19 +13,6 @@ pub const LOOP: &str = r#"{"workflow": "loop", "slices": {"task": {}, "result": 
   "supervisors": {"boss": {"allow": ["work"]}},
   "nodes": {"work": {"supervisor": "boss", "reads": ["task"], "writes": ["result"],
     "triggers": [{"priority": 1, "when": true}], "run": {"set": {"result": {"ok": true}}}}}}"#;
-
-/// What the scenario needs of a store.
-pub struct OldFormat<'a> {
-    /// The format before chunks were packed.
-    pub old: i64,
-    /// How each chunk of the bench's store is kept, in key order: `packed` or `text`.
-    pub kinds: &'a dyn Fn(&Bench) -> Vec<String>,
-    /// The store's format now.
-    pub format: &'a dyn Fn(&Bench) -> i64,
-    /// Takes the bench's store back to [`OldFormat::old`]: every packed chunk unpacked into
-    /// the text that format wrote, the later migrations forgotten.
-    pub back: &'a dyn Fn(&Bench),
-}
 
 /// Runs [`LOOP`] as `loop`, checkpointed every step (a chunk a checkpoint, and a trace a
 /// load puts back from the chunks): stopped by its `max_steps`.
@@ -51,47 +37,34 @@ fn lines(out: &str) -> Vec<Value> {
         .collect()
 }
 
-/// Proves that the store packs its chunks, and that a store written at the older format
-/// (text chunks) loads, shows and watches byte for byte as it did, then takes packed
-/// chunks beside its text ones when its paused run is resumed: `runs watch` of the whole
-/// history is the old history followed by the new events, numbered on without a gap, and
-/// `runs show --trace` of a run whose trace is put back from its chunks (checkpointed
-/// every step) is the same before and after the store went back and was migrated again.
-/// A cancel, which writes its chunk outside a checkpoint statement, packs it too.
-pub fn old_format_loads_and_goes_on(b: &Bench, store: &OldFormat<'_>) {
-    let current = pactgraph::store::STORE_FORMAT;
+/// Proves that the store packs its chunks (`kinds` says how each chunk of the bench's
+/// store is kept, in key order: `packed` or `text`) and reads them back: a run
+/// checkpointed every step (a chunk a checkpoint) shows its trace, put back from the
+/// chunks, the same from another process; a paused run resumed continues its history,
+/// numbered on without a gap; a cancel, which writes its chunk outside a checkpoint
+/// statement, packs it too.
+pub fn chunks_are_packed_and_read_back(b: &Bench, kinds: &dyn Fn(&Bench) -> Vec<String>) {
+    let all_packed = |b: &Bench| {
+        let kinds = kinds(b);
+        assert!(kinds.iter().all(|k| k == "packed"), "packed: {kinds:?}");
+        kinds.len()
+    };
     let wf = b.file("ask.json", ASKER);
-    let streamed = b.paused_stream(&wf, "old");
+    let streamed = b.paused_stream(&wf, "paused");
     run_loop(b);
     let shown = b.run(&["runs", "show", "loop", "--trace"]);
     assert_eq!(shown.code, 0, "{}", shown.err);
+    assert!(all_packed(b) > 40, "a chunk a checkpoint");
+    let again = b.run(&["runs", "show", "loop", "--trace"]);
+    assert_eq!(again.out, shown.out, "runs show, byte for byte");
     let watched_loop = b.run(&["runs", "watch", "loop"]);
     assert_eq!(watched_loop.code, 3, "stopped: {}", watched_loop.err);
-    let kinds = (store.kinds)(b);
-    assert!(kinds.len() > 40, "a chunk a checkpoint: {kinds:?}");
-    assert!(kinds.iter().all(|k| k == "packed"), "packed: {kinds:?}");
-    assert_eq!((store.format)(b), current);
+    let before = b.history_until_pause("paused", &streamed, "the history kept");
 
-    (store.back)(b);
-    assert!((store.kinds)(b).iter().all(|k| k == "text"));
-    assert_eq!((store.format)(b), store.old);
-    // Read as the older format wrote them (the store migrated on open, its chunks kept).
-    let shown_old = b.run(&["runs", "show", "loop", "--trace"]);
-    assert_eq!(shown_old.code, 0, "{}", shown_old.err);
-    assert_eq!(shown_old.out, shown.out, "runs show, byte for byte");
-    assert_eq!((store.format)(b), current);
-    assert!((store.kinds)(b).iter().all(|k| k == "text"));
-    assert_eq!(b.run(&["runs", "watch", "loop"]).out, watched_loop.out);
-    let before = b.history_until_pause("old", &streamed, "the history of the older format");
-
-    // Resumed: its new chunks are packed, beside the text ones.
-    b.resume_yes("old");
-    let kinds = (store.kinds)(b);
-    assert!(
-        kinds.iter().any(|k| k == "packed") && kinds.iter().any(|k| k == "text"),
-        "{kinds:?}"
-    );
-    let watched = b.run(&["runs", "watch", "old"]);
+    // Resumed: its new chunks are packed, its history continued.
+    b.resume_yes("paused");
+    all_packed(b);
+    let watched = b.run(&["runs", "watch", "paused"]);
     assert_eq!(watched.code, 0, "{}", watched.err);
     assert!(watched.out.starts_with(&before.out), "the history is kept");
     let events = lines(&watched.out);
@@ -104,11 +77,14 @@ pub fn old_format_loads_and_goes_on(b: &Bench, store: &OldFormat<'_>) {
     // A cancel writes its chunk outside a checkpoint statement: packed too, read back.
     let r = b.run(&["run", wf.to_str().unwrap(), "--quiet", "--name", "gone"]);
     assert_eq!(r.code, 4, "{}", r.err);
-    let packed = |b: &Bench| (store.kinds)(b).iter().filter(|k| *k == "packed").count();
-    let before_cancel = packed(b);
+    let before_cancel = all_packed(b);
     let cancelled = b.run(&["runs", "cancel", "gone"]);
     assert_eq!(cancelled.code, 0, "{}", cancelled.err);
-    assert_eq!(packed(b), before_cancel + 1, "the cancel's chunk, packed");
+    assert_eq!(
+        all_packed(b),
+        before_cancel + 1,
+        "the cancel's chunk, packed"
+    );
     let watched = b.run(&["runs", "watch", "gone"]);
     assert_eq!(watched.code, 3, "stopped: {}", watched.err);
     let events = lines(&watched.out);

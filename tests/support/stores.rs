@@ -229,40 +229,6 @@ pub async fn reopen(backend: Backend, url: &str, every: Option<u64>) -> AnyStore
     }
 }
 
-/// Turns every packed event chunk of the SQLite store at `db` (format 11, ADR 0059) back
-/// into the text it holds, as a store of format 10 or before keeps it: what a test
-/// taking a store back to an older format starts from. Returns how many it unpacked.
-pub fn unpack_chunks(db: &std::path::Path) -> usize {
-    use sqlx::Row;
-    let url = format!("sqlite:{}", db.display());
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
-        .block_on(async {
-            let mut c = sqlx::SqliteConnection::connect(&url).await.expect("opens");
-            let rows =
-                sqlx::query("SELECT rowid, events FROM event_chunks WHERE typeof(events) = 'blob'")
-                    .fetch_all(&mut c)
-                    .await
-                    .expect("reads the chunks");
-            for row in &rows {
-                let rowid: i64 = row.get("rowid");
-                let packed: Vec<u8> = row.get("events");
-                let text = lz4_flex::decompress_size_prepended(&packed).expect("a packed chunk");
-                let text = String::from_utf8(text).expect("UTF-8 texts");
-                sqlx::query("UPDATE event_chunks SET events = $1 WHERE rowid = $2")
-                    .bind(text)
-                    .bind(rowid)
-                    .execute(&mut c)
-                    .await
-                    .expect("writes the text");
-            }
-            c.close().await.expect("closes");
-            rows.len()
-        })
-}
-
 /// Counts the snapshots written to the store at `url` (on `backend`) from now on: a
 /// trigger on the `snapshots` table adds each insert and its bytes to a row of
 /// `snapshot_writes` (read by [`snapshot_writes`]).

@@ -1,7 +1,7 @@
 //! The PostgreSQL backend: the same tables and meanings as SQLite's, in one PostgreSQL
 //! database that workers on many machines share. Opened by URL; the schema is made by the
-//! embedded migrations in `migrations/postgres` on first use (under sqlx's advisory lock,
-//! so workers starting together migrate once). The store itself is [`Store`]
+//! embedded migration `migrations/postgres/run_store.sql` on first use (under sqlx's
+//! advisory lock, so workers starting together migrate once). The store itself is [`Store`]
 //! (`store/sql`), written once for both databases.
 //!
 //! Concurrency: every write is one statement or one transaction whose first statement is

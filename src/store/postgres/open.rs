@@ -12,67 +12,18 @@ use sqlx::{ConnectOptions, Connection, Row};
 use super::conns::Conns;
 use super::{PgDb, PgOptions, PgStore};
 use crate::store::clock::Clock;
-use crate::store::format::{Step, migrator, open_error, refuse_newer};
+use crate::store::format::{Step, migrator, open_error, refuse_other};
+use crate::store::rows::STORE_FORMAT;
 use crate::store::sql::Store;
 use crate::store::{Durability, StoreError, dialects};
 
-/// The embedded migrations: the whole schema of format 4 at once, then the events table,
-/// then the checkpoint's changes (format 9: step rows without a foreign key, ADR 0054;
-/// format 10: event chunks deleted with their run by the same trigger, lz4, ADR 0057;
-/// format 11 only marked: SQLite packs its chunks, ADR 0059; format 12: event chunks
-/// packed in the client too, in a `BYTEA` column, ADR 0063).
-static MIGRATIONS: &[Step] = &[
-    (
-        4,
-        "run store (format 4)",
-        include_str!("../../../migrations/postgres/0004_run_store.sql"),
-    ),
-    (
-        5,
-        "events",
-        include_str!("../../../migrations/postgres/0005_events.sql"),
-    ),
-    (
-        6,
-        "event texts",
-        include_str!("../../../migrations/postgres/0006_event_texts.sql"),
-    ),
-    (
-        7,
-        "event blob",
-        include_str!("../../../migrations/postgres/0007_event_blob.sql"),
-    ),
-    (
-        8,
-        "event chunks",
-        include_str!("../../../migrations/postgres/0008_event_chunks.sql"),
-    ),
-    (
-        9,
-        "step rows unchecked",
-        include_str!("../../../migrations/postgres/0009_step_rows_unchecked.sql"),
-    ),
-    (
-        10,
-        "chunks with their run",
-        include_str!("../../../migrations/postgres/0010_chunks_with_their_run.sql"),
-    ),
-    (
-        11,
-        "format eleven",
-        include_str!("../../../migrations/postgres/0011_format_eleven.sql"),
-    ),
-    (
-        12,
-        "packed event chunks",
-        include_str!("../../../migrations/postgres/0012_packed_event_chunks.sql"),
-    ),
-    (
-        13,
-        "deltas in chunks",
-        include_str!("../../../migrations/postgres/0013_deltas_in_chunks.sql"),
-    ),
-];
+/// The embedded migration: the whole schema, at the one format this pactgraph reads (ADR
+/// 0084).
+static MIGRATIONS: &[Step] = &[(
+    STORE_FORMAT,
+    "run store",
+    include_str!("../../../migrations/postgres/run_store.sql"),
+)];
 
 /// `url` with its password, if any, replaced by `***` (URLs are printed in errors).
 pub(crate) fn redact(url: &str) -> String {
@@ -182,7 +133,7 @@ impl PgStore {
     }
 
     /// Opens the store at `url` with `options`. An unreachable server, refused
-    /// credentials or a database of a newer format fail here, clearly, before any write.
+    /// credentials or a database of another format fail here, clearly, before any write.
     pub async fn open_with(url: &str, options: PgOptions) -> Result<Self, StoreError> {
         let shown = redact(url);
         let open_err = |reason: String| StoreError::Open {
@@ -236,10 +187,12 @@ impl PgStore {
         })?
         .map_err(|e| open_err(e.to_string()))?;
         // One statement when the schema is current (what every open but a store's first
-        // finds): the format check, the migrations' check and the clock's reading.
+        // finds): the format check, the migration's check and the clock's reading. A
+        // schema of another format (a development build's, or a newer pactgraph's) is
+        // refused here, before the migrator touches it.
         let found = probe(&mut first, &shown, &options.clock).await?;
         if let Some(found) = &found {
-            refuse_newer(&shown, found.applied.iter().map(|a| a.0).max().unwrap_or(0))?;
+            refuse_other(&shown, found.applied.iter().map(|a| a.0).max().unwrap_or(0))?;
         }
         let migrator = migrator(MIGRATIONS, &shown).await?;
         let (clock_read, events_channel) = match found {
@@ -247,9 +200,9 @@ impl PgStore {
                 Some((found.sent, found.back, found.now_ms)),
                 found.events_channel,
             ),
-            // New, older or failed half-way: the migrator (under its advisory lock, so
-            // that processes opening a new database together migrate it once), then the
-            // channel's name in the schema the migrations made current.
+            // New or failed half-way: the migrator (under its advisory lock, so that
+            // processes opening a new database together migrate it once), then the
+            // channel's name in the schema the migration made current.
             _ => {
                 migrator
                     .run(&mut first)

@@ -1,7 +1,8 @@
 //! The SQLite backend: one database file (WAL mode), opened by URL, tables created by
-//! the embedded migrations in `migrations/sqlite`. Writes go through one connection of
-//! their own, every write transaction `BEGIN IMMEDIATE`; reads through a small pool.
-//! The store itself is [`Store`] (`store/sql`), written once for both databases.
+//! the embedded migration `migrations/sqlite/run_store.sql`. Writes go through one
+//! connection of their own, every write transaction `BEGIN IMMEDIATE`; reads through a
+//! small pool. The store itself is [`Store`] (`store/sql`), written once for both
+//! databases.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
@@ -9,6 +10,7 @@ use std::time::Duration;
 
 mod open;
 
+#[cfg(feature = "cli")]
 pub(crate) use open::file_path;
 
 use sqlx::pool::PoolConnection;

@@ -9,7 +9,7 @@ use sqlx::{Connection, SqliteConnection};
 use tokio::sync::Mutex;
 
 use super::{Durability, SqliteDb, SqliteOptions, SqliteStore};
-use crate::store::format::{Step, migrator, open_error, refuse_newer};
+use crate::store::format::{Step, migrator, open_error, refuse_other};
 use crate::store::rows::STORE_FORMAT;
 use crate::store::sql::Store;
 use crate::store::{StoreError, dialects};
@@ -38,74 +38,13 @@ pub(crate) fn file_path(rest: &str) -> Result<PathBuf, &'static str> {
     Ok(PathBuf::from(path))
 }
 
-/// The embedded migrations.
-static MIGRATIONS: &[Step] = &[
-    (
-        1,
-        "run store",
-        include_str!("../../../migrations/sqlite/0001_run_store.sql"),
-    ),
-    (
-        2,
-        "attempts and cancel",
-        include_str!("../../../migrations/sqlite/0002_attempts_and_cancel.sql"),
-    ),
-    (
-        3,
-        "one-statement checkpoints",
-        include_str!("../../../migrations/sqlite/0003_one_statement_checkpoints.sql"),
-    ),
-    (
-        4,
-        "dependencies",
-        include_str!("../../../migrations/sqlite/0004_dependencies.sql"),
-    ),
-    (
-        5,
-        "events",
-        include_str!("../../../migrations/sqlite/0005_events.sql"),
-    ),
-    (
-        6,
-        "event texts",
-        include_str!("../../../migrations/sqlite/0006_event_texts.sql"),
-    ),
-    (
-        7,
-        "event blob",
-        include_str!("../../../migrations/sqlite/0007_event_blob.sql"),
-    ),
-    (
-        8,
-        "event chunks",
-        include_str!("../../../migrations/sqlite/0008_event_chunks.sql"),
-    ),
-    (
-        9,
-        "format nine",
-        include_str!("../../../migrations/sqlite/0009_format_nine.sql"),
-    ),
-    (
-        10,
-        "format ten",
-        include_str!("../../../migrations/sqlite/0010_format_ten.sql"),
-    ),
-    (
-        11,
-        "packed event chunks",
-        include_str!("../../../migrations/sqlite/0011_packed_event_chunks.sql"),
-    ),
-    (
-        12,
-        "format twelve",
-        include_str!("../../../migrations/sqlite/0012_format_twelve.sql"),
-    ),
-    (
-        13,
-        "format thirteen",
-        include_str!("../../../migrations/sqlite/0013_format_thirteen.sql"),
-    ),
-];
+/// The embedded migration: the whole schema, at the one format this pactgraph reads (ADR
+/// 0084).
+static MIGRATIONS: &[Step] = &[(
+    STORE_FORMAT,
+    "run store",
+    include_str!("../../../migrations/sqlite/run_store.sql"),
+)];
 
 impl SqliteStore {
     /// Opens (creating it and its folder if missing) the store at `url`:
@@ -195,7 +134,7 @@ impl SqliteStore {
 /// Checks the format and runs the migrations this database lacks, all under SQLite's
 /// write lock (`BEGIN IMMEDIATE`; each migration a savepoint in it): processes opening a
 /// new store at the same moment migrate it once, one after the other, instead of all
-/// applying migration 2 over each other ("duplicate column name"). A store already at
+/// applying the migration over each other ("table documents already exists"). A store already at
 /// this format takes no lock.
 async fn migrate(writer: &mut SqliteConnection, url: &str) -> Result<(), StoreError> {
     let open_err = |reason: String| open_error(url, reason);
@@ -223,10 +162,10 @@ async fn migrate(writer: &mut SqliteConnection, url: &str) -> Result<(), StoreEr
         .map_err(|e| open_err(format!("migrations: {e}")))
 }
 
-/// Refuses a database written by a newer pactgraph (its `user_version`, or a migration
-/// this one does not know) before any migration touches it. Reading the header also
-/// fails early, and clearly, on a file that is not a database.
-/// Returns the format found (the larger of `user_version` and the last migration).
+/// Refuses a database of another format (its `user_version`, or the migration applied:
+/// a newer pactgraph's, or a development build's) before any migration touches it.
+/// Reading the header also fails early, and clearly, on a file that is not a database.
+/// Returns the format found (0 for a new database, or one not marked yet).
 async fn check_format(conn: &mut SqliteConnection, url: &str) -> Result<i64, StoreError> {
     let version: i64 = sqlx::query_scalar("PRAGMA user_version")
         .fetch_one(&mut *conn)
@@ -239,13 +178,12 @@ async fn check_format(conn: &mut SqliteConnection, url: &str) -> Result<i64, Sto
     .fetch_one(&mut *conn)
     .await
     .unwrap_or(None);
-    let found = version.max(migrated.unwrap_or(0));
-    refuse_newer(url, found)?;
-    // Both must say it: a store whose migrations ran but whose `user_version` was not set
+    let migrated = migrated.unwrap_or(0);
+    // A newer format first, whichever says it; then each must be this one (or unset).
+    for found in [version.max(migrated), migrated, version] {
+        refuse_other(url, found)?;
+    }
+    // Both must say it: a store whose migration ran but whose `user_version` was not set
     // yet is migrated (a no-op) and marked.
-    Ok(if version == migrated.unwrap_or(0) {
-        found
-    } else {
-        0
-    })
+    Ok(if version == migrated { version } else { 0 })
 }
