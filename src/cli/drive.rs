@@ -24,6 +24,10 @@ use crate::cli::store;
 pub enum Target<'a> {
     /// Stored run `id` in `store`, its steps committed as the third field says.
     Stored(&'a AnyStore, RunId, Checkpoints),
+    /// Run `id` this process just created in `store` claimed by the owner of the last
+    /// field (so that no worker takes it before its drive), its steps committed as the
+    /// third field says.
+    Created(&'a AnyStore, RunId, Checkpoints, String),
     /// A saved run kept in memory; nothing is stored.
     Memory(Box<RunRecord>),
 }
@@ -46,6 +50,16 @@ pub async fn continue_run(
                 store,
                 id,
                 checkpoints,
+                owner: local_owner(),
+            };
+            drive_stored(executor, stored, how, outputs, default_state_out).await
+        }
+        Target::Created(store, id, checkpoints, owner) => {
+            let stored = Stored {
+                store,
+                id,
+                checkpoints,
+                owner,
             };
             drive_stored(executor, stored, how, outputs, default_state_out).await
         }
@@ -78,11 +92,12 @@ pub async fn continue_run(
     }
 }
 
-/// A stored run to drive: where, which, and when its steps are committed.
+/// A stored run to drive: where, which, when its steps are committed, and by whom.
 struct Stored<'a> {
     store: &'a AnyStore,
     id: RunId,
     checkpoints: Checkpoints,
+    owner: String,
 }
 
 /// SIGINT and SIGTERM, registered before the run starts.
@@ -170,8 +185,8 @@ async fn drive_stored(
         store,
         id,
         checkpoints,
+        owner,
     } = stored;
-    let owner = local_owner();
     let mut options = DriveOptions::default().checkpoints(checkpoints);
     let progress = !outputs.quiet && std::io::stderr().is_terminal();
     if progress {

@@ -187,8 +187,9 @@ pub fn run(args: RunArgs) -> ExitCode {
         }
         // Created claimed by the drive that follows, so that no worker on the store takes
         // it in between; a run left to workers (`--detach`) is created unclaimed.
+        let owner = local_owner();
         if !args.deps.detach {
-            options = options.claimed_by(local_owner(), DriveOptions::default().lease);
+            options = options.claimed_by(owner.clone(), DriveOptions::default().lease);
         }
         let info = match store.create(&record, &options).await {
             Ok(info) => info,
@@ -199,7 +200,7 @@ pub fn run(args: RunArgs) -> ExitCode {
             let _ = write_json(Ok(std::io::stdout().lock()), &printed, "\n");
             return ExitCode::SUCCESS;
         }
-        let target = Target::Stored(&store, info.id, args.checkpoints.get());
+        let target = Target::Created(&store, info.id, args.checkpoints.get(), owner);
         continue_run(&executor, target, Continue::AsStored, &outputs, None).await
     });
     // Every return above: the printer (if any) ends before the runtime does.
