@@ -92,7 +92,7 @@ pub struct StoredRun {
 
 impl StoredRun {
     /// Run `record` as [`RunStore::create`] stored it, its row `info` as the create
-    /// returned it: what a load of it would give (for [`drive_created`]).
+    /// returned it: what a load of it would give.
     pub fn created(info: RunInfo, record: RunRecord) -> Self {
         Self { info, record }
     }
@@ -135,8 +135,8 @@ impl CreateOptions {
     /// Created claimed by `owner` for `lease` (on the database's clock, as
     /// [`RunStore::claim`] would take it), in the create's own statement: `running` where
     /// it would be `queued`, so that no worker takes it between its create and its drive,
-    /// and one round trip fewer. [`drive_created`] drives such a run as its `owner`
-    /// without claiming it again (ADR 0069).
+    /// and one round trip fewer. [`drive`] by `owner` claims it again keeping its
+    /// attempt.
     pub fn claimed_by(mut self, owner: impl Into<String>, lease: Duration) -> Self {
         self.claimed_by = Some((owner.into(), lease));
         self

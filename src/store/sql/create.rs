@@ -8,18 +8,14 @@ use crate::store::rows::{Cols, info_from_row, is_unique_violation, to_i64};
 use crate::store::{CreateOptions, PreparedCreate, RunInfo, RunStore, StoreError, duration_ms};
 
 impl<B: Backend> Store<B> {
-    /// Stores the run `prepared` was made of as a new run (see
-    /// [`RunStore::create_prepared`]).
+    /// Stores the run `prepared` was made of as a new run (see [`RunStore::create`]).
     pub(super) async fn create_run(
         &self,
         prepared: PreparedCreate,
         options: &CreateOptions,
     ) -> Result<RunInfo, StoreError> {
         // Weighed as a load of it would weigh it (the snapshot just written, nothing to
-        // replay): a drive handed the run as created (`drive_created`) snapshots when a
-        // load's would, not at its first checkpoint. Before the first await (ADR 0071):
-        // a run created beside its first steps prepares its first checkpoint while the
-        // create is in flight; a create that fails forgets it.
+        // replay); a create that fails forgets it.
         let id = prepared.id;
         if prepared.row.running {
             self.weights.loaded(id, prepared.run_state.len(), 0);
