@@ -46,7 +46,7 @@
 //! let record = executor.record(executor.start(json!({"request": {}}))?);
 //! rt.block_on(store.create(&record, &CreateOptions::default()))?;
 //! let options = DriveOptions::default();
-//! let run = rt.block_on(drive(&executor, &store, record.run_id, "example", &options))?;
+//! let run = rt.block_on(drive(&executor, &store, record.run_id, "example", &options, Continue::AsStored))?;
 //! assert_eq!(run.status(), RunStatus::Completed);
 //! assert_eq!(run.state()["answer"], json!({"text": "hello"}));
 //! # }
@@ -83,7 +83,7 @@ pub mod prelude {
     pub use crate::graph::GraphBuilder;
     pub use crate::runtime::{Executor, RunOutcome, RunState, RunStatus};
     #[cfg(feature = "store")]
-    pub use crate::store::{CreateOptions, DriveOptions, RunStore, SqliteStore, drive};
+    pub use crate::store::{Continue, CreateOptions, DriveOptions, RunStore, SqliteStore, drive};
     pub use crate::validator::ValidGraph;
 }
 
