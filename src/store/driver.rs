@@ -2,8 +2,6 @@
 //! step: `store/batch.rs`), renew the lease, watch for a cancel. Claiming it and letting it
 //! go: `store/drive.rs`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use super::batch::{Batch, Limits};
 use super::delta::{Before, StepDelta};
 use super::drive::Continue;
@@ -34,7 +32,7 @@ pub(super) struct Driver<'a, S> {
     /// asking the store (a run this process just created: 0).
     last_event: Option<u64>,
     /// The `seq` of the run's last kept event (docs/spec/events.md).
-    event_seq: AtomicU64,
+    event_seq: u64,
     /// A cancel was asked (the last checkpoint's answer said so).
     cancel_requested: bool,
     /// The last checkpoint's answer shows no owner: it gave the lease up with the run's
@@ -88,7 +86,7 @@ impl<'a, S: RunStore> Driver<'a, S> {
             clock: store.clock(),
             loaded,
             last_event,
-            event_seq: AtomicU64::new(0),
+            event_seq: 0,
             cancel_requested: false,
             let_go: false,
         }
@@ -358,7 +356,7 @@ impl<'a, S: RunStore> Driver<'a, S> {
     async fn checkpoint(&mut self, checkpoint: Checkpoint<'_>) -> Result<RunInfo, StoreError> {
         let (run, trace_from, seq) = (checkpoint.run, checkpoint.delta.trace_from, checkpoint.seq);
         let stamp = EventStamp {
-            first_seq: self.event_seq.load(Ordering::Relaxed) + 1,
+            first_seq: self.event_seq + 1,
             at_ms: self.clock.now_ms(),
         };
         let publish = self
@@ -371,8 +369,7 @@ impl<'a, S: RunStore> Driver<'a, S> {
             .store
             .checkpoint(self.id, self.owner, checkpoint.events(stamp))
             .await?;
-        self.event_seq
-            .store(stamp.first_seq + made - 1, Ordering::Relaxed);
+        self.event_seq = stamp.first_seq + made - 1;
         self.cancel_requested = info.cancel_requested;
         self.let_go = info.owner.is_none();
         if let (Some(events), Some(bus)) = (publish, self.executor.events()) {
@@ -383,12 +380,16 @@ impl<'a, S: RunStore> Driver<'a, S> {
 
     /// Numbers the run's next events on from the last its store keeps (`known`, else
     /// read from the store).
-    async fn continue_events(&self, run: &RunState, known: Option<u64>) -> Result<(), StoreError> {
+    async fn continue_events(
+        &mut self,
+        run: &RunState,
+        known: Option<u64>,
+    ) -> Result<(), StoreError> {
         let last = match known {
             Some(last) => last,
             None => self.store.last_event_seq(self.id).await?,
         };
-        self.event_seq.store(last, Ordering::Relaxed);
+        self.event_seq = last;
         if let Some(bus) = self.executor.events() {
             bus.continue_after(self.id, last, run.trace.len());
         }

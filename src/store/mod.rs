@@ -90,14 +90,6 @@ pub struct StoredRun {
     pub record: RunRecord,
 }
 
-impl StoredRun {
-    /// Run `record` as [`RunStore::create`] stored it, its row `info` as the create
-    /// returned it: what a load of it would give.
-    pub fn created(info: RunInfo, record: RunRecord) -> Self {
-        Self { info, record }
-    }
-}
-
 /// How a run is created.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
