@@ -127,7 +127,7 @@ impl CreateOptions {
     /// Created claimed by `owner` for `lease` (on the database's clock, as
     /// [`RunStore::claim`] would take it), in the create's own statement: `running` where
     /// it would be `queued`, so that no worker takes it between its create and its drive,
-    /// and one round trip fewer. [`drive`] by `owner` claims it again keeping its
+    /// and one round trip fewer. [`drive()`] by `owner` claims it again keeping its
     /// attempt.
     pub fn claimed_by(mut self, owner: impl Into<String>, lease: Duration) -> Self {
         self.claimed_by = Some((owner.into(), lease));
