@@ -24,14 +24,14 @@
 //!   many as ids (every event a kept one, none missed), and more of them than the loop's
 //!   1,000 steps. The clients stand for browsers on other machines: their CPU on this one
 //!   is not the product's cost, so they run on one thread at the lowest priority
-//!   (niceness 19, on Linux; [`watch_all`] says why one thread), below the worker being
-//!   timed (the bench's priority) and the server's serving threads (`--serve-nice`, 10 by
-//!   default; ADR 0052). What is timed is then what the product decides: whether the
-//!   server's fan-out, at its niceness, takes the cores from a run.
+//!   (niceness 19, set with `renice` on Linux; [`watch_all`] says why one thread), below
+//!   the worker being timed (the bench's priority) and the server, started under
+//!   `nice -n 10` as docs/guides/deployment.md advises for a server that watches the runs
+//!   of other processes (ADR 0087). What is timed is then whether the server's fan-out,
+//!   run as deployed, takes the cores from a run.
 //!
-//! `PACTGRAPH_SSE_NICE=N` starts the server with `--serve-nice N` (default 10); 0 serves
-//! at the runs' priority, as before ADR 0052, the clients unchanged: the product's half
-//! of the comparison.
+//! `PACTGRAPH_SSE_NICE=N` starts the server under `nice -n N` instead (default 10; 0
+//! starts it at the bench's priority), the clients unchanged.
 //!
 //! Run one group at a time, short: `cargo bench --bench serve -- sse --measurement-time
 //! 3`. Figures in docs/performance.md.
@@ -43,7 +43,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
-use pactgraph::serve::priority::{NICEST, lower_current_thread};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
@@ -85,8 +84,8 @@ struct Server {
     addr: String,
 }
 
-/// The server's `--serve-nice`: `PACTGRAPH_SSE_NICE` (0 to 19) when set, else the
-/// server's default of 10 (the module docs).
+/// The server's niceness: `PACTGRAPH_SSE_NICE` (0 to 19) when set, else 10 (the module
+/// docs).
 fn serve_nice() -> String {
     std::env::var("PACTGRAPH_SSE_NICE")
         .ok()
@@ -101,13 +100,13 @@ impl Server {
             .expect("a free port")
             .port();
         let addr = format!("127.0.0.1:{port}");
-        let child = Command::new(BIN)
+        let child = Command::new("nice")
+            .args(["-n", &serve_nice(), BIN])
             .current_dir(dir)
             .args(["serve", "--listen", &addr, "--workflows", ".", "--store"])
             .arg(format!("sqlite:{}", dir.join("store.db").display()))
             .args(["--workers", &workers.to_string(), "--poll", "20ms"])
             .args(["--max-streams", "1000"])
-            .args(["--serve-nice", &serve_nice()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -268,6 +267,25 @@ fn commit_to_client(c: &mut Criterion) {
     group.finish();
 }
 
+/// Lowers the calling thread to niceness 19 with `renice` (on Linux a thread's niceness is
+/// its own, its id from `/proc/thread-self`).
+fn lower_this_thread() -> Result<(), String> {
+    let link = std::fs::read_link("/proc/thread-self").map_err(|e| format!("no thread id: {e}"))?;
+    let tid = link
+        .file_name()
+        .and_then(|t| t.to_str())
+        .ok_or("no thread id in /proc/thread-self")?
+        .to_string();
+    let done = Command::new("renice")
+        .args(["-n", "19", "-p", &tid])
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| format!("renice: {e}"))?;
+    done.success()
+        .then_some(())
+        .ok_or_else(|| format!("renice -n 19 -p {tid}: {done}"))
+}
+
 /// What a watcher saw of a run's event stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Seen {
@@ -282,9 +300,10 @@ struct Seen {
 /// ended their streams. One thread, not one each: the kernel's fair scheduler weighs
 /// threads, not processes, and 200 runnable threads at niceness 19 (weight 15 each) would
 /// together outweigh the worker being timed (1,024), as 200 browsers on other machines
-/// never could. Where the thread cannot lower its priority (not Linux) it says so once.
+/// never could. Where the thread cannot lower its priority (not Linux, no `renice`) it
+/// says so once.
 fn watch_all(addr: &str, id: &str, n: usize) -> Vec<Seen> {
-    if let Err(e) = lower_current_thread(NICEST) {
+    if let Err(e) = lower_this_thread() {
         static SAID: std::sync::Once = std::sync::Once::new();
         SAID.call_once(|| eprintln!("sse watchers at the bench's priority: {e}"));
     }

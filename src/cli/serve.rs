@@ -7,8 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::serve::priority::{DEFAULT_SERVE_NICE, serving_runtime, serving_thread};
-use crate::serve::{RunSide, ServeOptions, serve};
+use crate::serve::{ServeOptions, serve};
 use clap::Args;
 
 use crate::cli::exit;
@@ -51,12 +50,6 @@ pub struct ServeArgs {
     /// How often the workers ask the store for runnable runs.
     #[arg(long, value_name = "DUR", default_value = "100ms")]
     pub poll: String,
-    /// The niceness of the serving threads (HTTP, event streams, their store reads), 0 to
-    /// 19: above the runs' (which keep the process's), so that watching runs never takes
-    /// the cores from them (Linux; 0 serves at the runs' priority).
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_SERVE_NICE,
-          value_parser = clap::value_parser!(i8).range(0..=19))]
-    pub serve_nice: i8,
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -160,63 +153,31 @@ fn options(args: &ServeArgs) -> Result<(SocketAddr, ServeOptions), ExitCode> {
     Ok((addr, options))
 }
 
-/// The threads of the runs' runtime (`ps -L`).
-const RUNS_THREAD: &str = "pactgraph-runs";
-
 /// `pactgraph serve ...`: exit 0 after SIGINT or SIGTERM, 1 when the store cannot be
-/// opened or the address taken, 2 for bad options.
-///
-/// Two runtimes (ADR 0052): the runs' (the embedded workers, the runs resumed through the
-/// API), built first, from this thread, at the process's priority, with its own store;
-/// and the serving one, whose threads lower themselves to `--serve-nice` and serve
-/// everything else (the store they open is theirs, its threads at their niceness).
+/// opened or the address taken, 2 for bad options. One Tokio runtime (a thread per core)
+/// serves and runs; to keep watchers from taking the cores from runs, run it under `nice`
+/// or a systemd unit's `Nice=`/`CPUWeight=` (docs/guides/deployment.md).
 pub fn run(args: &ServeArgs) -> ExitCode {
     init_logging();
     let (addr, options) = match options(args) {
         Ok(o) => o,
         Err(code) => return code,
     };
-    let runs_rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name(RUNS_THREAD)
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .thread_name("pactgraph-serve")
         .enable_all()
         .build()
     {
         Ok(rt) => rt,
         Err(e) => return exit::failed(&format!("cannot start the async runtime: {e}")),
     };
-    let serving_rt = match serving_runtime(2, args.serve_nice) {
-        Ok(rt) => rt,
-        Err(e) => return exit::failed(&format!("cannot start the async runtime: {e}")),
-    };
     let connections = u32::try_from(options.workers.saturating_add(4))
         .unwrap_or(u32::MAX)
         .min(32);
-    // Opened from this thread (the process's priority), on the runs' runtime.
-    let runs_store = match runs_rt.block_on(store::open_with(&args.store, connections)) {
-        Ok(Some(s)) => s,
-        Ok(None) => return exit::usage("serve needs a run store, not --store none"),
-        Err(code) => return code,
-    };
-    let options = options.runs_on(RunSide {
-        handle: runs_rt.handle().clone(),
-        store: runs_store,
-    });
-    let args = args.clone();
-    // Everything else from a serving thread (the one that polls the accept loop), so
-    // what it starts is niced too.
-    let served = serving_thread(args.serve_nice, move || {
-        serving_rt.block_on(serve_here(&args, addr, options, connections))
-    })
-    .map(std::thread::JoinHandle::join);
-    match served {
-        Ok(Ok(code)) => code,
-        Ok(Err(_)) => exit::failed("the server stopped unexpectedly (its thread panicked)"),
-        Err(e) => exit::failed(&format!("cannot start the serving thread: {e}")),
-    }
+    rt.block_on(serve_here(args, addr, options, connections))
 }
 
-/// Opens the serving side's store, listens on `addr` and serves until SIGINT or SIGTERM.
+/// Opens the store, listens on `addr` and serves until SIGINT or SIGTERM.
 async fn serve_here(
     args: &ServeArgs,
     addr: SocketAddr,
@@ -239,10 +200,9 @@ async fn serve_here(
     let bound = listener.local_addr().map_or(addr, |a| a);
     tracing::info!(
         target: "pactgraph::serve",
-        "listening on http://{bound} (store {}, workers {}, serving at niceness {}{})",
+        "listening on http://{bound} (store {}, workers {}{})",
         store.backend(),
         options.workers,
-        args.serve_nice,
         if options.token.is_some() { ", token required" } else { "" }
     );
     let stop = async move {

@@ -18,7 +18,7 @@ use prometheus_client::registry::Registry;
 
 use super::error::ApiError;
 use crate::runtime::RunState;
-use crate::store::{AnyStore, RunFilter, StoredStatus};
+use crate::store::{DynStore, RunFilter, StoredStatus};
 
 /// How long a count of runs by status is served before the store is read again.
 const RUNS_REFRESH: Duration = Duration::from_secs(5);
@@ -181,7 +181,7 @@ impl Metrics {
     /// read is older than a few seconds.
     pub async fn render(
         &self,
-        store: &AnyStore,
+        store: &dyn DynStore,
         (feeds, streams): (usize, usize),
     ) -> Result<String, ApiError> {
         self.feeds.set(i64::try_from(feeds).unwrap_or(i64::MAX));
@@ -193,7 +193,7 @@ impl Metrics {
             .unwrap_or(true);
         if due {
             let all = RunFilter::default();
-            let runs = super::sendable::list(store, &all).await?;
+            let runs = store.list(&all).await?;
             let mut counts: BTreeMap<&'static str, i64> =
                 StoredStatus::ALL.iter().map(|s| (s.as_str(), 0)).collect();
             for info in &runs {

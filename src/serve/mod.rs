@@ -14,10 +14,8 @@ mod catalog;
 mod error;
 mod feed;
 mod metrics;
-pub mod priority;
 pub mod resume;
 mod routes;
-mod sendable;
 mod server;
 mod state;
 mod trace_values;
@@ -32,7 +30,6 @@ use crate::store::StoredRun;
 pub use error::ApiError;
 pub use resume::{ResumeRefused, plan_resume};
 pub use server::{ServeError, ServeOptions, ServeSummary, serve};
-pub use state::RunSide;
 pub use trace_values::trace_with_values;
 
 /// Builds the executor of a stored run (its document, its base folder, a clock): what

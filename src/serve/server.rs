@@ -16,7 +16,7 @@ use super::auth::Auth;
 use super::catalog::Catalog;
 use super::feed::Feeds;
 use super::metrics::Metrics;
-use super::state::{AppState, RunSide};
+use super::state::AppState;
 use crate::runtime::RunEvents;
 use crate::store::{AnyStore, StoreError, WorkEvent, WorkerOptions, work};
 
@@ -44,10 +44,6 @@ pub struct ServeOptions {
     pub event_poll: Duration,
     /// How often an idle event stream sends a keep-alive comment.
     pub keep_alive: Duration,
-    /// Where the runs driven here (the embedded workers', those resumed through the API)
-    /// go: their own runtime and store, at the process's priority while the serving
-    /// threads are niced (ADR 0052). `None`: the runtime `serve` is called on, its store.
-    pub runs: Option<RunSide>,
 }
 
 impl Default for ServeOptions {
@@ -63,7 +59,6 @@ impl Default for ServeOptions {
             max_streams: 256,
             event_poll: Duration::from_millis(50),
             keep_alive: Duration::from_secs(15),
-            runs: None,
         }
     }
 }
@@ -112,11 +107,6 @@ impl ServeOptions {
     /// Idle event streams send a keep-alive comment every `every`.
     pub fn keep_alive(mut self, every: Duration) -> Self {
         self.keep_alive = every;
-        self
-    }
-    /// Runs driven on `side` (its runtime and store), not beside the serving.
-    pub fn runs_on(mut self, side: RunSide) -> Self {
-        self.runs = Some(side);
         self
     }
     /// Bodies of at most `bytes`.
@@ -192,10 +182,6 @@ pub async fn serve(
         keep_alive: options.keep_alive,
         feeds: Arc::new(Feeds::new(events.clone(), lags)),
         events: events.clone(),
-        runs: options.runs.clone().unwrap_or_else(|| RunSide {
-            handle: tokio::runtime::Handle::current(),
-            store: store.clone(),
-        }),
     });
     let app = router(Arc::clone(&state), cors);
     let trigger = stop.clone();
@@ -209,7 +195,13 @@ pub async fn serve(
             .with_graceful_shutdown(async move { server_stop.cancelled().await })
             .await
     };
-    let worker = drive_queued(Arc::clone(&state), options.clone(), executor_for, stop);
+    let worker = drive_queued(
+        Arc::clone(&state),
+        store,
+        options.clone(),
+        executor_for,
+        stop,
+    );
     let (served, worked) = tokio::join!(server, worker);
     // The runs resumed through the API: each interrupts itself on the stop.
     state.tasks.close();
@@ -218,10 +210,11 @@ pub async fn serve(
     worked
 }
 
-/// The embedded worker (`options.workers` runs at once; none when 0), spawned on the
-/// run side's runtime with its store, until `stop`: what it did.
+/// The embedded worker (`options.workers` runs at once; none when 0) on `store`, a task
+/// of its own, until `stop`: what it did.
 async fn drive_queued(
     state: super::state::Shared,
+    store: AnyStore,
     options: ServeOptions,
     executor_for: ExecutorFor,
     stop: CancellationToken,
@@ -229,7 +222,6 @@ async fn drive_queued(
     if options.workers == 0 {
         return Ok(ServeSummary::default());
     }
-    let side = state.runs.clone();
     let worker = async move {
         let worker_options = WorkerOptions::default()
             .concurrency(options.workers)
@@ -277,7 +269,7 @@ async fn drive_queued(
         };
         let events = state.events.clone();
         let summary = work(
-            &side.store,
+            &store,
             &worker_options,
             // Published live to the event streams (model deltas among them).
             move |s| executor_for(s).map(|e| e.with_events(events.clone())),
@@ -290,8 +282,7 @@ async fn drive_queued(
             interrupted: summary.interrupted,
         })
     };
-    side.handle
-        .spawn(worker)
+    tokio::spawn(worker)
         .await
         .map_err(|e| ServeError::WorkerLost(e.to_string()))?
 }

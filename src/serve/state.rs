@@ -17,7 +17,9 @@ use crate::store::AnyStore;
 
 /// What every handler shares.
 pub struct AppState {
-    /// The run store.
+    /// The run store (the runs resumed through the API are driven through it too). The
+    /// handlers call it through [`DynStore`](crate::store::DynStore) (boxed `Send`
+    /// futures).
     pub store: AnyStore,
     /// The documents under `--workflows`.
     pub catalog: Catalog,
@@ -47,19 +49,6 @@ pub struct AppState {
     /// the feeds take the next kept event from it without waiting for their poll, and
     /// the model deltas.
     pub events: RunEvents,
-    /// Where the runs driven here go (their runtime and store: ADR 0052).
-    pub runs: RunSide,
-}
-
-/// The side of a server that runs: a Tokio runtime (its handle) whose threads keep the
-/// process's priority, and the store the runs commit through, opened on that runtime so
-/// that the threads it starts (SQLite's connection threads) do too.
-#[derive(Debug, Clone)]
-pub struct RunSide {
-    /// Where the runs are spawned.
-    pub handle: tokio::runtime::Handle,
-    /// The store they commit through (the same run store as the server's).
-    pub store: AnyStore,
 }
 
 /// Shared state.

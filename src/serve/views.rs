@@ -4,9 +4,8 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::sendable;
 use crate::runtime::{Accounting, RunId};
-use crate::store::{AnyStore, DependencySpec, RunInfo, StoreError, StoredRun, StoredStatus};
+use crate::store::{DependencySpec, DynStore, RunInfo, StoreError, StoredRun, StoredStatus};
 
 /// One run as `runs list --format json` and `GET /api/runs` show it (keys in this order).
 #[derive(Debug, Serialize)]
@@ -64,7 +63,7 @@ pub fn waits_on(info: &RunInfo) -> Option<String> {
 
 /// The rows of `runs`, each with what it waits on (a waiting run's open dependencies
 /// read from `store`).
-pub async fn list_rows<'a>(store: &AnyStore, runs: &'a [RunInfo]) -> Vec<ListRow<'a>> {
+pub async fn list_rows<'a>(store: &dyn DynStore, runs: &'a [RunInfo]) -> Vec<ListRow<'a>> {
     let mut rows = Vec::with_capacity(runs.len());
     for info in runs {
         let waits = match waiting_on(store, info).await {
@@ -148,18 +147,18 @@ impl Links {
 }
 
 /// Reads run `id`'s dependencies and dependents.
-pub async fn links(store: &AnyStore, id: RunId) -> Result<Links, StoreError> {
-    let spec = sendable::dependency_spec(store, id).await?;
+pub async fn links(store: &dyn DynStore, id: RunId) -> Result<Links, StoreError> {
+    let spec = store.dependency_spec(id).await?;
     let mut dependencies = Vec::new();
     for dep in spec.iter().flat_map(|s| s.after.iter()) {
-        let info = match sendable::info(store, *dep).await {
+        let info = match store.info(*dep).await {
             Ok(i) => Some(i),
             Err(StoreError::NotFound { .. }) => None,
             Err(e) => return Err(e),
         };
         dependencies.push((*dep, info));
     }
-    let dependents = sendable::dependents(store, id).await?;
+    let dependents = store.dependents(id).await?;
     Ok(Links {
         spec,
         dependencies,
@@ -168,7 +167,7 @@ pub async fn links(store: &AnyStore, id: RunId) -> Result<Links, StoreError> {
 }
 
 /// `RUN (status), ...` of a waiting run's dependencies that are not final yet.
-pub async fn waiting_on(store: &AnyStore, info: &RunInfo) -> Option<String> {
+pub async fn waiting_on(store: &dyn DynStore, info: &RunInfo) -> Option<String> {
     if info.status != StoredStatus::Waiting {
         return None;
     }

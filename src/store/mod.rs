@@ -26,6 +26,7 @@ mod dialects;
 mod drive;
 mod drive_options;
 mod driver;
+mod dyn_store;
 mod error;
 mod follow;
 mod format;
@@ -56,6 +57,7 @@ pub use deps::{
 };
 pub use drive::{Continue, drive};
 pub use drive_options::DriveOptions;
+pub use dyn_store::{BoxFuture, DynStore};
 pub use error::StoreError;
 pub use follow::Follower;
 pub use map_delta::MapDelta;

@@ -14,9 +14,9 @@ use tokio::time::Instant;
 
 use super::super::error::ApiError;
 use super::super::feed::{End, Next, Sent, Watch};
-use super::super::sendable;
 use super::super::state::Shared;
 use crate::runtime::RunId;
+use crate::store::DynStore;
 
 /// Events read from the store at once.
 const PAGE: usize = 500;
@@ -109,7 +109,7 @@ async fn next_chunk(mut f: Follow) -> Option<(Result<Bytes, Infallible>, Follow)
         }
         let events = match f.watch.take(f.after, TAKE) {
             Next::Events(events) => events,
-            Next::FromStore => match sendable::events(&f.state.store, f.id, f.after, PAGE).await {
+            Next::FromStore => match f.state.store.events(f.id, f.after, PAGE).await {
                 Ok(events) if events.is_empty() => {
                     // The feed knows of events the store did not give: not committed
                     // where this read looked yet; the feed's next change says more.

@@ -16,11 +16,12 @@ use super::auth::COOKIE_NAME;
 use super::body::JsonBody;
 use super::error::ApiError;
 use super::state::Shared;
+use crate::store::DynStore;
 
 /// `GET /healthz`: the server answers and its store can be read.
 pub async fn healthz(State(state): State<Shared>) -> Response {
     let one = crate::store::RunFilter::default().limit(1);
-    match super::sendable::list(&state.store, &one).await {
+    match state.store.list(&one).await {
         Ok(_) => Json(json!({"status": "ok"})).into_response(),
         Err(e) => (
             StatusCode::SERVICE_UNAVAILABLE,

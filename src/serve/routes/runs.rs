@@ -13,14 +13,13 @@ use serde_json::{Value, json};
 use super::super::body::JsonBody;
 use super::super::error::ApiError;
 use super::super::resume::{ResumeRefused, plan_resume};
-use super::super::sendable;
 use super::super::state::Shared;
 use super::super::trace_values::trace_with_values;
 use super::super::views::{links, list_rows, show_json};
 use crate::runtime::{Executor, RunId, RunRecord, StartError, document_dir};
 use crate::store::{
-    Continue, CreateOptions, Dependencies, DriveOptions, OnDepFailure, RunFilter, StoreError,
-    StoredRun, StoredStatus, local_owner,
+    Continue, CreateOptions, Dependencies, DriveOptions, DynStore, OnDepFailure, RunFilter,
+    StoreError, StoredRun, StoredStatus, local_owner,
 };
 
 /// The default page size of `GET /api/runs`.
@@ -86,7 +85,7 @@ pub async fn list(
     }
     let runs = {
         let filter = filter.limit(limit);
-        sendable::list(&state.store, &filter).await?
+        state.store.list(&filter).await?
     };
     let next = (runs.len() == limit)
         .then(|| runs.last().map(|i| i.id))
@@ -97,20 +96,18 @@ pub async fn list(
 
 /// The run a path's `{id}` names (a full id, a unique prefix or a name): 404 when none.
 pub(super) async fn find(state: &Shared, key: &str) -> Result<RunId, ApiError> {
-    sendable::find(&state.store, key)
-        .await
-        .map_err(|e| match e {
-            StoreError::NotFound { .. } | StoreError::Ambiguous { .. } => ApiError::NotFound {
-                code: "unknown_run",
-                message: e.to_string(),
-            },
-            e => e.into(),
-        })
+    state.store.find(key).await.map_err(|e| match e {
+        StoreError::NotFound { .. } | StoreError::Ambiguous { .. } => ApiError::NotFound {
+            code: "unknown_run",
+            message: e.to_string(),
+        },
+        e => e.into(),
+    })
 }
 
 async fn load(state: &Shared, key: &str) -> Result<StoredRun, ApiError> {
     let id = find(state, key).await?;
-    Ok(sendable::load(&state.store, id).await?)
+    Ok(state.store.load(id).await?)
 }
 
 /// `GET /api/runs/{id}`: as `runs show --format json`.
@@ -154,7 +151,7 @@ pub async fn trace(
         let after = events
             .last()
             .map_or(0, |e: &crate::runtime::RunEvent| e.seq);
-        let page = sendable::events(&state.store, id, after, EVENTS_PAGE).await?;
+        let page = state.store.events(id, after, EVENTS_PAGE).await?;
         let full = page.len() == EVENTS_PAGE;
         events.extend(page);
         if !full {
@@ -264,7 +261,9 @@ pub async fn create(
     if let Some(deps) = dependencies(&state, &body, &record).await? {
         options = options.after(deps);
     }
-    let info = sendable::create(&state.store, &record, &options)
+    let info = state
+        .store
+        .create(&record, &options)
         .await
         .map_err(|e| match e {
             StoreError::NameTaken { .. } => ApiError::Conflict(e.to_string()),
@@ -394,7 +393,7 @@ pub async fn resume(
         .with_events(state.events.clone());
     // Claimed before answering, so a 202 means this server holds the run.
     let owner = local_owner();
-    sendable::claim(&state.store, id, &owner, state.lease).await?;
+    state.store.claim(id, &owner, state.lease).await?;
     spawn_drive(&state, executor, id, owner, how);
     Ok((
         StatusCode::ACCEPTED,
@@ -403,18 +402,16 @@ pub async fn resume(
         .into_response())
 }
 
-/// Drives run `id` here (its lease already held by `owner`) on the server's run side (its
-/// runtime and store, at the process's priority: ADR 0052) until it ends, pauses or the
-/// server stops (then its step in flight is abandoned and the run interrupted).
+/// Drives run `id` here (its lease already held by `owner`), a task of the server's, until
+/// it ends, pauses or the server stops (then its step in flight is abandoned and the run
+/// interrupted).
 fn spawn_drive(state: &Shared, executor: Executor, id: RunId, owner: String, how: Continue) {
     let state = Arc::clone(state);
     let tasks = state.tasks.clone();
-    let side = state.runs.clone();
-    let handle = side.handle.clone();
     let drive = async move {
         let since = crate::store::Clock::system().now_ms();
         let options = DriveOptions::default().lease(state.lease);
-        let drive = sendable::drive(&executor, &side.store, id, &owner, &options, how);
+        let drive = state.store.drive(&executor, id, &owner, &options, how);
         tokio::select! {
             result = drive => match result {
                 Ok(run) => {
@@ -424,7 +421,7 @@ fn spawn_drive(state: &Shared, executor: Executor, id: RunId, owner: String, how
                 Err(e) => tracing::warn!(target: "pactgraph::serve", "run {id} could not be run: {e}"),
             },
             () = state.stop.cancelled() => {
-                if let Err(e) = sendable::interrupt(&side.store, id, &owner).await {
+                if let Err(e) = state.store.interrupt(id, &owner).await {
                     tracing::warn!(target: "pactgraph::serve", "run {id}: interrupting: {e}");
                 } else {
                     tracing::info!(target: "pactgraph::serve", "run {id} interrupted (resumable)");
@@ -432,7 +429,7 @@ fn spawn_drive(state: &Shared, executor: Executor, id: RunId, owner: String, how
             }
         }
     };
-    tasks.spawn_on(drive, &handle);
+    tasks.spawn(drive);
 }
 
 /// `POST /api/runs/{id}/cancel`: as `runs cancel`: a queued, waiting, paused or
@@ -443,7 +440,7 @@ pub async fn cancel(
     UrlPath(key): UrlPath<String>,
 ) -> Result<Response, ApiError> {
     let id = find(&state, &key).await?;
-    let info = sendable::cancel(&state.store, id).await?;
+    let info = state.store.cancel(id).await?;
     if info.status == StoredStatus::Running {
         return Ok((
             StatusCode::ACCEPTED,
@@ -464,13 +461,10 @@ async fn settle_all(state: &Shared, id: RunId) -> Result<Vec<Value>, ApiError> {
     let mut queue = vec![id];
     let mut ended = Vec::new();
     while let Some(next) = queue.pop() {
-        for (dependent, reason) in sendable::settle(
-            &state.store,
-            next,
-            &owner,
-            std::time::Duration::from_secs(30),
-        )
-        .await?
+        for (dependent, reason) in state
+            .store
+            .settle_dependents(next, &owner, std::time::Duration::from_secs(30))
+            .await?
         {
             ended.push(json!({"run_id": dependent, "reason": reason.to_string()}));
             queue.push(dependent);

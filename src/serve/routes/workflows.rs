@@ -14,10 +14,9 @@ use tokio::io::AsyncWriteExt;
 
 use super::super::catalog::Entry;
 use super::super::error::ApiError;
-use super::super::sendable;
 use super::super::state::Shared;
 use crate::runtime::DecisionTrace;
-use crate::store::StoreError;
+use crate::store::{DynStore, StoreError};
 use crate::visualize::{DotOptions, to_dot};
 
 /// Reads the catalog off the async threads.
@@ -91,18 +90,14 @@ async fn dot_text(
     let trace: Option<DecisionTrace> = match &q.run {
         None => None,
         Some(key) => {
-            let id = sendable::find(&state.store, key)
-                .await
-                .map_err(|err| match err {
-                    StoreError::NotFound { .. } | StoreError::Ambiguous { .. } => {
-                        ApiError::NotFound {
-                            code: "unknown_run",
-                            message: err.to_string(),
-                        }
-                    }
-                    err => err.into(),
-                })?;
-            let stored = sendable::load(&state.store, id).await?;
+            let id = state.store.find(key).await.map_err(|err| match err {
+                StoreError::NotFound { .. } | StoreError::Ambiguous { .. } => ApiError::NotFound {
+                    code: "unknown_run",
+                    message: err.to_string(),
+                },
+                err => err.into(),
+            })?;
+            let stored = state.store.load(id).await?;
             if stored.info.workflow != name {
                 return Err(ApiError::bad(
                     "bad_query",
