@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::store::{AnyStore, Checkpoints, Durability, SqliteOptions, SqliteStore, StoreError};
+use crate::store::{AnyStore, Checkpoints, Durability, StoreError};
 use clap::{Args, ValueEnum};
 
 use crate::cli::exit;
@@ -86,15 +86,13 @@ pub async fn open(args: &StoreArgs) -> Result<Option<AnyStore>, ExitCode> {
 /// As [`open`], keeping `connections` connections to a PostgreSQL server (a worker or a
 /// server: SQLite's reads on a pool of their own).
 pub async fn open_with(args: &StoreArgs, connections: u32) -> Result<Option<AnyStore>, ExitCode> {
-    open_for(args, connections, false)
-        .await
-        .map_err(Unopened::report)
+    open_for(args, connections).await.map_err(Unopened::report)
 }
 
 /// As [`open`], the failure not yet printed: `run` opens its store while it loads the
 /// workflow (ADR 0068), and a workflow that is not valid is reported first.
 pub async fn try_open(args: &StoreArgs) -> Result<Option<AnyStore>, Unopened> {
-    open_for(args, 2, true).await
+    open_for(args, 2).await
 }
 
 /// Whether `run` opens the store `args` name while it loads the workflow (ADR 0068): a
@@ -132,13 +130,8 @@ impl Unopened {
     }
 }
 
-/// Opens the store `args` name; `one_shot`: a command doing one thing at a time, whose
-/// SQLite reads go through the write connection when it is free (ADR 0059).
-async fn open_for(
-    args: &StoreArgs,
-    connections: u32,
-    one_shot: bool,
-) -> Result<Option<AnyStore>, Unopened> {
+/// Opens the store `args` name, keeping `connections` connections to a PostgreSQL server.
+async fn open_for(args: &StoreArgs, connections: u32) -> Result<Option<AnyStore>, Unopened> {
     let url = args.store.trim();
     if url == "none" {
         return Ok(None);
@@ -156,17 +149,9 @@ async fn open_for(
         DurabilityArg::Normal => Durability::Normal,
         DurabilityArg::Full => Durability::Full,
     };
-    let store = if one_shot && url.starts_with("sqlite:") {
-        let options = SqliteOptions::default()
-            .durability(durability)
-            .reads_on_writer(true);
-        SqliteStore::open_with(url, options)
-            .await
-            .map(AnyStore::from)
-    } else {
-        AnyStore::open_with(url, durability, connections).await
-    }
-    .map_err(Unopened::Store)?;
+    let store = AnyStore::open_with(url, durability, connections)
+        .await
+        .map_err(Unopened::Store)?;
     if store.backend() == "sqlite" {
         // The SQLite connections stay open until the process exits (ADR 0059): the last
         // connection of a database to close copies the whole WAL into the database file

@@ -267,8 +267,7 @@ pub struct Dialect {
     /// now_ms, owner, running, next_key, next_attempt, digest, document, delta,
     /// snapshot`, a `NULL` `now_ms` being the database's clock, then the events as a JSON
     /// array of their texts and the first one's `seq`, docs/spec/events.md), returning
-    /// the run row's [`super::rows::INFO`] columns (SQLite: as one JSON array,
-    /// [`Dialect::answers_json`]). A refused fence writes nothing:
+    /// the run row's [`super::rows::INFO`] columns. A refused fence writes nothing:
     /// SQLite's trigger raises `pactgraph: checkpoint refused`, PostgreSQL's statement
     /// returns no row. A checkpoint leaving the run not running (ended, waiting, paused)
     /// also tells listening workers that runs may have become runnable (PostgreSQL: in the
@@ -281,11 +280,6 @@ pub struct Dialect {
     /// set): the same binds, the same answer (SQLite: the same statement; PostgreSQL: one
     /// of its own, so that each is planned once, ADR 0050).
     pub checkpoint_snapshot: String,
-    /// [`Dialect::checkpoint`]'s statement answering only the [`super::rows::CHANGED`]
-    /// columns, for a run whose other columns the store knows from its last checkpoint
-    /// (`LastInfos`, ADR 0057): PostgreSQL's (each column returned costs the server at
-    /// every execution); `None` on SQLite, whose trigger's answer costs no round trip.
-    pub checkpoint_changes: Option<String>,
     /// What a claim's `SELECT` of the run row ends with (PostgreSQL's
     /// `FOR UPDATE SKIP LOCKED`: a worker never waits on a run another is claiming).
     pub claim_lock: &'static str,
@@ -330,11 +324,6 @@ pub struct Dialect {
     /// without the server's compression, format 12, ADR 0063: the text chunks of older
     /// formats stay in `events`). Readers select [`Dialect::packed_read`] beside `events`.
     pub packed_column: &'static str,
-    /// Whether the checkpoint answers the run row as one column, `info`, the JSON array
-    /// of its [`super::rows::INFO`] columns (SQLite, ADR 0062: SQLite compiles each
-    /// column of a view's `RETURNING` as a subquery when it prepares the statement, once
-    /// a process), or as those columns (PostgreSQL).
-    pub answers_json: bool,
 }
 
 impl Dialect {

@@ -5,7 +5,7 @@
 use std::sync::LazyLock;
 
 use super::db::Dialect;
-use super::rows::{CHANGED, INFO, insert_run};
+use super::rows::{INFO, insert_run};
 
 /// SQLite's clock in milliseconds since the Unix epoch: `'now'` is one instant for a
 /// whole statement (triggers included), read when it runs.
@@ -59,24 +59,30 @@ pub(crate) const EVENTS_CHANNEL: &str = events_channel!();
 /// the `checkpoint_events_in` view (migrations/sqlite/run_store.sql), whose `INSTEAD OF`
 /// trigger inserts into `checkpoint_in` (its trigger does the fence and the writes), then
 /// the events as one chunk row, their texts one a line (format 8, ADR 0053); it returns
-/// the run row as it left it, as one JSON array (ADR 0062).
+/// the run row as it left it.
 pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
     // One statement, with a snapshot or not (the trigger tests `snapshot`). Its answer is
-    // the run row as one JSON array (`Dialect::answers_json`, ADR 0062): one subquery to
-    // compile when the statement is prepared, once a process, not one a column.
+    // the run row as the trigger left it: a view's `RETURNING` answers the values inserted
+    // into the view, so each column of the row is read back by a subquery (ADR 0089).
+    let columns: Vec<String> = INFO
+        .split(',')
+        .map(str::trim)
+        .map(|col| {
+            format!("(SELECT {col} FROM runs WHERE id = checkpoint_events_in.run_id) AS {col}")
+        })
+        .collect();
+    let columns = columns.join(", ");
     let checkpoint = format!(
         "INSERT INTO checkpoint_events_in (run_id, seq, steps, status, \
          termination_reason, now_ms, owner, running, next_key, next_attempt, digest, \
          document, delta, snapshot, events, first_event, last_event) VALUES ($1, $2, \
          $3, $4, $5, COALESCE($6, {SQLITE_NOW}), $7, $8, $9, $10, $11, $12, $13, $14, \
          $15, $16, $17) \
-         RETURNING (SELECT json_array({INFO}) FROM runs \
-         WHERE id = checkpoint_events_in.run_id) AS info"
+         RETURNING {columns}"
     );
     Dialect {
         checkpoint_snapshot: checkpoint.clone(),
         checkpoint,
-        checkpoint_changes: None,
         now_ms: SQLITE_NOW,
         int_param: "",
         documents_lock: None,
@@ -86,7 +92,6 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
         notify_runnable: None,
         // Packed in the client, a `BLOB` value of the text column (ADR 0059).
         packed_column: "events",
-        answers_json: true,
         claim_lock: "",
         greatest: "MAX",
         name_lock: None,
@@ -119,10 +124,8 @@ pub(crate) static SQLITE: LazyLock<Dialect> = LazyLock::new(|| {
 /// The runnable channel is only named when the run stops running (`$8` false), once a
 /// run, and stays an expression.
 ///
-/// `returning` is what `up` returns and the answer carries: [`INFO`], or [`CHANGED`] for
-/// a run whose other columns the store knows (ADR 0057: each column returned is built
-/// into a tuple by every scan of `up` at every execution).
-fn postgres_checkpoint(snapshot: bool, returning: &str) -> String {
+/// `up` returns the run row's [`INFO`] columns, which the answer carries.
+fn postgres_checkpoint(snapshot: bool) -> String {
     // With a snapshot (and maybe a new document) it replaces the run's snapshot and the
     // step rows before it (format 12's and older; the deltas of the chunks before it stay
     // with them, ADR 0079).
@@ -157,7 +160,7 @@ fn postgres_checkpoint(snapshot: bool, returning: &str) -> String {
            owner = CASE WHEN $19::BOOLEAN THEN NULL ELSE owner END, \
            lease_expires_ms = CASE WHEN $19::BOOLEAN THEN NULL ELSE lease_expires_ms END \
          WHERE id = $1 AND seq = $2 - 1 AND owner = $7 \
-           AND lease_expires_ms > COALESCE($6::BIGINT, {POSTGRES_NOW}) RETURNING {returning}), \
+           AND lease_expires_ms > COALESCE($6::BIGINT, {POSTGRES_NOW}) RETURNING {INFO}), \
          {writes}\
          ev AS (INSERT INTO event_chunks (run_id, first_seq, last_seq, seq, packed, delta) \
            SELECT $1, $16, $17, $2, $15::BYTEA, {delta} FROM up \
@@ -193,9 +196,8 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
     // bytes, which the server keeps as they come (format 12, ADR 0063: no UTF-8 check of
     // a text parameter, no compression in TOAST). The delta of a checkpoint without a
     // snapshot is kept in the same row (format 13, ADR 0079: no step row).
-    checkpoint: postgres_checkpoint(false, INFO),
-    checkpoint_snapshot: postgres_checkpoint(true, INFO),
-    checkpoint_changes: Some(postgres_checkpoint(false, CHANGED)),
+    checkpoint: postgres_checkpoint(false),
+    checkpoint_snapshot: postgres_checkpoint(true),
     now_ms: POSTGRES_NOW,
     int_param: "::BIGINT",
     documents_lock: Some(DOCUMENTS_LOCK),
@@ -221,7 +223,6 @@ pub(crate) static POSTGRES: LazyLock<Dialect> = LazyLock::new(|| Dialect {
     notify_runnable: Some(concat!("SELECT pg_notify(", runnable_channel!(), ", '')")),
     // Packed in the client, a `BYTEA` column of its own stored as it comes (ADR 0063).
     packed_column: "packed",
-    answers_json: false,
     claim_lock: " FOR UPDATE SKIP LOCKED",
     greatest: "GREATEST",
     name_lock: Some("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"),

@@ -30,8 +30,6 @@ mod dyn_store;
 mod error;
 mod follow;
 mod format;
-mod json_row;
-mod last_info;
 mod map_delta;
 mod owner;
 mod packed;

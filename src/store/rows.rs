@@ -84,13 +84,6 @@ pub(crate) fn insert_run(now: &str, int_param: &str) -> String {
     )
 }
 
-/// The columns of [`INFO`] a checkpoint writes from values it does not bind, or that
-/// another writer may change while the run is held (a renewal, a cancel request): what
-/// PostgreSQL's checkpoint returns when the store knows the rest ([`info_after`], ADR
-/// 0057).
-pub(crate) const CHANGED: &str = "updated_ms, lease_expires_ms, attempt_key, attempt, \
-                    cancel_requested";
-
 /// The status a run row of `stored` status shows at `now`: `interrupted` when running
 /// without a current lease, `running` when queued and claimed.
 fn shown_status(
@@ -105,52 +98,6 @@ fn shown_status(
         StoredStatus::Queued if leased => StoredStatus::Running,
         s => s,
     }
-}
-
-/// What a checkpoint wrote into a run row from its binds: the columns of [`INFO`] that
-/// [`info_after`] does not read from the row nor keep from the last answer.
-pub(crate) struct Written<'a> {
-    /// The checkpoint's number.
-    pub seq: u64,
-    /// The run's steps.
-    pub steps: u32,
-    /// Its stored status.
-    pub status: StoredStatus,
-    /// Its termination reason.
-    pub termination_reason: Option<TerminationReason>,
-    /// The lease holder that wrote it.
-    pub owner: &'a str,
-}
-
-/// The run row after a checkpoint whose answer `row` has only the [`CHANGED`] columns:
-/// `known`, the row as this store's last checkpoint of the run left it, for the columns a
-/// checkpoint never changes (name, workflow, digest, creation and expiry times), and
-/// `written` for what it wrote from its binds (ADR 0057). The same [`RunInfo`] as
-/// [`info_from_row`] of the whole row.
-pub(crate) fn info_after(
-    known: &RunInfo,
-    written: Written<'_>,
-    row: &impl Cols,
-    now: u64,
-) -> Result<RunInfo, StoreError> {
-    let db = StoreError::db("reading the run row", Some(known.id));
-    let lease_expires_ms = row.opt_int("lease_expires_ms").map_err(&db)?.map(to_u64);
-    // A checkpoint is fenced on a current lease: it leaves none only when it gave the
-    // lease up with the checkpoint (`Checkpoint::let_go`), and the owner with it.
-    let owner = lease_expires_ms.map(|_| written.owner);
-    Ok(RunInfo {
-        status: shown_status(written.status, owner, lease_expires_ms, now),
-        termination_reason: written.termination_reason,
-        steps: written.steps,
-        seq: written.seq,
-        updated_ms: to_u64(row.int("updated_ms").map_err(&db)?),
-        owner: owner.map(str::to_string),
-        lease_expires_ms,
-        attempt_key: row.opt_text("attempt_key").map_err(&db)?,
-        attempt: u32::try_from(row.int("attempt").map_err(&db)?).unwrap_or(1),
-        cancel_requested: row.int("cancel_requested").map_err(&db)? != 0,
-        ..known.clone()
-    })
 }
 
 /// The store format this pactgraph reads and writes (ADR 0084): the version of each

@@ -51,8 +51,8 @@ const REPLAY_SHARE: usize = 4;
 /// many runs it never writes would otherwise grow it).
 const MAX_WEIGHTS: usize = 4096;
 
-/// Runs `f` on `map`, a per-run map of what a store only keeps to save work (weights,
-/// the last row, `last_info.rs`): a poisoned map, or one past `max` entries, starts again
+/// Runs `f` on `map`, a per-run map of what a store only keeps to save work (the
+/// weights): a poisoned map, or one past `max` entries, starts again
 /// empty, which costs only that work.
 pub(crate) fn with_per_run<V, T>(
     map: &Mutex<HashMap<RunId, V>>,

@@ -4,8 +4,7 @@
 use super::Store;
 use crate::runtime::TerminationReason;
 use crate::store::db::{Backend, is_refusal, sql};
-use crate::store::json_row::JsonRow;
-use crate::store::rows::{Cols, Written, info_after, info_from_row, to_i64};
+use crate::store::rows::{Cols, info_from_row, to_i64};
 use crate::store::{PreparedCheckpoint, RunInfo, RunStore, StoreError};
 
 impl<B: Backend> Store<B> {
@@ -40,12 +39,6 @@ impl<B: Backend> Store<B> {
         // One statement (SQLite's `checkpoint_in` trigger, PostgreSQL's data-modifying
         // `WITH`): fenced, atomic, one round trip, the events with it; the run row as it
         // is after it comes back.
-        // Without a snapshot, for a run whose row the store knows from its last
-        // checkpoint, PostgreSQL answers only the columns that changed (ADR 0057).
-        let known = match (&snapshot, &self.dialect.checkpoint_changes) {
-            (None, Some(changes)) => self.infos.get(id).map(|info| (changes, info)),
-            _ => None,
-        };
         // The binds, converted once for either connection.
         let id_text = id.to_string();
         let (seq_i, steps_i, attempt_i) = (to_i64(seq), i64::from(steps), i64::from(next_attempt));
@@ -55,10 +48,9 @@ impl<B: Backend> Store<B> {
         let digest = document.as_ref().map(|(_, digest)| digest.as_str());
         let document = document.as_ref().map(|(text, _)| text.as_str());
         let snapshot = snapshot.as_deref();
-        let statement = match (snapshot, &known) {
-            (Some(_), _) => &self.dialect.checkpoint_snapshot,
-            (None, Some((changes, _))) => changes,
-            (None, None) => &self.dialect.checkpoint,
+        let statement = match snapshot {
+            Some(_) => &self.dialect.checkpoint_snapshot,
+            None => &self.dialect.checkpoint,
         };
         let query = sql(statement)
             .bind(id_text)
@@ -92,17 +84,14 @@ impl<B: Backend> Store<B> {
             .fetch_all(&mut self.db.write().await?)
             .await
             .map(|rows| rows.into_iter().next());
-        self.answered(prepared, known.map(|(_, k)| k), row, again)
-            .await
+        self.answered(prepared, row, again).await
     }
 
     /// What the checkpoint statement's answer `row` says of checkpoint `prepared`: the
-    /// run row after it (read whole, or `known` with the columns that changed), or why it
-    /// was refused; `again` as [`Store::checkpoint_once`]'s.
+    /// run row after it, or why it was refused; `again` as [`Store::checkpoint_once`]'s.
     async fn answered<R: Cols>(
         &self,
         prepared: &PreparedCheckpoint,
-        known: Option<RunInfo>,
         row: Result<Option<R>, sqlx::Error>,
         again: bool,
     ) -> Result<RunInfo, StoreError> {
@@ -110,10 +99,6 @@ impl<B: Backend> Store<B> {
             id,
             ref owner,
             seq,
-            steps,
-            status,
-            termination_reason,
-            running,
             now,
             ..
         } = *prepared;
@@ -130,34 +115,13 @@ impl<B: Backend> Store<B> {
                 {
                     // The earlier try committed; its answer was lost with the connection.
                     self.weights.forget(id);
-                    self.infos.forget(id);
                     return Ok(info);
                 }
-                self.infos.forget(id);
                 return Err(self.refusal(id, owner, seq, now).await);
             }
         };
         // Not running any more, runs waiting on this one may be runnable now: the
         // checkpoint statement told the listening workers (`Dialect::checkpoint`).
-        let info = match known {
-            Some(known) => {
-                let written = Written {
-                    seq,
-                    steps,
-                    status,
-                    termination_reason,
-                    owner,
-                };
-                info_after(&known, written, &row, now)?
-            }
-            // SQLite's: the row as one JSON array (ADR 0062).
-            None if self.dialect.answers_json => {
-                let json = row.text("info").and_then(|text| JsonRow::parse(&text));
-                info_from_row(&json.map_err(StoreError::db("checkpoint", Some(id)))?, now)?
-            }
-            None => info_from_row(&row, now)?,
-        };
-        self.known_row(&info, running);
-        Ok(info)
+        info_from_row(&row, now)
     }
 }

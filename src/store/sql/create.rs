@@ -143,8 +143,6 @@ impl<B: Backend> Store<B> {
             Some(_) => self.info(id).await,
             None => info_from_row(&row, now),
         }?;
-        // Its first checkpoint here answers only what changed (ADR 0057).
-        self.known_row(&info, values.running);
         Ok(info)
     }
 }

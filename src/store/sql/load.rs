@@ -172,7 +172,6 @@ impl<B: Backend> Store<B> {
         let replay = replay(id, &mut run, &rest[..steps], &chunks, (snap_seq, at))?;
         if upto.is_none() && run.is_running() {
             self.weights.loaded(id, snap_text.len(), replay);
-            self.known_row(&info, true);
         }
         let record = RunRecord {
             format: u32::try_from(format).unwrap_or(0),

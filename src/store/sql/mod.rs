@@ -25,11 +25,10 @@ mod run_store;
 use super::clock::Clock;
 use super::db::{Backend, Dialect, sql};
 use super::delta::StepDelta;
-use super::last_info::LastInfos;
 use super::rows::{Cols, chunk_of, delta_from_row, to_i64, to_u64};
 use super::trace_once::put_back_trace;
 use super::weights::Weights;
-use super::{RunInfo, RunStore, StoreError};
+use super::{RunStore, StoreError};
 use crate::runtime::{RunId, RunState};
 use events::MAX_EVENT_BYTES;
 
@@ -42,8 +41,6 @@ pub struct Store<B> {
     dialect: &'static Dialect,
     snapshot_every: Option<u64>,
     weights: Arc<Weights>,
-    /// The run rows as this store's last checkpoints left them (ADR 0057).
-    infos: Arc<LastInfos>,
     clock: Clock,
     /// The database's clock minus this store's (milliseconds), measured when it opened:
     /// what [`Store::now`] adds to the local clock to show rows as the database sees them.
@@ -110,7 +107,6 @@ impl<B: Backend> Store<B> {
             dialect,
             snapshot_every: snapshot_every.map(|n| n.max(1)),
             weights: Arc::default(),
-            infos: Arc::default(),
             clock,
             clock_offset: Arc::default(),
             events_channel: None,
@@ -168,19 +164,9 @@ impl<B: Backend> Store<B> {
             dialect: self.dialect,
             snapshot_every: self.snapshot_every,
             weights: self.weights,
-            infos: self.infos,
             clock: self.clock,
             clock_offset: self.clock_offset,
             events_channel: self.events_channel,
-        }
-    }
-
-    /// Keeps `info`, run `info.id`'s row as just written or read, for its next
-    /// checkpoint's answer of the changed columns while the run is `running` here
-    /// (PostgreSQL's, ADR 0057); forgets it otherwise.
-    pub(crate) fn known_row(&self, info: &RunInfo, running: bool) {
-        if self.dialect.checkpoint_changes.is_some() {
-            self.infos.put(info, running);
         }
     }
 

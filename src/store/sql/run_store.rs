@@ -161,7 +161,6 @@ impl<B: Backend> RunStore for Store<B> {
 
     async fn release(&self, id: RunId, owner: &str) -> Result<(), StoreError> {
         self.weights.forget(id);
-        self.infos.forget(id);
         // Fenced like a checkpoint: a lease that lapsed is no longer `owner`'s to give
         // up cleanly (its step in flight may run again as the same attempt); `interrupt`
         // gives it up, counting that attempt.

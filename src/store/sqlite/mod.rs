@@ -54,12 +54,6 @@ pub struct SqliteOptions {
     pub busy_timeout: Duration,
     /// The clock leases and times are read from (the system's by default).
     pub clock: Clock,
-    /// Reads go through the write connection whenever it is free, the read pool only
-    /// when it is not, and the pool connects only when first needed (ADR 0059): one
-    /// connection for a process that reads and writes one thing at a time (a command),
-    /// instead of a second one (its schema read again, its settings, its thread). Off by
-    /// default: a server's reads would queue its runs' writes behind them.
-    pub reads_on_writer: bool,
 }
 
 impl Default for SqliteOptions {
@@ -69,7 +63,6 @@ impl Default for SqliteOptions {
             snapshot_every: None,
             busy_timeout: Duration::from_secs(5),
             clock: Clock::system(),
-            reads_on_writer: false,
         }
     }
 }
@@ -80,13 +73,6 @@ impl SqliteOptions {
     /// Waiting up to `timeout` for a lock.
     pub fn busy_timeout(mut self, timeout: Duration) -> Self {
         self.busy_timeout = timeout;
-        self
-    }
-
-    /// Reading on the write connection whenever it is free (see
-    /// [`SqliteOptions::reads_on_writer`]).
-    pub fn reads_on_writer(mut self, yes: bool) -> Self {
-        self.reads_on_writer = yes;
         self
     }
 }
@@ -106,8 +92,6 @@ pub struct SqliteDb {
     /// that statement (an open transaction is rolled back before the connection's next
     /// statement), so the next holder finds the connection idle.
     writer: Arc<Mutex<SqliteConnection>>,
-    /// [`SqliteOptions::reads_on_writer`].
-    reads_on_writer: bool,
 }
 
 /// A SQLite connection held: the writer, or one of the readers.
@@ -143,13 +127,6 @@ impl Backend for SqliteDb {
     type Conn<'a> = SqliteConn<'a>;
 
     async fn read(&self) -> Result<SqliteConn<'_>, StoreError> {
-        // Never waits for the writer: taken only when free (every read holds its
-        // connection for one statement, so a write waits at most for that statement).
-        if self.reads_on_writer
-            && let Ok(writer) = self.writer.try_lock()
-        {
-            return Ok(SqliteConn::Writer(writer));
-        }
         self.pool
             .acquire()
             .await

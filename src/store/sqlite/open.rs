@@ -111,18 +111,13 @@ impl SqliteStore {
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .test_before_acquire(false);
-        // Reading on the writer when it is free, the pool connects when first needed.
-        let pool = if options.reads_on_writer {
-            pool.connect_lazy_with(connect)
-        } else {
-            pool.connect_with(connect)
-                .await
-                .map_err(|e| open_err(e.to_string()))?
-        };
+        let pool = pool
+            .connect_with(connect)
+            .await
+            .map_err(|e| open_err(e.to_string()))?;
         let db = SqliteDb {
             pool,
             writer: Arc::new(Mutex::new(writer)),
-            reads_on_writer: options.reads_on_writer,
         };
         let store = Store::on(db, &dialects::SQLITE, options.snapshot_every, options.clock);
         // Rows are shown as of the database's clock (leases are fenced on it).
