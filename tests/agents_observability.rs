@@ -376,7 +376,7 @@ fn tool_calls_beyond_max_steps_are_skipped_and_the_run_stops() {
     let statuses: Vec<_> = run
         .trace()
         .iter()
-        .filter_map(|i| i.item().tool_call())
+        .filter_map(|i| i.tool_call())
         .map(|t| t.status)
         .collect();
     assert_eq!(

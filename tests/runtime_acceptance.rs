@@ -51,7 +51,7 @@ fn a_normal_path_calls_the_subgraph_and_maps_its_output() {
 #[test]
 fn c_trace_entries_carry_step_depth_supervisor_choice_and_reason() {
     let o = run(&fashion(), json!({"request": {"topic": "fashion"}}));
-    // Read through the trace's `ItemRef`s: ids as `&str`, borrowed from the trace.
+    // Read through the items' accessors: ids as `&str`, borrowed from the trace.
     let decisions: Vec<_> = o
         .trace
         .iter()

@@ -5,8 +5,8 @@
 mod support;
 
 use pactgraph::runtime::{
-    Chain, ChainTrigger, Executor, HandlerError, ItemRef, NodeInput, NodeOutput, RunState,
-    RunStatus, TerminationReason as R, TraceKind as K, Usage, Writes,
+    Chain, ChainTrigger, Executor, HandlerError, NodeInput, NodeOutput, RunState, RunStatus,
+    TerminationReason as R, TraceItem, TraceKind as K, Usage, Writes,
 };
 use serde_json::{Number, Value, json};
 use support::runtime::{builder, graph, rt, run_with_io, user_state, writes};
@@ -35,7 +35,7 @@ fn two_nodes(run_a: Value, run_b: Value) -> Value {
     })
 }
 
-fn node_item<'a>(s: &'a RunState, node: &str) -> ItemRef<'a> {
+fn node_item<'a>(s: &'a RunState, node: &str) -> &'a TraceItem {
     s.trace()
         .iter()
         .find(|i| i.kind == K::Dispatch && i.target() == Some(node))

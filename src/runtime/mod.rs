@@ -32,14 +32,14 @@ pub use builder::{ExecutorBuildError, ExecutorBuilder, document_dir};
 pub use data::{
     Accounting, AdvisingRun, BROADCAST_KEY, Broadcast, BroadcastKind, COST_USD, CallRecord,
     Candidates, Chain, ChainTrigger, Clock, DEFAULT_EVENT_BUFFER, DecisionTrace, DeltaPublisher,
-    EXIT_KEY, EventKind, EventStamp, FINAL_KEY, Frame, HttpAttempt, INPUT_TOKENS, InternedItem,
-    IntoName, ItemDetail, ItemMut, ItemRef, KeptChild, ListName, MAX_TRACE_DEPTH, MESSAGE_KEY,
-    MemberProgress, MemberStatus, ModelCallItem, Name, Names, NodeOutput, OUTPUT_TOKENS, Owed,
-    Pending, ProjectedState, ROUTE_KEY, RunEvent, RunEvents, RunId, RunIdError, RunOutcome,
-    RunState, RunStatus, RunSummary, Seat, SeatReport, SeatState, SeatStatus, Session, SliceChange,
-    State, Subscription, TeamPhase, TeamRun, TerminationReason, ToolCallItem, ToolCallStatus,
-    ToolCaller, TraceItem, TraceKind, USAGE_KEY, UncommittedFrame, Usage, WALL_MS, Writes,
-    transition_event_count, transition_events, write_transition_events,
+    EXIT_KEY, EventKind, EventStamp, FINAL_KEY, Frame, HttpAttempt, INPUT_TOKENS, IntoId,
+    ItemDetail, KeptChild, MAX_TRACE_DEPTH, MESSAGE_KEY, MemberProgress, MemberStatus,
+    ModelCallItem, NodeOutput, OUTPUT_TOKENS, Owed, Pending, ProjectedState, ROUTE_KEY, RunEvent,
+    RunEvents, RunId, RunIdError, RunOutcome, RunState, RunStatus, RunSummary, Seat, SeatReport,
+    SeatState, SeatStatus, Session, SliceChange, State, Subscription, TeamPhase, TeamRun,
+    TerminationReason, ToolCallItem, ToolCallStatus, ToolCaller, TraceItem, TraceKind, USAGE_KEY,
+    UncommittedFrame, Usage, WALL_MS, Writes, transition_event_count, transition_events,
+    write_transition_events,
 };
 pub use effects::{
     BoxFuture, Effect, EffectKind, EffectOutput, HandlerError, NodeHandler, NodeInput,

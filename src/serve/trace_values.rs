@@ -108,7 +108,7 @@ pub fn trace_with_values(
                 Ok(Some(slices)) => {
                     let reads = document
                         .nodes
-                        .get(&**node)
+                        .get(node)
                         .map(|n| n.reads.as_slice())
                         .unwrap_or_default();
                     let team_slice = team_input_slice(item, document);

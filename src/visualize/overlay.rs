@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::contracts::RoutingDecision;
 use crate::graph::{CompiledGraph, EdgeKind};
-use crate::runtime::{ChainTrigger, DecisionTrace, ItemRef, TraceKind};
+use crate::runtime::{ChainTrigger, DecisionTrace, TraceItem, TraceKind};
 
 /// How an edge is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -382,7 +382,7 @@ pub(crate) fn overlay(g: &CompiledGraph, trace: &DecisionTrace) -> Overlay {
                 mark(&mut o, at);
                 o.stops.push(StopMark {
                     at: at.map(str::to_string),
-                    reason: stop_reason(&item),
+                    reason: stop_reason(item),
                     step: next,
                 });
                 next += 1;
@@ -392,7 +392,7 @@ pub(crate) fn overlay(g: &CompiledGraph, trace: &DecisionTrace) -> Overlay {
     o
 }
 
-fn stop_reason(item: &ItemRef<'_>) -> String {
+fn stop_reason(item: &TraceItem) -> String {
     match (&item.termination_reason, item.reason()) {
         (Some(r), _) => r.as_str().to_string(),
         (None, Some(r)) => r.to_string(),

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use pactgraph::runtime::{
-    Chain, ChainTrigger, Executor, HandlerError, ItemRef, NodeInput, RunState, TraceKind as K,
+    Chain, ChainTrigger, Executor, HandlerError, NodeInput, RunState, TraceItem, TraceKind as K,
 };
 use serde_json::{Value, json};
 
@@ -94,7 +94,7 @@ pub fn scripted(
     .expect("builds")
 }
 
-pub fn items_of<'a>(s: &'a RunState, node: &str) -> Vec<ItemRef<'a>> {
+pub fn items_of<'a>(s: &'a RunState, node: &str) -> Vec<&'a TraceItem> {
     s.trace()
         .iter()
         .filter(|i| matches!(i.kind, K::Dispatch | K::Handoff) && i.target() == Some(node))

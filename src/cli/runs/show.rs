@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, UNIX_EPOCH};
 
-use crate::runtime::{Accounting, COST_USD, INPUT_TOKENS, InternedItem, OUTPUT_TOKENS, RunId};
+use crate::runtime::{Accounting, COST_USD, INPUT_TOKENS, OUTPUT_TOKENS, RunId, TraceItem};
 use crate::store::{RunStore, StoredRun};
 use clap::ValueEnum;
 use comfy_table::{Table, presets};
@@ -209,7 +209,7 @@ fn show_human(stored: &StoredRun, links: &Links, trace: bool, state: bool) -> St
                 kind,
                 opt(item.supervisor()),
                 opt(item.target()),
-                call_words(&item).unwrap_or_else(|| opt(item.reason())),
+                call_words(item).unwrap_or_else(|| opt(item.reason())),
             ]);
         }
         out.push_str(&format!("\ntrace\n{table}\n"));
@@ -224,7 +224,7 @@ fn show_human(stored: &StoredRun, links: &Links, trace: bool, state: bool) -> St
 /// A `model_call` or `tool_call` item's fields in words, for the trace's REASON column
 /// (`None` for other items, and for call items stored before they had fields: their
 /// `reason` says it).
-fn call_words(item: &InternedItem) -> Option<String> {
+fn call_words(item: &TraceItem) -> Option<String> {
     let took = |us: u64| format!("{:.1} ms", us as f64 / 1000.0);
     if let Some(m) = item.model_call() {
         let mut out = format!("turn {}, attempt {}", m.turn, m.attempt);

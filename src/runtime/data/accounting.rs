@@ -17,9 +17,8 @@ use std::collections::{BTreeMap, HashMap};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::decision_trace::{DecisionTrace, ItemRef};
+use super::decision_trace::DecisionTrace;
 use super::output::{Usage, WALL_MS};
-#[cfg(doc)]
 use super::trace::TraceItem;
 use super::trace::{TraceKind, wall_ms};
 
@@ -153,8 +152,8 @@ pub(crate) enum Rollup<'a> {
 ///
 /// The rules compose: an advisor of a chain stage belongs to its primary, which belongs
 /// to the chain's last stage.
-pub(crate) fn rollup_of<'a>(item: &ItemRef<'a>) -> Rollup<'a> {
-    let chain = item.item().chain().map(|c| (&*c.root, c.stage));
+pub(crate) fn rollup_of(item: &TraceItem) -> Rollup<'_> {
+    let chain = item.chain().map(|c| (&*c.root, c.stage));
     match (item.kind, item.source(), chain) {
         (TraceKind::Advisor, Some(primary), _) => Rollup::Serves(primary),
         // A team member's or lead's turn (`source` the team node).
@@ -200,7 +199,7 @@ impl<'a> Records<'a> {
                 continue;
             };
             let idx = list.len();
-            let rollup = rollup_of(&item);
+            let rollup = rollup_of(item);
             if !matches!(rollup, Rollup::Serves(_))
                 && let Some(waiting) = serving.remove(&(node, item.depth))
             {
@@ -228,7 +227,7 @@ impl<'a> Records<'a> {
             list.push(Record {
                 node,
                 subgraph: item.subgraph(),
-                usage: item.item().usage(),
+                usage: item.usage(),
                 wall_us: item.duration_us,
                 owner,
             });

@@ -22,14 +22,6 @@ impl Candidates {
     pub const fn none() -> Self {
         Self(None)
     }
-
-    /// The address of a non-empty list's shared allocation (what a trace's name table
-    /// knows a list by).
-    pub(crate) fn addr(&self) -> Option<usize> {
-        self.0
-            .as_ref()
-            .map(|a| Arc::as_ptr(a).cast::<u8>() as usize)
-    }
 }
 
 impl Deref for Candidates {

@@ -161,7 +161,7 @@ impl<'a> Fields<'a, 'a> {
                 changes,
             } => Self::Step {
                 index: *index,
-                item: item.out(|n| n, &item.candidates),
+                item: item.out(),
                 writes: writes.as_deref(),
                 changes,
             },

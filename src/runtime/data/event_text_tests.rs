@@ -161,7 +161,7 @@ proptest! {
         for (item, interned) in items.iter().zip(trace.iter()) {
             let expected = serde_json::to_vec(item).expect("an item");
             let mut out = Vec::new();
-            item.out(|n| n, &item.candidates).write_json(&mut Text::new(&mut out), &mut Seen::once());
+            item.out().write_json(&mut Text::new(&mut out), &mut Seen::once());
             prop_assert_eq!(&out, &expected);
             out.clear();
             interned.out().write_json(&mut Text::new(&mut out), &mut Seen::once());
@@ -323,7 +323,7 @@ proptest! {
             interned.out().write_json(&mut Text::new(&mut out), &mut interned_seen);
             prop_assert_eq!(&out, &expected);
             out.clear();
-            item.out(|n| n, &item.candidates).write_json(&mut Text::new(&mut out), &mut plain_seen);
+            item.out().write_json(&mut Text::new(&mut out), &mut plain_seen);
             prop_assert_eq!(&out, &expected);
         }
     }

@@ -12,7 +12,6 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use super::changes::{RecordedInput, SliceChange};
-use super::decision_trace::ItemRef;
 use super::run_id::RunId;
 use super::run_state::RunState;
 use super::status::{RunStatus, TerminationReason};
@@ -259,7 +258,7 @@ pub(crate) fn transition_events_into(
                 changes,
             } => EventKind::Step {
                 index,
-                item: item.to_item(),
+                item: item.clone(),
                 writes: writes.cloned(),
                 changes,
             },
@@ -288,7 +287,7 @@ pub(super) enum Part<'a> {
     /// `step`.
     Step {
         index: usize,
-        item: ItemRef<'a>,
+        item: &'a TraceItem,
         writes: Option<&'a Arc<Value>>,
         changes: Vec<SliceChange>,
     },

@@ -18,7 +18,6 @@ mod events;
 mod json_text;
 #[cfg(unix)]
 mod ms_cache;
-mod names;
 mod outcome;
 mod output;
 mod pending;
@@ -32,7 +31,6 @@ mod status;
 mod team_state;
 mod text_buf;
 mod trace;
-mod trace_pool;
 
 pub use accounting::Accounting;
 pub use advising::{AdvisingRun, Seat, SeatReport, SeatState, SeatStatus};
@@ -41,11 +39,10 @@ pub use callstack::{Frame, KeptChild, Owed, UncommittedFrame};
 pub use candidates::Candidates;
 pub use changes::SliceChange;
 pub use clock::Clock;
-pub use decision_trace::{DecisionTrace, ItemMut, ItemRef};
+pub use decision_trace::DecisionTrace;
 pub use event_bus::{DEFAULT_EVENT_BUFFER, DeltaPublisher, RunEvents, Subscription};
 pub use event_text::write_transition_events;
 pub use events::{EventKind, EventStamp, RunEvent, transition_event_count, transition_events};
-pub use names::{IntoName, ListName, Name, Names};
 pub use outcome::{RunOutcome, RunSummary};
 pub use output::{
     BROADCAST_KEY, COST_USD, EXIT_KEY, FINAL_KEY, INPUT_TOKENS, MESSAGE_KEY, NodeOutput,
@@ -59,9 +56,7 @@ pub use session::{Session, ToolCaller};
 pub use slices::{State, Writes};
 pub use status::{RunStatus, TerminationReason};
 pub use team_state::{Broadcast, BroadcastKind, MemberProgress, MemberStatus, TeamPhase, TeamRun};
-pub use trace::{
-    Chain, ChainTrigger, InternedItem, ItemDetail, MAX_TRACE_DEPTH, TraceItem, TraceKind,
-};
+pub use trace::{Chain, ChainTrigger, IntoId, ItemDetail, MAX_TRACE_DEPTH, TraceItem, TraceKind};
 
 pub(crate) use callstack::{commit, pick, pick_with_room};
 pub(crate) use clock::{elapsed, now_ms};

@@ -8,8 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::call_items::{CallRecord, ModelCallItem, ToolCallItem};
 use super::candidates::Candidates;
 #[cfg(doc)]
-use super::decision_trace::{DecisionTrace, ItemRef};
-use super::names::{ListName, Name};
+use super::decision_trace::DecisionTrace;
 use super::output::{Usage, WALL_MS};
 use super::status::TerminationReason;
 
@@ -149,20 +148,17 @@ impl Chain {
 /// `max_depth_exceeded` like any other depth guard.
 pub const MAX_TRACE_DEPTH: u32 = u16::MAX as u32;
 
-/// One entry of the trace, as plain data: what a run event carries, what a store's
-/// delta holds, what [`DecisionTrace::push`] takes and [`ItemRef::to_item`] gives back.
-/// Ids are shared strings here (`N = Arc<str>`); in a trace they are interned ([`Name`]s of
-/// the trace's [`Names`](super::Names), an [`InternedItem`]: no reference count is
-/// changed when an item is recorded or dropped, ADR 0055) and read through
-/// [`ItemRef`]'s accessors, which return `&str`.
+/// One entry of the trace: what a [`DecisionTrace`] holds, what a run event carries and
+/// what a store's delta holds. Ids are shared strings (a clone is a reference count, ADR
+/// 0086), read as `&str` through [`TraceItem::supervisor`] and its siblings.
 ///
-/// An item is kept at 128 bytes, the most the compiler copies inline: what only some
-/// items carry (a node run's `usage`, a chain stage) sits in one boxed [`ItemDetail`], and
-/// the depth is a `u16` (see [`MAX_TRACE_DEPTH`]). Its JSON form is flat: `usage` and
-/// `chain` are keys of the item, present when set, and so is the call a `model_call` or
-/// `tool_call` item records (`"model_call": {...}` or `"tool_call": {...}`).
+/// What only some items carry (a node run's `usage`, a chain stage, a call) sits in one
+/// boxed [`ItemDetail`], and the depth is a `u16` (see [`MAX_TRACE_DEPTH`]). Its JSON form
+/// is flat: `usage` and `chain` are keys of the item, present when set, and so is the call
+/// a `model_call` or `tool_call` item records (`"model_call": {...}` or
+/// `"tool_call": {...}`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct TraceItem<N = Arc<str>, L = Candidates> {
+pub struct TraceItem {
     /// Steps taken when the item was recorded.
     pub step: u32,
     /// Call depth (0 at the root).
@@ -172,17 +168,17 @@ pub struct TraceItem<N = Arc<str>, L = Candidates> {
     /// Set on items that end a level or the run.
     pub termination_reason: Option<TerminationReason>,
     /// The supervisor deciding, or in whose level the transition happened.
-    pub supervisor: Option<N>,
+    pub supervisor: Option<Arc<str>>,
     /// The subgraph of the current level (`None` at the root).
-    pub subgraph: Option<N>,
+    pub subgraph: Option<Arc<str>>,
     /// The vertex the transition leaves (see [`TraceKind`]).
-    pub source: Option<N>,
+    pub source: Option<Arc<str>>,
     /// The node, subgraph or decision kind chosen.
-    pub target: Option<N>,
+    pub target: Option<Arc<str>>,
     /// Why: the winning rule, the original choice of a fallback, an error message.
-    pub reason: Option<N>,
+    pub reason: Option<Arc<str>>,
     /// Rule-based supervisors: the candidates whose triggers matched, best first.
-    pub candidates: L,
+    pub candidates: Candidates,
     /// Milliseconds since the Unix epoch when recorded (0 when timing is stripped).
     pub at_ms: u64,
     /// How long the step took, in microseconds (0 for instantaneous items).
@@ -190,10 +186,6 @@ pub struct TraceItem<N = Arc<str>, L = Candidates> {
     /// What only some items carry (`None` when neither part is set).
     pub detail: Option<Box<ItemDetail>>,
 }
-
-/// A trace item as a [`DecisionTrace`] holds it: ids and the candidate list interned in
-/// the trace's [`Names`](super::Names). Read it through [`ItemRef`].
-pub type InternedItem = TraceItem<Name, Option<ListName>>;
 
 /// The parts of a [`TraceItem`] that only some items carry.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -229,7 +221,120 @@ impl TraceItem {
     }
 }
 
-impl<N: PartialEq, L> TraceItem<N, L> {
+/// An id a trace item records: converted to the shared string the item keeps (`None`
+/// for no id). For the `set_` methods of [`TraceItem`].
+pub trait IntoId {
+    /// The id as kept (`None`: no id).
+    fn into_id(self) -> Option<Arc<str>>;
+}
+
+impl IntoId for &Arc<str> {
+    fn into_id(self) -> Option<Arc<str>> {
+        Some(Arc::clone(self))
+    }
+}
+
+impl IntoId for Arc<str> {
+    fn into_id(self) -> Option<Arc<str>> {
+        Some(self)
+    }
+}
+
+impl IntoId for &str {
+    fn into_id(self) -> Option<Arc<str>> {
+        Some(Arc::from(self))
+    }
+}
+
+impl IntoId for &String {
+    fn into_id(self) -> Option<Arc<str>> {
+        Some(Arc::from(self.as_str()))
+    }
+}
+
+impl IntoId for String {
+    fn into_id(self) -> Option<Arc<str>> {
+        Some(Arc::from(self))
+    }
+}
+
+impl IntoId for std::borrow::Cow<'_, Arc<str>> {
+    fn into_id(self) -> Option<Arc<str>> {
+        Some(self.into_owned())
+    }
+}
+
+impl<'a, T> IntoId for &'a Option<T>
+where
+    &'a T: IntoId,
+{
+    fn into_id(self) -> Option<Arc<str>> {
+        self.as_ref().and_then(IntoId::into_id)
+    }
+}
+
+impl<T: IntoId> IntoId for Option<T> {
+    fn into_id(self) -> Option<Arc<str>> {
+        self.and_then(IntoId::into_id)
+    }
+}
+
+impl TraceItem {
+    /// The supervisor deciding, or in whose level the transition happened.
+    pub fn supervisor(&self) -> Option<&str> {
+        self.supervisor.as_deref()
+    }
+
+    /// The subgraph of the current level (`None` at the root).
+    pub fn subgraph(&self) -> Option<&str> {
+        self.subgraph.as_deref()
+    }
+
+    /// The vertex the transition leaves.
+    pub fn source(&self) -> Option<&str> {
+        self.source.as_deref()
+    }
+
+    /// The node, subgraph or decision kind chosen.
+    pub fn target(&self) -> Option<&str> {
+        self.target.as_deref()
+    }
+
+    /// Why: the winning rule, the original choice of a fallback, an error message.
+    pub fn reason(&self) -> Option<&str> {
+        self.reason.as_deref()
+    }
+
+    /// Sets the supervisor.
+    pub fn set_supervisor(&mut self, id: impl IntoId) {
+        self.supervisor = id.into_id();
+    }
+
+    /// Sets the subgraph.
+    pub fn set_subgraph(&mut self, id: impl IntoId) {
+        self.subgraph = id.into_id();
+    }
+
+    /// Sets the source.
+    pub fn set_source(&mut self, id: impl IntoId) {
+        self.source = id.into_id();
+    }
+
+    /// Sets the target.
+    pub fn set_target(&mut self, id: impl IntoId) {
+        self.target = id.into_id();
+    }
+
+    /// Sets the reason.
+    pub fn set_reason(&mut self, text: impl IntoId) {
+        self.reason = text.into_id();
+    }
+
+    /// Sets the candidates.
+    pub fn set_candidates(&mut self, list: &Candidates) {
+        self.candidates = list.clone();
+    }
+
     /// What the node run cost, if it reported it.
     pub fn usage(&self) -> Option<&Usage> {
         self.detail.as_ref().and_then(|d| d.usage.as_ref())
@@ -263,16 +368,16 @@ impl<N: PartialEq, L> TraceItem<N, L> {
     /// failed; or the supervisor whose policy agent made this model call or tool call
     /// (its `source` is the item's `supervisor`: a policy's session has no node item
     /// summing it). `None` for items that record no node run.
-    pub fn ran_node(&self) -> Option<&N> {
+    pub fn ran_node(&self) -> Option<&str> {
         match self.kind {
             TraceKind::Dispatch | TraceKind::Handoff | TraceKind::Advisor | TraceKind::TeamTurn => {
-                self.target.as_ref()
+                self.target()
             }
-            TraceKind::End | TraceKind::GuardStop => self.source.as_ref(),
+            TraceKind::End | TraceKind::GuardStop => self.source(),
             TraceKind::ModelCall | TraceKind::ToolCall
                 if self.source.is_some() && self.source == self.supervisor =>
             {
-                self.source.as_ref()
+                self.source()
             }
             _ => None,
         }
@@ -367,24 +472,20 @@ pub(super) struct ItemOut<'a> {
     pub(super) tool_call: Option<&'a ToolCallItem>,
 }
 
-impl<N: PartialEq, L> TraceItem<N, L> {
-    /// The JSON form of this item, its ids and candidates read by `ids`.
-    pub(super) fn out<'a>(
-        &'a self,
-        id: impl Fn(&'a N) -> &'a str,
-        candidates: &'a Candidates,
-    ) -> ItemOut<'a> {
+impl TraceItem {
+    /// The JSON form of this item, borrowed.
+    pub(super) fn out(&self) -> ItemOut<'_> {
         ItemOut {
             step: self.step,
             depth: self.depth,
-            supervisor: self.supervisor.as_ref().map(&id),
-            subgraph: self.subgraph.as_ref().map(&id),
+            supervisor: self.supervisor(),
+            subgraph: self.subgraph(),
             kind: self.kind,
-            source: self.source.as_ref().map(&id),
-            target: self.target.as_ref().map(&id),
-            reason: self.reason.as_ref().map(&id),
+            source: self.source(),
+            target: self.target(),
+            reason: self.reason(),
             termination_reason: self.termination_reason,
-            candidates,
+            candidates: &self.candidates,
             at_ms: self.at_ms,
             duration_us: self.duration_us,
             usage: UsageOut {
@@ -480,7 +581,7 @@ struct ItemIn {
 
 impl Serialize for TraceItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.out(|n| n, &self.candidates).serialize(s)
+        self.out().serialize(s)
     }
 }
 

@@ -66,10 +66,3 @@ fn a_node_run_records_its_wall_time() {
             .is_none()
     );
 }
-
-/// Past 128 bytes every item is copied with a `memcpy` call instead of inline moves,
-/// which cost the loop step about 6% (docs/performance.md).
-#[test]
-fn a_trace_item_is_128_bytes_at_most() {
-    assert!(std::mem::size_of::<TraceItem>() <= 128);
-}

@@ -165,12 +165,12 @@ impl Tx<'_> {
             Ok(v) => v,
             Err(Rejection::Fail(reason, msg)) => return self.fail(reason, msg, Some(dispatcher)),
             Err(Rejection::Retry(problem)) => {
-                let mut it = self.record(kind, &dispatcher);
+                let it = self.record(kind, &dispatcher);
                 it.set_source(&source);
                 it.set_target(&np.id);
                 it.duration_us = duration_us;
                 if let Some(u) = usage {
-                    attach_usage(&mut it, u);
+                    attach_usage(it, u);
                 }
                 return self.reject_route(np, dispatcher, kind, source, extra, problem);
             }
@@ -181,13 +181,13 @@ impl Tx<'_> {
         self.note_writes(&writes, None);
         self.apply_writes(writes);
         let run = extra.as_deref().map_or(1, |x| x.run);
-        let mut it = self.record(kind, &dispatcher);
+        let it = self.record(kind, &dispatcher);
         it.set_source(source);
         it.set_target(&np.id);
         it.duration_us = duration_us;
         it.set_reason(route_reason(&verdict.to, run));
         if let Some(u) = usage {
-            attach_usage(&mut it, u);
+            attach_usage(it, u);
         }
         if let Some((slice, value)) = verdict.message {
             self.run.level_state_mut().insert(slice, value);
@@ -323,7 +323,7 @@ impl Tx<'_> {
             .map_or(0, |r| r.retries);
         let extra = extra.map(|x| *x).unwrap_or_default();
         let n = extra.run.max(1);
-        if let Some(mut item) = self.run.trace.last_mut() {
+        if let Some(item) = self.run.trace.last_mut() {
             item.set_reason(format!("invalid route (router run {n}): {problem}"));
         }
         if n <= retries {

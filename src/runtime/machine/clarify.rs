@@ -67,7 +67,7 @@ impl Tx<'_> {
         };
         let kept = self.run.kept.remove(at);
         self.run.steps += 1;
-        let mut it = self.record(TraceKind::Clarify, &caller);
+        let it = self.record(TraceKind::Clarify, &caller);
         it.set_source(&caller);
         it.set_target(&sg.id);
         it.set_reason(question.as_str());

@@ -15,8 +15,8 @@ use super::writes::{verdict_at, writes_verdict};
 use crate::contracts::lookup::same;
 use crate::contracts::{StopGlobal, StopLocal};
 use crate::runtime::data::{
-    Chain, ChainTrigger, Control, InternedItem, IntoName, ItemMut, Pending, RunState, RunStatus,
-    TerminationReason, TraceKind, Usage, commit, trace_depth,
+    Candidates, Chain, ChainTrigger, Control, IntoId, Pending, RunState, RunStatus,
+    TerminationReason, TraceItem, TraceKind, Usage, commit, trace_depth,
 };
 use crate::runtime::effects::Fault;
 use crate::runtime::plan::{NodePlan, NodeRun, Plan, SubgraphPlan, Verdict};
@@ -44,21 +44,12 @@ pub(crate) struct Tx<'a> {
 
 impl Tx<'_> {
     /// Appends an item of `kind` at the run's current step, depth and level (carrying the
-    /// step's chain stage) and hands it back to be filled in. The item is built in place
-    /// in the trace: a trace item is larger than what the compiler copies inline, so
-    /// building it on the stack and pushing it would cost a `memcpy` per item.
-    ///
-    /// Ids are interned in the trace's name table (ADR 0055): an id the plan shares is
-    /// found by its address, without a reference count.
-    #[inline(always)]
-    pub(crate) fn record(&mut self, kind: TraceKind, supervisor: impl IntoName) -> ItemMut<'_> {
+    /// step's chain stage) and hands it back to be filled in.
+    pub(crate) fn record(&mut self, kind: TraceKind, supervisor: impl IntoId) -> &mut TraceItem {
         let run = &mut *self.run;
-        let supervisor = run.trace.name(supervisor);
-        let subgraph = match run.stack.last() {
-            Some(f) => run.trace.name(&f.subgraph_id),
-            None => None,
-        };
-        let mut it = run.trace.push_interned(InternedItem {
+        let supervisor = supervisor.into_id();
+        let subgraph = run.stack.last().map(|f| Arc::clone(&f.subgraph_id));
+        let it = run.trace.push_item(TraceItem {
             step: run.steps,
             depth: trace_depth(run.depth()),
             supervisor,
@@ -68,13 +59,13 @@ impl Tx<'_> {
             target: None,
             reason: None,
             termination_reason: None,
-            candidates: None,
+            candidates: Candidates::none(),
             at_ms: self.at_ms,
             duration_us: 0,
             detail: None,
         });
         if let Some(chain) = &self.chain {
-            attach_chain(&mut it, chain);
+            it.set_chain(Some(chain.clone()));
         }
         it
     }
@@ -93,13 +84,13 @@ impl Tx<'_> {
                 reason,
                 candidates,
             }) => {
-                let mut it = self.record(TraceKind::Decision, *supervisor);
+                let it = self.record(TraceKind::Decision, *supervisor);
                 it.set_target(*target);
                 it.set_reason(*reason);
                 it.set_candidates(candidates);
             }
             Some(Decided::Policy(d)) => {
-                let mut it = self.record(TraceKind::Decision, d.supervisor);
+                let it = self.record(TraceKind::Decision, d.supervisor);
                 it.set_target(&d.target);
                 it.set_reason(&d.reason);
                 it.duration_us = d.duration_us;
@@ -266,12 +257,12 @@ impl Tx<'_> {
         // All checks passed: apply the writes in one go.
         self.note_writes(&writes, constant);
         self.apply_writes(writes);
-        let mut it = self.record(kind, &*dispatcher);
+        let it = self.record(kind, &*dispatcher);
         it.set_source(source);
         it.set_target(&np.id);
         it.duration_us = duration_us;
         if let Some(u) = usage {
-            attach_usage(&mut it, u);
+            attach_usage(it, u);
         }
         match after {
             // Committed by `commit_router` above.
@@ -319,7 +310,7 @@ impl Tx<'_> {
                     Control::Running(Pending::Decide { supervisor })
                         if Arc::ptr_eq(supervisor, &*dispatcher)
                 );
-                let mut it = self.record(TraceKind::Return, &*dispatcher);
+                let it = self.record(TraceKind::Return, &*dispatcher);
                 it.set_source(&np.id);
                 if unchanged {
                     it.set_target(dispatcher);
@@ -390,7 +381,7 @@ impl Tx<'_> {
                 &frame.state,
                 &sg.contract.writes,
             );
-            let mut it = self.record(TraceKind::Return, &frame.caller);
+            let it = self.record(TraceKind::Return, &frame.caller);
             it.set_source(frame.subgraph_id);
             it.set_target(frame.caller);
             it.termination_reason = Some(TerminationReason::StopGlobal);
@@ -405,7 +396,7 @@ impl Tx<'_> {
 
     /// Pauses for an answer; the same supervisor decides again after `resume`.
     fn pause(&mut self, supervisor: Arc<str>, question: String) {
-        let mut it = self.record(TraceKind::Pause, &supervisor);
+        let it = self.record(TraceKind::Pause, &supervisor);
         it.set_target("ask_clarification");
         it.set_reason(question.as_str());
         it.termination_reason = Some(TerminationReason::AwaitingInput);
@@ -444,7 +435,7 @@ impl Tx<'_> {
         } else {
             TraceKind::End
         };
-        let mut it = self.record(kind, supervisor);
+        let it = self.record(kind, supervisor);
         it.set_target(status.to_string());
         it.set_reason(message.as_deref());
         it.termination_reason = Some(reason);
@@ -473,16 +464,9 @@ fn spent_none<T>(empty: Option<T>) {
     std::mem::forget(empty);
 }
 
-/// Marks an item as part of a chain stage (off the common path: most items are not).
-#[cold]
-#[inline(never)]
-fn attach_chain(item: &mut InternedItem, chain: &Chain) {
-    item.set_chain(Some(chain.clone()));
-}
-
 /// Records what a node run cost on its item (off the common path).
 #[cold]
 #[inline(never)]
-pub(crate) fn attach_usage(item: &mut InternedItem, usage: Usage) {
+pub(crate) fn attach_usage(item: &mut TraceItem, usage: Usage) {
     item.set_usage(Some(usage));
 }

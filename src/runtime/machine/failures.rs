@@ -49,7 +49,7 @@ impl Tx<'_> {
     ) -> Result<NodeOutput, Fault> {
         let Ran { result, failed } = ran;
         for f in failed {
-            let mut it = self.record(TraceKind::Retry, dispatcher);
+            let it = self.record(TraceKind::Retry, dispatcher);
             it.set_target(&np.id);
             it.duration_us = f.duration_us;
             it.set_reason(format!(
@@ -76,12 +76,12 @@ impl Tx<'_> {
         usage: Option<Usage>,
     ) {
         self.fail(reason, msg, Some(dispatcher));
-        if let Some(mut it) = self.run.trace.last_mut() {
+        if let Some(it) = self.run.trace.last_mut() {
             // The end item stands for the node run: it names the node and its time.
             it.set_source(node);
             it.duration_us = duration_us;
             if let Some(u) = usage {
-                attach_usage(&mut it, u);
+                attach_usage(it, u);
             }
         }
     }

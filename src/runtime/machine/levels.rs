@@ -49,7 +49,7 @@ impl Tx<'_> {
         for (k, v) in pick(level, &sg.contract.writes) {
             child.entry(k).or_insert(v);
         }
-        let mut it = self.record(TraceKind::Call, &caller);
+        let it = self.record(TraceKind::Call, &caller);
         it.set_source(source);
         it.set_target(&sg.id);
         if let Some(schema) = &sg.input_schema
@@ -131,7 +131,7 @@ impl Tx<'_> {
         if let Some(slice) = &sg.contract.result_slice {
             parent.insert(slice.clone(), output);
         }
-        let mut it = self.record(TraceKind::Return, &frame.caller);
+        let it = self.record(TraceKind::Return, &frame.caller);
         it.set_source(&frame.subgraph_id);
         it.set_target(&frame.caller);
         it.set_reason(stop.reason);

@@ -212,8 +212,7 @@ pub(crate) struct Planned<'e> {
 /// item, so the step stays small as it moves.
 ///
 /// What the plan holds is borrowed from it (the supervisor's id, a rule's target, reason
-/// and lone-winner list), so noting a rule decision changes no reference count: the
-/// trace interns the ids by address (ADR 0055).
+/// and lone-winner list); the trace item clones them when it is recorded.
 pub(crate) enum Decided<'e> {
     /// A rule table's verdict: all but a several-way candidate list is the plan's.
     Rules {
@@ -283,9 +282,7 @@ pub(crate) enum Then<'e> {
 
 /// An id a planned node step names (its dispatcher, its source): the plan's own shared
 /// id borrowed, as a rule dispatch names its supervisor, or one the run state holds
-/// (a handoff's dispatcher), counted. Borrowing changes no reference count: the trace
-/// interns either by address (ADR 0055), and the id is counted only when commit hands
-/// it to the run's control (`Cow::into_owned`), as before (ADR 0061).
+/// (a handoff's dispatcher), counted.
 pub(crate) type StepId<'e> = Cow<'e, Arc<str>>;
 
 /// A node run, planned.

@@ -52,7 +52,7 @@ impl Tx<'_> {
                 adv
             }
             None => {
-                let mut it = self.record(TraceKind::Fork, &dispatcher);
+                let it = self.record(TraceKind::Fork, &dispatcher);
                 it.set_source(&source);
                 it.set_target(&np.id);
                 it.set_reason(format!("advisors: {}", spec.members.join(", ")));
@@ -212,7 +212,7 @@ impl Tx<'_> {
         usage: Option<Usage>,
     ) {
         self.run.count_visit(advisor);
-        let mut it = self.record(TraceKind::Advisor, sup);
+        let it = self.record(TraceKind::Advisor, sup);
         it.set_source(primary);
         it.set_target(advisor);
         it.duration_us = report.duration_us;
@@ -222,7 +222,7 @@ impl Tx<'_> {
             None => status.to_string(),
         });
         if let Some(u) = usage {
-            attach_usage(&mut it, u);
+            attach_usage(it, u);
         }
     }
 
@@ -234,7 +234,7 @@ impl Tx<'_> {
                 tally[r.status as usize] += 1;
             }
         }
-        let mut it = self.record(TraceKind::Join, sup);
+        let it = self.record(TraceKind::Join, sup);
         it.set_target(&np.id);
         it.set_reason(format!(
             "{} report(s): {} ok, {} failed, {} timeout",

@@ -119,7 +119,7 @@ impl Tx<'_> {
                 let msg = fault.describe().1.to_string();
                 self.run.steps += 1;
                 let model: Arc<str> = ss.agent.model.as_str().into();
-                let mut it = self.record(TraceKind::ModelCall, &sup);
+                let it = self.record(TraceKind::ModelCall, &sup);
                 it.set_source(&id);
                 it.set_target(&model);
                 it.set_reason(format!("turn {turn}, attempt {attempt}: failed: {msg}"));
@@ -162,12 +162,12 @@ impl Tx<'_> {
             usage_known,
         );
         let model: Arc<str> = ss.agent.model.as_str().into();
-        let mut it = self.record(TraceKind::ModelCall, &sup);
+        let it = self.record(TraceKind::ModelCall, &sup);
         it.set_source(&id);
         it.set_target(&model);
         it.set_reason(reason);
         it.duration_us = duration_us;
-        attach_usage(&mut it, usage);
+        attach_usage(it, usage);
         it.set_call(Some(CallRecord::Model(ModelCallItem {
             node: Arc::clone(&id),
             model,

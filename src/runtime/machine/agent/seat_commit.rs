@@ -61,7 +61,7 @@ impl Tx<'_> {
             Err((fault, failed_attempts)) => {
                 let msg = fault.describe().1.to_string();
                 self.run.steps += 1;
-                let mut it = self.record(TraceKind::ModelCall, sup);
+                let it = self.record(TraceKind::ModelCall, sup);
                 it.set_source(node);
                 it.set_target(&model);
                 it.set_reason(format!("turn {turn}, attempt {attempt}: failed: {msg}"));
@@ -103,12 +103,12 @@ impl Tx<'_> {
                 c.call, c.session
             ));
         }
-        let mut it = self.record(TraceKind::ModelCall, sup);
+        let it = self.record(TraceKind::ModelCall, sup);
         it.set_source(node);
         it.set_target(&model);
         it.set_reason(reason);
         it.duration_us = duration_us;
-        attach_usage(&mut it, usage);
+        attach_usage(it, usage);
         it.set_call(Some(CallRecord::Model(ModelCallItem {
             node: Arc::clone(node),
             model,
@@ -178,13 +178,13 @@ impl Tx<'_> {
                 status: o.status,
                 error: o.error,
             };
-            let mut it = self.record(TraceKind::ToolCall, sup);
+            let it = self.record(TraceKind::ToolCall, sup);
             it.set_source(node);
             it.set_target(o.tool);
             it.set_reason(reason);
             it.duration_us = o.duration_us;
             if let Some(u) = o.usage {
-                attach_usage(&mut it, u);
+                attach_usage(it, u);
             }
             it.set_call(Some(CallRecord::Tool(record)));
             let content = o.content.unwrap_or_else(|| "{}".into());

@@ -326,14 +326,14 @@ impl Tx<'_> {
             },
             error,
         };
-        let mut it = self.record(TraceKind::ToolCall, sup);
+        let it = self.record(TraceKind::ToolCall, sup);
         it.set_source(source);
         it.set_target(tool);
         it.set_reason(reason);
         it.duration_us = total_us;
         if let Some(u) = usage {
             // Counted in `usage_total` call by call: here for the caller's sum.
-            attach_usage(&mut it, u);
+            attach_usage(it, u);
         }
         it.set_call(Some(CallRecord::Tool(record)));
         let message = ChatMessage::tool(caller.call.clone(), content);

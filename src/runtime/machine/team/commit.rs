@@ -89,13 +89,13 @@ impl Tx<'_> {
         duration_us: u64,
         usage: Option<Usage>,
     ) {
-        let mut it = self.record(TraceKind::TeamTurn, dispatcher);
+        let it = self.record(TraceKind::TeamTurn, dispatcher);
         it.set_source(&np.id);
         it.set_target(who);
         it.set_reason(reason);
         it.duration_us = duration_us;
         if let Some(u) = usage {
-            attach_usage(&mut it, u);
+            attach_usage(it, u);
         }
     }
 
@@ -140,7 +140,7 @@ impl Tx<'_> {
                     Turn::Seat(s) => &*s.np.id,
                 })
                 .collect();
-            let mut it = self.record(TraceKind::TeamCycle, &dispatcher);
+            let it = self.record(TraceKind::TeamCycle, &dispatcher);
             it.set_target(&np.id);
             it.set_reason(format!("cycle {}: {}", team.cycle, names.join(", ")));
         }
