@@ -8,8 +8,9 @@
 //! checked: `Arc<dyn DynStore>` is a store that code can hold, share and spawn with
 //! without naming its backend (the server's handlers do).
 
-use std::pin::Pin;
 use std::time::Duration;
+
+use futures_util::future::BoxFuture;
 
 use super::{
     Continue, CreateOptions, DependencySpec, DriveOptions, Lease, RunFilter, RunInfo, RunStore,
@@ -17,11 +18,9 @@ use super::{
 };
 use crate::runtime::{Executor, RunEvent, RunId, RunRecord, RunState, TerminationReason};
 
-/// A boxed `Send` future: what every [`DynStore`] call returns.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
 /// The calls of a [`RunStore`] that a server makes, object safe (see the module docs).
-/// Each does what the `RunStore` method (or store function) of its name does.
+/// Each does what the `RunStore` method (or store function) of its name does, as a boxed
+/// `Send` future (`futures_util`'s `BoxFuture`).
 pub trait DynStore: Send + Sync {
     /// [`RunStore::list`].
     fn list<'a>(&'a self, filter: &'a RunFilter)

@@ -3,9 +3,8 @@
 //! builders both backends' options share.
 
 use std::borrow::Cow;
-use std::future::Future;
-use std::pin::Pin;
 
+use futures_util::future::BoxFuture;
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 
 use super::StoreError;
@@ -17,8 +16,6 @@ pub(crate) type Step = (i64, &'static str, &'static str);
 /// A backend's embedded migrations, in version order.
 #[derive(Debug, Clone, Copy)]
 struct Embedded(&'static [Step]);
-
-type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 impl<'s> MigrationSource<'s> for Embedded {
     fn resolve(self) -> BoxFuture<'s, Result<Vec<Migration>, sqlx::error::BoxDynError>> {

@@ -55,7 +55,7 @@ pub use deps::{
 };
 pub use drive::{Continue, drive};
 pub use drive_options::DriveOptions;
-pub use dyn_store::{BoxFuture, DynStore};
+pub use dyn_store::DynStore;
 pub use error::StoreError;
 pub use follow::Follower;
 pub use map_delta::MapDelta;

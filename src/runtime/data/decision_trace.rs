@@ -182,9 +182,7 @@ impl DecisionTrace {
 
 impl Extend<TraceItem> for DecisionTrace {
     fn extend<I: IntoIterator<Item = TraceItem>>(&mut self, items: I) {
-        for item in items {
-            self.push(item);
-        }
+        self.items.extend(items);
     }
 }
 
